@@ -1,0 +1,40 @@
+# Entry points. Each target installs what is missing, configures and builds.
+#   make demo   - run flashlight on the shipped examples
+#   make test   - build and run every test (lit + Catch2 + docs) through ctest
+#   make docs   - regenerate docs/generated from ODS
+
+BUILD ?= build
+LLVM_DIR ?= /usr/lib/llvm-22
+JOBS ?= $(shell nproc)
+
+.PHONY: all deps configure build test demo docs clean
+
+all: build
+
+deps:
+	./scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	$(MAKE) deps
+	cmake -G Ninja -S . -B $(BUILD) \
+	  -DCMAKE_BUILD_TYPE=Release \
+	  -DMLIR_DIR=$(LLVM_DIR)/lib/cmake/mlir \
+	  -DLLVM_EXTERNAL_LIT=$(LLVM_DIR)/bin/lit
+
+configure: $(BUILD)/build.ninja
+
+build: configure
+	ninja -C $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+demo: build
+	./scripts/demo.sh $(BUILD)
+
+docs: build
+	mkdir -p docs/generated
+	cp $(BUILD)/docs/*.md docs/generated/
+
+clean:
+	rm -rf $(BUILD)

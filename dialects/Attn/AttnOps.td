@@ -1,0 +1,282 @@
+//===- AttnOps.td - attn dialect operations ---------------*- tablegen -*-===//
+
+#ifndef FLASHLIGHT_ATTN_OPS
+#define FLASHLIGHT_ATTN_OPS
+
+include "Attn/AttnDialect.td"
+include "Attn/AttnAttrs.td"
+include "Attn/AttnInterfaces.td"
+include "mlir/IR/OpAsmInterface.td"
+include "mlir/IR/OpBase.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+class Attn_Op<string mnemonic, list<Trait> traits = []>
+    : Op<Attn_Dialect, mnemonic, traits>;
+
+def Attn_InputTensor : RankedTensorOf<[F16, BF16, F32]>;
+def Attn_F32Tensor : RankedTensorOf<[F32]>;
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+def Attn_AttentionOp : Attn_Op<"attention", [
+    AttrSizedOperandSegments, IsolatedFromAbove, RecursiveMemoryEffects,
+    Attn_ScoreProgramOpInterface,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>
+    ]> {
+  let summary = "An attention program: branches of scores, a normalizer, PV";
+  let description = [{
+    Computes, for every batch `b`, query head `h`, query row `i` and output
+    column `d` (with `g = Hq / Hkv` query heads per KV head):
+
+    ```
+    s_r[j]  = scale_r * sum_c Q_r[b,h,i,c] * K_r[b,h/g,j,c]   (r = branch)
+    s'      = score(s_0[j], ..., s_{R-1}[j], b, h, i, j, captures...)
+    keep[j] = mask(b, h, i, j, captures...)
+    p_r[j]  = keep[j] ? normalize(s'_r)[j] : 0
+    o_r     = sum_j p_r[j] * V[b,h/g,j,d]
+    out     = epilogue(o_0, ..., o_{R-1}, b, h, i, d, captures...)
+    ```
+
+    * `q`, `k`: one query and one key tensor per logit branch, `[B,Hq,M,Dqk]`
+      and `[B,Hkv,N,Dqk]`; `Hq` must be a multiple of `Hkv` (GQA/MQA).
+      `Dqk` may differ between branches and from `Dv`.
+    * `v`: `[B,Hkv,N,Dv]`, shared by all branches (loaded once per KV tile).
+    * `scale`: one multiplier per branch, applied to `Q.K^T` before `score`.
+    * `normalizer`: `softmax` normalizes over the unmasked `j` (a row with no
+      unmasked key yields 0); `sigmoid` applies `1/(1+exp(-s))` elementwise;
+      `none` uses the scores as they are.
+    * `sinks` (softmax only): one `[Hq]` tensor per branch; each adds
+      `exp(sink[h])` to its softmax denominator, as if a key with that logit
+      and a zero value were present.
+    * `captures`: ranked tensors (of any rank, rank 0 included) read by the
+      regions with `tensor.extract`: bias tables, document ids, slopes, gates.
+    * `score` (optional, identity when absent): block arguments
+      `(s_0: f32, ..., s_{R-1}: f32, b: index, h: index, q_idx: index,
+      kv_idx: index, captures...)`, yields R `f32` logits.
+    * `mask` (optional, all-true when absent): block arguments
+      `(b, h, q_idx, kv_idx: index, captures...)`, yields one `i1` that
+      applies to every branch. A masked key contributes nothing.
+    * `epilogue` (optional for one branch, required for several): block
+      arguments `(o_0: f32, ..., o_{R-1}: f32, b, h, q_idx, d: index,
+      captures...)`, yields the `f32` output element. It combines branches
+      (differential attention) and applies gates.
+    * Results: `out` `[B,Hq,M,Dv]` and, optionally, one log-sum-exp tensor
+      `[B,Hq,M]` (f32, natural log, over the unmasked keys and the sink) per
+      branch.
+
+    Inputs are f16, bf16 or f32; all accumulation is f32.
+
+    Example (causal attention with a softcap):
+
+    ```mlir
+    %o = attn.attention q(%q : tensor<1x8x128x64xbf16>)
+                        k(%k : tensor<1x8x128x64xbf16>)
+                        v(%v : tensor<1x8x128x64xbf16>)
+           scale [0.125] normalizer softmax
+           score {
+           ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+             %c = arith.constant 30.0 : f32
+             %x = arith.divf %s, %c : f32
+             %t = math.tanh %x : f32
+             %y = arith.mulf %t, %c : f32
+             attn.yield %y : f32
+           }
+           mask {
+           ^bb0(%b: index, %h: index, %i: index, %j: index):
+             %keep = arith.cmpi sge, %i, %j : index
+             attn.yield %keep : i1
+           } -> tensor<1x8x128x64xbf16>
+    ```
+  }];
+
+  let arguments = (ins
+    Variadic<Attn_InputTensor>:$queries,
+    Variadic<Attn_InputTensor>:$keys,
+    Attn_InputTensor:$value,
+    Variadic<RankedTensorOf<[AnyFloat]>>:$sinks,
+    Variadic<AnyRankedTensor>:$captures,
+    DenseF64ArrayAttr:$scale,
+    Attn_NormalizerAttr:$normalizer
+  );
+  let results = (outs
+    RankedTensorOf<[AnyFloat]>:$output,
+    Variadic<Attn_F32Tensor>:$lse
+  );
+  let regions = (region
+    MaxSizedRegion<1>:$score,
+    MaxSizedRegion<1>:$mask,
+    MaxSizedRegion<1>:$epilogue
+  );
+
+  let assemblyFormat = [{
+    `q` `(` $queries `:` type($queries) `)`
+    `k` `(` $keys `:` type($keys) `)`
+    `v` `(` $value `:` type($value) `)`
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    (`captures` `(` $captures^ `:` type($captures) `)`)?
+    `scale` $scale
+    `normalizer` `` $normalizer
+    (`score` $score^)?
+    (`mask` $mask^)?
+    (`epilogue` $epilogue^)?
+    attr-dict `->` type(results)
+  }];
+
+  let extraClassDeclaration = [{
+    /// Number of logit branches (one per query/key pair).
+    unsigned getNumBranches() { return getQueries().size(); }
+  }];
+
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let hasCanonicalizer = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Online-softmax form
+//===----------------------------------------------------------------------===//
+
+def Attn_OnlineStepOp : Attn_Op<"online_step", [
+    AttrSizedOperandSegments, IsolatedFromAbove, RecursiveMemoryEffects,
+    Attn_ScoreProgramOpInterface, InferTypeOpAdaptor,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>
+    ]> {
+  let summary = "Fold one block of keys/values into the online-softmax state";
+  let description = [{
+    One step of the online (streaming) form of `attn.attention`, for a block
+    of queries `[B,Hq,BM,Dqk]` against a block of keys/values `[B,Hkv,BN,*]`.
+    `at(b0, h0, q0, k0)` gives the absolute indices of the blocks' first
+    element, so the score and mask regions (same signatures as in
+    `attn.attention`) see global positions.
+
+    For every branch `r`, with `s = score(scale * Q_r.K_r^T)` and masked
+    entries excluded:
+
+    * `softmax`: state `(max_r, sum_r, acc_r)`;
+      `m' = max(m, rowmax(s))`, `alpha = exp(m - m')`,
+      `p = exp(s - m')`, `l' = alpha * l + rowsum(p)`,
+      `acc' = alpha * acc + p.V`.
+      A row whose keys are all masked so far keeps `m = -inf`, `l = 0`,
+      `acc = 0` (alpha is defined as 1 when `m' = -inf`).
+    * `sigmoid`: state `acc_r` only; `acc' = acc + sigmoid(s).V`.
+    * `none`: state `acc_r` only; `acc' = acc + s.V`.
+
+    `max`/`sum` are `[B,Hq,BM]` f32, `acc` is `[B,Hq,BM,Dv]` f32. The results
+    are the new state in operand order (`max...`, `sum...`, `acc...`).
+  }];
+
+  let arguments = (ins
+    Variadic<Attn_InputTensor>:$queries,
+    Variadic<Attn_InputTensor>:$keys,
+    Attn_InputTensor:$value,
+    Variadic<Attn_F32Tensor>:$maxState,
+    Variadic<Attn_F32Tensor>:$sumState,
+    Variadic<Attn_F32Tensor>:$accState,
+    Index:$batchOffset,
+    Index:$headOffset,
+    Index:$queryOffset,
+    Index:$keyOffset,
+    Variadic<AnyRankedTensor>:$captures,
+    DenseF64ArrayAttr:$scale,
+    Attn_NormalizerAttr:$normalizer
+  );
+  let results = (outs Variadic<Attn_F32Tensor>:$newState);
+  let regions = (region MaxSizedRegion<1>:$score, MaxSizedRegion<1>:$mask);
+
+  let assemblyFormat = [{
+    `q` `(` $queries `:` type($queries) `)`
+    `k` `(` $keys `:` type($keys) `)`
+    `v` `(` $value `:` type($value) `)`
+    (`max` `(` $maxState^ `:` type($maxState) `)`)?
+    (`sum` `(` $sumState^ `:` type($sumState) `)`)?
+    `acc` `(` $accState `:` type($accState) `)`
+    `at` `(` $batchOffset `,` $headOffset `,` $queryOffset `,` $keyOffset `)`
+    (`captures` `(` $captures^ `:` type($captures) `)`)?
+    `scale` $scale
+    `normalizer` `` $normalizer
+    (`score` $score^)?
+    (`mask` $mask^)?
+    attr-dict
+  }];
+
+  let extraClassDeclaration = [{
+    /// Number of logit branches (one per query/key pair).
+    unsigned getNumBranches() { return getQueries().size(); }
+  }];
+
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+}
+
+def Attn_OnlineFinalizeOp : Attn_Op<"online_finalize", [
+    AttrSizedOperandSegments, IsolatedFromAbove, RecursiveMemoryEffects,
+    DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>
+    ]> {
+  let summary = "Normalize the online-softmax state and apply the epilogue";
+  let description = [{
+    Turns the state left by the last `attn.online_step` into the output block
+    `[B,Hq,BM,Dv]`. For `softmax`, branch `r` contributes
+    `o_r = acc_r / (l_r + exp(sink_r[h] - m_r))` (the sink term only when
+    sinks are given), and `o_r = 0` where the denominator is 0 (every key
+    masked). For `sigmoid`/`none`, `o_r = acc_r`. The epilogue region (same
+    signature as in `attn.attention`, indices offset by `at(b0, h0, q0)`)
+    combines the branches; without it the output is `o_0`.
+
+    With softmax, the optional `lse` results give, per branch,
+    `m_r + log(l_r + exp(sink_r - m_r))`, `-inf` for fully masked rows.
+  }];
+
+  let arguments = (ins
+    Variadic<Attn_F32Tensor>:$maxState,
+    Variadic<Attn_F32Tensor>:$sumState,
+    Variadic<Attn_F32Tensor>:$accState,
+    Variadic<RankedTensorOf<[AnyFloat]>>:$sinks,
+    Index:$batchOffset,
+    Index:$headOffset,
+    Index:$queryOffset,
+    Variadic<AnyRankedTensor>:$captures,
+    Attn_NormalizerAttr:$normalizer
+  );
+  let results = (outs
+    RankedTensorOf<[AnyFloat]>:$output,
+    Variadic<Attn_F32Tensor>:$lse
+  );
+  let regions = (region MaxSizedRegion<1>:$epilogue);
+
+  let assemblyFormat = [{
+    (`max` `(` $maxState^ `:` type($maxState) `)`)?
+    (`sum` `(` $sumState^ `:` type($sumState) `)`)?
+    `acc` `(` $accState `:` type($accState) `)`
+    (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
+    `at` `(` $batchOffset `,` $headOffset `,` $queryOffset `)`
+    (`captures` `(` $captures^ `:` type($captures) `)`)?
+    `normalizer` `` $normalizer
+    (`epilogue` $epilogue^)?
+    attr-dict `->` type(results)
+  }];
+
+  let extraClassDeclaration = [{
+    /// Number of logit branches (one accumulator each).
+    unsigned getNumBranches() { return getAccState().size(); }
+  }];
+
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+}
+
+def Attn_YieldOp : Attn_Op<"yield", [
+    Pure, Terminator,
+    ParentOneOf<["AttentionOp", "OnlineStepOp", "OnlineFinalizeOp"]>]> {
+  let summary = "Yield the values of an attn region";
+  let description = [{
+    Terminates the score, mask and epilogue regions of the attn ops: the new
+    logits (score), the keep bit (mask) or the output element (epilogue).
+  }];
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+}
+
+#endif // FLASHLIGHT_ATTN_OPS

@@ -1,0 +1,20 @@
+//===- AttnDialect.h - The attn dialect -------------------------*- C++ -*-===//
+//
+// The `attn` dialect, its enums and attributes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FLASHLIGHT_DIALECT_ATTN_IR_ATTNDIALECT_H
+#define FLASHLIGHT_DIALECT_ATTN_IR_ATTNDIALECT_H
+
+#include "mlir/IR/Attributes.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/Dialect.h"
+
+#include "flashlight/Dialect/Attn/IR/AttnDialect.h.inc"
+#include "flashlight/Dialect/Attn/IR/AttnEnums.h.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "flashlight/Dialect/Attn/IR/AttnAttrs.h.inc"
+
+#endif // FLASHLIGHT_DIALECT_ATTN_IR_ATTNDIALECT_H

@@ -1,0 +1,18 @@
+//===- Passes.h - attn dialect passes ---------------------------*- C++ -*-===//
+
+#ifndef FLASHLIGHT_DIALECT_ATTN_TRANSFORMS_PASSES_H
+#define FLASHLIGHT_DIALECT_ATTN_TRANSFORMS_PASSES_H
+
+#include "mlir/Pass/Pass.h"
+
+namespace flashlight::attn {
+
+#define GEN_PASS_DECL
+#include "flashlight/Dialect/Attn/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "flashlight/Dialect/Attn/Transforms/Passes.h.inc"
+
+} // namespace flashlight::attn
+
+#endif // FLASHLIGHT_DIALECT_ATTN_TRANSFORMS_PASSES_H

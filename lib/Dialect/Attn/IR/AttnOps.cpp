@@ -1,0 +1,433 @@
+//===- AttnOps.cpp - attn dialect operations ------------------------------===//
+//
+// Verifiers and type inference. Passes rely on every invariant checked here
+// (shapes agree, regions have the documented signatures) and do not re-check.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashlight/Dialect/Attn/IR/AttnOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/STLExtras.h"
+
+using namespace mlir;
+using namespace flashlight::attn;
+
+#include "flashlight/Dialect/Attn/IR/AttnInterfaces.cpp.inc"
+
+#define GET_OP_CLASSES
+#include "flashlight/Dialect/Attn/IR/AttnOps.cpp.inc"
+
+namespace {
+
+/// Names of the dimensions, for diagnostics.
+constexpr const char *kQueryDims = "[B, Hq, M, Dqk]";
+constexpr const char *kKeyDims = "[B, Hkv, N, Dqk]";
+constexpr const char *kValueDims = "[B, Hkv, N, Dv]";
+
+/// Prints a dimension, `?` when dynamic.
+std::string dimStr(int64_t d) {
+  return ShapedType::isDynamic(d) ? "?" : std::to_string(d);
+}
+
+/// True when two dimensions may be equal (one is dynamic, or both agree).
+bool dimsCompatible(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+/// The problem sizes, taken from the query/key/value (block) tensors and
+/// checked against each other as they are collected.
+struct ProblemDims {
+  int64_t b, hq, m, hkv, n, dv;
+};
+
+/// Checks that `value` is a ranked tensor of the given rank.
+LogicalResult checkRank(Operation *op, Value value, int64_t rank,
+                        const Twine &what, const char *dims) {
+  auto type = cast<RankedTensorType>(value.getType());
+  if (type.getRank() == rank)
+    return success();
+  return op->emitOpError() << what << " must have rank " << rank << " "
+                           << dims << ", got rank " << type.getRank();
+}
+
+/// Checks `actual` dim against `expected`, naming both in the diagnostic.
+LogicalResult checkDim(Operation *op, int64_t actual, int64_t expected,
+                       const Twine &what) {
+  if (dimsCompatible(actual, expected))
+    return success();
+  return op->emitOpError() << what << " is " << dimStr(actual)
+                           << ", expected " << dimStr(expected);
+}
+
+/// Checks that `type` has exactly the shape `shape` and an f32 element type.
+LogicalResult checkF32Shape(Operation *op, Type type, ArrayRef<int64_t> shape,
+                            const Twine &what, const char *dims) {
+  auto tensor = cast<RankedTensorType>(type);
+  if (tensor.getRank() != static_cast<int64_t>(shape.size()))
+    return op->emitOpError() << what << " must have rank " << shape.size()
+                             << " " << dims << ", got " << tensor;
+  for (auto [i, pair] : llvm::enumerate(llvm::zip(tensor.getShape(), shape))) {
+    auto [actual, expected] = pair;
+    if (!dimsCompatible(actual, expected))
+      return op->emitOpError()
+             << what << " dim " << i << " is " << dimStr(actual)
+             << ", expected " << dimStr(expected) << " " << dims;
+  }
+  return success();
+}
+
+/// Verifies Q/K/V of every branch and returns the problem sizes.
+FailureOr<ProblemDims> verifyQKV(Operation *op, ValueRange queries,
+                                 ValueRange keys, Value value) {
+  if (queries.empty())
+    return op->emitOpError("expects at least one query tensor");
+  if (queries.size() != keys.size())
+    return op->emitOpError() << "expects one key tensor per query tensor, got "
+                             << queries.size() << " queries and "
+                             << keys.size() << " keys";
+  Type elementType = cast<RankedTensorType>(value.getType()).getElementType();
+  if (failed(checkRank(op, value, 4, "value", kValueDims)))
+    return failure();
+  ArrayRef<int64_t> vShape = cast<RankedTensorType>(value.getType()).getShape();
+  ProblemDims dims{vShape[0], ShapedType::kDynamic, ShapedType::kDynamic,
+                   vShape[1], vShape[2], vShape[3]};
+
+  for (auto [r, qk] : llvm::enumerate(llvm::zip(queries, keys))) {
+    auto [q, k] = qk;
+    if (failed(checkRank(op, q, 4, "query #" + Twine(r), kQueryDims)) ||
+        failed(checkRank(op, k, 4, "key #" + Twine(r), kKeyDims)))
+      return failure();
+    auto qType = cast<RankedTensorType>(q.getType());
+    auto kType = cast<RankedTensorType>(k.getType());
+    if (qType.getElementType() != elementType ||
+        kType.getElementType() != elementType)
+      return op->emitOpError()
+             << "query, key and value must share one element type, got "
+             << qType.getElementType() << ", " << kType.getElementType()
+             << " and " << elementType << " (branch " << r << ")";
+    ArrayRef<int64_t> qs = qType.getShape(), ks = kType.getShape();
+    if (r == 0) {
+      dims.hq = qs[1];
+      dims.m = qs[2];
+    }
+    if (failed(checkDim(op, qs[0], dims.b,
+                        "batch size of query #" + Twine(r))) ||
+        failed(checkDim(op, qs[1], dims.hq,
+                        "query head count of query #" + Twine(r))) ||
+        failed(checkDim(op, qs[2], dims.m,
+                        "query length of query #" + Twine(r))) ||
+        failed(checkDim(op, ks[0], dims.b, "batch size of key #" + Twine(r))) ||
+        failed(checkDim(op, ks[1], dims.hkv,
+                        "key/value head count of key #" + Twine(r))) ||
+        failed(checkDim(op, ks[2], dims.n,
+                        "key length of key #" + Twine(r))) ||
+        failed(checkDim(op, ks[3], qs[3],
+                        "head dim of key #" + Twine(r) + " (Dqk)")))
+      return failure();
+  }
+  if (!ShapedType::isDynamic(dims.hq) && !ShapedType::isDynamic(dims.hkv) &&
+      (dims.hkv == 0 || dims.hq % dims.hkv != 0))
+    return op->emitOpError() << "query heads (" << dims.hq
+                             << ") must be a multiple of key/value heads ("
+                             << dims.hkv << ")";
+  return dims;
+}
+
+/// Verifies the signature and terminator of an attn region: `numLeading`
+/// leading arguments of type `leadingType`, four `index` arguments, one
+/// argument per capture (same type), yielding `yieldTypes`.
+LogicalResult verifyRegionSignature(Operation *op, Region &region,
+                                    StringRef name, unsigned numLeading,
+                                    Type leadingType, StringRef leadingName,
+                                    TypeRange captureTypes,
+                                    TypeRange yieldTypes) {
+  if (region.empty())
+    return success();
+  Block &block = region.front();
+  unsigned expected = numLeading + 4 + captureTypes.size();
+  if (block.getNumArguments() != expected) {
+    InFlightDiagnostic diag = op->emitOpError()
+                              << name << " region must have " << expected
+                              << " arguments (";
+    if (numLeading)
+      diag << numLeading << " " << leadingName << ", ";
+    return diag << "4 indices, " << captureTypes.size()
+                << " captures), got " << block.getNumArguments();
+  }
+  for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
+    Type want = i < numLeading       ? leadingType
+                : i < numLeading + 4 ? IndexType::get(op->getContext())
+                                     : captureTypes[i - numLeading - 4];
+    if (arg.getType() != want)
+      return op->emitOpError() << name << " region argument #" << i
+                               << " must be " << want << ", got "
+                               << arg.getType();
+  }
+  auto yield = dyn_cast<YieldOp>(block.getTerminator());
+  if (!yield)
+    return op->emitOpError() << name << " region must end with attn.yield";
+  if (TypeRange(yield.getValues().getTypes()) != yieldTypes) {
+    InFlightDiagnostic diag = op->emitOpError()
+                              << name << " region must yield ";
+    llvm::interleaveComma(yieldTypes, diag);
+    diag << " (" << yieldTypes.size() << " values), got ";
+    llvm::interleaveComma(yield.getValues().getTypes(), diag);
+    return diag << " (" << yield.getValues().size() << " values)";
+  }
+  return success();
+}
+
+/// Verifies the score and mask regions shared by the score program ops.
+LogicalResult verifyScoreAndMask(Operation *op, Region &score, Region &mask,
+                                 unsigned numBranches, TypeRange captures) {
+  Builder b(op->getContext());
+  SmallVector<Type> logits(numBranches, b.getF32Type());
+  if (failed(verifyRegionSignature(op, score, "score", numBranches,
+                                   b.getF32Type(), "logits", captures,
+                                   logits)))
+    return failure();
+  return verifyRegionSignature(op, mask, "mask", 0, Type(), "", captures,
+                               TypeRange{b.getI1Type()});
+}
+
+/// Verifies the epilogue region.
+LogicalResult verifyEpilogue(Operation *op, Region &epilogue,
+                             unsigned numBranches, TypeRange captures) {
+  Builder b(op->getContext());
+  if (numBranches > 1 && epilogue.empty())
+    return op->emitOpError() << "has " << numBranches
+                             << " logit branches and needs an epilogue region "
+                                "to combine them";
+  return verifyRegionSignature(op, epilogue, "epilogue", numBranches,
+                               b.getF32Type(), "branch outputs", captures,
+                               TypeRange{b.getF32Type()});
+}
+
+/// Verifies the sinks operands: softmax only, one `[Hq]` tensor per branch.
+LogicalResult verifySinks(Operation *op, ValueRange sinks, unsigned numBranches,
+                          Normalizer normalizer, int64_t hq) {
+  if (sinks.empty())
+    return success();
+  if (normalizer != Normalizer::softmax)
+    return op->emitOpError() << "sinks need the softmax normalizer, got "
+                             << stringifyNormalizer(normalizer);
+  if (sinks.size() != numBranches)
+    return op->emitOpError() << "expects one sink tensor per branch ("
+                             << numBranches << "), got " << sinks.size();
+  for (auto [r, sink] : llvm::enumerate(sinks)) {
+    auto type = cast<RankedTensorType>(sink.getType());
+    if (type.getRank() != 1 || !dimsCompatible(type.getDimSize(0), hq))
+      return op->emitOpError() << "sink #" << r << " must be [Hq] = ["
+                               << dimStr(hq) << "], got " << type;
+  }
+  return success();
+}
+
+/// Verifies the optional log-sum-exp results: softmax only, one `[B,Hq,M]`
+/// f32 tensor per branch.
+LogicalResult verifyLse(Operation *op, TypeRange lse, unsigned numBranches,
+                        Normalizer normalizer, ArrayRef<int64_t> shape) {
+  if (lse.empty())
+    return success();
+  if (normalizer != Normalizer::softmax)
+    return op->emitOpError() << "log-sum-exp results need the softmax "
+                                "normalizer, got "
+                             << stringifyNormalizer(normalizer);
+  if (lse.size() != numBranches)
+    return op->emitOpError() << "expects one log-sum-exp result per branch ("
+                             << numBranches << "), got " << lse.size();
+  for (auto [r, type] : llvm::enumerate(lse))
+    if (failed(checkF32Shape(op, type, shape, "log-sum-exp #" + Twine(r),
+                             "[B, Hq, M]")))
+      return failure();
+  return success();
+}
+
+/// Checks the output tensor `[B, Hq, M, Dv]`.
+LogicalResult verifyOutput(Operation *op, Type type, const ProblemDims &d) {
+  auto out = cast<RankedTensorType>(type);
+  int64_t expected[] = {d.b, d.hq, d.m, d.dv};
+  if (out.getRank() != 4)
+    return op->emitOpError() << "output must have rank 4 [B, Hq, M, Dv], got "
+                             << out;
+  for (auto [i, actual] : llvm::enumerate(out.getShape()))
+    if (!dimsCompatible(actual, expected[i]))
+      return op->emitOpError()
+             << "output dim " << i << " is " << dimStr(actual) << ", expected "
+             << dimStr(expected[i]) << " [B, Hq, M, Dv]";
+  return success();
+}
+
+/// Checks one scale per branch.
+LogicalResult verifyScale(Operation *op, ArrayRef<double> scale,
+                          unsigned numBranches) {
+  if (scale.size() == numBranches)
+    return success();
+  return op->emitOpError() << "expects one scale per branch (" << numBranches
+                           << "), got " << scale.size();
+}
+
+/// Which of the three region signatures a region has.
+enum class RegionKind { Score, Mask, Epilogue };
+
+/// Names the block arguments after the documented signature, so printed IR
+/// reads `^bb0(%s: f32, %b: index, %h: index, %q: index, %kv: index)`.
+void nameRegionArguments(Region &region, RegionKind kind, unsigned numBranches,
+                         OpAsmSetValueNameFn setNameFn) {
+  if (region.empty())
+    return;
+  Block &block = region.front();
+  unsigned lead = kind == RegionKind::Mask ? 0 : numBranches;
+  if (block.getNumArguments() < lead + 4)
+    return;
+  const char *leadName = kind == RegionKind::Score ? "s" : "o";
+  for (unsigned r = 0; r < lead; ++r)
+    setNameFn(block.getArgument(r),
+              numBranches == 1 ? std::string(leadName)
+                               : leadName + std::to_string(r));
+  const char *indexNames[] = {"b", "h", "q",
+                              kind == RegionKind::Epilogue ? "d" : "kv"};
+  for (unsigned i = 0; i < 4; ++i)
+    setNameFn(block.getArgument(lead + i), indexNames[i]);
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// AttentionOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult AttentionOp::verify() {
+  FailureOr<ProblemDims> dims =
+      verifyQKV(*this, getQueries(), getKeys(), getValue());
+  if (failed(dims))
+    return failure();
+  unsigned nb = getNumBranches();
+  if (failed(verifyScale(*this, getScale(), nb)) ||
+      failed(verifyOutput(*this, getOutput().getType(), *dims)) ||
+      failed(verifySinks(*this, getSinks(), nb, getNormalizer(), dims->hq)))
+    return failure();
+  return verifyLse(*this, TypeRange(getLse()), nb, getNormalizer(),
+                   {dims->b, dims->hq, dims->m});
+}
+
+void AttentionOp::getAsmBlockArgumentNames(Region &region,
+                                           OpAsmSetValueNameFn setNameFn) {
+  RegionKind kind = &region == &getScore()  ? RegionKind::Score
+                    : &region == &getMask() ? RegionKind::Mask
+                                            : RegionKind::Epilogue;
+  nameRegionArguments(region, kind, getNumBranches(), setNameFn);
+}
+
+LogicalResult AttentionOp::verifyRegions() {
+  TypeRange captures = getCaptures().getTypes();
+  if (failed(verifyScoreAndMask(*this, getScore(), getMask(), getNumBranches(),
+                                captures)))
+    return failure();
+  return verifyEpilogue(*this, getEpilogue(), getNumBranches(), captures);
+}
+
+//===----------------------------------------------------------------------===//
+// OnlineStepOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnlineStepOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferredReturnTypes) {
+  for (ValueRange group :
+       {adaptor.getMaxState(), adaptor.getSumState(), adaptor.getAccState()})
+    llvm::append_range(inferredReturnTypes, group.getTypes());
+  return success();
+}
+
+/// Verifies the running state of the online form: `max`/`sum` `[B,Hq,BM]`
+/// present exactly for softmax, one `acc` `[B,Hq,BM,Dv]` per branch.
+static LogicalResult verifyState(Operation *op, ValueRange maxState,
+                                 ValueRange sumState, ValueRange accState,
+                                 unsigned numBranches, Normalizer normalizer,
+                                 const ProblemDims &d) {
+  unsigned wantStats = normalizer == Normalizer::softmax ? numBranches : 0;
+  if (maxState.size() != wantStats || sumState.size() != wantStats)
+    return op->emitOpError()
+           << "the " << stringifyNormalizer(normalizer) << " normalizer with "
+           << numBranches << " branch(es) carries " << wantStats
+           << " running max and sum tensors, got " << maxState.size()
+           << " and " << sumState.size();
+  if (accState.size() != numBranches)
+    return op->emitOpError() << "expects one accumulator per branch ("
+                             << numBranches << "), got " << accState.size();
+  for (auto [r, v] : llvm::enumerate(maxState))
+    if (failed(checkF32Shape(op, v.getType(), {d.b, d.hq, d.m},
+                             "running max #" + Twine(r), "[B, Hq, BM]")))
+      return failure();
+  for (auto [r, v] : llvm::enumerate(sumState))
+    if (failed(checkF32Shape(op, v.getType(), {d.b, d.hq, d.m},
+                             "running sum #" + Twine(r), "[B, Hq, BM]")))
+      return failure();
+  for (auto [r, v] : llvm::enumerate(accState))
+    if (failed(checkF32Shape(op, v.getType(), {d.b, d.hq, d.m, d.dv},
+                             "accumulator #" + Twine(r), "[B, Hq, BM, Dv]")))
+      return failure();
+  return success();
+}
+
+LogicalResult OnlineStepOp::verify() {
+  FailureOr<ProblemDims> dims =
+      verifyQKV(*this, getQueries(), getKeys(), getValue());
+  if (failed(dims))
+    return failure();
+  if (failed(verifyScale(*this, getScale(), getNumBranches())))
+    return failure();
+  return verifyState(*this, getMaxState(), getSumState(), getAccState(),
+                     getNumBranches(), getNormalizer(), *dims);
+}
+
+void OnlineStepOp::getAsmBlockArgumentNames(Region &region,
+                                            OpAsmSetValueNameFn setNameFn) {
+  nameRegionArguments(region,
+                      &region == &getScore() ? RegionKind::Score
+                                             : RegionKind::Mask,
+                      getNumBranches(), setNameFn);
+}
+
+LogicalResult OnlineStepOp::verifyRegions() {
+  return verifyScoreAndMask(*this, getScore(), getMask(), getNumBranches(),
+                            getCaptures().getTypes());
+}
+
+//===----------------------------------------------------------------------===//
+// OnlineFinalizeOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult OnlineFinalizeOp::verify() {
+  unsigned nb = getNumBranches();
+  if (nb == 0)
+    return emitOpError("expects at least one accumulator");
+  auto acc = cast<RankedTensorType>(getAccState().front().getType());
+  if (acc.getRank() != 4)
+    return emitOpError() << "accumulator #0 must have rank 4 [B, Hq, BM, Dv], "
+                            "got "
+                         << acc;
+  ProblemDims d{acc.getDimSize(0), acc.getDimSize(1), acc.getDimSize(2),
+                ShapedType::kDynamic, ShapedType::kDynamic, acc.getDimSize(3)};
+  if (failed(verifyState(*this, getMaxState(), getSumState(), getAccState(), nb,
+                         getNormalizer(), d)) ||
+      failed(verifyOutput(*this, getOutput().getType(), d)) ||
+      failed(verifySinks(*this, getSinks(), nb, getNormalizer(), d.hq)))
+    return failure();
+  return verifyLse(*this, TypeRange(getLse()), nb, getNormalizer(),
+                   {d.b, d.hq, d.m});
+}
+
+void OnlineFinalizeOp::getAsmBlockArgumentNames(
+    Region &region, OpAsmSetValueNameFn setNameFn) {
+  nameRegionArguments(region, RegionKind::Epilogue, getNumBranches(),
+                      setNameFn);
+}
+
+LogicalResult OnlineFinalizeOp::verifyRegions() {
+  return verifyEpilogue(*this, getEpilogue(), getNumBranches(),
+                        getCaptures().getTypes());
+}

@@ -1,0 +1,35 @@
+# -*- Python -*-
+# lit configuration for Flashlight: IR tests under test/, examples under
+# examples/ (each example carries its own RUN line).
+
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "Flashlight"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir"]
+
+config.test_source_root = config.flashlight_src_root
+config.test_exec_root = config.flashlight_obj_root
+
+# Only test/ and examples/ hold tests; skip every other top-level entry
+# (sources, docs, build directories).
+config.excludes = [
+    entry
+    for entry in os.listdir(config.test_source_root)
+    if entry not in ("test", "examples")
+] + ["lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+
+config.substitutions.append(("%PATH%", config.environment["PATH"]))
+config.substitutions.append(
+    ("%examples", os.path.join(config.flashlight_src_root, "examples"))
+)
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+
+tool_dirs = [config.flashlight_tools_dir, config.llvm_tools_dir]
+tools = ["flashlight-opt"]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
