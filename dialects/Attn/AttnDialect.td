@@ -21,14 +21,14 @@ def Attn_Dialect : Dialect {
 
     Two levels live here:
 
-    * `attn.attention` -- the whole program, as found in an imported graph by
-      `attn-raise` or written by hand. Its semantics are the textbook ones:
+    * `attn.attention` -- the whole program, written by hand or (once the
+      importers land) found in an imported graph by `attn-raise`. Its semantics are the textbook ones:
       materialize the scores, normalize them, multiply with V.
     * `attn.online_step` / `attn.online_finalize` -- the online-softmax form
-      produced by `attn-online-softmax`: a running max, running sum and f32
-      accumulator per logit branch, updated one KV block at a time and
-      normalized once at the end. `attn-tile` turns the step into a loop over
-      KV tiles.
+      that the lowering (`attn-online-softmax`, then `attn-tile`; see
+      docs/design.md for their status) produces: a running max, running sum
+      and f32 accumulator per logit branch, updated one KV block at a time and
+      normalized once at the end.
 
     The regions are isolated from above: every tensor they read is a captured
     operand of the op, so a kernel generator sees the complete list of global

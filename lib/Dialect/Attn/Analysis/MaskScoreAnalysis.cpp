@@ -251,10 +251,13 @@ private:
             p.form.coeff[i] -= r.coeff[i];
           p.predicate = toSigned(cmp.getPredicate());
         }
-      } else if (l.known && r.known && l.divisor == r.divisor &&
+      } else if (l.known && r.known && l.divisor > 1 &&
+                 l.divisor == r.divisor &&
                  cmp.getPredicate() == arith::CmpIPredicate::eq) {
         // (q / C == k / C) in either order.
-        std::optional<unsigned> li = l.singleIndex(), ri = r.singleIndex();
+        Sym ln = l, rn = r;
+        ln.divisor = rn.divisor = 1;
+        std::optional<unsigned> li = ln.singleIndex(), ri = rn.singleIndex();
         if (li && ri && ((*li == kQ && *ri == kK) || (*li == kK && *ri == kQ))) {
           p.kind = Pred::Chunk;
           p.divisor = l.divisor;
@@ -265,11 +268,20 @@ private:
       p.children = {pred(op.getOperand(0)), pred(op.getOperand(1))};
     } else if (isa<arith::XOrIOp>(op)) {
       // x ^ true = !x.
-      for (unsigned i = 0; i < 2; ++i)
-        if (matchPattern(op.getOperand(i), m_One())) {
+      for (unsigned i = 0; i < 2; ++i) {
+        if (!matchPattern(op.getOperand(i), m_One()))
+          continue;
+        const Pred &negated = nodes[pred(op.getOperand(1 - i))];
+        if (negated.kind == Pred::Atom) {
+          // !(a pred b) is (a !pred b).
+          p = negated;
+          p.predicate = arith::invertPredicate(negated.predicate);
+        } else {
           p.kind = Pred::Not;
           p.children = {pred(op.getOperand(1 - i))};
         }
+        break;
+      }
     }
     preds[result] = add(std::move(p));
   }
@@ -415,13 +427,20 @@ bool collectBand(const RegionEvaluator &eval, unsigned root,
 MaskInfo classifyMask(RegionEvaluator &eval, Value keep) {
   MaskInfo info;
   unsigned root = eval.pred(keep);
+  SmallVector<unsigned> conjuncts;
+  flatten(eval, root, Pred::And, conjuncts);
   if (anyDataDependent(eval, root)) {
+    // Index-only conjuncts still bound the kept diagonals (documents are
+    // usually causal too), which lets tiling skip whole tiles.
     info.kind = MaskKind::DataDependent;
+    for (unsigned c : conjuncts) {
+      const Pred &p = eval.node(c);
+      if (p.kind == Pred::Atom && !anyDataDependent(eval, c))
+        addDiagonalBound(p, info.band);
+    }
     return info;
   }
   info.kind = MaskKind::Custom;
-  SmallVector<unsigned> conjuncts;
-  flatten(eval, root, Pred::And, conjuncts);
   std::optional<int64_t> chunk, prefix;
   for (unsigned c : conjuncts) {
     const Pred &p = eval.node(c);
@@ -439,8 +458,11 @@ MaskInfo classifyMask(RegionEvaluator &eval, Value keep) {
     if (disjuncts.size() == 2 && !prefix && conjuncts.size() == 1) {
       for (unsigned i = 0; i < 2 && !prefix; ++i) {
         std::optional<int64_t> len = matchPrefix(eval.node(disjuncts[i]));
-        if (len && collectBand(eval, disjuncts[1 - i], info.band))
+        DiagonalBand band = info.band;
+        if (len && collectBand(eval, disjuncts[1 - i], band)) {
           prefix = len;
+          info.band = band;
+        }
       }
       if (prefix)
         continue;
@@ -548,12 +570,6 @@ std::string MaskScoreAnalysis::describe() const {
   std::string text;
   llvm::raw_string_ostream os(text);
   os << "mask=" << stringifyMaskKind(mask.kind);
-  auto bound = [&](const std::optional<int64_t> &b) {
-    if (b)
-      os << *b;
-    else
-      os << "inf";
-  };
   switch (mask.kind) {
   case MaskKind::Causal:
     os << "(offset=" << -*mask.band.lo << ")";
@@ -563,17 +579,26 @@ std::string MaskScoreAnalysis::describe() const {
     break;
   case MaskKind::Prefix:
   case MaskKind::Chunked:
-    os << "(" << (mask.kind == MaskKind::Prefix ? "length=" : "size=")
-       << (mask.kind == MaskKind::Prefix ? mask.prefixLength : mask.chunkSize);
-    if (!mask.band.isUnbounded()) {
-      os << ", band=[";
-      bound(mask.band.lo);
-      os << ", ";
-      bound(mask.band.hi);
-      os << "]";
+  case MaskKind::DataDependent:
+  case MaskKind::Custom: {
+    SmallVector<std::string> parts;
+    if (mask.kind == MaskKind::Prefix)
+      parts.push_back("length=" + std::to_string(mask.prefixLength));
+    if (mask.kind == MaskKind::Chunked)
+      parts.push_back("size=" + std::to_string(mask.chunkSize));
+    auto bound = [](const std::optional<int64_t> &b) {
+      return b ? std::to_string(*b) : std::string("inf");
+    };
+    if (!mask.band.isUnbounded())
+      parts.push_back("band=[" + bound(mask.band.lo) + ", " +
+                      bound(mask.band.hi) + "]");
+    if (!parts.empty()) {
+      os << "(";
+      llvm::interleaveComma(parts, os);
+      os << ")";
     }
-    os << ")";
     break;
+  }
   default:
     break;
   }

@@ -52,13 +52,19 @@ LogicalResult checkRank(Operation *op, Value value, int64_t rank,
                            << dims << ", got rank " << type.getRank();
 }
 
-/// Checks `actual` dim against `expected`, naming both in the diagnostic.
+/// Checks `actual` dim against `expected`, naming both and where the expected
+/// size comes from (`source`) in the diagnostic.
 LogicalResult checkDim(Operation *op, int64_t actual, int64_t expected,
-                       const Twine &what) {
+                       const Twine &what, StringRef source) {
   if (dimsCompatible(actual, expected))
     return success();
-  return op->emitOpError() << what << " is " << dimStr(actual)
-                           << ", expected " << dimStr(expected);
+  return op->emitOpError() << what << " is " << dimStr(actual) << ", expected "
+                           << dimStr(expected) << " (from " << source << ")";
+}
+
+/// "1 value", "2 values".
+std::string plural(size_t n, StringRef noun) {
+  return std::to_string(n) + " " + noun.str() + (n == 1 ? "" : "s");
 }
 
 /// Checks that `type` has exactly the shape `shape` and an f32 element type.
@@ -112,19 +118,23 @@ FailureOr<ProblemDims> verifyQKV(Operation *op, ValueRange queries,
       dims.hq = qs[1];
       dims.m = qs[2];
     }
-    if (failed(checkDim(op, qs[0], dims.b,
-                        "batch size of query #" + Twine(r))) ||
+    if (failed(checkDim(op, qs[0], dims.b, "batch size of query #" + Twine(r),
+                        "the value")) ||
         failed(checkDim(op, qs[1], dims.hq,
-                        "query head count of query #" + Twine(r))) ||
+                        "query head count of query #" + Twine(r),
+                        "query #0")) ||
         failed(checkDim(op, qs[2], dims.m,
-                        "query length of query #" + Twine(r))) ||
-        failed(checkDim(op, ks[0], dims.b, "batch size of key #" + Twine(r))) ||
+                        "query length of query #" + Twine(r), "query #0")) ||
+        failed(checkDim(op, ks[0], dims.b, "batch size of key #" + Twine(r),
+                        "the value")) ||
         failed(checkDim(op, ks[1], dims.hkv,
-                        "key/value head count of key #" + Twine(r))) ||
-        failed(checkDim(op, ks[2], dims.n,
-                        "key length of key #" + Twine(r))) ||
+                        "key/value head count of key #" + Twine(r),
+                        "the value")) ||
+        failed(checkDim(op, ks[2], dims.n, "key length of key #" + Twine(r),
+                        "the value")) ||
         failed(checkDim(op, ks[3], qs[3],
-                        "head dim of key #" + Twine(r) + " (Dqk)")))
+                        "head dim of key #" + Twine(r) + " (Dqk)",
+                        "query #" + std::to_string(r))))
       return failure();
   }
   if (!ShapedType::isDynamic(dims.hq) && !ShapedType::isDynamic(dims.hkv) &&
@@ -152,9 +162,9 @@ LogicalResult verifyRegionSignature(Operation *op, Region &region,
                               << name << " region must have " << expected
                               << " arguments (";
     if (numLeading)
-      diag << numLeading << " " << leadingName << ", ";
-    return diag << "4 indices, " << captureTypes.size()
-                << " captures), got " << block.getNumArguments();
+      diag << plural(numLeading, leadingName) << ", ";
+    return diag << "4 indices, " << plural(captureTypes.size(), "capture")
+                << "), got " << block.getNumArguments();
   }
   for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
     Type want = i < numLeading       ? leadingType
@@ -172,9 +182,9 @@ LogicalResult verifyRegionSignature(Operation *op, Region &region,
     InFlightDiagnostic diag = op->emitOpError()
                               << name << " region must yield ";
     llvm::interleaveComma(yieldTypes, diag);
-    diag << " (" << yieldTypes.size() << " values), got ";
+    diag << " (" << plural(yieldTypes.size(), "value") << "), got ";
     llvm::interleaveComma(yield.getValues().getTypes(), diag);
-    return diag << " (" << yield.getValues().size() << " values)";
+    return diag << " (" << plural(yield.getValues().size(), "value") << ")";
   }
   return success();
 }
@@ -185,7 +195,7 @@ LogicalResult verifyScoreAndMask(Operation *op, Region &score, Region &mask,
   Builder b(op->getContext());
   SmallVector<Type> logits(numBranches, b.getF32Type());
   if (failed(verifyRegionSignature(op, score, "score", numBranches,
-                                   b.getF32Type(), "logits", captures,
+                                   b.getF32Type(), "logit", captures,
                                    logits)))
     return failure();
   return verifyRegionSignature(op, mask, "mask", 0, Type(), "", captures,
@@ -201,7 +211,7 @@ LogicalResult verifyEpilogue(Operation *op, Region &epilogue,
                              << " logit branches and needs an epilogue region "
                                 "to combine them";
   return verifyRegionSignature(op, epilogue, "epilogue", numBranches,
-                               b.getF32Type(), "branch outputs", captures,
+                               b.getF32Type(), "branch output", captures,
                                TypeRange{b.getF32Type()});
 }
 

@@ -47,8 +47,10 @@ struct DiagonalBand {
 /// The structure of a mask region.
 struct MaskInfo {
   MaskKind kind = MaskKind::None;
-  /// Kept diagonals: the whole mask for Causal/SlidingWindow, the part besides
-  /// the prefix or chunk condition for Prefix/Chunked.
+  /// Kept diagonals. For every kind but Prefix, every kept (q_idx, kv_idx)
+  /// lies inside the band (for DataDependent and Custom it is the bound the
+  /// index-only conjuncts give, possibly unbounded); for Prefix, a pair is kept
+  /// iff kv_idx < prefixLength or it lies inside the band.
   DiagonalBand band;
   /// Prefix: keys with kv_idx < prefixLength are kept for every query.
   int64_t prefixLength = 0;

@@ -1,0 +1,56 @@
+// RUN: flashlight-opt %s --split-input-file --attn-explain --verify-diagnostics
+
+// One remark per attn op, located at the op; the IR is unchanged.
+func.func @attention_with_everything(%q: tensor<1x4x16x8xf16>,
+    %k: tensor<1x2x16x8xf16>, %v: tensor<1x2x16x8xf16>, %sink: tensor<4xf32>)
+    -> (tensor<1x4x16x8xf16>, tensor<1x4x16xf32>) {
+  // expected-remark @+1 {{attn.attention: 1 branch, softmax, heads 4/2, sinks, lse, mask=sliding_window(lo=-2, hi=2) score=[identity]}}
+  %o, %lse = attn.attention q(%q : tensor<1x4x16x8xf16>)
+      k(%k : tensor<1x2x16x8xf16>) v(%v : tensor<1x2x16x8xf16>)
+      sinks(%sink : tensor<4xf32>) scale [0.5] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %w = arith.constant 2 : index
+        %lo = arith.subi %i, %w : index
+        %hi = arith.addi %i, %w : index
+        %a = arith.cmpi sge, %j, %lo : index
+        %c = arith.cmpi sle, %j, %hi : index
+        %keep = arith.andi %a, %c : i1
+        attn.yield %keep : i1
+      } -> tensor<1x4x16x8xf16>, tensor<1x4x16xf32>
+  return %o, %lse : tensor<1x4x16x8xf16>, tensor<1x4x16xf32>
+}
+
+// -----
+
+// The online form is explained too: the step carries the mask, the finalize
+// the epilogue and its captures.
+func.func @online(%q: tensor<1x1x4x8xf16>, %k: tensor<1x1x8x8xf16>,
+                  %v: tensor<1x1x8x8xf16>, %acc: tensor<1x1x4x8xf32>,
+                  %g: tensor<1x1x4x8xf32>, %i0: index) -> tensor<1x1x4x8xf16> {
+  // expected-remark @+1 {{attn.online_step: 1 state(s), none, heads 1/1, mask=causal(offset=0) score=[general]}}
+  %a = attn.online_step q(%q : tensor<1x1x4x8xf16>) k(%k : tensor<1x1x8x8xf16>)
+      v(%v : tensor<1x1x8x8xf16>) acc(%acc : tensor<1x1x4x8xf32>)
+      at(%i0, %i0, %i0, %i0) scale [1.0] normalizer none
+      score {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %r = math.tanh %s : f32
+        attn.yield %r : f32
+      }
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %keep = arith.cmpi uge, %i, %j : index
+        attn.yield %keep : i1
+      }
+  // expected-remark @+1 {{attn.online_finalize: 1 state(s), none, mask=none score=[identity] epilogue:capture0[b, h, q, d]}}
+  %o = attn.online_finalize acc(%a : tensor<1x1x4x8xf32>) at(%i0, %i0, %i0)
+      captures(%g : tensor<1x1x4x8xf32>) normalizer none
+      epilogue {
+      ^bb0(%x: f32, %b: index, %h: index, %i: index, %d: index,
+           %gate: tensor<1x1x4x8xf32>):
+        %y = tensor.extract %gate[%b, %h, %i, %d] : tensor<1x1x4x8xf32>
+        %r = arith.mulf %x, %y : f32
+        attn.yield %r : f32
+      } -> tensor<1x1x4x8xf16>
+  return %o : tensor<1x1x4x8xf16>
+}
