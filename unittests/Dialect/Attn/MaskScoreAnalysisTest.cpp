@@ -71,8 +71,8 @@ private:
 /// A single-branch attention over 1x2x16x8 f16 tensors with the given
 /// captures, score region body and mask region body. Region bodies see
 /// %s (score only), %b, %h, %i, %j and captures %c0, %c1, ...
-std::string attention(const std::string &captureTypes,
-                      const std::string &score, const std::string &mask) {
+std::string attention(const std::string &captureTypes, const std::string &score,
+                      const std::string &mask) {
   std::string t = "tensor<1x2x16x8xf16>";
   std::string args, captureOperands, captureArgs;
   std::vector<std::string> types;
@@ -92,8 +92,9 @@ std::string attention(const std::string &captureTypes,
   for (size_t i = 0; i < types.size(); ++i)
     typeList += (i ? ", " : "") + types[i];
   std::string text = "func.func @f(%q: " + t + ", %k: " + t + ", %v: " + t +
-                     args + ") -> " + t + " {\n  %o = attn.attention q(%q : " +
-                     t + ") k(%k : " + t + ") v(%v : " + t + ")";
+                     args + ") -> " + t +
+                     " {\n  %o = attn.attention q(%q : " + t + ") k(%k : " + t +
+                     ") v(%v : " + t + ")";
   if (!types.empty())
     text += " captures(" + captureOperands + " : " + typeList + ")";
   text += " scale [0.5] normalizer softmax";
@@ -156,8 +157,7 @@ TEST_CASE("example prefix_lm: prefix 16 plus causal", "[examples]") {
   CHECK_FALSE(a->getMask().band.hi.has_value());
 }
 
-TEST_CASE("example document_mask: data-dependent, causal band",
-          "[examples]") {
+TEST_CASE("example document_mask: data-dependent, causal band", "[examples]") {
   auto a = Analyzed::example("document_mask.mlir");
   CHECK(a->getMask().kind == MaskKind::DataDependent);
   CHECK(a->getMask().band.lo == 0);
@@ -338,10 +338,10 @@ TEST_CASE("unsigned compare of a difference is not trusted", "[mask]") {
   CHECK(a->getMask().kind == MaskKind::Custom);
 }
 
-TEST_CASE("a mask reading a dense boolean tensor is data-dependent",
-          "[mask]") {
-  auto a = Analyzed::source(attention("tensor<16x16xi1>", "",
-                                      R"(%m = tensor.extract %c0[%i, %j] : tensor<16x16xi1>
+TEST_CASE("a mask reading a dense boolean tensor is data-dependent", "[mask]") {
+  auto a = Analyzed::source(
+      attention("tensor<16x16xi1>", "",
+                R"(%m = tensor.extract %c0[%i, %j] : tensor<16x16xi1>
     attn.yield %m : i1)"));
   CHECK(a->getMask().kind == MaskKind::DataDependent);
   CHECK(a->getMask().band.isUnbounded());
@@ -361,28 +361,28 @@ TEST_CASE("s * s is a general score", "[score]") {
 }
 
 TEST_CASE("bias - s is not additive in s, s - bias is", "[score]") {
-  auto general = Analyzed::source(
-      attention("", R"(%c = arith.constant 1.0 : f32
+  auto general = Analyzed::source(attention("", R"(%c = arith.constant 1.0 : f32
     %r = arith.subf %c, %s : f32
     attn.yield %r : f32)",
-                ""));
+                                            ""));
   CHECK(general->getScoreKind(0) == ScoreKind::General);
-  auto additive = Analyzed::source(
-      attention("", R"(%c = arith.constant 1.0 : f32
+  auto additive =
+      Analyzed::source(attention("", R"(%c = arith.constant 1.0 : f32
     %r = arith.subf %s, %c : f32
     attn.yield %r : f32)",
-                ""));
+                                 ""));
   CHECK(additive->getScoreKind(0) == ScoreKind::AdditiveBias);
 }
 
 TEST_CASE("an index read from another capture is indirect", "[score]") {
-  auto a = Analyzed::source(attention(
-      "tensor<16xi32>;tensor<8x8xf32>", R"(%p = tensor.extract %c0[%i] : tensor<16xi32>
+  auto a =
+      Analyzed::source(attention("tensor<16xi32>;tensor<8x8xf32>",
+                                 R"(%p = tensor.extract %c0[%i] : tensor<16xi32>
     %pi = arith.index_cast %p : i32 to index
     %bias = tensor.extract %c1[%pi, %h] : tensor<8x8xf32>
     %r = arith.addf %s, %bias : f32
     attn.yield %r : f32)",
-      ""));
+                                 ""));
   CHECK(a->getScoreKind(0) == ScoreKind::AdditiveBias);
   auto accesses = a->getCaptureAccesses();
   REQUIRE(accesses.size() == 2);
@@ -392,26 +392,25 @@ TEST_CASE("an index read from another capture is indirect", "[score]") {
 }
 
 TEST_CASE("an affine index (q - kv + 15) is reported as affine", "[score]") {
-  auto a = Analyzed::source(attention(
-      "tensor<31xf32>", R"(%c = arith.constant 15 : index
+  auto a = Analyzed::source(attention("tensor<31xf32>",
+                                      R"(%c = arith.constant 15 : index
     %d = arith.subi %i, %j : index
     %e = arith.addi %d, %c : index
     %bias = tensor.extract %c0[%e] : tensor<31xf32>
     %r = arith.addf %bias, %s : f32
     attn.yield %r : f32)",
-      ""));
+                                      ""));
   CHECK(a->getScoreKind(0) == ScoreKind::AdditiveBias);
   REQUIRE(a->getCaptureAccesses().size() == 1);
   CHECK(roles(a->getCaptureAccesses()[0]) == std::vector<R>{R::Affine});
 }
 
-TEST_CASE("mixing two branches' logits is general for that branch",
-          "[score]") {
+TEST_CASE("mixing two branches' logits is general for that branch", "[score]") {
   std::string t = "tensor<1x2x16x8xf16>";
   auto a = Analyzed::source(
       "func.func @f(%q: " + t + ", %k: " + t + ", %v: " + t + ") -> " + t +
-      " {\n %o = attn.attention q(%q, %q : " + t + ", " + t + ") k(%k, %k : " +
-      t + ", " + t + ") v(%v : " + t +
+      " {\n %o = attn.attention q(%q, %q : " + t + ", " + t +
+      ") k(%k, %k : " + t + ", " + t + ") v(%v : " + t +
       ") scale [1.0, 1.0] normalizer softmax score {\n"
       "^bb0(%s0: f32, %s1: f32, %b: index, %h: index, %i: index, %j: index):\n"
       "  %m = arith.addf %s0, %s1 : f32\n"

@@ -258,7 +258,8 @@ private:
         Sym ln = l, rn = r;
         ln.divisor = rn.divisor = 1;
         std::optional<unsigned> li = ln.singleIndex(), ri = rn.singleIndex();
-        if (li && ri && ((*li == kQ && *ri == kK) || (*li == kK && *ri == kQ))) {
+        if (li && ri &&
+            ((*li == kQ && *ri == kK) || (*li == kK && *ri == kQ))) {
           p.kind = Pred::Chunk;
           p.divisor = l.divisor;
         }
@@ -346,8 +347,12 @@ bool addDiagonalBound(const Pred &atom, DiagonalBand &band) {
     x = f.coeff[kConst];
     p = swapSides(p);
   }
-  auto raiseLo = [&](int64_t v) { band.lo = band.lo ? std::max(*band.lo, v) : v; };
-  auto lowerHi = [&](int64_t v) { band.hi = band.hi ? std::min(*band.hi, v) : v; };
+  auto raiseLo = [&](int64_t v) {
+    band.lo = band.lo ? std::max(*band.lo, v) : v;
+  };
+  auto lowerHi = [&](int64_t v) {
+    band.hi = band.hi ? std::min(*band.hi, v) : v;
+  };
   switch (p) {
   case P::sge:
     raiseLo(x);
@@ -492,8 +497,7 @@ bool isAdditiveIn(const RegionEvaluator &eval, Value v, unsigned logit,
     return true;
   auto independent = [&](Value x) {
     for (unsigned i = 0; i < numLogits; ++i)
-      if (eval.dependsOn(x, i) ||
-          x == x.getParentBlock()->getArgument(i))
+      if (eval.dependsOn(x, i) || x == x.getParentBlock()->getArgument(i))
         return false;
     return true;
   };
@@ -543,22 +547,21 @@ MaskScoreAnalysis::MaskScoreAnalysis(Operation *op) {
   }
 
   size_t before = accesses.size();
-  evaluate("score", scoreRegion, nb, [&](RegionEvaluator &eval,
-                                                 ValueRange yielded) {
-    for (unsigned r = 0; r < nb; ++r)
-      scoreKinds[r] = yielded[r] == yielded[r].getParentBlock()->getArgument(r)
-                          ? ScoreKind::Identity
-                      : isAdditiveIn(eval, yielded[r], r, nb)
-                          ? ScoreKind::AdditiveBias
-                          : ScoreKind::General;
-  });
+  evaluate(
+      "score", scoreRegion, nb, [&](RegionEvaluator &eval, ValueRange yielded) {
+        for (unsigned r = 0; r < nb; ++r)
+          scoreKinds[r] =
+              yielded[r] == yielded[r].getParentBlock()->getArgument(r)
+                  ? ScoreKind::Identity
+              : isAdditiveIn(eval, yielded[r], r, nb) ? ScoreKind::AdditiveBias
+                                                      : ScoreKind::General;
+      });
   scoreReads = accesses.size() != before;
   evaluate("mask", maskRegion, 0,
            [&](RegionEvaluator &eval, ValueRange yielded) {
              mask = classifyMask(eval, yielded[0]);
            });
-  evaluate("epilogue", epilogue, nb,
-           [](RegionEvaluator &, ValueRange) {});
+  evaluate("epilogue", epilogue, nb, [](RegionEvaluator &, ValueRange) {});
 }
 
 bool MaskScoreAnalysis::scoreDependsOnlyOnIndices() const {

@@ -155,9 +155,8 @@ struct DropUnusedCaptures : OpRewritePattern<AttentionOp> {
         llvm::BitVector args(block.getNumArguments());
         for (unsigned i : drop.set_bits()) {
           if (firstOccurrence[i] >= 0)
-            block.getArgument(lead + i)
-                .replaceAllUsesWith(
-                    block.getArgument(lead + firstOccurrence[i]));
+            block.getArgument(lead + i).replaceAllUsesWith(
+                block.getArgument(lead + firstOccurrence[i]));
           args.set(lead + i);
         }
         block.eraseArguments(args);

@@ -48,8 +48,8 @@ LogicalResult checkRank(Operation *op, Value value, int64_t rank,
   auto type = cast<RankedTensorType>(value.getType());
   if (type.getRank() == rank)
     return success();
-  return op->emitOpError() << what << " must have rank " << rank << " "
-                           << dims << ", got rank " << type.getRank();
+  return op->emitOpError() << what << " must have rank " << rank << " " << dims
+                           << ", got rank " << type.getRank();
 }
 
 /// Checks `actual` dim against `expected`, naming both and where the expected
@@ -90,15 +90,19 @@ FailureOr<ProblemDims> verifyQKV(Operation *op, ValueRange queries,
   if (queries.empty())
     return op->emitOpError("expects at least one query tensor");
   if (queries.size() != keys.size())
-    return op->emitOpError() << "expects one key tensor per query tensor, got "
-                             << queries.size() << " queries and "
-                             << keys.size() << " keys";
+    return op->emitOpError()
+           << "expects one key tensor per query tensor, got " << queries.size()
+           << " queries and " << keys.size() << " keys";
   Type elementType = cast<RankedTensorType>(value.getType()).getElementType();
   if (failed(checkRank(op, value, 4, "value", kValueDims)))
     return failure();
   ArrayRef<int64_t> vShape = cast<RankedTensorType>(value.getType()).getShape();
-  ProblemDims dims{vShape[0], ShapedType::kDynamic, ShapedType::kDynamic,
-                   vShape[1], vShape[2], vShape[3]};
+  ProblemDims dims{vShape[0],
+                   ShapedType::kDynamic,
+                   ShapedType::kDynamic,
+                   vShape[1],
+                   vShape[2],
+                   vShape[3]};
 
   for (auto [r, qk] : llvm::enumerate(llvm::zip(queries, keys))) {
     auto [q, k] = qk;
@@ -123,8 +127,8 @@ FailureOr<ProblemDims> verifyQKV(Operation *op, ValueRange queries,
         failed(checkDim(op, qs[1], dims.hq,
                         "query head count of query #" + Twine(r),
                         "query #0")) ||
-        failed(checkDim(op, qs[2], dims.m,
-                        "query length of query #" + Twine(r), "query #0")) ||
+        failed(checkDim(op, qs[2], dims.m, "query length of query #" + Twine(r),
+                        "query #0")) ||
         failed(checkDim(op, ks[0], dims.b, "batch size of key #" + Twine(r),
                         "the value")) ||
         failed(checkDim(op, ks[1], dims.hkv,
@@ -139,9 +143,9 @@ FailureOr<ProblemDims> verifyQKV(Operation *op, ValueRange queries,
   }
   if (!ShapedType::isDynamic(dims.hq) && !ShapedType::isDynamic(dims.hkv) &&
       (dims.hkv == 0 || dims.hq % dims.hkv != 0))
-    return op->emitOpError() << "query heads (" << dims.hq
-                             << ") must be a multiple of key/value heads ("
-                             << dims.hkv << ")";
+    return op->emitOpError()
+           << "query heads (" << dims.hq
+           << ") must be a multiple of key/value heads (" << dims.hkv << ")";
   return dims;
 }
 
@@ -158,9 +162,8 @@ LogicalResult verifyRegionSignature(Operation *op, Region &region,
   Block &block = region.front();
   unsigned expected = numLeading + 4 + captureTypes.size();
   if (block.getNumArguments() != expected) {
-    InFlightDiagnostic diag = op->emitOpError()
-                              << name << " region must have " << expected
-                              << " arguments (";
+    InFlightDiagnostic diag = op->emitOpError() << name << " region must have "
+                                                << expected << " arguments (";
     if (numLeading)
       diag << plural(numLeading, leadingName) << ", ";
     return diag << "4 indices, " << plural(captureTypes.size(), "capture")
@@ -171,9 +174,9 @@ LogicalResult verifyRegionSignature(Operation *op, Region &region,
                 : i < numLeading + 4 ? IndexType::get(op->getContext())
                                      : captureTypes[i - numLeading - 4];
     if (arg.getType() != want)
-      return op->emitOpError() << name << " region argument #" << i
-                               << " must be " << want << ", got "
-                               << arg.getType();
+      return op->emitOpError()
+             << name << " region argument #" << i << " must be " << want
+             << ", got " << arg.getType();
   }
   auto yield = dyn_cast<YieldOp>(block.getTerminator());
   if (!yield)
@@ -195,8 +198,7 @@ LogicalResult verifyScoreAndMask(Operation *op, Region &score, Region &mask,
   Builder b(op->getContext());
   SmallVector<Type> logits(numBranches, b.getF32Type());
   if (failed(verifyRegionSignature(op, score, "score", numBranches,
-                                   b.getF32Type(), "logit", captures,
-                                   logits)))
+                                   b.getF32Type(), "logit", captures, logits)))
     return failure();
   return verifyRegionSignature(op, mask, "mask", 0, Type(), "", captures,
                                TypeRange{b.getI1Type()});
@@ -260,8 +262,8 @@ LogicalResult verifyOutput(Operation *op, Type type, const ProblemDims &d) {
   auto out = cast<RankedTensorType>(type);
   int64_t expected[] = {d.b, d.hq, d.m, d.dv};
   if (out.getRank() != 4)
-    return op->emitOpError() << "output must have rank 4 [B, Hq, M, Dv], got "
-                             << out;
+    return op->emitOpError()
+           << "output must have rank 4 [B, Hq, M, Dv], got " << out;
   for (auto [i, actual] : llvm::enumerate(out.getShape()))
     if (!dimsCompatible(actual, expected[i]))
       return op->emitOpError()
@@ -294,9 +296,9 @@ void nameRegionArguments(Region &region, RegionKind kind, unsigned numBranches,
     return;
   const char *leadName = kind == RegionKind::Score ? "s" : "o";
   for (unsigned r = 0; r < lead; ++r)
-    setNameFn(block.getArgument(r),
-              numBranches == 1 ? std::string(leadName)
-                               : leadName + std::to_string(r));
+    setNameFn(block.getArgument(r), numBranches == 1
+                                        ? std::string(leadName)
+                                        : leadName + std::to_string(r));
   const char *indexNames[] = {"b", "h", "q",
                               kind == RegionKind::Epilogue ? "d" : "kv"};
   for (unsigned i = 0; i < 4; ++i)
@@ -363,8 +365,8 @@ static LogicalResult verifyState(Operation *op, ValueRange maxState,
     return op->emitOpError()
            << "the " << stringifyNormalizer(normalizer) << " normalizer with "
            << numBranches << " branch(es) carries " << wantStats
-           << " running max and sum tensors, got " << maxState.size()
-           << " and " << sumState.size();
+           << " running max and sum tensors, got " << maxState.size() << " and "
+           << sumState.size();
   if (accState.size() != numBranches)
     return op->emitOpError() << "expects one accumulator per branch ("
                              << numBranches << "), got " << accState.size();
@@ -396,10 +398,9 @@ LogicalResult OnlineStepOp::verify() {
 
 void OnlineStepOp::getAsmBlockArgumentNames(Region &region,
                                             OpAsmSetValueNameFn setNameFn) {
-  nameRegionArguments(region,
-                      &region == &getScore() ? RegionKind::Score
-                                             : RegionKind::Mask,
-                      getNumBranches(), setNameFn);
+  nameRegionArguments(
+      region, &region == &getScore() ? RegionKind::Score : RegionKind::Mask,
+      getNumBranches(), setNameFn);
 }
 
 LogicalResult OnlineStepOp::verifyRegions() {
@@ -420,7 +421,7 @@ LogicalResult OnlineFinalizeOp::verify() {
     return emitOpError() << "accumulator #0 must have rank 4 [B, Hq, BM, Dv], "
                             "got "
                          << acc;
-  ProblemDims d{acc.getDimSize(0), acc.getDimSize(1), acc.getDimSize(2),
+  ProblemDims d{acc.getDimSize(0),    acc.getDimSize(1),    acc.getDimSize(2),
                 ShapedType::kDynamic, ShapedType::kDynamic, acc.getDimSize(3)};
   if (failed(verifyState(*this, getMaxState(), getSumState(), getAccState(), nb,
                          getNormalizer(), d)) ||
@@ -431,8 +432,8 @@ LogicalResult OnlineFinalizeOp::verify() {
                    {d.b, d.hq, d.m});
 }
 
-void OnlineFinalizeOp::getAsmBlockArgumentNames(
-    Region &region, OpAsmSetValueNameFn setNameFn) {
+void OnlineFinalizeOp::getAsmBlockArgumentNames(Region &region,
+                                                OpAsmSetValueNameFn setNameFn) {
   nameRegionArguments(region, RegionKind::Epilogue, getNumBranches(),
                       setNameFn);
 }
