@@ -3,6 +3,10 @@
 #ifndef FLASHLIGHT_DIALECT_ATTN_TRANSFORMS_PASSES_H
 #define FLASHLIGHT_DIALECT_ATTN_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Pass/Pass.h"
 
 namespace flashlight::attn {

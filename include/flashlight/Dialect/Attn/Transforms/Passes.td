@@ -22,4 +22,55 @@ def AttnExplain : Pass<"attn-explain"> {
   }];
 }
 
+def AttnOnlineSoftmax : Pass<"attn-online-softmax"> {
+  let summary = "Rewrite attn.attention into its online-softmax form";
+  let description = [{
+    Replaces every `attn.attention` by the state it streams over the keys:
+    initial states (running max `-inf`, running sum `0`, accumulator `0` per
+    branch; accumulator only for `sigmoid` / `none`), one `attn.online_step`
+    over all of K/V at offset 0, and `attn.online_finalize`, which divides by
+    the running sum (adding the sink), yields 0 for fully masked rows, applies
+    the epilogue and produces the log-sum-exp results. The score, mask and
+    epilogue regions move unchanged; `attn-tile` then splits the step into a
+    loop over KV tiles.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def AttnTile : Pass<"attn-tile"> {
+  let summary = "Tile the online form: parallel query tiles, a loop over KV "
+                "tiles";
+  let description = [{
+    Rewrites each `attn.online_step` over whole tensors (offset 0, initial
+    state) and its `attn.online_finalize` into:
+
+    * an `scf.forall` over `(b, h, query tile)` -- the parallel grid;
+    * inside it, an `scf.for` over KV tiles of `block-n` keys. Its bounds come
+      from the mask analysis: for a query tile `[q0, q1]` and kept diagonals
+      `lo <= q - kv <= hi`, only keys in `[q0 - hi, q1 - lo]` can be kept
+      (prefix masks add `[0, P)`), so tiles outside are never visited;
+    * per KV tile an `scf.if`: a tile that the analysis proves entirely kept
+      for every row of the query tile runs an `attn.online_step` without the
+      mask region; a partial tile runs it with the mask. Data-dependent and
+      custom masks are always evaluated;
+    * the finalize per query tile, inserted into the output.
+
+    GQA is resolved here: query head `h` reads KV head `h / (Hq / Hkv)`.
+    Tile sizes are pass options; the target heuristic lives in
+    `flashlight-compile` (see docs/design.md).
+  }];
+  let options = [
+    Option<"blockM", "block-m", "int64_t", /*default=*/"4",
+           "Query rows per tile (per thread block)">,
+    Option<"blockN", "block-n", "int64_t", /*default=*/"32",
+           "Keys per KV tile">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // FLASHLIGHT_ATTN_PASSES

@@ -1,0 +1,107 @@
+//===- OnlineSoftmax.cpp - attn.attention to the online form --------------===//
+//
+// The online form makes the state of a streaming softmax explicit so that
+// tiling only has to slice tensors and thread the state through a loop.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashlight/Dialect/Attn/IR/AttnOps.h"
+#include "flashlight/Dialect/Attn/Transforms/Passes.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/PatternMatch.h"
+
+namespace flashlight::attn {
+#define GEN_PASS_DEF_ATTNONLINESOFTMAX
+#include "flashlight/Dialect/Attn/Transforms/Passes.h.inc"
+} // namespace flashlight::attn
+
+using namespace mlir;
+using namespace flashlight::attn;
+
+namespace {
+
+/// A tensor of `shape` (dynamic sizes taken from `dynamicSizes` in order)
+/// filled with `value`.
+Value filledTensor(OpBuilder &b, Location loc, ArrayRef<int64_t> shape,
+                   ValueRange dynamicSizes, double value) {
+  Value empty =
+      tensor::EmptyOp::create(b, loc, shape, b.getF32Type(), dynamicSizes);
+  Value scalar = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
+  return linalg::FillOp::create(b, loc, scalar, empty).getResult(0);
+}
+
+/// The dynamic sizes among `dims` of `source`'s dims `positions`.
+SmallVector<Value> dynamicSizes(OpBuilder &b, Location loc,
+                                ArrayRef<std::pair<Value, int64_t>> dims) {
+  SmallVector<Value> sizes;
+  for (auto [source, pos] : dims)
+    if (cast<RankedTensorType>(source.getType()).isDynamicDim(pos))
+      sizes.push_back(tensor::DimOp::create(b, loc, source, pos));
+  return sizes;
+}
+
+/// Copies `from` (possibly empty) into the empty region `to`.
+void cloneRegion(Region &from, Region &to) {
+  IRMapping mapping;
+  from.cloneInto(&to, mapping);
+}
+
+void rewrite(AttentionOp op) {
+  IRRewriter b(op);
+  Location loc = op.getLoc();
+  unsigned nb = op.getNumBranches();
+  bool softmax = op.getNormalizer() == Normalizer::softmax;
+
+  // State shapes: [B, Hq, M] and [B, Hq, M, Dv].
+  Value q = op.getQueries()[0], v = op.getValue();
+  auto qType = cast<RankedTensorType>(q.getType());
+  auto vType = cast<RankedTensorType>(v.getType());
+  SmallVector<int64_t> rowShape(qType.getShape().take_front(3));
+  SmallVector<int64_t> accShape = rowShape;
+  accShape.push_back(vType.getDimSize(3));
+  SmallVector<Value> rowSizes = dynamicSizes(b, loc, {{q, 0}, {q, 1}, {q, 2}});
+  SmallVector<Value> accSizes =
+      dynamicSizes(b, loc, {{q, 0}, {q, 1}, {q, 2}, {v, 3}});
+
+  // Initial state: m = -inf, l = 0, acc = 0 per branch.
+  SmallVector<Value> maxInit, sumInit, accInit;
+  for (unsigned r = 0; r < nb; ++r) {
+    if (softmax) {
+      maxInit.push_back(filledTensor(b, loc, rowShape, rowSizes,
+                                     -std::numeric_limits<double>::infinity()));
+      sumInit.push_back(filledTensor(b, loc, rowShape, rowSizes, 0.0));
+    }
+    accInit.push_back(filledTensor(b, loc, accShape, accSizes, 0.0));
+  }
+
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  auto step = OnlineStepOp::create(b, loc, op.getQueries(), op.getKeys(), v,
+                                   maxInit, sumInit, accInit, zero, zero, zero,
+                                   zero, op.getCaptures(), op.getScaleAttr(),
+                                   op.getNormalizerAttr());
+  cloneRegion(op.getScore(), step.getScore());
+  cloneRegion(op.getMask(), step.getMask());
+
+  // The step's results are the new state, in operand order.
+  ValueRange state = step.getNewState();
+  unsigned stats = softmax ? nb : 0;
+  auto finalize = OnlineFinalizeOp::create(
+      b, loc, op.getResultTypes(), state.take_front(stats),
+      state.slice(stats, stats), state.take_back(nb), op.getSinks(), zero, zero,
+      zero, op.getCaptures(), op.getNormalizerAttr());
+  cloneRegion(op.getEpilogue(), finalize.getEpilogue());
+  b.replaceOp(op, finalize.getResults());
+}
+
+struct AttnOnlineSoftmaxPass
+    : flashlight::attn::impl::AttnOnlineSoftmaxBase<AttnOnlineSoftmaxPass> {
+  void runOnOperation() override {
+    SmallVector<AttentionOp> ops;
+    getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
+    for (AttentionOp op : ops)
+      rewrite(op);
+  }
+};
+
+} // namespace

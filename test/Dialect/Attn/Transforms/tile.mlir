@@ -1,0 +1,88 @@
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=4 block-n=8" --canonicalize | FileCheck %s
+
+// Causal, M = N = 32: query tiles of 4 rows run in parallel over (b, h, tile);
+// the KV loop stops after the tile's last row (kv <= q1); a KV tile entirely
+// below the diagonal of the first row (kv_last <= q0) skips the mask.
+// CHECK-LABEL: func @causal_mask_bounds_the_kv_loop
+// CHECK-DAG: %[[C4:.*]] = arith.constant 4 : index
+// CHECK-DAG: %[[C8:.*]] = arith.constant 8 : index
+// CHECK: scf.forall (%[[B:.*]], %[[H:.*]], %[[T:.*]]) in (2, 2, 8)
+// q0 = tile * 4; rows = min(4, 32 - q0); kv_end = min(q0 + rows, 32)
+// CHECK: %[[Q0:.*]] = arith.muli %[[T]], %[[C4]]
+// CHECK: %[[END:.*]] = arith.addi %[[Q0]], %{{.*}}
+// CHECK: %[[HI:.*]] = arith.minsi %[[END]], %{{.*}}
+// CHECK: scf.for %[[K0:.*]] = %{{.*}} to %[[HI]] step %[[C8]]
+// full = (q0 - kv_last >= 0)
+// CHECK: %[[FULL:.*]] = arith.cmpi sge
+// CHECK: scf.if %[[FULL]]
+// CHECK: attn.online_step {{.*}} at(%[[B]], %[[H]], %[[Q0]], %[[K0]]) scale [5.000000e-01] normalizer softmax
+// CHECK-NOT: mask
+// CHECK: } else {
+// CHECK: attn.online_step {{.*}} normalizer softmax mask {
+// CHECK: attn.online_finalize {{.*}} at(%[[B]], %[[H]], %[[Q0]])
+// CHECK: tensor.parallel_insert_slice
+func.func @causal_mask_bounds_the_kv_loop(%q: tensor<2x2x32x8xf16>,
+    %k: tensor<2x2x32x8xf16>, %v: tensor<2x2x32x8xf16>)
+    -> tensor<2x2x32x8xf16> {
+  %o = attn.attention q(%q : tensor<2x2x32x8xf16>) k(%k : tensor<2x2x32x8xf16>)
+      v(%v : tensor<2x2x32x8xf16>) scale [0.5] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %keep = arith.cmpi sge, %i, %j : index
+        attn.yield %keep : i1
+      } -> tensor<2x2x32x8xf16>
+  return %o : tensor<2x2x32x8xf16>
+}
+
+// -----
+
+// Sliding window (q - kv in [0, 7]): the loop also starts late, at the
+// block-aligned max(0, q0 - 7).
+// CHECK-LABEL: func @window_bounds_both_ends
+// CHECK: %[[LO:.*]] = arith.maxsi %{{.*}}, %c0
+// CHECK: %[[ALIGNED:.*]] = arith.divui %[[LO]], %c8
+// CHECK: %[[START:.*]] = arith.muli %[[ALIGNED]], %c8
+// CHECK: scf.for %{{.*}} = %[[START]] to
+func.func @window_bounds_both_ends(%q: tensor<2x2x32x8xf16>,
+    %k: tensor<2x2x32x8xf16>, %v: tensor<2x2x32x8xf16>)
+    -> tensor<2x2x32x8xf16> {
+  %o = attn.attention q(%q : tensor<2x2x32x8xf16>) k(%k : tensor<2x2x32x8xf16>)
+      v(%v : tensor<2x2x32x8xf16>) scale [0.5] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %w = arith.constant 8 : index
+        %d = arith.subi %i, %j : index
+        %near = arith.cmpi slt, %d, %w : index
+        %causal = arith.cmpi sge, %i, %j : index
+        %keep = arith.andi %near, %causal : i1
+        attn.yield %keep : i1
+      } -> tensor<2x2x32x8xf16>
+  return %o : tensor<2x2x32x8xf16>
+}
+
+// -----
+
+// A data-dependent mask is evaluated on every tile: no scf.if. GQA: query head
+// h reads KV head h / 2.
+// CHECK-LABEL: func @negative_data_dependent_mask_is_always_evaluated
+// CHECK: scf.forall (%{{.*}}, %[[H:.*]], %{{.*}}) in (2, 4, 8)
+// CHECK: %[[HKV:.*]] = arith.divui %[[H]], %c2
+// CHECK: scf.for
+// CHECK: tensor.extract_slice %{{.*}}[%{{.*}}, %[[HKV]], %{{.*}}, 0]
+// CHECK-NOT: scf.if
+// CHECK: attn.online_step {{.*}} mask {
+func.func @negative_data_dependent_mask_is_always_evaluated(
+    %q: tensor<2x4x32x8xf16>, %k: tensor<2x2x32x8xf16>,
+    %v: tensor<2x2x32x8xf16>, %doc: tensor<32xi32>) -> tensor<2x4x32x8xf16> {
+  %o = attn.attention q(%q : tensor<2x4x32x8xf16>) k(%k : tensor<2x2x32x8xf16>)
+      v(%v : tensor<2x2x32x8xf16>) captures(%doc : tensor<32xi32>)
+      scale [0.5] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index, %ids: tensor<32xi32>):
+        %di = tensor.extract %ids[%i] : tensor<32xi32>
+        %dj = tensor.extract %ids[%j] : tensor<32xi32>
+        %keep = arith.cmpi eq, %di, %dj : i32
+        attn.yield %keep : i1
+      } -> tensor<2x4x32x8xf16>
+  return %o : tensor<2x4x32x8xf16>
+}
