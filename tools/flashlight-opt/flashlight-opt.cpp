@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flashlight/Conversion/Passes.h"
 #include "flashlight/Dialect/Attn/IR/AttnDialect.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
 
@@ -41,6 +42,7 @@ int main(int argc, char **argv) {
   // Generic cleanups (canonicalize, cse, ...) and every Flashlight pass.
   mlir::registerTransformsPasses();
   flashlight::attn::registerAttnPasses();
+  flashlight::registerFlashlightConversionPasses();
 
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Flashlight optimizer driver\n", registry));

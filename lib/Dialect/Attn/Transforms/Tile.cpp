@@ -10,6 +10,7 @@
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/Utils/StaticValueUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
@@ -24,6 +25,9 @@ using namespace mlir;
 using namespace flashlight::attn;
 
 namespace {
+
+/// Query rows per tile, recorded on the tile loop for the kernel generator.
+constexpr llvm::StringLiteral kBlockMAttr = "attn.block_m";
 
 /// Builds index arithmetic with less noise.
 struct IndexMath {
@@ -180,9 +184,16 @@ LogicalResult tile(OnlineFinalizeOp fin, int64_t blockM, int64_t blockN) {
                                            type.getElementType(), dyn));
   }
 
+  // (b, h, query tile) map to GPU blocks (z, y, x).
+  MLIRContext *ctx = b.getContext();
+  ArrayAttr blockMapping = b.getArrayAttr(
+      {gpu::GPUBlockMappingAttr::get(ctx, gpu::MappingId::DimZ),
+       gpu::GPUBlockMappingAttr::get(ctx, gpu::MappingId::DimY),
+       gpu::GPUBlockMappingAttr::get(ctx, gpu::MappingId::DimX)});
   auto forall = scf::ForallOp::create(
       b, loc, SmallVector<OpFoldResult>{batch, heads, numTiles}, outs,
-      std::nullopt);
+      blockMapping);
+  forall->setAttr(kBlockMAttr, b.getI64IntegerAttr(blockM));
   Block *body = forall.getBody();
   b.setInsertionPointToStart(body);
   Value bIdx = body->getArgument(0), hIdx = body->getArgument(1);

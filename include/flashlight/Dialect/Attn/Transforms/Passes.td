@@ -46,7 +46,8 @@ def AttnTile : Pass<"attn-tile"> {
     Rewrites each `attn.online_step` over whole tensors (offset 0, initial
     state) and its `attn.online_finalize` into:
 
-    * an `scf.forall` over `(b, h, query tile)` -- the parallel grid;
+    * an `scf.forall` over `(b, h, query tile)` -- the parallel grid, mapped
+      to GPU blocks (z, y, x) and carrying `attn.block_m`;
     * inside it, an `scf.for` over KV tiles of `block-n` keys. Its bounds come
       from the mask analysis: for a query tile `[q0, q1]` and kept diagonals
       `lo <= q - kv <= hi`, only keys in `[q0 - hi, q1 - lo]` can be kept
@@ -68,6 +69,7 @@ def AttnTile : Pass<"attn-tile"> {
            "Keys per KV tile">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect"];
