@@ -8,6 +8,7 @@
 #include "flashlight/Conversion/Passes.h"
 #include "flashlight/Dialect/Attn/IR/AttnDialect.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
+#include "flashlight/Target/Pipeline.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -43,6 +44,9 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   flashlight::attn::registerAttnPasses();
   flashlight::registerFlashlightConversionPasses();
+  // The lowering pipelines, and what they need to reach PTX.
+  flashlight::registerPipelineDependencies(registry);
+  flashlight::registerPipelines();
 
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "Flashlight optimizer driver\n", registry));

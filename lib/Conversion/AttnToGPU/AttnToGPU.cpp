@@ -15,6 +15,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Matchers.h"
+#include "mlir/IR/PatternMatch.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
 namespace flashlight {
 #define GEN_PASS_DEF_ATTNTOGPU
@@ -159,10 +161,10 @@ private:
         SmallVector<Value> ids;
         for (Value id : extract.getIndices())
           ids.push_back(rm.lookup(id));
-        rm.map(extract.getResult(),
-               memref::LoadOp::create(b, loc, rm.lookup(extract.getTensor()),
-                                      ids)
-                   .getResult());
+        rm.map(
+            extract.getResult(),
+            memref::LoadOp::create(b, loc, rm.lookup(extract.getTensor()), ids)
+                .getResult());
         continue;
       }
       b.clone(op, rm);
@@ -200,9 +202,9 @@ private:
       Value memref = memrefOf.lookup(d.getSource());
       if (!memref)
         return op.emitError("attn-to-gpu: dim of a non-argument tensor");
-      map.map(d.getResult(), memref::DimOp::create(b, loc, memref,
-                                                   map.lookup(d.getIndex()))
-                                 .getResult());
+      map.map(d.getResult(),
+              memref::DimOp::create(b, loc, memref, map.lookup(d.getIndex()))
+                  .getResult());
       return success();
     }
     if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
@@ -213,8 +215,8 @@ private:
       Value value = map.lookupOrNull(fill.value());
       if (!value)
         return op.emitError("attn-to-gpu: fill with a non-constant value");
-      lanes[fill.getResult(0)] = SmallVector<Value>(
-          laneCount(fill.getResult(0).getType()), value);
+      lanes[fill.getResult(0)] =
+          SmallVector<Value>(laneCount(fill.getResult(0).getType()), value);
       return success();
     }
     if (auto loop = dyn_cast<scf::ForOp>(op))
@@ -225,13 +227,12 @@ private:
       return emitStep(step);
     if (auto fin = dyn_cast<OnlineFinalizeOp>(op))
       return emitFinalize(fin);
-    bool scalar = op.getNumRegions() == 0 &&
-                  llvm::all_of(op.getOperandTypes(), [](Type t) {
-                    return t.isIntOrIndexOrFloat();
-                  }) &&
-                  llvm::all_of(op.getResultTypes(), [](Type t) {
-                    return t.isIntOrIndexOrFloat();
-                  });
+    bool scalar =
+        op.getNumRegions() == 0 &&
+        llvm::all_of(op.getOperandTypes(),
+                     [](Type t) { return t.isIntOrIndexOrFloat(); }) &&
+        llvm::all_of(op.getResultTypes(),
+                     [](Type t) { return t.isIntOrIndexOrFloat(); });
     if (!scalar)
       return op.emitError("attn-to-gpu: unsupported op in a tiled attention");
     b.clone(op, map);
@@ -275,17 +276,17 @@ private:
 
   LogicalResult convertFor(scf::ForOp loop) {
     SmallVector<Value> init = flatten(loop.getInitArgs());
-    auto newLoop = scf::ForOp::create(
-        b, loc, map.lookup(loop.getLowerBound()),
-        map.lookup(loop.getUpperBound()), map.lookup(loop.getStep()), init);
+    auto newLoop = scf::ForOp::create(b, loc, map.lookup(loop.getLowerBound()),
+                                      map.lookup(loop.getUpperBound()),
+                                      map.lookup(loop.getStep()), init);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(newLoop.getBody());
     map.map(loop.getInductionVar(), newLoop.getInductionVar());
     distribute(loop.getRegionIterArgs(), newLoop.getRegionIterArgs());
     if (failed(convertOps(*loop.getBody())))
       return failure();
-    scf::YieldOp::create(b, loc,
-                         flatten(loop.getBody()->getTerminator()->getOperands()));
+    scf::YieldOp::create(
+        b, loc, flatten(loop.getBody()->getTerminator()->getOperands()));
     b.setInsertionPointAfter(newLoop);
     distribute(loop.getResults(), newLoop.getResults());
     return success();
@@ -295,19 +296,18 @@ private:
     SmallVector<Type> types;
     for (Type t : branch.getResultTypes())
       types.append(laneCount(t), b.getF32Type());
-    auto newIf = scf::IfOp::create(b, loc, types,
-                                   map.lookup(branch.getCondition()),
-                                   /*withElseRegion=*/true);
-    for (auto [from, to] : {std::pair(&branch.getThenRegion(),
-                                      &newIf.getThenRegion()),
-                            std::pair(&branch.getElseRegion(),
-                                      &newIf.getElseRegion())}) {
+    auto newIf =
+        scf::IfOp::create(b, loc, types, map.lookup(branch.getCondition()),
+                          /*withElseRegion=*/true);
+    for (auto [from, to] :
+         {std::pair(&branch.getThenRegion(), &newIf.getThenRegion()),
+          std::pair(&branch.getElseRegion(), &newIf.getElseRegion())}) {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&to->front());
       if (failed(convertOps(from->front())))
         return failure();
-      scf::YieldOp::create(b, loc,
-                           flatten(from->front().getTerminator()->getOperands()));
+      scf::YieldOp::create(
+          b, loc, flatten(from->front().getTerminator()->getOperands()));
     }
     distribute(branch.getResults(), newIf.getResults());
     return success();
@@ -325,9 +325,8 @@ private:
     Value b0 = map.lookup(step.getBatchOffset());
     Value h0 = map.lookup(step.getHeadOffset());
     Value k0 = map.lookup(step.getKeyOffset());
-    auto [row, rowClamped] =
-        rowOf(map.lookup(step.getQueryOffset()),
-              views.lookup(step.getQueries()[0]).memref);
+    auto [row, rowClamped] = rowOf(map.lookup(step.getQueryOffset()),
+                                   views.lookup(step.getQueries()[0]).memref);
     (void)row;
 
     SmallVector<Value> init = flatten(step->getOperands().slice(
@@ -363,12 +362,12 @@ private:
     }
     SmallVector<Value> indices = {b0, h0, rowClamped, kv};
     if (!step.getScore().empty())
-      logits = inlineRegion(step.getScore(), logits, indices,
-                            step.getCaptures());
-    Value keep = step.getMask().empty()
-                     ? arith::ConstantIntOp::create(b, loc, 1, 1).getResult()
-                     : inlineRegion(step.getMask(), {}, indices,
-                                    step.getCaptures())[0];
+      logits =
+          inlineRegion(step.getScore(), logits, indices, step.getCaptures());
+    Value keep =
+        step.getMask().empty()
+            ? arith::ConstantIntOp::create(b, loc, 1, 1).getResult()
+            : inlineRegion(step.getMask(), {}, indices, step.getCaptures())[0];
 
     SmallVector<Value> v;
     for (int64_t c = 0; c < numChunks; ++c)
@@ -398,7 +397,8 @@ private:
       } else {
         Value weight = s;
         if (normalizer == Normalizer::sigmoid)
-          weight = div(f32(1), add(f32(1), exp(arith::NegFOp::create(b, loc, s))));
+          weight =
+              div(f32(1), add(f32(1), exp(arith::NegFOp::create(b, loc, s))));
         p = select(keep, weight, f32(0));
       }
       for (int64_t c = 0; c < numChunks; ++c) {
@@ -451,8 +451,8 @@ private:
           // A row with no kept key has l = 0: output 0, LSE -inf.
           Value any = cmpF(arith::CmpFPredicate::OGT, l, f32(0));
           outScale = select(any, div(f32(1), l), f32(0));
-          lse = select(any, add(m, math::LogOp::create(b, loc, l)),
-                       f32(negInf));
+          lse =
+              select(any, add(m, math::LogOp::create(b, loc, l)), f32(negInf));
         }
       }
       for (int64_t c = 0; c < numChunks; ++c)
@@ -474,12 +474,11 @@ private:
       SmallVector<Value> outs;
       for (unsigned r = 0; r < nb; ++r)
         outs.push_back(branchOut[r][c]);
-      Value value =
-          fin.getEpilogue().empty()
-              ? outs[0]
-              : inlineRegion(fin.getEpilogue(), outs,
-                             {b0, h0, rowClamped, dClamped},
-                             fin.getCaptures())[0];
+      Value value = fin.getEpilogue().empty()
+                        ? outs[0]
+                        : inlineRegion(fin.getEpilogue(), outs,
+                                       {b0, h0, rowClamped, dClamped},
+                                       fin.getCaptures())[0];
       Type elementType = outType.getElementType();
       if (elementType != value.getType())
         value = arith::TruncFOp::create(b, loc, elementType, value);
@@ -523,7 +522,8 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                                        b.getFunctionType(params, {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
   int64_t threads = blockM.getInt() * kWarpSize;
-  kernel.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr({int32_t(threads), 1, 1}));
+  kernel.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({int32_t(threads), 1, 1}));
   kernel->setAttr("flashlight.block_m", blockM);
 
   b.setInsertionPointToStart(&kernel.getBody().front());
@@ -555,6 +555,21 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   return success();
 }
 
+/// `math.absi x` -> `maxsi(x, 0 - x)`: convert-gpu-to-nvvm lowers float
+/// math through libdevice, which has no integer abs.
+struct ExpandAbsI : OpRewritePattern<math::AbsIOp> {
+  using OpRewritePattern::OpRewritePattern;
+  LogicalResult matchAndRewrite(math::AbsIOp op,
+                                PatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    Value zero = arith::ConstantOp::create(rewriter, loc,
+                                           rewriter.getZeroAttr(op.getType()));
+    Value neg = arith::SubIOp::create(rewriter, loc, zero, op.getOperand());
+    rewriter.replaceOpWithNewOp<arith::MaxSIOp>(op, op.getOperand(), neg);
+    return success();
+  }
+};
+
 struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -584,6 +599,10 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
         return signalPassFailure();
       func.erase();
     }
+    RewritePatternSet patterns(&getContext());
+    patterns.add<ExpandAbsI>(&getContext());
+    if (failed(applyPatternsGreedily(gpuModule, std::move(patterns))))
+      return signalPassFailure();
   }
 };
 

@@ -1,0 +1,214 @@
+//===- Manifest.cpp - Describe compiled kernels as JSON -------------------===//
+
+#include "flashlight/Target/Manifest.h"
+
+#include "flashlight/Dialect/Attn/IR/AttnOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace flashlight;
+using json = nlohmann::json;
+
+namespace {
+
+/// "f16", "bf16", "f32", "i32", ...
+std::string typeName(Type type) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  os << type;
+  return s;
+}
+
+/// Row-major strides of `shape` (dynamic dims give dynamic strides: -1).
+json stridesOf(ArrayRef<int64_t> shape) {
+  std::vector<int64_t> strides(shape.size(), 1);
+  bool dynamic = false;
+  for (int64_t i = int64_t(shape.size()) - 2; i >= 0; --i) {
+    dynamic |= ShapedType::isDynamic(shape[i + 1]);
+    strides[i] = dynamic ? -1 : strides[i + 1] * shape[i + 1];
+  }
+  return strides;
+}
+
+json shapeOf(ArrayRef<int64_t> shape) {
+  std::vector<int64_t> out;
+  for (int64_t d : shape)
+    out.push_back(ShapedType::isDynamic(d) ? -1 : d);
+  return out;
+}
+
+/// The single attn.attention of `func`, if any.
+attn::AttentionOp findAttention(func::FuncOp func) {
+  attn::AttentionOp found;
+  func.walk([&](attn::AttentionOp op) { found = op; });
+  return found;
+}
+
+/// The ops the reference interpreter implements (runtime/Reference.cpp).
+const llvm::StringSet<> &interpretedOps() {
+  static const llvm::StringSet<> ops = {
+      "arith.constant",   "arith.addf",         "arith.subf",
+      "arith.mulf",       "arith.divf",         "arith.negf",
+      "arith.remf",       "arith.maximumf",     "arith.minimumf",
+      "arith.maxnumf",    "arith.minnumf",      "arith.addi",
+      "arith.subi",       "arith.muli",         "arith.divsi",
+      "arith.divui",      "arith.floordivsi",   "arith.ceildivsi",
+      "arith.remsi",      "arith.remui",        "arith.maxsi",
+      "arith.minsi",      "arith.maxui",        "arith.minui",
+      "arith.andi",       "arith.ori",          "arith.xori",
+      "arith.cmpi",       "arith.cmpf",         "arith.select",
+      "arith.index_cast", "arith.index_castui", "arith.sitofp",
+      "arith.uitofp",     "arith.fptosi",       "arith.fptoui",
+      "arith.extf",       "arith.truncf",       "arith.extsi",
+      "arith.extui",      "arith.trunci",       "math.exp",
+      "math.exp2",        "math.expm1",         "math.log",
+      "math.log2",        "math.log1p",         "math.tanh",
+      "math.sqrt",        "math.rsqrt",         "math.absf",
+      "math.absi",        "math.powf",          "math.sin",
+      "math.cos",         "math.erf",           "math.floor",
+      "math.ceil",        "math.fma",           "tensor.extract"};
+  return ops;
+}
+
+/// Serializes one region: value ids are block arguments first, then op
+/// results in order.
+FailureOr<json> exportRegion(Region &region) {
+  if (region.empty())
+    return json(nullptr);
+  Block &block = region.front();
+  DenseMap<Value, int64_t> ids;
+  for (BlockArgument arg : block.getArguments())
+    ids[arg] = ids.size();
+  json ops = json::array();
+  for (Operation &op : block.without_terminator()) {
+    StringRef name = op.getName().getStringRef();
+    if (!interpretedOps().contains(name) || op.getNumResults() != 1 ||
+        op.getNumRegions() != 0)
+      return op.emitError()
+             << "the reference interpreter does not support '" << name << "'";
+    json entry = {{"op", name.str()},
+                  {"type", typeName(op.getResult(0).getType())}};
+    json operands = json::array();
+    for (Value v : op.getOperands())
+      operands.push_back(ids.lookup(v));
+    entry["operands"] = operands;
+    if (auto c = dyn_cast<arith::ConstantOp>(op)) {
+      if (auto f = dyn_cast<FloatAttr>(c.getValue()))
+        entry["value"] = f.getValueAsDouble();
+      else if (auto i = dyn_cast<IntegerAttr>(c.getValue()))
+        entry["value"] = i.getType().isInteger(1)
+                             ? double(i.getValue().getBoolValue())
+                             : double(i.getInt());
+      else
+        return op.emitError("the reference interpreter supports scalar "
+                            "constants only");
+    }
+    if (auto cmp = dyn_cast<arith::CmpIOp>(op))
+      entry["predicate"] =
+          arith::stringifyCmpIPredicate(cmp.getPredicate()).str();
+    if (auto cmp = dyn_cast<arith::CmpFOp>(op))
+      entry["predicate"] =
+          arith::stringifyCmpFPredicate(cmp.getPredicate()).str();
+    ids[op.getResult(0)] = ids.size();
+    ops.push_back(entry);
+  }
+  json yields = json::array();
+  for (Value v : block.getTerminator()->getOperands())
+    yields.push_back(ids.lookup(v));
+  return json{
+      {"num_args", block.getNumArguments()}, {"ops", ops}, {"yield", yields}};
+}
+
+/// Position of `v` among the function's arguments, or -1.
+int64_t argIndex(func::FuncOp func, Value v) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &func.getBody().front())
+    return -1;
+  return arg.getArgNumber();
+}
+
+} // namespace
+
+json flashlight::describeParams(func::FuncOp func) {
+  unsigned numArgs = func.getNumArguments();
+  std::vector<std::string> roles(numArgs + func.getNumResults());
+  for (unsigned i = 0; i < roles.size(); ++i)
+    roles[i] = i < numArgs ? "arg" + std::to_string(i)
+                           : "result" + std::to_string(i - numArgs);
+  if (attn::AttentionOp op = findAttention(func)) {
+    auto name = [&](ValueRange values, StringRef prefix, bool numbered) {
+      for (auto [i, v] : llvm::enumerate(values))
+        if (int64_t a = argIndex(func, v); a >= 0)
+          roles[a] = prefix.str() + (numbered ? std::to_string(i) : "");
+    };
+    name(op.getQueries(), "q", true);
+    name(op.getKeys(), "k", true);
+    name(op.getValue(), "v", false);
+    name(op.getSinks(), "sink", true);
+    name(op.getCaptures(), "capture", true);
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      if (v == op.getOutput())
+        roles[numArgs + i] = "out";
+      for (auto [r, lse] : llvm::enumerate(op.getLse()))
+        if (v == lse)
+          roles[numArgs + i] = "lse" + std::to_string(r);
+    }
+  }
+  json params = json::array();
+  SmallVector<Type> types(func.getArgumentTypes());
+  llvm::append_range(types, func.getResultTypes());
+  for (auto [i, type] : llvm::enumerate(types)) {
+    auto tensor = cast<RankedTensorType>(type);
+    params.push_back({{"name", roles[i]},
+                      {"index", i},
+                      {"direction", i < numArgs ? "in" : "out"},
+                      {"dtype", typeName(tensor.getElementType())},
+                      {"shape", shapeOf(tensor.getShape())},
+                      {"strides", stridesOf(tensor.getShape())}});
+  }
+  return params;
+}
+
+FailureOr<json> flashlight::exportProgram(func::FuncOp func) {
+  attn::AttentionOp op = findAttention(func);
+  if (!op)
+    return func.emitError("no attn.attention to export");
+  auto indices = [&](ValueRange values) -> FailureOr<json> {
+    json out = json::array();
+    for (Value v : values) {
+      int64_t a = argIndex(func, v);
+      if (a < 0)
+        return op.emitError("the reference interpreter needs every attention "
+                            "operand to be a function argument");
+      out.push_back(a);
+    }
+    return out;
+  };
+  FailureOr<json> queries = indices(op.getQueries()),
+                  keys = indices(op.getKeys()), value = indices(op.getValue()),
+                  sinks = indices(op.getSinks()),
+                  captures = indices(op.getCaptures());
+  FailureOr<json> score = exportRegion(op.getScore()),
+                  mask = exportRegion(op.getMask()),
+                  epilogue = exportRegion(op.getEpilogue());
+  if (failed(queries) || failed(keys) || failed(value) || failed(sinks) ||
+      failed(captures) || failed(score) || failed(mask) || failed(epilogue))
+    return failure();
+  return json{{"branches", op.getNumBranches()},
+              {"normalizer", attn::stringifyNormalizer(op.getNormalizer())},
+              {"scale", std::vector<double>(op.getScale())},
+              {"queries", *queries},
+              {"keys", *keys},
+              {"value", (*value)[0]},
+              {"sinks", *sinks},
+              {"captures", *captures},
+              {"num_lse", op.getLse().size()},
+              {"score", *score},
+              {"mask", *mask},
+              {"epilogue", *epilogue}};
+}

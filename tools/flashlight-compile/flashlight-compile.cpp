@@ -1,0 +1,296 @@
+//===- flashlight-compile.cpp - attn IR to PTX, cubin and a manifest ------===//
+//
+//   flashlight-compile model.mlir -o out/ [--arch=sm_80,sm_90a]
+//                      [--emit=mlir|ptx|cubin] [--print-ir-after=<pass>]
+//                      [--mlir-timing] [--block-m=N] [--block-n=N]
+//
+// Writes out/<name>.mlir (the kernel IR), out/<name>.<arch>.ptx,
+// out/<name>.ptx (the lowest arch's, JIT-compilable on newer GPUs),
+// out/<name>.<arch>.cubin (ptxas) and out/<name>.json (the manifest).
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashlight/Dialect/Attn/IR/AttnDialect.h"
+#include "flashlight/Target/Manifest.h"
+#include "flashlight/Target/Pipeline.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/Pass.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Config/llvm-config.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/Regex.h"
+#include "llvm/Support/SHA256.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <chrono>
+
+using namespace mlir;
+using json = nlohmann::json;
+namespace cl = llvm::cl;
+
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.mlir>"),
+                                      cl::Required);
+static cl::opt<std::string> outputDir("o", cl::desc("Output directory"),
+                                      cl::value_desc("dir"), cl::init("."));
+static cl::list<std::string> archs("arch", cl::desc("Target chips"),
+                                   cl::CommaSeparated);
+static cl::opt<std::string> emit("emit", cl::desc("mlir, ptx or cubin"),
+                                 cl::init("cubin"));
+static cl::opt<std::string>
+    printAfter("print-ir-after",
+               cl::desc("Print the IR after this pass (e.g. attn-tile)"));
+static cl::opt<bool> timing("mlir-timing", cl::desc("Time each pass"));
+static cl::opt<int64_t> blockM("block-m", cl::desc("Query rows per block"),
+                               cl::init(4));
+static cl::opt<int64_t> blockN("block-n", cl::desc("Keys per KV tile"),
+                               cl::init(32));
+static cl::opt<std::string> ptxasPath("ptxas", cl::desc("ptxas to use"));
+static cl::opt<std::string> nameOpt("name",
+                                    cl::desc("Output base name (default: "
+                                             "the input file's stem)"));
+
+namespace {
+
+/// Prints `message` as an error and returns 1.
+int fail(const Twine &message) {
+  llvm::errs() << "flashlight-compile: error: " << message << "\n";
+  return 1;
+}
+
+LogicalResult writeFile(StringRef path, StringRef contents) {
+  std::string error;
+  auto file = openOutputFile(path, &error);
+  if (!file) {
+    llvm::errs() << "flashlight-compile: error: " << error << "\n";
+    return failure();
+  }
+  file->os() << contents;
+  file->keep();
+  return success();
+}
+
+void configure(PassManager &pm) {
+  if (timing)
+    pm.enableTiming();
+  if (!printAfter.empty())
+    pm.enableIRPrinting([](Pass *, Operation *) { return false; },
+                        [](Pass *pass, Operation *) {
+                          return pass->getArgument() == printAfter;
+                        },
+                        /*printModuleScope=*/true,
+                        /*printAfterOnlyOnChange=*/false);
+}
+
+/// The ptxas to run, or empty.
+std::string findPtxas() {
+  if (!ptxasPath.empty())
+    return ptxasPath;
+  for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
+    if (const char *root = std::getenv(var)) {
+      SmallString<256> p(root);
+      llvm::sys::path::append(p, "bin", "ptxas");
+      if (llvm::sys::fs::can_execute(p))
+        return std::string(p);
+    }
+  if (llvm::sys::fs::can_execute("/usr/local/cuda/bin/ptxas"))
+    return "/usr/local/cuda/bin/ptxas";
+  if (auto found = llvm::sys::findProgramByName("ptxas"))
+    return *found;
+  return "";
+}
+
+/// Runs ptxas on `ptx`; fills registers / spill bytes from its -v report.
+LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
+                       StringRef cubin, json &info) {
+  SmallString<128> log;
+  llvm::sys::fs::createTemporaryFile("ptxas", "log", log);
+  std::string arch = ("-arch=" + chip).str();
+  SmallVector<StringRef> args = {ptxas, arch, "-O3", "-v", ptx, "-o", cubin};
+  std::optional<StringRef> redirects[] = {std::nullopt, StringRef(log),
+                                          StringRef(log)};
+  std::string error;
+  int rc = llvm::sys::ExecuteAndWait(ptxas, args, std::nullopt, redirects, 0, 0,
+                                     &error);
+  auto buffer = llvm::MemoryBuffer::getFile(log);
+  std::string report = buffer ? (*buffer)->getBuffer().str() : "";
+  llvm::sys::fs::remove(log);
+  if (rc != 0) {
+    llvm::errs() << report;
+    fail("ptxas failed for " + chip + (error.empty() ? "" : ": " + error));
+    return failure();
+  }
+  SmallVector<StringRef> m;
+  if (llvm::Regex("Used ([0-9]+) registers").match(report, &m))
+    info["registers"] = std::stoi(m[1].str());
+  if (llvm::Regex("([0-9]+) bytes spill stores").match(report, &m))
+    info["spill_store_bytes"] = std::stoi(m[1].str());
+  if (llvm::Regex("([0-9]+) bytes stack frame").match(report, &m))
+    info["stack_frame_bytes"] = std::stoi(m[1].str());
+  return success();
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::ParseCommandLineOptions(argc, argv, "Flashlight attention compiler\n");
+  if (archs.empty())
+    archs.push_back("sm_80");
+  if (emit != "mlir" && emit != "ptx" && emit != "cubin")
+    return fail("--emit must be mlir, ptx or cubin, got '" + emit + "'");
+  for (const std::string &chip : archs)
+    if (!llvm::Regex("^sm_[0-9]+a?$").match(chip))
+      return fail("bad --arch '" + chip + "' (expected e.g. sm_80, sm_90a)");
+  std::string ptxas;
+  if (emit == "cubin") {
+    ptxas = findPtxas();
+    if (ptxas.empty())
+      return fail("ptxas not found (set CUDA_HOME, pass --ptxas=<path>, or "
+                  "use --emit=ptx)");
+  }
+
+  DialectRegistry registry;
+  registry.insert<flashlight::attn::AttnDialect, arith::ArithDialect,
+                  cf::ControlFlowDialect, func::FuncDialect, gpu::GPUDialect,
+                  linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,
+                  memref::MemRefDialect, NVVM::NVVMDialect, scf::SCFDialect,
+                  tensor::TensorDialect>();
+  flashlight::registerPipelineDependencies(registry);
+  MLIRContext context(registry);
+
+  std::string error;
+  auto input = openInputFile(inputFile, &error);
+  if (!input)
+    return fail(error);
+  std::string source = input->getBuffer().str();
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return 1;
+
+  std::string name = nameOpt.empty() ? llvm::sys::path::stem(inputFile).str()
+                                     : std::string(nameOpt);
+  if (auto ec = llvm::sys::fs::create_directories(outputDir))
+    return fail("cannot create " + outputDir + ": " + ec.message());
+  auto outPath = [&](StringRef suffix) {
+    SmallString<256> p(outputDir);
+    llvm::sys::path::append(p, name + suffix);
+    return std::string(p);
+  };
+
+  // What the manifest says about the program, from the input as written.
+  SmallVector<func::FuncOp> funcs(module->getOps<func::FuncOp>());
+  if (funcs.size() != 1)
+    return fail("expected exactly one function in " + inputFile + ", found " +
+                Twine(funcs.size()));
+  json params = flashlight::describeParams(funcs.front());
+  FailureOr<json> program = flashlight::exportProgram(funcs.front());
+  std::string kernelName = funcs.front().getName().str();
+
+  flashlight::PipelineOptions options;
+  options.blockM = blockM;
+  options.blockN = blockN;
+  options.libdevice = flashlight::findLibdevice();
+  {
+    PassManager pm(&context);
+    configure(pm);
+    flashlight::buildAttnToGPUPipeline(pm, options);
+    if (failed(pm.run(*module)))
+      return 1;
+  }
+  std::string kernelIR;
+  llvm::raw_string_ostream(kernelIR) << *module;
+  if (failed(writeFile(outPath(".mlir"), kernelIR)))
+    return 1;
+
+  std::array<uint8_t, 32> hash = llvm::SHA256::hash(
+      llvm::ArrayRef<uint8_t>((const uint8_t *)source.data(), source.size()));
+  json manifest = {
+      {"manifest_version", flashlight::kManifestVersion},
+      {"compiler", "flashlight-compile 0.1 (MLIR " LLVM_VERSION_STRING ")"},
+      {"source", inputFile.getValue()},
+      {"input_sha256", llvm::toHex(hash, /*LowerCase=*/true)},
+      {"name", name},
+      {"kernel", kernelName},
+      {"abi", "memref-descriptor"},
+      {"block", {blockM * 32, 1, 1}},
+      {"block_m", blockM.getValue()},
+      {"block_n", blockN.getValue()},
+      {"grid_rule", "x = ceil(M / block_m), y = Hq, z = B (from q0's shape)"},
+      {"dynamic_shared_memory", 0},
+      {"params", params},
+      {"kernel_ir", name + ".mlir"}};
+  if (succeeded(program))
+    manifest["program"] = *program;
+  else
+    manifest["program"] = nullptr;
+
+  json artifacts = json::object();
+  if (emit != "mlir") {
+    for (const std::string &chip : archs) {
+      OwningOpRef<ModuleOp> copy = cast<ModuleOp>((*module)->clone());
+      options.chip = chip;
+      PassManager pm(&context);
+      configure(pm);
+      flashlight::buildGPUToPTXPipeline(pm, options);
+      auto start = std::chrono::steady_clock::now();
+      if (failed(pm.run(*copy)))
+        return 1;
+      double ms = std::chrono::duration<double, std::milli>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+      std::string ptx;
+      copy->walk([&](gpu::BinaryOp binary) {
+        auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+        ptx = object.getObject().getValue().str();
+      });
+      if (ptx.empty())
+        return fail("no PTX produced for " + chip);
+      json info = {{"ptx", name + "." + chip + ".ptx"}, {"lower_ms", ms}};
+      if (failed(writeFile(outPath("." + chip + ".ptx"), ptx)))
+        return 1;
+      if (&chip == &archs.front() && failed(writeFile(outPath(".ptx"), ptx)))
+        return 1;
+      if (emit == "cubin") {
+        std::string cubin = outPath("." + chip + ".cubin");
+        auto start = std::chrono::steady_clock::now();
+        if (failed(assemble(ptxas, chip, outPath("." + chip + ".ptx"), cubin,
+                            info)))
+          return 1;
+        info["cubin"] = name + "." + chip + ".cubin";
+        info["ptxas_ms"] = std::chrono::duration<double, std::milli>(
+                               std::chrono::steady_clock::now() - start)
+                               .count();
+      }
+      artifacts[chip] = info;
+    }
+  }
+  manifest["archs"] = artifacts;
+  if (failed(writeFile(outPath(".json"), manifest.dump(2) + "\n")))
+    return 1;
+  return 0;
+}
