@@ -92,10 +92,13 @@ FailureOr<json> exportRegion(Region &region) {
              << "the reference interpreter does not support '" << name << "'";
     json entry = {{"op", name.str()},
                   {"type", typeName(op.getResult(0).getType())}};
-    json operands = json::array();
-    for (Value v : op.getOperands())
+    json operands = json::array(), operandTypes = json::array();
+    for (Value v : op.getOperands()) {
       operands.push_back(ids.lookup(v));
+      operandTypes.push_back(typeName(v.getType()));
+    }
     entry["operands"] = operands;
+    entry["operand_types"] = operandTypes;
     if (auto c = dyn_cast<arith::ConstantOp>(op)) {
       if (auto f = dyn_cast<FloatAttr>(c.getValue()))
         entry["value"] = f.getValueAsDouble();

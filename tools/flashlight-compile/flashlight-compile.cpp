@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "flashlight/Dialect/Attn/IR/AttnDialect.h"
+#include "flashlight/Dialect/Attn/Transforms/Passes.h"
 #include "flashlight/Target/Manifest.h"
 #include "flashlight/Target/Pipeline.h"
 
@@ -66,6 +67,19 @@ static cl::opt<int64_t> blockM("block-m", cl::desc("Query rows per block"),
                                cl::init(4));
 static cl::opt<int64_t> blockN("block-n", cl::desc("Keys per KV tile"),
                                cl::init(32));
+// Re-shaping (attn-specialize); -1 / empty keeps the program's own sizes.
+static cl::opt<int64_t> batch("batch", cl::desc("Batch size B"), cl::init(-1));
+static cl::opt<int64_t> qHeads("q-heads", cl::desc("Query heads"),
+                               cl::init(-1));
+static cl::opt<int64_t> kvHeads("kv-heads", cl::desc("Key/value heads"),
+                                cl::init(-1));
+static cl::opt<int64_t> qLen("q-len", cl::desc("Query length M"), cl::init(-1));
+static cl::opt<int64_t> kvLen("kv-len", cl::desc("Key/value length N"),
+                              cl::init(-1));
+static cl::opt<int64_t> headDim("head-dim", cl::desc("Head dim (Dqk = Dv)"),
+                                cl::init(-1));
+static cl::opt<std::string> dtype("dtype",
+                                  cl::desc("Q/K/V element type: f16, bf16"));
 static cl::opt<std::string> ptxasPath("ptxas", cl::desc("ptxas to use"));
 static cl::opt<std::string> nameOpt("name",
                                     cl::desc("Output base name (default: "
@@ -202,7 +216,24 @@ int main(int argc, char **argv) {
     return std::string(p);
   };
 
-  // What the manifest says about the program, from the input as written.
+  if (batch >= 0 || qHeads >= 0 || kvHeads >= 0 || qLen >= 0 || kvLen >= 0 ||
+      headDim >= 0 || !dtype.empty()) {
+    flashlight::attn::AttnSpecializeOptions sizes;
+    sizes.batch = batch;
+    sizes.qHeads = qHeads;
+    sizes.kvHeads = kvHeads;
+    sizes.qLen = qLen;
+    sizes.kvLen = kvLen;
+    sizes.headDim = headDim;
+    sizes.elementType = dtype;
+    PassManager pm(&context);
+    pm.addNestedPass<func::FuncOp>(
+        flashlight::attn::createAttnSpecialize(sizes));
+    if (failed(pm.run(*module)))
+      return 1;
+  }
+
+  // What the manifest says about the program, before lowering.
   SmallVector<func::FuncOp> funcs(module->getOps<func::FuncOp>());
   if (funcs.size() != 1)
     return fail("expected exactly one function in " + inputFile + ", found " +

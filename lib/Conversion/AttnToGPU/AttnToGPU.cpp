@@ -209,6 +209,14 @@ private:
     }
     if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
       return convertSlice(slice);
+    if (auto cast = dyn_cast<tensor::CastOp>(op)) {
+      // Static/dynamic shape changes only: same data, same registers.
+      if (views.count(cast.getSource()))
+        views[cast.getResult()] = views.lookup(cast.getSource());
+      if (lanes.count(cast.getSource()))
+        lanes[cast.getResult()] = lanes.lookup(cast.getSource());
+      return success();
+    }
     if (isa<tensor::EmptyOp>(op))
       return success();
     if (auto fill = dyn_cast<linalg::FillOp>(op)) {
@@ -251,10 +259,7 @@ private:
     views[slice.getResult()] = view;
 
     // Query tiles are loaded into registers once, here, outside the KV loop.
-    bool isQuery = llvm::any_of(slice->getUsers(), [&](Operation *user) {
-      auto step = dyn_cast<OnlineStepOp>(user);
-      return step && llvm::is_contained(step.getQueries(), slice.getResult());
-    });
+    bool isQuery = feedsQuery(slice.getResult());
     if (!isQuery)
       return success();
     int64_t d = slice.getType().getDimSize(3);
@@ -266,6 +271,16 @@ private:
                                 rowClamped, column(c), d));
     lanes[slice.getResult()] = regs;
     return success();
+  }
+
+  /// True if `v` (directly or through tensor.cast) is a step's query.
+  static bool feedsQuery(Value v) {
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      if (auto cast = dyn_cast<tensor::CastOp>(user))
+        return feedsQuery(cast.getResult());
+      auto step = dyn_cast<OnlineStepOp>(user);
+      return step && llvm::is_contained(step.getQueries(), v);
+    });
   }
 
   Value materialize(OpFoldResult ofr) {
@@ -536,7 +551,10 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     auto insert = cast<tensor::ParallelInsertSliceOp>(op);
     auto dest = cast<BlockArgument>(insert.getDest());
     unsigned result = dest.getArgNumber() - forall.getRank();
-    emitter.outputOf[insert.getSource()] = kernel.getArgument(numArgs + result);
+    Value source = insert.getSource();
+    while (auto cast = source.getDefiningOp<tensor::CastOp>())
+      source = cast.getSource();
+    emitter.outputOf[source] = kernel.getArgument(numArgs + result);
   }
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value warpSize = arith::ConstantIndexOp::create(b, loc, kWarpSize);

@@ -75,4 +75,30 @@ def AttnTile : Pass<"attn-tile"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def AttnSpecialize : Pass<"attn-specialize", "::mlir::func::FuncOp"> {
+  let summary = "Re-shape an attention program's function to new sizes";
+  let description = [{
+    Rewrites the signature of a function holding one `attn.attention` whose
+    tensors are function arguments and results, so the same program runs at
+    other sizes or element types: batch `B`, query / key-value heads, query /
+    key lengths, head dim (Dqk and Dv alike) and the Q/K/V/output element
+    type. Captured tensors follow the mask/score analysis: a dimension indexed
+    by `b`, `h`, `q`, `kv` or `d` takes the new size of that role; one indexed
+    by a constant, an affine form or a computed value keeps its size. A
+    dimension read by both `q` and `kv` (document ids) needs equal lengths.
+    Options left at -1 (or empty) keep their size. Used by the GPU check to
+    run every example over a matrix of shapes.
+  }];
+  let options = [
+    Option<"batch", "batch", "int64_t", "-1", "Batch size B">,
+    Option<"qHeads", "q-heads", "int64_t", "-1", "Query heads Hq">,
+    Option<"kvHeads", "kv-heads", "int64_t", "-1", "Key/value heads Hkv">,
+    Option<"qLen", "q-len", "int64_t", "-1", "Query length M">,
+    Option<"kvLen", "kv-len", "int64_t", "-1", "Key/value length N">,
+    Option<"headDim", "head-dim", "int64_t", "-1", "Head dim (Dqk and Dv)">,
+    Option<"elementType", "dtype", "std::string", "\"\"",
+           "Q/K/V/output element type: f16, bf16 or f32">,
+  ];
+}
+
 #endif // FLASHLIGHT_ATTN_PASSES

@@ -1,0 +1,72 @@
+//===- CudaDriver.h - The CUDA driver API, loaded at run time ---*- C++ -*-===//
+//
+// libcuda.so.1 is opened with dlopen, so Flashlight builds and its tests run
+// on machines without a GPU driver; using the driver there is a clear error.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FLASHLIGHT_RUNTIME_CUDADRIVER_H
+#define FLASHLIGHT_RUNTIME_CUDADRIVER_H
+
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+
+namespace flashlight::runtime {
+
+using CUresult = int;
+using CUdevice = int;
+using CUdeviceptr = unsigned long long;
+using CUcontext = void *;
+using CUmodule = void *;
+using CUfunction = void *;
+using CUstream = void *;
+using CUevent = void *;
+
+/// A failed driver call or a missing driver.
+struct CudaError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// The driver entry points Flashlight uses.
+struct CudaDriver {
+  CUresult (*cuInit)(unsigned);
+  CUresult (*cuDeviceGet)(CUdevice *, int);
+  CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
+  CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+  CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+  CUresult (*cuCtxSetCurrent)(CUcontext);
+  CUresult (*cuCtxGetCurrent)(CUcontext *);
+  CUresult (*cuCtxSynchronize)();
+  CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+  CUresult (*cuModuleUnload)(CUmodule);
+  CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+  CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+  CUresult (*cuMemFree)(CUdeviceptr);
+  CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+  CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+  CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                             unsigned, unsigned, unsigned, CUstream, void **,
+                             void **);
+  CUresult (*cuEventCreate)(CUevent *, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+  CUresult (*cuEventDestroy)(CUevent);
+  CUresult (*cuGetErrorString)(CUresult, const char **);
+
+  /// The driver, loaded once; throws CudaError if libcuda cannot be opened.
+  static CudaDriver &get();
+
+  /// Throws CudaError naming `what` if `result` is not CUDA_SUCCESS.
+  void check(CUresult result, const char *what) const;
+
+  /// Makes device 0's primary context current; returns its compute
+  /// capability as major * 10 + minor.
+  int initDevice();
+};
+
+} // namespace flashlight::runtime
+
+#endif // FLASHLIGHT_RUNTIME_CUDADRIVER_H

@@ -1,0 +1,96 @@
+//===- Kernel.h - Load and launch a compiled attention kernel ---*- C++ -*-===//
+//
+// Reads the manifest flashlight-compile writes, picks the artifact for the
+// device (cubin of its arch, else PTX for the driver to JIT), validates the
+// arguments against the manifest and launches with the manifest's geometry.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FLASHLIGHT_RUNTIME_KERNEL_H
+#define FLASHLIGHT_RUNTIME_KERNEL_H
+
+#include "flashlight/Runtime/CudaDriver.h"
+
+#include <nlohmann/json.hpp>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace flashlight::runtime {
+
+/// A manifest problem: bad file, bad arguments. Thrown by the runtime.
+struct ManifestError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// Bytes per element of a manifest dtype ("bf16", "f32", "i32", ...).
+size_t dtypeSize(const std::string &dtype);
+
+/// One kernel parameter, as the manifest describes it.
+struct ParamInfo {
+  std::string name;
+  bool output = false;
+  std::string dtype;
+  /// -1 for a dynamic dimension.
+  std::vector<int64_t> shape;
+
+  int64_t numElements() const;
+};
+
+/// The parsed manifest.
+struct KernelManifest {
+  std::string directory;
+  std::string name, kernel;
+  int64_t blockM = 0;
+  std::array<unsigned, 3> block{};
+  std::vector<ParamInfo> params;
+  nlohmann::json program;
+  nlohmann::json archs;
+
+  /// Parses `path`; throws ManifestError.
+  static KernelManifest load(const std::string &path);
+  /// The parameter named `name`, or nullptr.
+  const ParamInfo *find(const std::string &name) const;
+  /// Grid for the given parameter shapes: (ceil(M / block_m), Hq, B), read
+  /// from q0's shape.
+  std::array<unsigned, 3>
+  grid(const std::vector<std::vector<int64_t>> &shapes) const;
+};
+
+/// A loaded kernel, ready to launch on the current context.
+class Kernel {
+public:
+  /// Loads the artifact matching `computeCapability` (e.g. 90 for sm_90a).
+  Kernel(const KernelManifest &manifest, int computeCapability);
+  ~Kernel();
+  Kernel(const Kernel &) = delete;
+  Kernel &operator=(const Kernel &) = delete;
+
+  /// The file that was loaded, e.g. "causal.sm_90a.cubin".
+  const std::string &artifact() const { return loaded; }
+
+  /// Checks pointers and shapes against the manifest and launches. `shapes`
+  /// gives each parameter's actual shape (it must agree with the static
+  /// dims). Throws ManifestError on a mismatch, CudaError on a driver error.
+  void launch(const std::vector<CUdeviceptr> &pointers,
+              const std::vector<std::vector<int64_t>> &shapes,
+              CUstream stream = nullptr) const;
+
+private:
+  const KernelManifest &manifest;
+  CUmodule module = nullptr;
+  CUfunction function = nullptr;
+  std::string loaded;
+};
+
+/// The artifact (cubin or PTX file name) `manifest` offers for a device of
+/// `computeCapability`: its own arch's cubin (sm_90a before sm_90), else the
+/// newest older arch's PTX, which the driver JIT-compiles.
+std::string chooseArtifact(const KernelManifest &manifest,
+                           int computeCapability);
+
+} // namespace flashlight::runtime
+
+#endif // FLASHLIGHT_RUNTIME_KERNEL_H

@@ -1,0 +1,89 @@
+//===- CudaDriver.cpp - The CUDA driver API, loaded at run time -----------===//
+
+#include "flashlight/Runtime/CudaDriver.h"
+
+#include <dlfcn.h>
+
+using namespace flashlight::runtime;
+
+namespace {
+
+/// Resolves `name` (or its `_v2` variant, which the v2 API exports) from the
+/// driver library.
+template <typename Fn> void resolve(void *lib, Fn &fn, const char *name) {
+  std::string v2 = std::string(name) + "_v2";
+  void *sym = dlsym(lib, v2.c_str());
+  if (!sym)
+    sym = dlsym(lib, name);
+  if (!sym)
+    throw CudaError(std::string("libcuda.so.1 lacks ") + name);
+  fn = reinterpret_cast<Fn>(sym);
+}
+
+CudaDriver load() {
+  void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    throw CudaError(std::string("no CUDA driver: cannot open libcuda.so.1 (") +
+                    dlerror() + ")");
+  CudaDriver d;
+#define FL_RESOLVE(name) resolve(lib, d.name, #name)
+  FL_RESOLVE(cuInit);
+  FL_RESOLVE(cuDeviceGet);
+  FL_RESOLVE(cuDeviceGetAttribute);
+  FL_RESOLVE(cuDeviceGetName);
+  FL_RESOLVE(cuDevicePrimaryCtxRetain);
+  FL_RESOLVE(cuCtxSetCurrent);
+  FL_RESOLVE(cuCtxGetCurrent);
+  FL_RESOLVE(cuCtxSynchronize);
+  FL_RESOLVE(cuModuleLoadData);
+  FL_RESOLVE(cuModuleUnload);
+  FL_RESOLVE(cuModuleGetFunction);
+  FL_RESOLVE(cuMemAlloc);
+  FL_RESOLVE(cuMemFree);
+  FL_RESOLVE(cuMemcpyHtoD);
+  FL_RESOLVE(cuMemcpyDtoH);
+  FL_RESOLVE(cuMemsetD8);
+  FL_RESOLVE(cuLaunchKernel);
+  FL_RESOLVE(cuEventCreate);
+  FL_RESOLVE(cuEventRecord);
+  FL_RESOLVE(cuEventSynchronize);
+  FL_RESOLVE(cuEventElapsedTime);
+  FL_RESOLVE(cuEventDestroy);
+  FL_RESOLVE(cuGetErrorString);
+#undef FL_RESOLVE
+  return d;
+}
+
+} // namespace
+
+CudaDriver &CudaDriver::get() {
+  // A failed load is retried on the next call (and throws again).
+  static CudaDriver *driver = nullptr;
+  if (!driver)
+    driver = new CudaDriver(load());
+  return *driver;
+}
+
+void CudaDriver::check(CUresult result, const char *what) const {
+  if (result == 0)
+    return;
+  const char *text = nullptr;
+  if (cuGetErrorString)
+    cuGetErrorString(result, &text);
+  throw CudaError(std::string(what) + " failed: " +
+                  (text ? text : "error " + std::to_string(result)));
+}
+
+int CudaDriver::initDevice() {
+  check(cuInit(0), "cuInit");
+  CUdevice device;
+  check(cuDeviceGet(&device, 0), "cuDeviceGet");
+  CUcontext context;
+  check(cuDevicePrimaryCtxRetain(&context, device), "cuDevicePrimaryCtxRetain");
+  check(cuCtxSetCurrent(context), "cuCtxSetCurrent");
+  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR.
+  int major = 0, minor = 0;
+  check(cuDeviceGetAttribute(&major, 75, device), "cuDeviceGetAttribute");
+  check(cuDeviceGetAttribute(&minor, 76, device), "cuDeviceGetAttribute");
+  return major * 10 + minor;
+}

@@ -1,0 +1,180 @@
+//===- Kernel.cpp - Load and launch a compiled attention kernel -----------===//
+
+#include "flashlight/Runtime/Kernel.h"
+
+#include <fstream>
+#include <sstream>
+
+using namespace flashlight::runtime;
+using json = nlohmann::json;
+
+size_t flashlight::runtime::dtypeSize(const std::string &dtype) {
+  if (dtype == "f16" || dtype == "bf16" || dtype == "i16")
+    return 2;
+  if (dtype == "f32" || dtype == "i32")
+    return 4;
+  if (dtype == "f64" || dtype == "i64" || dtype == "index")
+    return 8;
+  if (dtype == "i1" || dtype == "i8")
+    return 1;
+  throw ManifestError("unsupported dtype '" + dtype + "'");
+}
+
+int64_t ParamInfo::numElements() const {
+  int64_t n = 1;
+  for (int64_t d : shape)
+    n *= d;
+  return n;
+}
+
+KernelManifest KernelManifest::load(const std::string &path) {
+  std::ifstream in(path);
+  if (!in)
+    throw ManifestError("cannot open manifest " + path);
+  json j;
+  try {
+    in >> j;
+  } catch (const json::exception &e) {
+    throw ManifestError("bad manifest " + path + ": " + e.what());
+  }
+  KernelManifest m;
+  try {
+    if (j.at("manifest_version").get<int>() != 1)
+      throw ManifestError("unsupported manifest version in " + path);
+    size_t slash = path.find_last_of('/');
+    m.directory = slash == std::string::npos ? "." : path.substr(0, slash);
+    m.name = j.at("name");
+    m.kernel = j.at("kernel");
+    m.blockM = j.at("block_m");
+    for (int i = 0; i < 3; ++i)
+      m.block[i] = j.at("block").at(i);
+    for (const json &p : j.at("params")) {
+      ParamInfo info;
+      info.name = p.at("name");
+      info.output = p.at("direction") == "out";
+      info.dtype = p.at("dtype");
+      info.shape = p.at("shape").get<std::vector<int64_t>>();
+      dtypeSize(info.dtype); // Rejects unknown dtypes now.
+      m.params.push_back(info);
+    }
+    m.program = j.value("program", json(nullptr));
+    m.archs = j.at("archs");
+  } catch (const json::exception &e) {
+    throw ManifestError("bad manifest " + path + ": " + e.what());
+  }
+  if (!m.find("q0"))
+    throw ManifestError("manifest " + path + " has no q0 parameter");
+  return m;
+}
+
+const ParamInfo *KernelManifest::find(const std::string &name) const {
+  for (const ParamInfo &p : params)
+    if (p.name == name)
+      return &p;
+  return nullptr;
+}
+
+std::array<unsigned, 3>
+KernelManifest::grid(const std::vector<std::vector<int64_t>> &shapes) const {
+  size_t q = find("q0") - params.data();
+  const std::vector<int64_t> &s = shapes.at(q);
+  int64_t tiles = (s.at(2) + blockM - 1) / blockM;
+  if (tiles > 0x7fffffff || s.at(1) > 65535 || s.at(0) > 65535)
+    throw ManifestError("problem too large for the launch grid");
+  return {unsigned(tiles), unsigned(s[1]), unsigned(s[0])};
+}
+
+std::string flashlight::runtime::chooseArtifact(const KernelManifest &m,
+                                                int cc) {
+  std::string own = "sm_" + std::to_string(cc);
+  for (const std::string &arch : {own + "a", own})
+    if (m.archs.contains(arch) && m.archs[arch].contains("cubin"))
+      return m.archs[arch]["cubin"];
+  // PTX of the newest arch not newer than the device.
+  std::string best;
+  int bestCC = -1;
+  for (auto &[arch, info] : m.archs.items()) {
+    int archCC = std::stoi(arch.substr(3));
+    if (archCC <= cc && archCC > bestCC && info.contains("ptx")) {
+      best = info["ptx"];
+      bestCC = archCC;
+    }
+  }
+  if (best.empty())
+    throw ManifestError("manifest " + m.name + " has no artifact for sm_" +
+                        std::to_string(cc));
+  return best;
+}
+
+Kernel::Kernel(const KernelManifest &manifest, int computeCapability)
+    : manifest(manifest) {
+  CudaDriver &cuda = CudaDriver::get();
+  loaded = chooseArtifact(manifest, computeCapability);
+  std::ifstream in(manifest.directory + "/" + loaded, std::ios::binary);
+  if (!in)
+    throw ManifestError("cannot read " + manifest.directory + "/" + loaded);
+  std::stringstream data;
+  data << in.rdbuf();
+  std::string image = data.str(); // PTX must be NUL-terminated: it is.
+  cuda.check(cuda.cuModuleLoadData(&module, image.c_str()), "cuModuleLoadData");
+  cuda.check(
+      cuda.cuModuleGetFunction(&function, module, manifest.kernel.c_str()),
+      "cuModuleGetFunction");
+}
+
+Kernel::~Kernel() {
+  if (module)
+    CudaDriver::get().cuModuleUnload(module);
+}
+
+void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
+                    const std::vector<std::vector<int64_t>> &shapes,
+                    CUstream stream) const {
+  const auto &params = manifest.params;
+  if (pointers.size() != params.size() || shapes.size() != params.size())
+    throw ManifestError(manifest.name + " takes " +
+                        std::to_string(params.size()) + " tensors, got " +
+                        std::to_string(pointers.size()));
+  // Each memref parameter is passed as its descriptor, flattened:
+  // allocated ptr, aligned ptr, offset, sizes[rank], strides[rank].
+  std::vector<uint64_t> words;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamInfo &p = params[i];
+    const std::vector<int64_t> &shape = shapes[i];
+    if (shape.size() != p.shape.size())
+      throw ManifestError(p.name + ": rank " + std::to_string(shape.size()) +
+                          ", expected " + std::to_string(p.shape.size()));
+    for (size_t d = 0; d < shape.size(); ++d)
+      if (shape[d] < 0 || (p.shape[d] >= 0 && p.shape[d] != shape[d]))
+        throw ManifestError(p.name + ": dim " + std::to_string(d) + " is " +
+                            std::to_string(shape[d]) + ", expected " +
+                            std::to_string(p.shape[d]));
+    if (pointers[i] % dtypeSize(p.dtype) != 0)
+      throw ManifestError(p.name + ": pointer not aligned to its " + p.dtype +
+                          " elements");
+    words.push_back(pointers[i]);
+    words.push_back(pointers[i]);
+    words.push_back(0);
+    for (int64_t d : shape)
+      words.push_back(uint64_t(d));
+    int64_t stride = 1;
+    std::vector<uint64_t> strides(shape.size());
+    for (size_t d = shape.size(); d-- > 0;) {
+      strides[d] = uint64_t(stride);
+      stride *= shape[d];
+    }
+    words.insert(words.end(), strides.begin(), strides.end());
+  }
+  std::vector<void *> args;
+  for (uint64_t &w : words)
+    args.push_back(&w);
+  std::array<unsigned, 3> grid = manifest.grid(shapes);
+  if (grid[0] == 0)
+    return; // No query rows: nothing to compute.
+  CudaDriver &cuda = CudaDriver::get();
+  cuda.check(cuda.cuLaunchKernel(function, grid[0], grid[1], grid[2],
+                                 manifest.block[0], manifest.block[1],
+                                 manifest.block[2], 0, stream, args.data(),
+                                 nullptr),
+             "cuLaunchKernel");
+}

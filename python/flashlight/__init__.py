@@ -1,0 +1,165 @@
+"""Flashlight's Python runtime: load a compiled attention kernel and call it
+on PyTorch CUDA tensors, on the current stream.
+
+    import flashlight
+    attn = flashlight.load("out/causal.json")
+    out = attn(q, k, v)            # outputs are allocated and returned
+
+The manifest written by flashlight-compile gives the kernel symbol, its
+parameters (name, dtype, shape), the launch geometry and the artifacts; the
+kernel is loaded through the CUDA driver API (ctypes on libcuda.so.1) into
+the context PyTorch uses.
+"""
+
+import ctypes
+import json
+import os
+
+__all__ = ["load", "Kernel"]
+
+_DTYPES = None
+
+
+def _torch_dtypes():
+    global _DTYPES
+    if _DTYPES is None:
+        import torch
+
+        _DTYPES = {
+            "f16": torch.float16,
+            "bf16": torch.bfloat16,
+            "f32": torch.float32,
+            "f64": torch.float64,
+            "i1": torch.bool,
+            "i8": torch.int8,
+            "i32": torch.int32,
+            "i64": torch.int64,
+        }
+    return _DTYPES
+
+
+class _Driver:
+    """The few driver entry points the loader needs."""
+
+    def __init__(self):
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self.lib.cuGetErrorString.argtypes = [ctypes.c_int,
+                                              ctypes.POINTER(ctypes.c_char_p)]
+
+    def check(self, result, what):
+        if result != 0:
+            text = ctypes.c_char_p()
+            self.lib.cuGetErrorString(result, ctypes.byref(text))
+            raise RuntimeError(f"{what} failed: {text.value.decode() if text.value else result}")
+
+
+_driver = None
+
+
+def _get_driver():
+    global _driver
+    if _driver is None:
+        _driver = _Driver()
+    return _driver
+
+
+def _choose_artifact(archs, cc):
+    own = f"sm_{cc}"
+    for arch in (own + "a", own):
+        if arch in archs and "cubin" in archs[arch]:
+            return archs[arch]["cubin"]
+    best, best_cc = None, -1
+    for arch, info in archs.items():
+        arch_cc = int(arch[3:].rstrip("a"))
+        if best_cc < arch_cc <= cc and "ptx" in info:
+            best, best_cc = info["ptx"], arch_cc
+    if best is None:
+        raise RuntimeError(f"no artifact for {own} in the manifest")
+    return best
+
+
+class Kernel:
+    """A compiled attention kernel; call it with the input tensors in
+    manifest order (outputs are allocated and returned)."""
+
+    def __init__(self, manifest_path):
+        import torch
+
+        with open(manifest_path) as f:
+            self.manifest = json.load(f)
+        if self.manifest.get("manifest_version") != 1:
+            raise RuntimeError(f"unsupported manifest {manifest_path}")
+        directory = os.path.dirname(os.path.abspath(manifest_path))
+        self.params = self.manifest["params"]
+        self.inputs = [p for p in self.params if p["direction"] == "in"]
+        self.outputs = [p for p in self.params if p["direction"] == "out"]
+        major, minor = torch.cuda.get_device_capability()
+        self.artifact = _choose_artifact(self.manifest["archs"], major * 10 + minor)
+        torch.empty(1, device="cuda")  # make PyTorch's context current
+        drv = _get_driver()
+        with open(os.path.join(directory, self.artifact), "rb") as f:
+            image = f.read() + b"\0"
+        self._image = ctypes.create_string_buffer(image, len(image))
+        self._module = ctypes.c_void_p()
+        drv.check(drv.lib.cuModuleLoadData(ctypes.byref(self._module), self._image),
+                  "cuModuleLoadData")
+        self._function = ctypes.c_void_p()
+        drv.check(drv.lib.cuModuleGetFunction(ctypes.byref(self._function), self._module,
+                                              self.manifest["kernel"].encode()),
+                  "cuModuleGetFunction")
+
+    def _check(self, tensor, param):
+        import torch
+
+        name = param["name"]
+        if not isinstance(tensor, torch.Tensor) or not tensor.is_cuda:
+            raise TypeError(f"{name}: expected a CUDA tensor")
+        if tensor.dtype != _torch_dtypes()[param["dtype"]]:
+            raise TypeError(f"{name}: dtype {tensor.dtype}, expected {param['dtype']}")
+        expected = param["shape"]
+        if len(tensor.shape) != len(expected) or any(
+                e >= 0 and e != s for e, s in zip(expected, tensor.shape)):
+            raise ValueError(f"{name}: shape {tuple(tensor.shape)}, expected {expected}")
+        if not tensor.is_contiguous():
+            raise ValueError(f"{name}: must be contiguous")
+
+    def __call__(self, *inputs):
+        import torch
+
+        if len(inputs) != len(self.inputs):
+            raise TypeError(f"{self.manifest['name']} takes {len(self.inputs)} tensors, "
+                            f"got {len(inputs)}")
+        for t, p in zip(inputs, self.inputs):
+            self._check(t, p)
+        device = inputs[0].device
+        outputs = [torch.empty(p["shape"], dtype=_torch_dtypes()[p["dtype"]], device=device)
+                   for p in self.outputs]
+        tensors = list(inputs) + outputs
+        # Each memref parameter is its flattened descriptor:
+        # allocated ptr, aligned ptr, offset, sizes..., strides...
+        words = []
+        for t in tensors:
+            words += [t.data_ptr(), t.data_ptr(), 0]
+            words += list(t.shape) + list(t.stride())
+        values = (ctypes.c_uint64 * len(words))(*words)
+        args = (ctypes.c_void_p * len(words))(
+            *[ctypes.addressof(values) + 8 * i for i in range(len(words))])
+        q = tensors[[p["name"] for p in self.params].index("q0")]
+        block_m = self.manifest["block_m"]
+        grid = ((q.shape[2] + block_m - 1) // block_m, q.shape[1], q.shape[0])
+        block = self.manifest["block"]
+        if grid[0] > 0:
+            stream = torch.cuda.current_stream(device).cuda_stream
+            drv = _get_driver()
+            drv.check(drv.lib.cuLaunchKernel(
+                self._function, ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]),
+                ctypes.c_uint(grid[2]), ctypes.c_uint(block[0]), ctypes.c_uint(block[1]),
+                ctypes.c_uint(block[2]), ctypes.c_uint(0), ctypes.c_void_p(stream),
+                args, None), "cuLaunchKernel")
+        return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+
+def load(manifest_path):
+    """Loads the kernel described by `manifest_path` (a flashlight-compile
+    manifest) and returns a callable."""
+    return Kernel(manifest_path)

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The GPU check of every example over a shape matrix.
+#
+#   scripts/gpu-check.sh prepare <dir>   # here (needs the build): compile
+#   scripts/gpu-check.sh run <dir>       # on the GPU machine (driver only)
+#
+# `prepare` compiles each example as written and re-shaped (attn-specialize)
+# to N = M in {1, 17, 128, 1000, 4096}, D in {64, 128}, bf16 and fp16, B = 2,
+# 8 query heads over 2 KV heads (GQA 4:1), for sm_80 and sm_90a, and copies
+# flashlight-run beside the kernels. `run` checks every kernel against the
+# fp64 reference (flashlight-run --check; tolerance: relative error 2e-2 for
+# bf16, 5e-3 for fp16, no NaN, every output element written), prints a table
+# and exits non-zero on any failure; where PyTorch is importable it also
+# cross-checks the as-written examples against PyTorch (scripts/torch_check.py).
+set -euo pipefail
+mode=${1:?usage: gpu-check.sh prepare|run <dir>}
+dir=${2:?usage: gpu-check.sh prepare|run <dir>}
+root=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ "$mode" = prepare ]; then
+  build=${BUILD:-$root/build}
+  rm -rf "$dir" && mkdir -p "$dir/matrix" "$dir/examples" "$dir/bin"
+  cp "$build/bin/flashlight-run" "$dir/bin/"
+  for example in "$root"/examples/*.mlir; do
+    name=$(basename "$example" .mlir)
+    "$build/bin/flashlight-compile" "$example" -o "$dir/examples" \
+      --arch=sm_80,sm_90a
+    for n in 1 17 128 1000 4096; do
+      for d in 64 128; do
+        for dtype in bf16 f16; do
+          "$build/bin/flashlight-compile" "$example" -o "$dir/matrix" \
+            --arch=sm_90a --name="$name.n$n.d$d.$dtype" --batch=2 \
+            --q-heads=8 --kv-heads=2 --q-len=$n --kv-len=$n --head-dim=$d \
+            --dtype=$dtype
+        done
+      done
+    done
+  done
+  # The matrix runs on Hopper only; drop what the run does not need.
+  rm -f "$dir"/matrix/*.mlir "$dir"/matrix/*.ptx
+  echo "gpu-check: prepared $(ls "$dir"/examples/*.json "$dir"/matrix/*.json | wc -l) kernels in $dir"
+  exit 0
+fi
+
+[ "$mode" = run ] || { echo "unknown mode $mode" >&2; exit 2; }
+run=$dir/bin/flashlight-run
+results=$dir/results.jsonl
+: > "$results"
+export run
+ls "$dir"/examples/*.json "$dir"/matrix/*.json |
+  xargs -P "$(nproc)" -I{} sh -c '
+    m={}; rows=-1
+    case "$m" in *.n1000.*) rows=32 ;; *.n4096.*) rows=16 ;; esac
+    if ! out=$("$run" "$m" --check --seed=1 --check-rows=$rows 2>&1); then
+      case "$out" in "{"*) ;; *) out="{\"name\": \"$m\", \"pass\": false, \"error\": \"$(echo "$out" | tr "\"\n" "  ")\"}" ;; esac
+    fi
+    echo "$out"' >> "$results"
+
+status=0
+python3 - "$results" <<'PY' || status=1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+rows.sort(key=lambda r: r["name"])
+fails = [r for r in rows if not r.get("pass")]
+print(f"{'kernel':<40} {'out rel_err':>11} {'max_abs':>9}  status")
+for r in rows:
+    c = r.get("check", {}).get("out", {})
+    print(f"{r['name']:<40} {c.get('rel_err', float('nan')):11.2e} "
+          f"{c.get('max_abs', float('nan')):9.2e}  {'ok' if r.get('pass') else 'FAIL ' + r.get('error', '')}")
+worst = max((r["check"]["out"]["rel_err"] for r in rows if "check" in r), default=0)
+print(f"gpu-check: {len(rows) - len(fails)}/{len(rows)} kernels pass; "
+      f"worst relative error {worst:.2e}; device {rows[0].get('device', '?') if rows else '?'}")
+sys.exit(1 if fails else 0)
+PY
+if python3 -c "import torch" 2>/dev/null; then
+  python3 "$root/scripts/torch_check.py" "$dir/examples" || status=1
+fi
+exit $status

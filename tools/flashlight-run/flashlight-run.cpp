@@ -1,0 +1,248 @@
+//===- flashlight-run.cpp - Run and check a compiled attention kernel -----===//
+//
+//   flashlight-run <manifest.json> [--check] [--bench] [--seed=N]
+//                  [--iters=N] [--check-rows=N] [--json=<file>]
+//
+// Fills the inputs with seeded random values, poisons the outputs (NaN),
+// launches the kernel, and with --check compares with the fp64 reference of
+// the same attention program; with --bench reports the median of --iters
+// launches timed with CUDA events. Exit status: 0 pass, 1 check failed,
+// 2 usage, manifest or driver error.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashlight/Runtime/CudaDriver.h"
+#include "flashlight/Runtime/DType.h"
+#include "flashlight/Runtime/Kernel.h"
+#include "flashlight/Runtime/Reference.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <random>
+
+using namespace flashlight::runtime;
+using json = nlohmann::json;
+
+namespace {
+
+struct Options {
+  std::string manifest;
+  bool check = false, bench = false;
+  uint64_t seed = 0;
+  int iters = 20;
+  int64_t checkRows = -1;
+  std::string jsonPath;
+};
+
+Options parse(int argc, char **argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto value = [&](const char *flag) -> std::string {
+      std::string prefix = std::string(flag) + "=";
+      return a.rfind(prefix, 0) == 0 ? a.substr(prefix.size()) : "";
+    };
+    if (a == "--check")
+      o.check = true;
+    else if (a == "--bench")
+      o.bench = true;
+    else if (!value("--seed").empty())
+      o.seed = std::stoull(value("--seed"));
+    else if (!value("--iters").empty())
+      o.iters = std::max(1, std::stoi(value("--iters")));
+    else if (!value("--check-rows").empty())
+      o.checkRows = std::stoll(value("--check-rows"));
+    else if (!value("--json").empty())
+      o.jsonPath = value("--json");
+    else if (a[0] != '-' && o.manifest.empty())
+      o.manifest = a;
+    else
+      throw ManifestError("unknown argument '" + a + "'");
+  }
+  if (o.manifest.empty())
+    throw ManifestError("usage: flashlight-run <manifest.json> [--check] "
+                        "[--bench] [--seed=N] [--iters=N] [--check-rows=N] "
+                        "[--json=file]");
+  return o;
+}
+
+/// Random contents for an input: normal floats rounded to the dtype, small
+/// non-negative integers (ids, buckets), random bits for i1.
+HostTensor randomInput(const ParamInfo &p, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 3), bit(0, 1);
+  HostTensor t{p.shape, std::vector<double>(size_t(p.numElements()))};
+  for (double &x : t.data) {
+    if (p.dtype == "i1")
+      x = bit(rng);
+    else if (p.dtype[0] == 'i')
+      x = small(rng);
+    else
+      x = roundToDType(normal(rng), p.dtype);
+  }
+  return t;
+}
+
+/// Query rows to check: all, or `count` spread over [0, M) with both ends.
+std::vector<int64_t> rowsToCheck(int64_t m, int64_t count) {
+  std::vector<int64_t> rows;
+  if (count < 0 || count >= m) {
+    for (int64_t i = 0; i < m; ++i)
+      rows.push_back(i);
+    return rows;
+  }
+  for (int64_t k = 0; k < count; ++k)
+    rows.push_back(count == 1 ? 0 : k * (m - 1) / (count - 1));
+  rows.erase(std::unique(rows.begin(), rows.end()), rows.end());
+  return rows;
+}
+
+int run(const Options &o) {
+  KernelManifest manifest = KernelManifest::load(o.manifest);
+  std::vector<std::vector<int64_t>> shapes;
+  for (const ParamInfo &p : manifest.params) {
+    for (int64_t d : p.shape)
+      if (d < 0)
+        throw ManifestError(p.name + " has a dynamic shape; this runner "
+                                     "needs static shapes");
+    shapes.push_back(p.shape);
+  }
+
+  CudaDriver &cuda = CudaDriver::get();
+  int cc = cuda.initDevice();
+  char deviceName[256] = {0};
+  cuda.cuDeviceGetName(deviceName, sizeof(deviceName), 0);
+  Kernel kernel(manifest, cc);
+
+  // Inputs, and device buffers for every parameter.
+  std::vector<HostTensor> host;
+  std::vector<CUdeviceptr> device;
+  for (size_t i = 0; i < manifest.params.size(); ++i) {
+    const ParamInfo &p = manifest.params[i];
+    size_t bytes = size_t(p.numElements()) * dtypeSize(p.dtype);
+    CUdeviceptr ptr = 0;
+    cuda.check(cuda.cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "cuMemAlloc");
+    device.push_back(ptr);
+    host.push_back(p.output ? HostTensor{p.shape, {}}
+                            : randomInput(p, o.seed * 1000003 + i));
+    if (!p.output) {
+      std::vector<unsigned char> raw(bytes);
+      for (size_t e = 0; e < host[i].data.size(); ++e)
+        encodeElement(host[i].data[e], &raw[e * dtypeSize(p.dtype)], p.dtype);
+      cuda.check(cuda.cuMemcpyHtoD(ptr, raw.data(), bytes), "cuMemcpyHtoD");
+    } else {
+      // Poison: all-ones bytes are NaN in every float format.
+      cuda.check(cuda.cuMemsetD8(ptr, 0xff, bytes), "cuMemsetD8");
+    }
+  }
+
+  kernel.launch(device, shapes);
+  cuda.check(cuda.cuCtxSynchronize(), "kernel execution");
+
+  json result = {{"name", manifest.name},
+                 {"device", deviceName},
+                 {"artifact", kernel.artifact()},
+                 {"seed", o.seed}};
+  bool pass = true;
+  if (o.check) {
+    const ParamInfo *q = manifest.find("q0");
+    int64_t m = q->shape[2];
+    int64_t count = o.checkRows >= 0 ? o.checkRows : (m <= 256 ? m : 64);
+    std::vector<int64_t> rows = rowsToCheck(m, count);
+    std::vector<HostTensor> ref = evaluateReference(manifest, host, rows);
+    double tol = q->dtype == "bf16" ? 2e-2 : q->dtype == "f16" ? 5e-3 : 1e-4;
+    size_t outIndex = 0;
+    for (size_t i = 0; i < manifest.params.size(); ++i) {
+      const ParamInfo &p = manifest.params[i];
+      if (!p.output)
+        continue;
+      size_t esize = dtypeSize(p.dtype);
+      std::vector<unsigned char> raw(size_t(p.numElements()) * esize);
+      cuda.check(cuda.cuMemcpyDtoH(raw.data(), device[i], raw.size()),
+                 "cuMemcpyDtoH");
+      const HostTensor &expected = ref[outIndex++];
+      // Every element must be written (no NaN left from the poison); the
+      // checked rows must match the reference.
+      int64_t nan = 0;
+      double diff2 = 0, ref2 = 0, maxAbs = 0;
+      for (size_t e = 0; e < expected.data.size(); ++e) {
+        double got = decodeElement(&raw[e * esize], p.dtype);
+        if (std::isnan(got)) {
+          ++nan;
+          continue;
+        }
+        double want = expected.data[e];
+        if (std::isnan(want))
+          continue; // row not checked
+        if (std::isinf(want) || std::isinf(got)) {
+          if (got != want)
+            maxAbs = INFINITY;
+          continue;
+        }
+        diff2 += (got - want) * (got - want);
+        ref2 += want * want;
+        maxAbs = std::max(maxAbs, std::fabs(got - want));
+      }
+      double rel = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+      bool ok = nan == 0 && rel <= tol && std::isfinite(maxAbs);
+      pass &= ok;
+      result["check"][p.name] = {{"rel_err", rel},
+                                 {"max_abs", maxAbs},
+                                 {"nan_or_unwritten", nan},
+                                 {"tol", tol},
+                                 {"rows_checked", rows.size()},
+                                 {"pass", ok}};
+    }
+  }
+  if (o.bench) {
+    CUevent start, stop;
+    cuda.check(cuda.cuEventCreate(&start, 0), "cuEventCreate");
+    cuda.check(cuda.cuEventCreate(&stop, 0), "cuEventCreate");
+    for (int i = 0; i < 3; ++i)
+      kernel.launch(device, shapes);
+    std::vector<float> times;
+    for (int i = 0; i < o.iters; ++i) {
+      cuda.check(cuda.cuEventRecord(start, nullptr), "cuEventRecord");
+      kernel.launch(device, shapes);
+      cuda.check(cuda.cuEventRecord(stop, nullptr), "cuEventRecord");
+      cuda.check(cuda.cuEventSynchronize(stop), "cuEventSynchronize");
+      float ms = 0;
+      cuda.check(cuda.cuEventElapsedTime(&ms, start, stop),
+                 "cuEventElapsedTime");
+      times.push_back(ms);
+    }
+    std::sort(times.begin(), times.end());
+    result["median_ms"] = times[times.size() / 2];
+    result["iters"] = o.iters;
+    cuda.cuEventDestroy(start);
+    cuda.cuEventDestroy(stop);
+  }
+  for (CUdeviceptr p : device)
+    cuda.cuMemFree(p);
+  result["pass"] = pass;
+
+  std::cout << result.dump() << "\n";
+  if (!o.jsonPath.empty())
+    std::ofstream(o.jsonPath) << result.dump(2) << "\n";
+  return pass ? 0 : 1;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const CudaError &e) {
+    std::cerr << "flashlight-run: CUDA error: " << e.what() << "\n";
+  } catch (const ManifestError &e) {
+    std::cerr << "flashlight-run: error: " << e.what() << "\n";
+  } catch (const std::exception &e) {
+    std::cerr << "flashlight-run: error: " << e.what() << "\n";
+  }
+  return 2;
+}
