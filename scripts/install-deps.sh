@@ -2,12 +2,28 @@
 # Installs what Flashlight needs to build and test on Debian 12, and nothing
 # that is already there. Idempotent; run as root (or with sudo available).
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
   cmake ninja-build g++ make python3
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   nlohmann-json3-dev catch2
 )
+
+# ptxas and libdevice assemble and link the PTX (CUDA toolkit, or NVIDIA's
+# PyPI wheel when no toolkit is installed).
+cuda_wheel="nvidia-cuda-nvcc-cu12==12.9.86"
+cuda_local="$root/.deps/cuda"
+has_cuda() {
+  for dir in "${CUDA_HOME:-}" /usr/local/cuda "$cuda_local/nvidia/cuda_nvcc"; do
+    [ -n "$dir" ] && [ -x "$dir/bin/ptxas" ] &&
+      [ -f "$dir/nvvm/libdevice/libdevice.10.bc" ] && return 0
+  done
+  return 1
+}
+if ! has_cuda; then
+  packages+=(python3-pip)
+fi
 
 missing=()
 for pkg in "${packages[@]}"; do
@@ -17,16 +33,21 @@ for pkg in "${packages[@]}"; do
   fi
 done
 
-if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: everything is installed"
-  exit 0
-fi
-
 sudo=""
 if [ "$(id -u)" -ne 0 ]; then
   sudo="sudo"
 fi
-echo "install-deps: installing ${missing[*]}"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -q
-$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+if [ ${#missing[@]} -ne 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -q
+  $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+if ! has_cuda; then
+  echo "install-deps: no CUDA toolkit; installing ptxas and libdevice from PyPI ($cuda_wheel)"
+  python3 -m pip install --quiet --no-deps --break-system-packages \
+    --target "$cuda_local" "$cuda_wheel"
+  chmod +x "$cuda_local/nvidia/cuda_nvcc/bin/"*
+fi
+echo "install-deps: everything is installed"

@@ -9,7 +9,7 @@ from lit.llvm import llvm_config
 
 config.name = "Flashlight"
 config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
-config.suffixes = [".mlir"]
+config.suffixes = [".mlir", ".test"]
 
 config.test_source_root = config.flashlight_src_root
 config.test_exec_root = config.flashlight_obj_root
@@ -23,6 +23,11 @@ config.excludes = [
 ] + ["lit.cfg.py", "lit.site.cfg.py", "Inputs"]
 
 config.substitutions.append(("%PATH%", config.environment["PATH"]))
+
+# ptxas and libdevice: tests that assemble PTX need them.
+if config.cuda_path:
+    config.available_features.add("ptxas")
+    config.environment["CUDA_HOME"] = config.cuda_path
 config.substitutions.append(
     ("%examples", os.path.join(config.flashlight_src_root, "examples"))
 )
@@ -31,5 +36,5 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.flashlight_tools_dir, config.llvm_tools_dir]
-tools = ["flashlight-opt"]
+tools = ["flashlight-opt", "flashlight-compile"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

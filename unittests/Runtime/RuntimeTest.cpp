@@ -1,0 +1,163 @@
+//===- RuntimeTest.cpp - Tests of the runtime (no GPU needed) -------------===//
+
+#include "flashlight/Runtime/CudaDriver.h"
+#include "flashlight/Runtime/DType.h"
+#include "flashlight/Runtime/Kernel.h"
+#include "flashlight/Runtime/Reference.h"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+using namespace flashlight::runtime;
+using json = nlohmann::json;
+
+namespace {
+
+/// Writes `j` to a temporary manifest file and loads it.
+KernelManifest manifestFrom(const json &j) {
+  std::string path = "flashlight-test-manifest.json";
+  std::ofstream(path) << j.dump();
+  KernelManifest m = KernelManifest::load(path);
+  std::remove(path.c_str());
+  return m;
+}
+
+json param(const std::string &name, const std::string &dir,
+           std::vector<int64_t> shape) {
+  return {{"name", name},   {"direction", dir}, {"dtype", "f32"},
+          {"shape", shape}, {"index", 0},       {"strides", json::array()}};
+}
+
+/// A one-head attention over M = 2 queries and N = 3 keys of dim 2.
+json tinyManifest(const json &program) {
+  return {
+      {"manifest_version", 1},
+      {"name", "tiny"},
+      {"kernel", "tiny"},
+      {"block_m", 4},
+      {"block", {128, 1, 1}},
+      {"params",
+       {param("q0", "in", {1, 1, 2, 2}), param("k0", "in", {1, 1, 3, 2}),
+        param("v", "in", {1, 1, 3, 2}), param("out", "out", {1, 1, 2, 2}),
+        param("lse0", "out", {1, 1, 2})}},
+      {"archs",
+       {{"sm_80", {{"ptx", "tiny.sm_80.ptx"}, {"cubin", "tiny.sm_80.cubin"}}},
+        {"sm_90a", {{"cubin", "tiny.sm_90a.cubin"}}}}},
+      {"program", program}};
+}
+
+json program(const std::string &normalizer, const json &mask) {
+  return {{"branches", 1},
+          {"normalizer", normalizer},
+          {"scale", {0.5}},
+          {"queries", {0}},
+          {"keys", {1}},
+          {"value", 2},
+          {"sinks", json::array()},
+          {"captures", json::array()},
+          {"num_lse", 1},
+          {"score", nullptr},
+          {"mask", mask},
+          {"epilogue", nullptr}};
+}
+
+std::vector<HostTensor> tinyInputs() {
+  return {{{1, 1, 2, 2}, {1, 0, 0, 2}},
+          {{1, 1, 3, 2}, {1, 1, 2, 0, 0, -1}},
+          {{1, 1, 3, 2}, {1, 2, 3, 4, 5, 6}},
+          {{1, 1, 2, 2}, {}},
+          {{1, 1, 2}, {}}};
+}
+
+} // namespace
+
+TEST_CASE("bf16 and f16 encodings round to nearest even", "[runtime]") {
+  CHECK(roundToDType(1.0, "bf16") == 1.0);
+  // 1 + 2^-8 is halfway between bf16 neighbours 1 and 1 + 2^-7: even wins.
+  CHECK(roundToDType(1.0 + std::ldexp(1, -8), "bf16") == 1.0);
+  CHECK(roundToDType(1.0 + 3 * std::ldexp(1, -9), "bf16") ==
+        1.0 + std::ldexp(1, -7));
+  CHECK(roundToDType(-2.5, "f16") == -2.5);
+  CHECK(roundToDType(65504.0, "f16") == 65504.0);
+  CHECK(std::isinf(roundToDType(70000.0, "f16")));
+  CHECK(roundToDType(std::ldexp(1, -24), "f16") == std::ldexp(1, -24));
+  CHECK(roundToDType(1.0 + std::ldexp(1, -11), "f16") == 1.0);
+  CHECK(std::isnan(roundToDType(NAN, "bf16")));
+  CHECK(roundToDType(-7.0, "i32") == -7.0);
+  CHECK_THROWS_AS(roundToDType(1.0, "f8"), ManifestError);
+}
+
+TEST_CASE("the artifact matches the device's arch", "[runtime]") {
+  KernelManifest m = manifestFrom(tinyManifest(nullptr));
+  CHECK(chooseArtifact(m, 90) == "tiny.sm_90a.cubin");
+  CHECK(chooseArtifact(m, 80) == "tiny.sm_80.cubin");
+  // An Ada GPU runs the sm_80 PTX through the driver's JIT.
+  CHECK(chooseArtifact(m, 89) == "tiny.sm_80.ptx");
+  CHECK_THROWS_AS(chooseArtifact(m, 75), ManifestError);
+}
+
+TEST_CASE("bad manifests are errors, not crashes", "[runtime]") {
+  CHECK_THROWS_AS(KernelManifest::load("/nonexistent/m.json"), ManifestError);
+  json noQuery = tinyManifest(nullptr);
+  noQuery["params"][0]["name"] = "x";
+  CHECK_THROWS_AS(manifestFrom(noQuery), ManifestError);
+  json badDtype = tinyManifest(nullptr);
+  badDtype["params"][0]["dtype"] = "f8";
+  CHECK_THROWS_AS(manifestFrom(badDtype), ManifestError);
+  json missing = tinyManifest(nullptr);
+  missing.erase("block");
+  CHECK_THROWS_AS(manifestFrom(missing), ManifestError);
+}
+
+TEST_CASE("the launch grid is (query tiles, heads, batch)", "[runtime]") {
+  KernelManifest m = manifestFrom(tinyManifest(nullptr));
+  std::array<unsigned, 3> grid =
+      m.grid({{3, 5, 9, 2}, {3, 5, 3, 2}, {3, 5, 3, 2}, {}, {}});
+  CHECK(grid == std::array<unsigned, 3>{3, 5, 3});
+}
+
+TEST_CASE("reference softmax matches a hand computation", "[reference]") {
+  KernelManifest m = manifestFrom(tinyManifest(program("softmax", nullptr)));
+  std::vector<HostTensor> out = evaluateReference(m, tinyInputs(), {});
+  REQUIRE(out.size() == 2);
+  // Row 0: q = (1, 0): s = 0.5 * (1, 2, 0) = (0.5, 1, 0).
+  double e[] = {std::exp(0.5), std::exp(1.0), std::exp(0.0)};
+  double den = e[0] + e[1] + e[2];
+  CHECK(out[0].data[0] == Approx((e[0] * 1 + e[1] * 3 + e[2] * 5) / den));
+  CHECK(out[0].data[1] == Approx((e[0] * 2 + e[1] * 4 + e[2] * 6) / den));
+  CHECK(out[1].data[0] == Approx(std::log(den)));
+}
+
+TEST_CASE("reference applies the mask region and sigmoid", "[reference]") {
+  // keep = kv <= q  (args: b, h, q, kv -> ids 0..3)
+  json causal = {{"num_args", 4},
+                 {"ops",
+                  {{{"op", "arith.cmpi"},
+                    {"type", "i1"},
+                    {"operands", {3, 2}},
+                    {"predicate", "sle"}}}},
+                 {"yield", {4}}};
+  KernelManifest m = manifestFrom(tinyManifest(program("softmax", causal)));
+  std::vector<HostTensor> out = evaluateReference(m, tinyInputs(), {0});
+  // Row 0 sees key 0 only: output = v[0]; row 1 was not computed (NaN).
+  CHECK(out[0].data[0] == Approx(1.0));
+  CHECK(out[0].data[1] == Approx(2.0));
+  CHECK(std::isnan(out[0].data[2]));
+  CHECK(out[1].data[0] == Approx(0.5));
+
+  KernelManifest s = manifestFrom(tinyManifest(program("sigmoid", causal)));
+  out = evaluateReference(s, tinyInputs(), {0});
+  CHECK(out[0].data[0] == Approx(1.0 / (1.0 + std::exp(-0.5))));
+}
+
+TEST_CASE("without a driver, the runtime says so", "[runtime]") {
+  try {
+    CudaDriver::get();
+    SUCCEED("a CUDA driver is installed here");
+  } catch (const CudaError &e) {
+    CHECK(std::string(e.what()).find("libcuda.so.1") != std::string::npos);
+  }
+}
