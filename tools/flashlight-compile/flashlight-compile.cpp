@@ -108,19 +108,22 @@ LogicalResult writeFile(StringRef path, StringRef contents) {
 void configure(PassManager &pm) {
   if (timing)
     pm.enableTiming();
-  if (!printAfter.empty())
+  if (!printAfter.empty()) {
+    // Module-scope printing needs a single-threaded pass manager.
+    pm.getContext()->disableMultithreading();
     pm.enableIRPrinting([](Pass *, Operation *) { return false; },
                         [](Pass *pass, Operation *) {
                           return pass->getArgument() == printAfter;
                         },
                         /*printModuleScope=*/true,
                         /*printAfterOnlyOnChange=*/false);
+  }
 }
 
 /// The ptxas to run, or empty.
 std::string findPtxas() {
   if (!ptxasPath.empty())
-    return ptxasPath;
+    return llvm::sys::fs::can_execute(ptxasPath) ? std::string(ptxasPath) : "";
   for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
     if (const char *root = std::getenv(var)) {
       SmallString<256> p(root);
@@ -181,8 +184,10 @@ int main(int argc, char **argv) {
   if (emit == "cubin") {
     ptxas = findPtxas();
     if (ptxas.empty())
-      return fail("ptxas not found (set CUDA_HOME, pass --ptxas=<path>, or "
-                  "use --emit=ptx)");
+      return fail(ptxasPath.empty()
+                      ? Twine("ptxas not found (set CUDA_HOME, pass "
+                              "--ptxas=<path>, or use --emit=ptx)")
+                      : "ptxas not found at " + ptxasPath);
   }
 
   DialectRegistry registry;

@@ -29,6 +29,8 @@ using namespace flashlight::attn;
 namespace {
 
 constexpr int64_t kWarpSize = 32;
+constexpr double kLog2e = 1.4426950408889634;
+constexpr double kLn2 = 0.6931471805599453;
 
 /// Lanes needed to hold `d` columns, `kWarpSize` at a time.
 int64_t chunksOf(int64_t d) { return (d + kWarpSize - 1) / kWarpSize; }
@@ -91,6 +93,7 @@ private:
   Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
   Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
   Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
+  Value exp2(Value x) { return math::Exp2Op::create(b, loc, x); }
   Value select(Value c, Value x, Value y) {
     return arith::SelectOp::create(b, loc, c, x, y);
   }
@@ -373,12 +376,21 @@ private:
                              addI(kView.offsets[2], j), column(c), dqk);
         partial = add(partial, mul(q[c], k));
       }
-      logits.push_back(mul(warpSum(partial), f32(step.getScale()[r])));
+      // Softmax runs in base 2 (exp2 is one instruction): without a score
+      // region log2(e) folds into the scale, otherwise it applies after.
+      double scale = step.getScale()[r];
+      if (softmax && step.getScore().empty())
+        scale *= kLog2e;
+      logits.push_back(mul(warpSum(partial), f32(scale)));
     }
     SmallVector<Value> indices = {b0, h0, rowClamped, kv};
-    if (!step.getScore().empty())
+    if (!step.getScore().empty()) {
       logits =
           inlineRegion(step.getScore(), logits, indices, step.getCaptures());
+      if (softmax)
+        for (Value &s : logits)
+          s = mul(s, f32(kLog2e));
+    }
     Value keep =
         step.getMask().empty()
             ? arith::ConstantIntOp::create(b, loc, 1, 1).getResult()
@@ -405,8 +417,8 @@ private:
         Value mNew = select(kept, arith::MaximumFOp::create(b, loc, m, s), m);
         // alpha = exp(m - m_new), 1 when the max did not move (also -inf).
         alpha = select(cmpF(arith::CmpFPredicate::OEQ, m, mNew), f32(1),
-                       exp(sub(m, mNew)));
-        p = select(kept, exp(sub(s, mNew)), f32(0));
+                       exp2(sub(m, mNew)));
+        p = select(kept, exp2(sub(s, mNew)), f32(0));
         maxOut.push_back(mNew);
         sumOut.push_back(add(mul(sumIn[r], alpha), p));
       } else {
@@ -456,18 +468,21 @@ private:
         Value l = lanes.lookup(fin.getSumState()[r])[0];
         if (!fin.getSinks().empty()) {
           // The sink is one more key with logit sink[h] and value 0.
-          Value sink = loadF32(memrefOf.lookup(fin.getSinks()[r]), {h0});
+          // The state is in base 2 (see emitStep); so is the sink here.
+          Value sink = mul(loadF32(memrefOf.lookup(fin.getSinks()[r]), {h0}),
+                           f32(kLog2e));
           Value mNew = arith::MaximumFOp::create(b, loc, m, sink);
-          Value alpha = exp(sub(m, mNew));
-          Value lNew = add(mul(l, alpha), exp(sub(sink, mNew)));
+          Value alpha = exp2(sub(m, mNew));
+          Value lNew = add(mul(l, alpha), exp2(sub(sink, mNew)));
           outScale = div(alpha, lNew);
-          lse = add(mNew, math::LogOp::create(b, loc, lNew));
+          lse = mul(add(mNew, math::Log2Op::create(b, loc, lNew)), f32(kLn2));
         } else {
           // A row with no kept key has l = 0: output 0, LSE -inf.
           Value any = cmpF(arith::CmpFPredicate::OGT, l, f32(0));
           outScale = select(any, div(f32(1), l), f32(0));
-          lse =
-              select(any, add(m, math::LogOp::create(b, loc, l)), f32(negInf));
+          lse = select(any,
+                       mul(add(m, math::Log2Op::create(b, loc, l)), f32(kLn2)),
+                       f32(negInf));
         }
       }
       for (int64_t c = 0; c < numChunks; ++c)

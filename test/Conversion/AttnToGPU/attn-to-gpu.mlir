@@ -26,14 +26,15 @@
 // CHECK: scf.for %[[K0:.*]] = {{.*}} iter_args
 // full tiles skip the mask
 // CHECK: scf.if
-// per key: s = scale * (warp sum of q . k)
+// per key: s = scale * log2(e) * (warp sum of q . k), softmax in base 2
 // CHECK: scf.for %[[J:.*]] =
 // CHECK: memref.load %[[K]][%[[B]], %[[HKV]]
 // CHECK-COUNT-5: gpu.shuffle xor
-// m_new = max(m, s); alpha = exp(m - m_new); p = exp(s - m_new)
+// CHECK: arith.mulf %{{.*}}, %cst{{.*}} : f32
+// m_new = max(m, s); alpha = exp2(m - m_new); p = exp2(s - m_new)
 // CHECK: arith.maximumf
-// CHECK: math.exp
-// CHECK: math.exp
+// CHECK: math.exp2
+// CHECK: math.exp2
 // CHECK: } else {
 // the partial tile evaluates the mask: kv <= q
 // CHECK: arith.cmpi sge
