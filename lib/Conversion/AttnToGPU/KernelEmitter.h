@@ -1,0 +1,308 @@
+//===- KernelEmitter.h - Walk a tiled attention into a kernel ---*- C++ -*-===//
+//
+// The structure of a tiled attention (attn-tile's output) is the same for
+// every code generator: index math, slices of the arguments, the KV loop
+// carrying the online state, the full/partial scf.if, the step and the
+// finalize. KernelEmitter walks it and leaves to a subclass how state is
+// distributed over threads, how slices are staged and how a step and the
+// finalize compute. Private to the AttnToGPU conversion.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FLASHLIGHT_LIB_CONVERSION_ATTNTOGPU_KERNELEMITTER_H
+#define FLASHLIGHT_LIB_CONVERSION_ATTNTOGPU_KERNELEMITTER_H
+
+#include "flashlight/Dialect/Attn/IR/AttnOps.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+
+#include <memory>
+
+namespace flashlight::attn_to_gpu {
+
+using namespace mlir;
+using namespace flashlight::attn;
+
+constexpr int64_t kWarpSize = 32;
+constexpr double kLog2e = 1.4426950408889634;
+constexpr double kLn2 = 0.6931471805599453;
+
+/// A slice of a kernel argument: the memref and the slice's offsets/sizes.
+struct View {
+  Value memref;
+  SmallVector<Value> offsets, sizes;
+};
+
+/// Walks a tiled attention and emits its kernel body; see the file comment.
+class KernelEmitter {
+public:
+  KernelEmitter(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+  virtual ~KernelEmitter() = default;
+
+  /// Kernel memref standing for a function argument or result tensor.
+  DenseMap<Value, Value> memrefOf;
+  /// Kernel memref each finalize result is stored to.
+  DenseMap<Value, Value> outputOf;
+  /// Values of the source IR (index math, constants) in the kernel.
+  IRMapping map;
+  /// This thread's lane and warp.
+  Value lane, warp;
+
+  /// Converts the ops of `block`, up to `stop` or the terminator.
+  LogicalResult convertOps(Block &block, Operation *stop = nullptr) {
+    for (Operation &op : block.without_terminator()) {
+      if (&op == stop)
+        break;
+      if (failed(convertOp(op)))
+        return failure();
+    }
+    return success();
+  }
+
+protected:
+  /// Per-thread values a state tensor (or a register-held tile) takes.
+  virtual int64_t laneCount(Type stateType) = 0;
+  /// Called for every slice of an argument once its view is known: stage it
+  /// (registers, shared memory) as the code generator needs.
+  virtual LogicalResult onSlice(tensor::ExtractSliceOp slice,
+                                const View &view) = 0;
+  virtual LogicalResult emitStep(OnlineStepOp step) = 0;
+  virtual LogicalResult emitFinalize(OnlineFinalizeOp fin) = 0;
+
+  OpBuilder &b;
+  Location loc;
+  DenseMap<Value, View> views;
+  /// Per-thread values of state tensors and of register-held tiles.
+  DenseMap<Value, SmallVector<Value>> lanes;
+
+  //===--------------------------------------------------------------------===//
+  // Small builders
+  //===--------------------------------------------------------------------===//
+
+  Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value f32(double v) {
+    return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));
+  }
+  Value addI(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value minI(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
+  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
+  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
+  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
+  Value exp2(Value x) { return math::Exp2Op::create(b, loc, x); }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, c, x, y);
+  }
+  Value cmpF(arith::CmpFPredicate p, Value x, Value y) {
+    return arith::CmpFOp::create(b, loc, p, x, y);
+  }
+  Value cmpI(arith::CmpIPredicate p, Value x, Value y) {
+    return arith::CmpIOp::create(b, loc, p, x, y);
+  }
+  Value dim(Value memref, int64_t d) {
+    return memref::DimOp::create(b, loc, memref, d);
+  }
+  /// Sum over the warp; every lane gets the result.
+  Value warpSum(Value x) {
+    for (int32_t offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      auto shuffle = gpu::ShuffleOp::create(b, loc, x, offset, kWarpSize,
+                                            gpu::ShuffleMode::XOR);
+      x = add(x, shuffle.getShuffleResult());
+    }
+    return x;
+  }
+
+  /// Inlines a region of an attn op: `leading` then the four indices then
+  /// the captures (as memrefs; tensor.extract becomes memref.load).
+  SmallVector<Value> inlineRegion(Region &region, ValueRange leading,
+                                  ArrayRef<Value> indices,
+                                  ValueRange captures) {
+    Block &block = region.front();
+    IRMapping rm;
+    unsigned i = 0;
+    for (Value v : leading)
+      rm.map(block.getArgument(i++), v);
+    for (Value v : indices)
+      rm.map(block.getArgument(i++), v);
+    for (Value capture : captures)
+      rm.map(block.getArgument(i++), memrefOf.lookup(capture));
+    for (Operation &op : block.without_terminator()) {
+      if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
+        SmallVector<Value> ids;
+        for (Value id : extract.getIndices())
+          ids.push_back(rm.lookup(id));
+        rm.map(
+            extract.getResult(),
+            memref::LoadOp::create(b, loc, rm.lookup(extract.getTensor()), ids)
+                .getResult());
+        continue;
+      }
+      b.clone(op, rm);
+    }
+    SmallVector<Value> out;
+    for (Value v : block.getTerminator()->getOperands())
+      out.push_back(rm.lookup(v));
+    return out;
+  }
+
+  /// Flattens the per-lane values of `values`.
+  SmallVector<Value> flatten(ValueRange values) {
+    SmallVector<Value> flat;
+    for (Value v : values)
+      llvm::append_range(flat, lanes.lookup(v));
+    return flat;
+  }
+
+  /// Distributes `flat` over `values` by their lane counts.
+  void distribute(ValueRange values, ValueRange flat) {
+    unsigned pos = 0;
+    for (Value v : values) {
+      int64_t n = laneCount(v.getType());
+      lanes[v] = SmallVector<Value>(flat.slice(pos, n));
+      pos += n;
+    }
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Ops of the tiled form
+  //===--------------------------------------------------------------------===//
+
+  LogicalResult convertOp(Operation &op) {
+    if (auto d = dyn_cast<tensor::DimOp>(op)) {
+      Value memref = memrefOf.lookup(d.getSource());
+      if (!memref)
+        return op.emitError("attn-to-gpu: dim of a non-argument tensor");
+      map.map(d.getResult(),
+              memref::DimOp::create(b, loc, memref, map.lookup(d.getIndex()))
+                  .getResult());
+      return success();
+    }
+    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
+      return convertSlice(slice);
+    if (auto cast = dyn_cast<tensor::CastOp>(op)) {
+      // Static/dynamic shape changes only: same data, same registers.
+      if (views.count(cast.getSource()))
+        views[cast.getResult()] = views.lookup(cast.getSource());
+      if (lanes.count(cast.getSource()))
+        lanes[cast.getResult()] = lanes.lookup(cast.getSource());
+      return success();
+    }
+    if (isa<tensor::EmptyOp>(op))
+      return success();
+    if (auto fill = dyn_cast<linalg::FillOp>(op)) {
+      Value value = map.lookupOrNull(fill.value());
+      if (!value)
+        return op.emitError("attn-to-gpu: fill with a non-constant value");
+      lanes[fill.getResult(0)] =
+          SmallVector<Value>(laneCount(fill.getResult(0).getType()), value);
+      return success();
+    }
+    if (auto loop = dyn_cast<scf::ForOp>(op))
+      return convertFor(loop);
+    if (auto branch = dyn_cast<scf::IfOp>(op))
+      return convertIf(branch);
+    if (auto step = dyn_cast<OnlineStepOp>(op))
+      return emitStep(step);
+    if (auto fin = dyn_cast<OnlineFinalizeOp>(op))
+      return emitFinalize(fin);
+    bool scalar =
+        op.getNumRegions() == 0 &&
+        llvm::all_of(op.getOperandTypes(),
+                     [](Type t) { return t.isIntOrIndexOrFloat(); }) &&
+        llvm::all_of(op.getResultTypes(),
+                     [](Type t) { return t.isIntOrIndexOrFloat(); });
+    if (!scalar)
+      return op.emitError("attn-to-gpu: unsupported op in a tiled attention");
+    b.clone(op, map);
+    return success();
+  }
+
+  LogicalResult convertSlice(tensor::ExtractSliceOp slice) {
+    Value memref = memrefOf.lookup(slice.getSource());
+    if (!memref)
+      return slice.emitError("attn-to-gpu: slice of a non-argument tensor");
+    View view{memref, {}, {}};
+    for (OpFoldResult ofr : slice.getMixedOffsets())
+      view.offsets.push_back(materialize(ofr));
+    for (OpFoldResult ofr : slice.getMixedSizes())
+      view.sizes.push_back(materialize(ofr));
+    views[slice.getResult()] = view;
+
+    return onSlice(slice, view);
+  }
+
+  /// True if `v` (directly or through tensor.cast) is a step's query.
+  static bool feedsQuery(Value v) {
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      if (auto cast = dyn_cast<tensor::CastOp>(user))
+        return feedsQuery(cast.getResult());
+      auto step = dyn_cast<OnlineStepOp>(user);
+      return step && llvm::is_contained(step.getQueries(), v);
+    });
+  }
+
+  Value materialize(OpFoldResult ofr) {
+    if (auto v = dyn_cast<Value>(ofr))
+      return map.lookup(v);
+    return idx(cast<IntegerAttr>(cast<Attribute>(ofr)).getInt());
+  }
+
+  LogicalResult convertFor(scf::ForOp loop) {
+    SmallVector<Value> init = flatten(loop.getInitArgs());
+    auto newLoop = scf::ForOp::create(b, loc, map.lookup(loop.getLowerBound()),
+                                      map.lookup(loop.getUpperBound()),
+                                      map.lookup(loop.getStep()), init);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(newLoop.getBody());
+    map.map(loop.getInductionVar(), newLoop.getInductionVar());
+    distribute(loop.getRegionIterArgs(), newLoop.getRegionIterArgs());
+    if (failed(convertOps(*loop.getBody())))
+      return failure();
+    scf::YieldOp::create(
+        b, loc, flatten(loop.getBody()->getTerminator()->getOperands()));
+    b.setInsertionPointAfter(newLoop);
+    distribute(loop.getResults(), newLoop.getResults());
+    return success();
+  }
+
+  LogicalResult convertIf(scf::IfOp branch) {
+    SmallVector<Type> types;
+    for (Type t : branch.getResultTypes())
+      types.append(laneCount(t), b.getF32Type());
+    auto newIf =
+        scf::IfOp::create(b, loc, types, map.lookup(branch.getCondition()),
+                          /*withElseRegion=*/true);
+    for (auto [from, to] :
+         {std::pair(&branch.getThenRegion(), &newIf.getThenRegion()),
+          std::pair(&branch.getElseRegion(), &newIf.getElseRegion())}) {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&to->front());
+      if (failed(convertOps(from->front())))
+        return failure();
+      scf::YieldOp::create(
+          b, loc, flatten(from->front().getTerminator()->getOperands()));
+    }
+    distribute(branch.getResults(), newIf.getResults());
+    return success();
+  }
+};
+
+/// One warp per query row, lanes across the head dim; no tensor cores. The
+/// reference code generator: correct for every program.
+std::unique_ptr<KernelEmitter> createRowPerWarpEmitter(OpBuilder &b,
+                                                       Location loc);
+
+/// Tensor cores (mma.sync m16n8k16, ldmatrix); 16 query rows per warp.
+std::unique_ptr<KernelEmitter> createMmaSyncEmitter(OpBuilder &b, Location loc);
+
+} // namespace flashlight::attn_to_gpu
+
+#endif // FLASHLIGHT_LIB_CONVERSION_ATTNTOGPU_KERNELEMITTER_H

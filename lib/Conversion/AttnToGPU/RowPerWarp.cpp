@@ -1,0 +1,275 @@
+//===- RowPerWarp.cpp - The reference code generator ----------------------===//
+//
+// Warp w of a block owns query row q0 + w; lane l owns head-dim columns
+// l, l + 32, ... of Q (in registers) and of each accumulator. A logit is a
+// warp-wide sum, so every lane holds every logit, the running max and sum.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelEmitter.h"
+
+using namespace flashlight::attn_to_gpu;
+
+namespace {
+
+/// Lanes needed to hold `d` columns, `kWarpSize` at a time.
+int64_t chunksOf(int64_t d) { return (d + kWarpSize - 1) / kWarpSize; }
+
+class RowPerWarpEmitter : public KernelEmitter {
+public:
+  using KernelEmitter::KernelEmitter;
+
+protected:
+  /// One value for [1, 1, rows] (max, sum), one per column chunk for
+  /// [1, 1, rows, D] (accumulators, Q).
+  int64_t laneCount(Type type) override {
+    auto t = cast<RankedTensorType>(type);
+    return t.getRank() == 4 ? chunksOf(t.getDimSize(3)) : 1;
+  }
+
+  /// Column `lane + 32 * chunk`.
+  Value column(int64_t chunk) { return addI(lane, idx(chunk * kWarpSize)); }
+
+  /// Loads `memref[indices]` as f32.
+  Value loadF32(Value memref, ValueRange indices) {
+    Value v = memref::LoadOp::create(b, loc, memref, indices);
+    if (v.getType().isF32())
+      return v;
+    return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+  }
+
+  /// Loads `memref[i0, i1, i2, col]` as f32, 0 for columns >= D.
+  Value loadColumn(Value memref, Value i0, Value i1, Value i2, Value col,
+                   int64_t d) {
+    if (d % kWarpSize == 0)
+      return loadF32(memref, {i0, i1, i2, col});
+    Value clamped = minI(col, idx(d - 1));
+    Value v = loadF32(memref, {i0, i1, i2, clamped});
+    return select(cmpI(arith::CmpIPredicate::slt, col, idx(d)), v, f32(0));
+  }
+
+  /// The query row this warp owns, clamped into [0, M) so that idle warps of
+  /// a partial tile read valid memory; stores are guarded separately.
+  std::pair<Value, Value> rowOf(Value q0, Value rowsMemref) {
+    Value row = addI(q0, warp);
+    Value last = arith::SubIOp::create(b, loc, dim(rowsMemref, 2), idx(1));
+    return {row, minI(row, last)};
+  }
+
+  LogicalResult onSlice(tensor::ExtractSliceOp slice,
+                        const View &view) override {
+    Value memref = view.memref;
+    // Query tiles are loaded into registers once, here, outside the KV loop.
+    if (!feedsQuery(slice.getResult()))
+      return success();
+    int64_t d = slice.getType().getDimSize(3);
+    auto [row, rowClamped] = rowOf(view.offsets[2], memref);
+    (void)row;
+    SmallVector<Value> regs;
+    for (int64_t c = 0; c < chunksOf(d); ++c)
+      regs.push_back(loadColumn(memref, view.offsets[0], view.offsets[1],
+                                rowClamped, column(c), d));
+    lanes[slice.getResult()] = regs;
+    return success();
+  }
+
+  /// One KV tile: for each key, the logits of every branch (a warp-wide dot
+  /// product), the score and mask regions, and the state update.
+  LogicalResult emitStep(OnlineStepOp step) override {
+    unsigned nb = step.getNumBranches();
+    Normalizer normalizer = step.getNormalizer();
+    bool softmax = normalizer == Normalizer::softmax;
+    View vView = views.lookup(step.getValue());
+    int64_t dv = step.getValue().getType().getDimSize(3);
+    int64_t numChunks = chunksOf(dv);
+    Value b0 = map.lookup(step.getBatchOffset());
+    Value h0 = map.lookup(step.getHeadOffset());
+    Value k0 = map.lookup(step.getKeyOffset());
+    auto [row, rowClamped] = rowOf(map.lookup(step.getQueryOffset()),
+                                   views.lookup(step.getQueries()[0]).memref);
+    (void)row;
+
+    SmallVector<Value> init = flatten(step->getOperands().slice(
+        step.getMaxState().getBeginOperandIndex(),
+        step.getMaxState().size() + step.getSumState().size() +
+            step.getAccState().size()));
+    auto keyLoop =
+        scf::ForOp::create(b, loc, idx(0), vView.sizes[2], idx(1), init);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(keyLoop.getBody());
+    Value j = keyLoop.getInductionVar();
+    Value kv = addI(k0, j);
+    ValueRange state = keyLoop.getRegionIterArgs();
+    unsigned stats = softmax ? nb : 0;
+    ValueRange maxIn = state.take_front(stats);
+    ValueRange sumIn = state.slice(stats, stats);
+    ValueRange accIn = state.drop_front(2 * stats);
+
+    // s_r = scale_r * sum_c Q_r[row, c] * K_r[kv, c]
+    SmallVector<Value> logits;
+    for (unsigned r = 0; r < nb; ++r) {
+      View kView = views.lookup(step.getKeys()[r]);
+      int64_t dqk =
+          cast<RankedTensorType>(step.getKeys()[r].getType()).getDimSize(3);
+      SmallVector<Value> q = lanes.lookup(step.getQueries()[r]);
+      Value partial = f32(0);
+      for (int64_t c = 0; c < chunksOf(dqk); ++c) {
+        Value k = loadColumn(kView.memref, kView.offsets[0], kView.offsets[1],
+                             addI(kView.offsets[2], j), column(c), dqk);
+        partial = add(partial, mul(q[c], k));
+      }
+      // Softmax runs in base 2 (exp2 is one instruction): without a score
+      // region log2(e) folds into the scale, otherwise it applies after.
+      double scale = step.getScale()[r];
+      if (softmax && step.getScore().empty())
+        scale *= kLog2e;
+      logits.push_back(mul(warpSum(partial), f32(scale)));
+    }
+    SmallVector<Value> indices = {b0, h0, rowClamped, kv};
+    if (!step.getScore().empty()) {
+      logits =
+          inlineRegion(step.getScore(), logits, indices, step.getCaptures());
+      if (softmax)
+        for (Value &s : logits)
+          s = mul(s, f32(kLog2e));
+    }
+    Value keep =
+        step.getMask().empty()
+            ? arith::ConstantIntOp::create(b, loc, 1, 1).getResult()
+            : inlineRegion(step.getMask(), {}, indices, step.getCaptures())[0];
+
+    SmallVector<Value> v;
+    for (int64_t c = 0; c < numChunks; ++c)
+      v.push_back(loadColumn(vView.memref, vView.offsets[0], vView.offsets[1],
+                             addI(vView.offsets[2], j), column(c), dv));
+
+    SmallVector<Value> maxOut, sumOut, accOut;
+    for (unsigned r = 0; r < nb; ++r) {
+      Value s = logits[r];
+      ValueRange acc = accIn.slice(r * numChunks, numChunks);
+      // p: the weight of this key; alpha: the rescale of the old state.
+      Value p, alpha;
+      if (softmax) {
+        // A key is kept only if unmasked and finite (-inf scores are masks).
+        Value kept = arith::AndIOp::create(
+            b, loc, keep,
+            cmpF(arith::CmpFPredicate::OGT, s,
+                 f32(-std::numeric_limits<double>::infinity())));
+        Value m = maxIn[r];
+        Value mNew = select(kept, arith::MaximumFOp::create(b, loc, m, s), m);
+        // alpha = exp(m - m_new), 1 when the max did not move (also -inf).
+        alpha = select(cmpF(arith::CmpFPredicate::OEQ, m, mNew), f32(1),
+                       exp2(sub(m, mNew)));
+        p = select(kept, exp2(sub(s, mNew)), f32(0));
+        maxOut.push_back(mNew);
+        sumOut.push_back(add(mul(sumIn[r], alpha), p));
+      } else {
+        Value weight = s;
+        if (normalizer == Normalizer::sigmoid)
+          weight =
+              div(f32(1), add(f32(1), exp(arith::NegFOp::create(b, loc, s))));
+        p = select(keep, weight, f32(0));
+      }
+      for (int64_t c = 0; c < numChunks; ++c) {
+        Value old = alpha ? mul(acc[c], alpha) : acc[c];
+        accOut.push_back(add(old, mul(p, v[c])));
+      }
+    }
+    SmallVector<Value> next = maxOut;
+    llvm::append_range(next, sumOut);
+    llvm::append_range(next, accOut);
+    scf::YieldOp::create(b, loc, next);
+    b.setInsertionPointAfter(keyLoop);
+    distribute(step.getNewState(), keyLoop.getResults());
+    return success();
+  }
+
+  /// Normalizes the state, applies the epilogue and stores the rows.
+  LogicalResult emitFinalize(OnlineFinalizeOp fin) override {
+    unsigned nb = fin.getNumBranches();
+    bool softmax = fin.getNormalizer() == Normalizer::softmax;
+    Value out = outputOf.lookup(fin.getOutput());
+    if (!out)
+      return fin.emitError("attn-to-gpu: finalize result is not an output");
+    auto outType = cast<MemRefType>(out.getType());
+    int64_t dv = outType.getDimSize(3);
+    int64_t numChunks = chunksOf(dv);
+    Value b0 = map.lookup(fin.getBatchOffset());
+    Value h0 = map.lookup(fin.getHeadOffset());
+    auto [row, rowClamped] = rowOf(map.lookup(fin.getQueryOffset()), out);
+    Value rowValid = cmpI(arith::CmpIPredicate::slt, row, dim(out, 2));
+    const double negInf = -std::numeric_limits<double>::infinity();
+
+    // o_r = acc_r * outScale_r
+    SmallVector<SmallVector<Value>> branchOut(nb);
+    for (unsigned r = 0; r < nb; ++r) {
+      SmallVector<Value> acc = lanes.lookup(fin.getAccState()[r]);
+      Value outScale = f32(1), lse;
+      if (softmax) {
+        Value m = lanes.lookup(fin.getMaxState()[r])[0];
+        Value l = lanes.lookup(fin.getSumState()[r])[0];
+        if (!fin.getSinks().empty()) {
+          // The sink is one more key with logit sink[h] and value 0.
+          // The state is in base 2 (see emitStep); so is the sink here.
+          Value sink = mul(loadF32(memrefOf.lookup(fin.getSinks()[r]), {h0}),
+                           f32(kLog2e));
+          Value mNew = arith::MaximumFOp::create(b, loc, m, sink);
+          Value alpha = exp2(sub(m, mNew));
+          Value lNew = add(mul(l, alpha), exp2(sub(sink, mNew)));
+          outScale = div(alpha, lNew);
+          lse = mul(add(mNew, math::Log2Op::create(b, loc, lNew)), f32(kLn2));
+        } else {
+          // A row with no kept key has l = 0: output 0, LSE -inf.
+          Value any = cmpF(arith::CmpFPredicate::OGT, l, f32(0));
+          outScale = select(any, div(f32(1), l), f32(0));
+          lse = select(any,
+                       mul(add(m, math::Log2Op::create(b, loc, l)), f32(kLn2)),
+                       f32(negInf));
+        }
+      }
+      for (int64_t c = 0; c < numChunks; ++c)
+        branchOut[r].push_back(mul(acc[c], outScale));
+      if (lse && r < fin.getLse().size()) {
+        Value lseMemref = outputOf.lookup(fin.getLse()[r]);
+        Value first = cmpI(arith::CmpIPredicate::eq, lane, idx(0));
+        auto store = scf::IfOp::create(
+            b, loc, arith::AndIOp::create(b, loc, rowValid, first));
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&store.getThenRegion().front());
+        memref::StoreOp::create(b, loc, lse, lseMemref, {b0, h0, row});
+      }
+    }
+
+    for (int64_t c = 0; c < numChunks; ++c) {
+      Value d = column(c);
+      Value dClamped = dv % kWarpSize ? minI(d, idx(dv - 1)) : d;
+      SmallVector<Value> outs;
+      for (unsigned r = 0; r < nb; ++r)
+        outs.push_back(branchOut[r][c]);
+      Value value = fin.getEpilogue().empty()
+                        ? outs[0]
+                        : inlineRegion(fin.getEpilogue(), outs,
+                                       {b0, h0, rowClamped, dClamped},
+                                       fin.getCaptures())[0];
+      Type elementType = outType.getElementType();
+      if (elementType != value.getType())
+        value = arith::TruncFOp::create(b, loc, elementType, value);
+      Value valid = rowValid;
+      if (dv % kWarpSize)
+        valid = arith::AndIOp::create(
+            b, loc, valid, cmpI(arith::CmpIPredicate::slt, d, idx(dv)));
+      auto store = scf::IfOp::create(b, loc, valid);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&store.getThenRegion().front());
+      memref::StoreOp::create(b, loc, value, out, {b0, h0, row, d});
+    }
+    return success();
+  }
+};
+
+} // namespace
+
+std::unique_ptr<KernelEmitter>
+flashlight::attn_to_gpu::createRowPerWarpEmitter(OpBuilder &b, Location loc) {
+  return std::make_unique<RowPerWarpEmitter>(b, loc);
+}
