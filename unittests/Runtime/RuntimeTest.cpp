@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <unistd.h>
 
 using namespace flashlight::runtime;
 using json = nlohmann::json;
@@ -18,7 +19,10 @@ namespace {
 
 /// Writes `j` to a temporary manifest file and loads it.
 KernelManifest manifestFrom(const json &j) {
-  std::string path = "flashlight-test-manifest.json";
+  // Unique per process and call: ctest runs test cases in parallel.
+  static int counter = 0;
+  std::string path = "flashlight-test-manifest-" + std::to_string(getpid()) +
+                     "-" + std::to_string(counter++) + ".json";
   std::ofstream(path) << j.dump();
   KernelManifest m = KernelManifest::load(path);
   std::remove(path.c_str());
