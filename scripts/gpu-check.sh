@@ -4,7 +4,8 @@
 #   scripts/gpu-check.sh prepare <dir>   # here (needs the build): compile
 #   scripts/gpu-check.sh run <dir>       # on the GPU machine (driver only)
 #
-# `prepare` compiles each example as written and re-shaped (attn-specialize)
+# `prepare` compiles each example, with each code generator (reference and
+# tensor cores), as written and re-shaped (attn-specialize)
 # to N = M in {1, 17, 128, 1000, 4096}, D in {64, 128}, bf16 and fp16, B = 2,
 # 8 query heads over 2 KV heads (GQA 4:1), for sm_80 and sm_90a, and copies
 # flashlight-run beside the kernels. `run` checks every kernel against the
@@ -19,26 +20,33 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "$mode" = prepare ]; then
   build=${BUILD:-$root/build}
-  rm -rf "$dir" && mkdir -p "$dir/matrix" "$dir/examples" "$dir/bin"
+  rm -rf "$dir" && mkdir -p "$dir/bin"
   cp "$build/bin/flashlight-run" "$dir/bin/"
-  for example in "$root"/examples/*.mlir; do
-    name=$(basename "$example" .mlir)
-    "$build/bin/flashlight-compile" "$example" -o "$dir/examples" \
-      --arch=sm_80,sm_90a
-    for n in 1 17 128 1000 4096; do
-      for d in 64 128; do
-        for dtype in bf16 f16; do
-          "$build/bin/flashlight-compile" "$example" -o "$dir/matrix" \
-            --arch=sm_90a --name="$name.n$n.d$d.$dtype" --batch=2 \
-            --q-heads=8 --kv-heads=2 --q-len=$n --kv-len=$n --head-dim=$d \
-            --dtype=$dtype
+  # Both code generators: the reference one, and tensor cores (programs the
+  # latter cannot take fall back to the reference kernel, with a remark).
+  for codegen in reference mma; do
+    flags=()
+    [ "$codegen" = mma ] && flags=(--tensor-cores)
+    mkdir -p "$dir/$codegen-examples" "$dir/$codegen-matrix"
+    for example in "$root"/examples/*.mlir; do
+      name=$(basename "$example" .mlir)
+      "$build/bin/flashlight-compile" "$example" -o "$dir/$codegen-examples" \
+        --arch=sm_80,sm_90a "${flags[@]}" 2>/dev/null
+      for n in 1 17 128 1000 4096; do
+        for d in 64 128; do
+          for dtype in bf16 f16; do
+            "$build/bin/flashlight-compile" "$example" -o "$dir/$codegen-matrix" \
+              --arch=sm_90a --name="$name.n$n.d$d.$dtype" --batch=2 \
+              --q-heads=8 --kv-heads=2 --q-len=$n --kv-len=$n --head-dim=$d \
+              --dtype=$dtype "${flags[@]}" 2>/dev/null
+          done
         done
       done
     done
+    # The matrix runs on Hopper only; drop what the run does not need.
+    rm -f "$dir/$codegen-matrix"/*.mlir "$dir/$codegen-matrix"/*.ptx
   done
-  # The matrix runs on Hopper only; drop what the run does not need.
-  rm -f "$dir"/matrix/*.mlir "$dir"/matrix/*.ptx
-  echo "gpu-check: prepared $(ls "$dir"/examples/*.json "$dir"/matrix/*.json | wc -l) kernels in $dir"
+  echo "gpu-check: prepared $(ls "$dir"/*/*.json | wc -l) kernels in $dir"
   exit 0
 fi
 
@@ -47,25 +55,25 @@ run=$dir/bin/flashlight-run
 results=$dir/results.jsonl
 : > "$results"
 export run
-ls "$dir"/examples/*.json "$dir"/matrix/*.json |
+ls "$dir"/*-examples/*.json "$dir"/*-matrix/*.json |
   xargs -P "$(nproc)" -I{} sh -c '
-    m={}; rows=-1
+    m={}; rows=-1; codegen=$(basename "$(dirname "$m")")
     case "$m" in *.n1000.*) rows=32 ;; *.n4096.*) rows=16 ;; esac
     if ! out=$("$run" "$m" --check --seed=1 --check-rows=$rows 2>&1); then
       case "$out" in "{"*) ;; *) out="{\"name\": \"$m\", \"pass\": false, \"error\": \"$(echo "$out" | tr "\"\n" "  ")\"}" ;; esac
     fi
-    echo "$out"' >> "$results"
+    echo "$out" | sed "s|^{|{\"set\": \"$codegen\", |"' >> "$results"
 
 status=0
 python3 - "$results" <<'PY' || status=1
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-rows.sort(key=lambda r: r["name"])
+rows.sort(key=lambda r: (r.get("set", ""), r["name"]))
 fails = [r for r in rows if not r.get("pass")]
-print(f"{'kernel':<40} {'out rel_err':>11} {'max_abs':>9}  status")
+print(f"{'set':<20} {'kernel':<36} {'out rel_err':>11} {'max_abs':>9}  status")
 for r in rows:
     c = r.get("check", {}).get("out", {})
-    print(f"{r['name']:<40} {c.get('rel_err', float('nan')):11.2e} "
+    print(f"{r.get('set', ''):<20} {r['name']:<36} {c.get('rel_err', float('nan')):11.2e} "
           f"{c.get('max_abs', float('nan')):9.2e}  {'ok' if r.get('pass') else 'FAIL ' + r.get('error', '')}")
 worst = max((r["check"]["out"]["rel_err"] for r in rows if "check" in r), default=0)
 print(f"gpu-check: {len(rows) - len(fails)}/{len(rows)} kernels pass; "
@@ -73,6 +81,7 @@ print(f"gpu-check: {len(rows) - len(fails)}/{len(rows)} kernels pass; "
 sys.exit(1 if fails else 0)
 PY
 if python3 -c "import torch" 2>/dev/null; then
-  python3 "$root/scripts/torch_check.py" "$dir/examples" || status=1
+  python3 "$root/scripts/torch_check.py" "$dir/reference-examples" || status=1
+  python3 "$root/scripts/torch_check.py" "$dir/mma-examples" || status=1
 fi
 exit $status

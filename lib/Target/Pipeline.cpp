@@ -15,6 +15,7 @@
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
+#include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
@@ -43,6 +44,7 @@ void flashlight::registerPipelineDependencies(DialectRegistry &registry) {
   registerConvertMathToLLVMInterface(registry);
   registerConvertMemRefToLLVMInterface(registry);
   ub::registerConvertUBToLLVMInterface(registry);
+  vector::registerConvertVectorToLLVMInterface(registry);
   NVVM::registerNVVMTargetInterfaceExternalModels(registry);
   registerBuiltinDialectTranslation(registry);
   registerGPUDialectTranslation(registry);
@@ -60,7 +62,9 @@ void flashlight::buildAttnToGPUPipeline(OpPassManager &pm,
   pm.addPass(attn::createAttnTile(tile));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  pm.addPass(createAttnToGPU());
+  AttnToGPUOptions codegen;
+  codegen.tensorCores = options.tensorCores;
+  pm.addPass(createAttnToGPU(codegen));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
@@ -69,6 +73,7 @@ void flashlight::buildGPUToPTXPipeline(OpPassManager &pm,
                                        const PipelineOptions &options) {
   OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
   kernels.addPass(createSCFToControlFlowPass());
+  kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());
@@ -112,12 +117,16 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
                          llvm::cl::init(4)};
   Option<int64_t> blockN{*this, "block-n", llvm::cl::desc("Keys per KV tile"),
                          llvm::cl::init(32)};
+  Option<bool> tensorCores{*this, "tensor-cores",
+                           llvm::cl::desc("Use mma.sync where it fits"),
+                           llvm::cl::init(false)};
 
   flashlight::PipelineOptions get() const {
     flashlight::PipelineOptions o;
     o.chip = chip;
     o.blockM = blockM;
     o.blockN = blockN;
+    o.tensorCores = tensorCores;
     o.libdevice = flashlight::findLibdevice();
     return o;
   }

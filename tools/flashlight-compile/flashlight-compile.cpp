@@ -10,7 +10,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flashlight/Conversion/Passes.h"
 #include "flashlight/Dialect/Attn/IR/AttnDialect.h"
+#include "flashlight/Dialect/Attn/IR/AttnOps.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
 #include "flashlight/Target/Manifest.h"
 #include "flashlight/Target/Pipeline.h"
@@ -80,6 +82,10 @@ static cl::opt<int64_t> headDim("head-dim", cl::desc("Head dim (Dqk = Dv)"),
                                 cl::init(-1));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Q/K/V element type: f16, bf16"));
+static cl::opt<bool> tensorCores(
+    "tensor-cores",
+    cl::desc("Use the mma.sync code generator where the program fits "
+             "(block sizes default to 64x64)"));
 static cl::opt<std::string> ptxasPath("ptxas", cl::desc("ptxas to use"));
 static cl::opt<std::string> nameOpt("name",
                                     cl::desc("Output base name (default: "
@@ -248,8 +254,23 @@ int main(int argc, char **argv) {
   std::string kernelName = funcs.front().getName().str();
 
   flashlight::PipelineOptions options;
-  options.blockM = blockM;
-  options.blockN = blockN;
+  // The tensor-core generator works on 64x64 tiles (4 warps x 16 rows);
+  // programs it cannot take keep the reference generator's tiles (and
+  // attn-to-gpu remarks why).
+  options.tensorCores = tensorCores;
+  bool mmaTiles = false;
+  if (tensorCores)
+    funcs.front().walk([&](flashlight::attn::AttentionOp op) {
+      SmallVector<int64_t> dims;
+      for (Value v : SmallVector<Value, 2>{op.getKeys()[0], op.getValue()})
+        dims.push_back(cast<RankedTensorType>(v.getType()).getDimSize(3));
+      mmaTiles = !flashlight::tensorCoreIneligibility(
+          op.getNumBranches(),
+          cast<RankedTensorType>(op.getValue().getType()).getElementType(),
+          dims, 64, 64);
+    });
+  options.blockM = mmaTiles && !blockM.getNumOccurrences() ? 64 : blockM;
+  options.blockN = mmaTiles && !blockN.getNumOccurrences() ? 64 : blockN;
   options.libdevice = flashlight::findLibdevice();
   {
     PassManager pm(&context);
@@ -263,6 +284,16 @@ int main(int argc, char **argv) {
   if (failed(writeFile(outPath(".mlir"), kernelIR)))
     return 1;
 
+  // Launch geometry and code generator, as the kernel records them.
+  std::vector<int64_t> block = {1, 1, 1};
+  std::string codegen;
+  module->walk([&](gpu::GPUFuncOp kernel) {
+    if (auto known = kernel.getKnownBlockSizeAttr())
+      block = {known[0], known[1], known[2]};
+    if (auto name = kernel->getAttrOfType<StringAttr>("flashlight.codegen"))
+      codegen = name.str();
+  });
+
   std::array<uint8_t, 32> hash = llvm::SHA256::hash(
       llvm::ArrayRef<uint8_t>((const uint8_t *)source.data(), source.size()));
   json manifest = {
@@ -273,9 +304,10 @@ int main(int argc, char **argv) {
       {"name", name},
       {"kernel", kernelName},
       {"abi", "memref-descriptor"},
-      {"block", {blockM * 32, 1, 1}},
-      {"block_m", blockM.getValue()},
-      {"block_n", blockN.getValue()},
+      {"block", block},
+      {"block_m", options.blockM},
+      {"block_n", options.blockN},
+      {"codegen", codegen},
       {"grid_rule", "x = ceil(M / block_m), y = Hq, z = B (from q0's shape)"},
       {"dynamic_shared_memory", 0},
       {"params", params},

@@ -5,16 +5,30 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
+
+#include <optional>
+#include <string>
 
 namespace flashlight {
 
 #define GEN_PASS_DECL
 #include "flashlight/Conversion/Passes.h.inc"
+
+/// Why the tensor-core code generator cannot take an attention with these
+/// properties (tiled block-m x block-n), or nothing if it can.
+std::optional<std::string>
+tensorCoreIneligibility(unsigned branches, mlir::Type element,
+                        llvm::ArrayRef<int64_t> headDims, int64_t blockM,
+                        int64_t blockN);
 
 #define GEN_PASS_REGISTRATION
 #include "flashlight/Conversion/Passes.h.inc"

@@ -26,13 +26,29 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
     global memory), and `attn.online_finalize` divides by the sum (with the
     sink), inlines the epilogue and stores the output and LSE rows.
 
+    With `tensor-cores`, programs that fit use the tensor-core generator
+    instead (FlashAttention-2 style: 16 query rows per warp, mma.sync
+    m16n8k16 for Q K^T and P V, K/V tiles staged in shared memory, P kept in
+    registers as the A operand of P V).
+
     Kernel parameters, in order: the function's arguments, then its results,
     each a memref of the same shape (dynamic dims allowed). The kernel gets
     `flashlight.kernel` attributes (block size, block_m, parameter roles)
     that `flashlight-compile` turns into the manifest.
   }];
+  let options = [
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"false",
+           "Use the mma.sync code generator where the program fits (one "
+           "branch, f16/bf16, head dims multiples of 16 up to 128, "
+           "block-m = block-n = 64); otherwise, and with a remark saying "
+           "why, the reference one">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::NVVM::NVVMDialect",
+                           "::mlir::nvgpu::NVGPUDialect",
+                           "::mlir::vector::VectorDialect",
                            "::mlir::math::MathDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect"];

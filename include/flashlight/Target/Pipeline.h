@@ -22,6 +22,8 @@ struct PipelineOptions {
   /// Query rows per thread block (one warp each) and keys per KV tile.
   int64_t blockM = 4;
   int64_t blockN = 32;
+  /// Use the tensor-core (mma.sync) code generator where the program fits.
+  bool tensorCores = false;
   /// libdevice bitcode for math functions (tanh, log, ...); empty: none.
   std::string libdevice;
 };

@@ -21,14 +21,45 @@ namespace flashlight {
 } // namespace flashlight
 
 using namespace mlir;
+
+std::optional<std::string>
+flashlight::tensorCoreIneligibility(unsigned branches, Type element,
+                                    ArrayRef<int64_t> headDims, int64_t blockM,
+                                    int64_t blockN) {
+  if (branches != 1)
+    return "it has " + std::to_string(branches) +
+           " logit branches (one is supported)";
+  if (!element.isF16() && !element.isBF16())
+    return std::string("Q/K/V are not f16 or bf16");
+  for (int64_t d : headDims)
+    if (ShapedType::isDynamic(d) || d % 16 != 0 || d > 128)
+      return "head dim " + std::to_string(d) +
+             " is not a multiple of 16 up to 128";
+  if (blockM != 64 || blockN != 64)
+    return "tiles are " + std::to_string(blockM) + "x" +
+           std::to_string(blockN) + " (64x64 needed)";
+  return std::nullopt;
+}
 using namespace flashlight::attn;
 using namespace flashlight::attn_to_gpu;
 
 namespace {
 
+/// Why the tensor-core generator cannot take `step`, or nothing if it can.
+std::optional<std::string> mmaIneligibility(OnlineStepOp step, int64_t blockM,
+                                            int64_t blockN) {
+  SmallVector<int64_t> dims;
+  for (Value v : SmallVector<Value, 2>{step.getKeys()[0], step.getValue()})
+    dims.push_back(cast<RankedTensorType>(v.getType()).getDimSize(3));
+  return flashlight::tensorCoreIneligibility(
+      step.getNumBranches(),
+      cast<RankedTensorType>(step.getValue().getType()).getElementType(), dims,
+      blockM, blockN);
+}
+
 /// Converts one function whose body is a tiled attention.
 LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
-                              scf::ForallOp forall) {
+                              scf::ForallOp forall, bool tensorCores) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   if (ValueRange(ret.getOperands()) != ValueRange(forall.getResults()))
     return func.emitError("attn-to-gpu: the function must return exactly the "
@@ -47,18 +78,59 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   for (Type t : func.getResultTypes())
     params.push_back(toMemref(t));
 
+  // The code generator: tensor cores where asked and the program fits.
+  int64_t blockN = forall->getAttrOfType<IntegerAttr>("attn.block_n").getInt();
+  OnlineStepOp step;
+  forall.walk([&](OnlineStepOp s) {
+    if (!step)
+      step = s;
+  });
+  std::optional<std::string> notMma =
+      step ? mmaIneligibility(step, blockM.getInt(), blockN)
+           : std::optional<std::string>("it has no online step");
+  bool useMma = tensorCores && !notMma;
+  if (tensorCores && notMma)
+    func.emitRemark() << "tensor-core path not taken: " << *notMma
+                      << "; using the reference kernel";
+
+  if (!useMma && blockM.getInt() * kThreadsPerWarp > 1024)
+    return func.emitError() << "attn-to-gpu: block-m " << blockM.getInt()
+                            << " needs " << blockM.getInt() * kThreadsPerWarp
+                            << " threads per block with the reference code "
+                               "generator (at most 1024)";
+
   OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
   Location loc = func.getLoc();
-  auto kernel = gpu::GPUFuncOp::create(b, loc, func.getName(),
-                                       b.getFunctionType(params, {}));
+  SmallVector<Type> workgroup;
+  if (useMma) {
+    // K (and first Q) and V tiles, rows padded by 8 elements: ldmatrix rows
+    // then start 16 bytes apart in bank terms, free of conflicts.
+    auto smem = gpu::AddressSpaceAttr::get(b.getContext(),
+                                           gpu::AddressSpace::Workgroup);
+    for (Value v : SmallVector<Value, 2>{step.getKeys()[0], step.getValue()}) {
+      auto t = cast<RankedTensorType>(v.getType());
+      workgroup.push_back(MemRefType::get({blockN, t.getDimSize(3) + 8},
+                                          t.getElementType(),
+                                          MemRefLayoutAttrInterface(), smem));
+    }
+  }
+  auto kernel = gpu::GPUFuncOp::create(
+      b, loc, func.getName(), b.getFunctionType(params, {}), workgroup);
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  int64_t threads = blockM.getInt() * kWarpSize;
+  int64_t threads = useMma ? blockM.getInt() / 16 * kThreadsPerWarp
+                           : blockM.getInt() * kThreadsPerWarp;
   kernel.setKnownBlockSizeAttr(
       b.getDenseI32ArrayAttr({int32_t(threads), 1, 1}));
   kernel->setAttr("flashlight.block_m", blockM);
+  kernel->setAttr("flashlight.codegen",
+                  b.getStringAttr(useMma ? "mma.sync" : "reference"));
 
   b.setInsertionPointToStart(&kernel.getBody().front());
-  std::unique_ptr<KernelEmitter> owner = createRowPerWarpEmitter(b, loc);
+  std::unique_ptr<KernelEmitter> owner =
+      useMma
+          ? createMmaSyncEmitter(b, loc, kernel.getWorkgroupAttributions()[0],
+                                 kernel.getWorkgroupAttributions()[1], threads)
+          : createRowPerWarpEmitter(b, loc);
   KernelEmitter &emitter = *owner;
   unsigned numArgs = func.getNumArguments();
   for (unsigned i = 0; i < numArgs; ++i)
@@ -74,7 +146,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     emitter.outputOf[source] = kernel.getArgument(numArgs + result);
   }
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  Value warpSize = arith::ConstantIndexOp::create(b, loc, kWarpSize);
+  Value warpSize = arith::ConstantIndexOp::create(b, loc, kThreadsPerWarp);
   emitter.warp = arith::DivUIOp::create(b, loc, tid, warpSize);
   emitter.lane = arith::RemUIOp::create(b, loc, tid, warpSize);
   gpu::Dimension dims[] = {gpu::Dimension::z, gpu::Dimension::y,
@@ -106,6 +178,7 @@ struct ExpandAbsI : OpRewritePattern<math::AbsIOp> {
 };
 
 struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
+  using AttnToGPUBase::AttnToGPUBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<std::pair<func::FuncOp, scf::ForallOp>> work;
@@ -130,7 +203,7 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
     auto gpuModule =
         gpu::GPUModuleOp::create(b, module.getLoc(), "flashlight_kernels");
     for (auto [func, forall] : work) {
-      if (failed(convertFunction(func, gpuModule, forall)))
+      if (failed(convertFunction(func, gpuModule, forall, tensorCores)))
         return signalPassFailure();
       func.erase();
     }

@@ -30,7 +30,7 @@ namespace flashlight::attn_to_gpu {
 using namespace mlir;
 using namespace flashlight::attn;
 
-constexpr int64_t kWarpSize = 32;
+constexpr int64_t kThreadsPerWarp = 32;
 constexpr double kLog2e = 1.4426950408889634;
 constexpr double kLn2 = 0.6931471805599453;
 
@@ -110,10 +110,18 @@ protected:
   Value dim(Value memref, int64_t d) {
     return memref::DimOp::create(b, loc, memref, d);
   }
+  /// Loads `memref[indices]` as f32.
+  Value loadF32(Value memref, ValueRange indices) {
+    Value v = memref::LoadOp::create(b, loc, memref, indices);
+    if (v.getType().isF32())
+      return v;
+    return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+  }
+
   /// Sum over the warp; every lane gets the result.
   Value warpSum(Value x) {
-    for (int32_t offset = kWarpSize / 2; offset > 0; offset /= 2) {
-      auto shuffle = gpu::ShuffleOp::create(b, loc, x, offset, kWarpSize,
+    for (int32_t offset = kThreadsPerWarp / 2; offset > 0; offset /= 2) {
+      auto shuffle = gpu::ShuffleOp::create(b, loc, x, offset, kThreadsPerWarp,
                                             gpu::ShuffleMode::XOR);
       x = add(x, shuffle.getShuffleResult());
     }
@@ -301,7 +309,12 @@ std::unique_ptr<KernelEmitter> createRowPerWarpEmitter(OpBuilder &b,
                                                        Location loc);
 
 /// Tensor cores (mma.sync m16n8k16, ldmatrix); 16 query rows per warp.
-std::unique_ptr<KernelEmitter> createMmaSyncEmitter(OpBuilder &b, Location loc);
+/// `keyTile` / `valueTile` are the shared-memory staging buffers
+/// ([block-n, D + 8]); `threads` is the block size.
+std::unique_ptr<KernelEmitter> createMmaSyncEmitter(OpBuilder &b, Location loc,
+                                                    Value keyTile,
+                                                    Value valueTile,
+                                                    int64_t threads);
 
 } // namespace flashlight::attn_to_gpu
 

@@ -1,10 +1,423 @@
 //===- MmaSync.cpp - Tensor-core code generator ---------------------------===//
+//
+// FlashAttention-2 style: a block of 4 warps owns 64 query rows, 16 per warp.
+// Q is staged through shared memory into mma A fragments once per query
+// tile; each KV tile is staged in shared memory (rows padded by 8 elements so
+// that ldmatrix is free of bank conflicts); S = Q K^T and O += P V are
+// mma.sync m16n8k16 (f16/bf16 in, f32 accumulate), with V read through
+// ldmatrix.trans and P converted in registers into the A fragments of the PV
+// product. Score and mask regions are evaluated per accumulator element at
+// its (row, column); row max and sum combine the four lanes of a row with
+// two shuffles. The state per thread: 2 rows' max and (lane-partial) sum,
+// Dv / 8 accumulator fragments of 4 floats.
+//
+//===----------------------------------------------------------------------===//
 
 #include "KernelEmitter.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
 using namespace flashlight::attn_to_gpu;
 
+namespace {
+
+constexpr int64_t kRowsPerWarp = 16;
+
+class MmaSyncEmitter : public KernelEmitter {
+public:
+  MmaSyncEmitter(OpBuilder &b, Location loc, Value keys, Value values,
+                 int64_t threads)
+      : KernelEmitter(b, loc), keyTile(keys), valueTile(values),
+        threads(threads) {}
+
+protected:
+  /// Shared-memory staging tiles (Q goes through keyTile first).
+  Value keyTile, valueTile;
+  int64_t threads;
+
+  /// [1, 1, rows] (max, sum): the thread's two rows; [1, 1, rows, D]
+  /// (accumulator): D / 8 fragments of 4.
+  int64_t laneCount(Type type) override {
+    auto t = cast<RankedTensorType>(type);
+    return t.getRank() == 4 ? t.getDimSize(3) / 8 * 4 : 2;
+  }
+
+  Type elementType() {
+    return cast<MemRefType>(keyTile.getType()).getElementType();
+  }
+  Value group() { return arith::DivUIOp::create(b, loc, lane, idx(4)); }
+  Value quad() { return arith::RemUIOp::create(b, loc, lane, idx(4)); }
+  Value mulI(Value x, int64_t c) {
+    return arith::MulIOp::create(b, loc, x, idx(c));
+  }
+  void barrier() { gpu::BarrierOp::create(b, loc); }
+
+  /// Copies rows [start, start + tile rows) x [0, D) of `view` (a
+  /// [1, 1, *, D] slice) into `tile`, 16 bytes per thread and step; rows
+  /// past the tensor's end are zero.
+  void stage(const View &view, Value tile) {
+    auto tileType = cast<MemRefType>(tile.getType());
+    int64_t rows = tileType.getDimSize(0);
+    int64_t d = cast<MemRefType>(view.memref.getType()).getDimSize(3);
+    int64_t chunks = rows * d / 8;
+    auto vecType = VectorType::get({8}, elementType());
+    Value limit = dim(view.memref, 2);
+    Value tid = addI(mulI(warp, kThreadsPerWarp), lane);
+    auto loop = scf::ForOp::create(b, loc, tid, idx(chunks), idx(threads));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value c = loop.getInductionVar();
+    Value row = arith::DivUIOp::create(b, loc, c, idx(d / 8));
+    Value col = mulI(arith::RemUIOp::create(b, loc, c, idx(d / 8)), 8);
+    Value globalRow = addI(view.offsets[2], row);
+    Value valid = cmpI(arith::CmpIPredicate::slt, globalRow, limit);
+    Value clamped =
+        minI(globalRow, arith::SubIOp::create(b, loc, limit, idx(1)));
+    Value data = vector::LoadOp::create(
+        b, loc, vecType, view.memref,
+        ValueRange{view.offsets[0], view.offsets[1], clamped, col},
+        /*nontemporal=*/false, llvm::MaybeAlign(16));
+    Value zero = arith::ConstantOp::create(
+        b, loc, vecType,
+        DenseElementsAttr::get(vecType, b.getZeroAttr(elementType())));
+    data = select(valid, data, zero);
+    vector::StoreOp::create(b, loc, data, tile, ValueRange{row, col},
+                            /*nontemporal=*/false, llvm::MaybeAlign(16));
+  }
+
+  /// ldmatrix of `tiles` 8x8 tiles at `tile[row, col]`, as packed i32s.
+  SmallVector<Value> ldmatrix(Value tile, Value row, Value col, int tiles,
+                              bool transpose) {
+    auto type = VectorType::get({tiles, 2}, elementType());
+    Value m = nvgpu::LdMatrixOp::create(b, loc, type, tile,
+                                        ValueRange{row, col}, transpose, tiles);
+    SmallVector<Value> regs;
+    for (int i = 0; i < tiles; ++i)
+      regs.push_back(asOperand(vector::ExtractOp::create(b, loc, m, i)));
+    return regs;
+  }
+
+  /// An mma operand register from two packed elements: nvvm.mma.sync takes
+  /// f16 pairs as vector<2xf16> and bf16 pairs as i32.
+  Value asOperand(Value pair) {
+    if (elementType().isF16())
+      return pair;
+    Value word = vector::BitCastOp::create(
+        b, loc, VectorType::get({1}, b.getI32Type()), pair);
+    return vector::ExtractOp::create(b, loc, word, 0);
+  }
+
+  /// Two f32 as one mma A-fragment register of two f16/bf16.
+  Value pack(Value lo, Value hi) {
+    Value pair = vector::FromElementsOp::create(
+        b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{lo, hi});
+    return asOperand(arith::TruncFOp::create(
+        b, loc, VectorType::get({2}, elementType()), pair));
+  }
+
+  /// c += a * b on a 16x8x16 tile; four f32 in and out.
+  SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
+                         ArrayRef<Value> c) {
+    NVVM::MMATypes type =
+        elementType().isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+    Type f32 = b.getF32Type();
+    auto result =
+        LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+    Value d = NVVM::MmaOp::create(
+        b, loc, result, a, bFrag, c, ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
+        std::nullopt, std::array<NVVM::MMATypes, 2>{type, type},
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < 4; ++i)
+      out.push_back(LLVM::ExtractValueOp::create(b, loc, d, i));
+    return out;
+  }
+
+  /// Reduces over the four lanes that share a row.
+  Value quadReduce(Value x, bool isMax) {
+    for (int32_t offset : {1, 2}) {
+      Value other = gpu::ShuffleOp::create(b, loc, x, offset, kThreadsPerWarp,
+                                           gpu::ShuffleMode::XOR)
+                        .getShuffleResult();
+      x = isMax ? arith::MaximumFOp::create(b, loc, x, other).getResult()
+                : add(x, other);
+    }
+    return x;
+  }
+
+  static bool feedsRole(Value v, function_ref<bool(OnlineStepOp, Value)> is) {
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      if (auto cast = dyn_cast<tensor::CastOp>(user))
+        return feedsRole(cast.getResult(), is);
+      auto step = dyn_cast<OnlineStepOp>(user);
+      return step && is(step, v);
+    });
+  }
+
+  LogicalResult onSlice(tensor::ExtractSliceOp slice,
+                        const View &view) override {
+    Value v = slice.getResult();
+    bool isQuery = feedsRole(v, [](OnlineStepOp s, Value x) {
+      return llvm::is_contained(s.getQueries(), x);
+    });
+    bool isKey = feedsRole(
+        v, [](OnlineStepOp s, Value x) { return s.getKeys()[0] == x; });
+    bool isValue =
+        feedsRole(v, [](OnlineStepOp s, Value x) { return s.getValue() == x; });
+    if (!isQuery && !isKey && !isValue)
+      return success();
+    // Wait until every warp is done with the tile before overwriting it.
+    barrier();
+    stage(view, isValue ? valueTile : keyTile);
+    barrier();
+    if (!isQuery)
+      return success();
+    // A fragments of this warp's 16 rows, for each 16-column step.
+    int64_t d = slice.getType().getDimSize(3);
+    Value row = addI(mulI(warp, kRowsPerWarp),
+                     arith::RemUIOp::create(b, loc, lane, idx(16)));
+    Value colHalf = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
+    SmallVector<Value> regs;
+    for (int64_t k = 0; k < d / 16; ++k)
+      llvm::append_range(regs,
+                         ldmatrix(keyTile, row, addI(colHalf, idx(16 * k)), 4,
+                                  /*transpose=*/false));
+    lanes[v] = regs;
+    return success();
+  }
+
+  /// This thread's query row for accumulator element `i` (0..3): rows
+  /// g and g + 8 of the warp's 16.
+  Value rowOf(Value q0, int64_t i) {
+    return addI(
+        q0, addI(mulI(warp, kRowsPerWarp), addI(group(), idx(8 * (i / 2)))));
+  }
+
+  LogicalResult emitStep(OnlineStepOp step) override {
+    Normalizer normalizer = step.getNormalizer();
+    bool softmax = normalizer == Normalizer::softmax;
+    int64_t dqk =
+        cast<RankedTensorType>(step.getKeys()[0].getType()).getDimSize(3);
+    int64_t dv =
+        cast<RankedTensorType>(step.getValue().getType()).getDimSize(3);
+    int64_t bn = cast<MemRefType>(keyTile.getType()).getDimSize(0);
+    View vView = views.lookup(step.getValue());
+    Value kn = vView.sizes[2];
+    Value b0 = map.lookup(step.getBatchOffset());
+    Value h0 = map.lookup(step.getHeadOffset());
+    Value q0 = map.lookup(step.getQueryOffset());
+    Value k0 = map.lookup(step.getKeyOffset());
+    Value lastRow = arith::SubIOp::create(
+        b, loc, dim(views.lookup(step.getQueries()[0]).memref, 2), idx(1));
+    Value lastKey = arith::SubIOp::create(b, loc, dim(vView.memref, 2), idx(1));
+    SmallVector<Value> q = lanes.lookup(step.getQueries()[0]);
+    SmallVector<Value> state = flatten(step->getOperands().slice(
+        step.getMaxState().getBeginOperandIndex(),
+        step.getMaxState().size() + step.getSumState().size() +
+            step.getAccState().size()));
+    unsigned stats = softmax ? 2 : 0;
+    SmallVector<Value> m(state.begin(), state.begin() + stats);
+    SmallVector<Value> l(state.begin() + stats, state.begin() + 2 * stats);
+    SmallVector<Value> acc(state.begin() + 2 * stats, state.end());
+
+    // S = Q K^T: per 8-key block, the 16x8 fragment of this warp.
+    Value keyRow = arith::RemUIOp::create(b, loc, lane, idx(8));
+    Value keyCol =
+        mulI(arith::RemUIOp::create(
+                 b, loc, arith::DivUIOp::create(b, loc, lane, idx(8)), idx(2)),
+             8);
+    int64_t blocks = bn / 8;
+    SmallVector<SmallVector<Value>> s(blocks);
+    for (int64_t nb = 0; nb < blocks; ++nb) {
+      SmallVector<Value> c(4, f32(0));
+      for (int64_t k = 0; k < dqk / 16; ++k) {
+        SmallVector<Value> kFrag =
+            ldmatrix(keyTile, addI(keyRow, idx(8 * nb)),
+                     addI(keyCol, idx(16 * k)), 2, /*transpose=*/false);
+        c = mma(ArrayRef<Value>(q).slice(4 * k, 4), kFrag, c);
+      }
+      s[nb] = c;
+    }
+
+    // Per element: scale, score region, mask region (and the tile's end).
+    double scale = step.getScale()[0];
+    if (softmax && step.getScore().empty())
+      scale *= kLog2e;
+    SmallVector<SmallVector<Value>> kept(blocks);
+    for (int64_t nb = 0; nb < blocks; ++nb)
+      for (int64_t i = 0; i < 4; ++i) {
+        Value col = addI(idx(8 * nb + (i % 2)), mulI(quad(), 2));
+        Value kv = addI(k0, col);
+        Value rowClamped = minI(rowOf(q0, i), lastRow);
+        Value kvClamped = minI(kv, lastKey);
+        SmallVector<Value> indices = {b0, h0, rowClamped, kvClamped};
+        Value x = mul(s[nb][i], f32(scale));
+        if (!step.getScore().empty()) {
+          x = inlineRegion(step.getScore(), {x}, indices,
+                           step.getCaptures())[0];
+          if (softmax)
+            x = mul(x, f32(kLog2e));
+        }
+        Value keep = cmpI(arith::CmpIPredicate::slt, col, kn);
+        if (!step.getMask().empty())
+          keep = arith::AndIOp::create(
+              b, loc, keep,
+              inlineRegion(step.getMask(), {}, indices, step.getCaptures())[0]);
+        s[nb][i] = x;
+        kept[nb].push_back(keep);
+      }
+
+    // Weights p and, for softmax, the new row max / sum and the rescale.
+    const double negInf = -std::numeric_limits<double>::infinity();
+    SmallVector<Value> alpha(2, Value());
+    SmallVector<Value> newMax, newSum;
+    if (softmax) {
+      for (int64_t half = 0; half < 2; ++half) {
+        Value rowMax = f32(negInf);
+        for (int64_t nb = 0; nb < blocks; ++nb)
+          for (int64_t i = 2 * half; i < 2 * half + 2; ++i)
+            rowMax = arith::MaximumFOp::create(
+                b, loc, rowMax, select(kept[nb][i], s[nb][i], f32(negInf)));
+        Value mNew = arith::MaximumFOp::create(b, loc, m[half],
+                                               quadReduce(rowMax, true));
+        // 1 when the max did not move (also while it is -inf).
+        alpha[half] = select(cmpF(arith::CmpFPredicate::OEQ, m[half], mNew),
+                             f32(1), exp2(sub(m[half], mNew)));
+        newMax.push_back(mNew);
+      }
+    }
+    SmallVector<Value> rowSum(2, f32(0));
+    for (int64_t nb = 0; nb < blocks; ++nb)
+      for (int64_t i = 0; i < 4; ++i) {
+        Value x = s[nb][i], p;
+        if (softmax) {
+          Value finite = cmpF(arith::CmpFPredicate::OGT, x, f32(negInf));
+          Value use = arith::AndIOp::create(b, loc, kept[nb][i], finite);
+          p = select(use, exp2(sub(x, newMax[i / 2])), f32(0));
+          rowSum[i / 2] = add(rowSum[i / 2], p);
+        } else {
+          Value w =
+              normalizer == Normalizer::sigmoid
+                  ? div(f32(1),
+                        add(f32(1), exp(arith::NegFOp::create(b, loc, x))))
+                  : x;
+          p = select(kept[nb][i], w, f32(0));
+        }
+        s[nb][i] = p;
+      }
+    if (softmax)
+      for (int64_t half = 0; half < 2; ++half)
+        newSum.push_back(add(mul(l[half], alpha[half]), rowSum[half]));
+
+    // P as A fragments: keys [16k, 16k + 16) are blocks 2k and 2k + 1.
+    SmallVector<SmallVector<Value>> pFrag(bn / 16);
+    for (int64_t k = 0; k < bn / 16; ++k)
+      pFrag[k] = {pack(s[2 * k][0], s[2 * k][1]),
+                  pack(s[2 * k][2], s[2 * k][3]),
+                  pack(s[2 * k + 1][0], s[2 * k + 1][1]),
+                  pack(s[2 * k + 1][2], s[2 * k + 1][3])};
+
+    // O = alpha * O + P V, V through ldmatrix.trans.
+    Value vRow = arith::RemUIOp::create(b, loc, lane, idx(16));
+    SmallVector<Value> newAcc;
+    for (int64_t nd = 0; nd < dv / 8; ++nd) {
+      SmallVector<Value> c;
+      for (int64_t i = 0; i < 4; ++i)
+        c.push_back(alpha[i / 2] ? mul(acc[4 * nd + i], alpha[i / 2])
+                                 : acc[4 * nd + i]);
+      for (int64_t k = 0; k < bn / 16; ++k) {
+        SmallVector<Value> vFrag = ldmatrix(valueTile, addI(vRow, idx(16 * k)),
+                                            idx(8 * nd), 2, /*transpose=*/true);
+        c = mma(pFrag[k], vFrag, c);
+      }
+      llvm::append_range(newAcc, c);
+    }
+    SmallVector<Value> next = newMax;
+    llvm::append_range(next, newSum);
+    llvm::append_range(next, newAcc);
+    distribute(step.getNewState(), next);
+    return success();
+  }
+
+  LogicalResult emitFinalize(OnlineFinalizeOp fin) override {
+    bool softmax = fin.getNormalizer() == Normalizer::softmax;
+    Value out = outputOf.lookup(fin.getOutput());
+    if (!out)
+      return fin.emitError("attn-to-gpu: finalize result is not an output");
+    auto outType = cast<MemRefType>(out.getType());
+    int64_t dv = outType.getDimSize(3);
+    Value b0 = map.lookup(fin.getBatchOffset());
+    Value h0 = map.lookup(fin.getHeadOffset());
+    Value q0 = map.lookup(fin.getQueryOffset());
+    Value rows = dim(out, 2);
+    Value lastRow = arith::SubIOp::create(b, loc, rows, idx(1));
+    const double negInf = -std::numeric_limits<double>::infinity();
+    SmallVector<Value> acc = lanes.lookup(fin.getAccState()[0]);
+
+    SmallVector<Value> outScale(2, f32(1));
+    for (int64_t half = 0; half < 2 && softmax; ++half) {
+      Value m = lanes.lookup(fin.getMaxState()[0])[half];
+      Value l = quadReduce(lanes.lookup(fin.getSumState()[0])[half], false);
+      Value lse;
+      if (!fin.getSinks().empty()) {
+        Value sink =
+            mul(loadF32(memrefOf.lookup(fin.getSinks()[0]), {h0}), f32(kLog2e));
+        Value mNew = arith::MaximumFOp::create(b, loc, m, sink);
+        Value alpha = exp2(sub(m, mNew));
+        Value lNew = add(mul(l, alpha), exp2(sub(sink, mNew)));
+        outScale[half] = div(alpha, lNew);
+        lse = mul(add(mNew, math::Log2Op::create(b, loc, lNew)), f32(kLn2));
+      } else {
+        Value any = cmpF(arith::CmpFPredicate::OGT, l, f32(0));
+        outScale[half] = select(any, div(f32(1), l), f32(0));
+        lse =
+            select(any, mul(add(m, math::Log2Op::create(b, loc, l)), f32(kLn2)),
+                   f32(negInf));
+      }
+      if (!fin.getLse().empty()) {
+        Value row = rowOf(q0, 2 * half);
+        Value store = arith::AndIOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::slt, row, rows),
+            cmpI(arith::CmpIPredicate::eq, quad(), idx(0)));
+        auto guard = scf::IfOp::create(b, loc, store);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(&guard.getThenRegion().front());
+        memref::StoreOp::create(b, loc, lse, outputOf.lookup(fin.getLse()[0]),
+                                {b0, h0, row});
+      }
+    }
+
+    for (int64_t nd = 0; nd < dv / 8; ++nd)
+      for (int64_t i = 0; i < 4; ++i) {
+        Value row = rowOf(q0, i);
+        Value d = addI(idx(8 * nd + (i % 2)), mulI(quad(), 2));
+        Value value = mul(acc[4 * nd + i], outScale[i / 2]);
+        if (!fin.getEpilogue().empty())
+          value = inlineRegion(fin.getEpilogue(), {value},
+                               {b0, h0, minI(row, lastRow), d},
+                               fin.getCaptures())[0];
+        if (value.getType() != outType.getElementType())
+          value =
+              arith::TruncFOp::create(b, loc, outType.getElementType(), value);
+        auto guard = scf::IfOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::slt, row, rows));
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(&guard.getThenRegion().front());
+        memref::StoreOp::create(b, loc, value, out, {b0, h0, row, d});
+      }
+    return success();
+  }
+};
+
+} // namespace
+
 std::unique_ptr<KernelEmitter>
-flashlight::attn_to_gpu::createMmaSyncEmitter(OpBuilder &b, Location loc) {
-  return nullptr;
+flashlight::attn_to_gpu::createMmaSyncEmitter(OpBuilder &b, Location loc,
+                                              Value keyTile, Value valueTile,
+                                              int64_t threads) {
+  return std::make_unique<MmaSyncEmitter>(b, loc, keyTile, valueTile, threads);
 }

@@ -12,8 +12,10 @@ using namespace flashlight::attn_to_gpu;
 
 namespace {
 
-/// Lanes needed to hold `d` columns, `kWarpSize` at a time.
-int64_t chunksOf(int64_t d) { return (d + kWarpSize - 1) / kWarpSize; }
+/// Lanes needed to hold `d` columns, `kThreadsPerWarp` at a time.
+int64_t chunksOf(int64_t d) {
+  return (d + kThreadsPerWarp - 1) / kThreadsPerWarp;
+}
 
 class RowPerWarpEmitter : public KernelEmitter {
 public:
@@ -28,20 +30,14 @@ protected:
   }
 
   /// Column `lane + 32 * chunk`.
-  Value column(int64_t chunk) { return addI(lane, idx(chunk * kWarpSize)); }
-
-  /// Loads `memref[indices]` as f32.
-  Value loadF32(Value memref, ValueRange indices) {
-    Value v = memref::LoadOp::create(b, loc, memref, indices);
-    if (v.getType().isF32())
-      return v;
-    return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
+  Value column(int64_t chunk) {
+    return addI(lane, idx(chunk * kThreadsPerWarp));
   }
 
   /// Loads `memref[i0, i1, i2, col]` as f32, 0 for columns >= D.
   Value loadColumn(Value memref, Value i0, Value i1, Value i2, Value col,
                    int64_t d) {
-    if (d % kWarpSize == 0)
+    if (d % kThreadsPerWarp == 0)
       return loadF32(memref, {i0, i1, i2, col});
     Value clamped = minI(col, idx(d - 1));
     Value v = loadF32(memref, {i0, i1, i2, clamped});
@@ -242,7 +238,7 @@ protected:
 
     for (int64_t c = 0; c < numChunks; ++c) {
       Value d = column(c);
-      Value dClamped = dv % kWarpSize ? minI(d, idx(dv - 1)) : d;
+      Value dClamped = dv % kThreadsPerWarp ? minI(d, idx(dv - 1)) : d;
       SmallVector<Value> outs;
       for (unsigned r = 0; r < nb; ++r)
         outs.push_back(branchOut[r][c]);
@@ -255,7 +251,7 @@ protected:
       if (elementType != value.getType())
         value = arith::TruncFOp::create(b, loc, elementType, value);
       Value valid = rowValid;
-      if (dv % kWarpSize)
+      if (dv % kThreadsPerWarp)
         valid = arith::AndIOp::create(
             b, loc, valid, cmpI(arith::CmpIPredicate::slt, d, idx(dv)));
       auto store = scf::IfOp::create(b, loc, valid);

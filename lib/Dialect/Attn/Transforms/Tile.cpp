@@ -28,6 +28,7 @@ namespace {
 
 /// Query rows per tile, recorded on the tile loop for the kernel generator.
 constexpr llvm::StringLiteral kBlockMAttr = "attn.block_m";
+constexpr llvm::StringLiteral kBlockNAttr = "attn.block_n";
 
 /// Builds index arithmetic with less noise.
 struct IndexMath {
@@ -194,6 +195,7 @@ LogicalResult tile(OnlineFinalizeOp fin, int64_t blockM, int64_t blockN) {
       b, loc, SmallVector<OpFoldResult>{batch, heads, numTiles}, outs,
       blockMapping);
   forall->setAttr(kBlockMAttr, b.getI64IntegerAttr(blockM));
+  forall->setAttr(kBlockNAttr, b.getI64IntegerAttr(blockN));
   Block *body = forall.getBody();
   b.setInsertionPointToStart(body);
   Value bIdx = body->getArgument(0), hIdx = body->getArgument(1);

@@ -1,0 +1,56 @@
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true" --canonicalize --verify-diagnostics | FileCheck %s
+
+// The tensor-core generator: 4 warps of 16 query rows; K and V tiles staged
+// in shared memory with rows padded by 8 elements.
+// CHECK-LABEL: gpu.func @causal
+// CHECK-SAME: workgroup(%[[KS:.*]] : memref<64x72xbf16, #gpu.address_space<workgroup>>, %[[VS:.*]] : memref<64x72xbf16, #gpu.address_space<workgroup>>)
+// CHECK-SAME: flashlight.codegen = "mma.sync"
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// Q goes through shared memory into A fragments, once, before the KV loop.
+// CHECK: vector.store %{{.*}}, %[[KS]]
+// CHECK: gpu.barrier
+// CHECK: nvgpu.ldmatrix %[[KS]]{{.*}} {numTiles = 4 : i32, transpose = false}
+// CHECK: scf.for
+// each KV tile is staged, then S = Q K^T on tensor cores
+// CHECK: vector.store %{{.*}}, %[[KS]]
+// CHECK: vector.store %{{.*}}, %[[VS]]
+// CHECK: scf.if
+// CHECK: nvgpu.ldmatrix %[[KS]]{{.*}} {numTiles = 2 : i32, transpose = false}
+// CHECK: nvvm.mma.sync {{.*}} multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
+// the row max combines the 4 lanes of a row
+// CHECK: gpu.shuffle xor %{{.*}}, %c1_i32
+// CHECK: gpu.shuffle xor %{{.*}}, %c2_i32
+// CHECK: math.exp2
+// P stays in registers as the A operand; V is read transposed
+// CHECK: arith.truncf %{{.*}} : vector<2xf32> to vector<2xbf16>
+// CHECK: nvgpu.ldmatrix %[[VS]]{{.*}} {numTiles = 2 : i32, transpose = true}
+// CHECK: nvvm.mma.sync
+func.func @causal(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
+                  %v: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x128x64xbf16>) k(%k : tensor<1x2x128x64xbf16>)
+      v(%v : tensor<1x2x128x64xbf16>) scale [0.125] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %keep = arith.cmpi sge, %i, %j : index
+        attn.yield %keep : i1
+      } -> tensor<1x2x128x64xbf16>
+  return %o : tensor<1x2x128x64xbf16>
+}
+
+// -----
+
+// The reference generator cannot take 64-row tiles (64 warps per block).
+// expected-remark @+2 {{tensor-core path not taken}}
+// expected-error @+1 {{attn-to-gpu: block-m 64 needs 2048 threads per block with the reference code generator (at most 1024)}}
+func.func @two_branches(%q: tensor<1x2x64x64xf16>, %k: tensor<1x2x64x64xf16>,
+                        %v: tensor<1x2x64x64xf16>) -> tensor<1x2x64x64xf16> {
+  %o = attn.attention q(%q, %q : tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>)
+      k(%k, %k : tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>)
+      v(%v : tensor<1x2x64x64xf16>) scale [0.125, 0.125] normalizer softmax
+      epilogue {
+      ^bb0(%o1: f32, %o2: f32, %b: index, %h: index, %i: index, %d: index):
+        %r = arith.subf %o1, %o2 : f32
+        attn.yield %r : f32
+      } -> tensor<1x2x64x64xf16>
+  return %o : tensor<1x2x64x64xf16>
+}
