@@ -1,0 +1,216 @@
+#!/usr/bin/env python3
+"""Flashlight vs FlexAttention vs SDPA (flash, cuDNN), in one process.
+
+    bench/bench.py <kernels-dir> <out-dir> [--variants a,b] [--dims 64,128]
+
+Kernels come from bench/prepare.sh. For every variant, head dim and sequence
+length (B*N = 16k, H*D = 2048, bf16), the same random inputs go to every
+system. Each Flashlight kernel is checked against FlexAttention's output (or
+PyTorch math where Flex is absent) before it is timed. Times are the median
+of triton.testing.do_bench; TFLOP/s count 4*B*H*N^2*D times the fraction of
+(query, key) pairs the mask keeps. Writes <out>/<date>-<gpu>.json (records
+{variant, B, H, N, D, dtype, system, ms, tflops, rel_err}), a markdown
+table and one PNG per variant.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import sys
+import traceback
+
+import torch
+import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+from triton.testing import do_bench
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import flashlight  # noqa: E402
+
+torch._dynamo.config.recompile_limit = 10_000
+torch._dynamo.config.cache_size_limit = 10_000
+flex = torch.compile(flex_attention, dynamic=False)
+
+WINDOW = PREFIX = 256
+
+
+def mask_mod_for(variant, doc):
+    causal = lambda b, h, q, kv: q >= kv  # noqa: E731
+    if variant in ("vanilla",):
+        return None
+    if variant in ("causal", "alibi", "softcap_causal", "gqa"):
+        return causal
+    if variant == "sliding_window_256":
+        return lambda b, h, q, kv: (q >= kv) & (q - kv < WINDOW)
+    if variant == "prefix_lm_256":
+        return lambda b, h, q, kv: (kv < PREFIX) | (q >= kv)
+    if variant == "document_mask":
+        return lambda b, h, q, kv: (doc[b, q] == doc[b, kv]) & (q >= kv)
+    raise ValueError(variant)
+
+
+def score_mod_for(variant, slopes):
+    if variant == "alibi":
+        return lambda s, b, h, q, kv: s + slopes[h] * (kv - q).to(torch.float32)
+    if variant == "softcap_causal":
+        return lambda s, b, h, q, kv: 30.0 * torch.tanh(s / 30.0)
+    return None
+
+
+def kept_fraction(mask_mod, B, N):
+    if mask_mod is None:
+        return 1.0
+    q = torch.arange(N, device="cuda")[:, None]
+    kv = torch.arange(N, device="cuda")[None, :]
+    total = 0
+    for b in range(B):
+        bb = torch.full((), b, device="cuda", dtype=torch.long)
+        total += mask_mod(bb, 0, q, kv).sum().item()
+    return total / (B * N * N)
+
+
+def random_documents(B, N, gen):
+    """Document ids per position: random lengths, ordered."""
+    doc = torch.empty(B, N, dtype=torch.int32, device="cuda")
+    for b in range(B):
+        pos, d = 0, 0
+        while pos < N:
+            length = int(torch.randint(N // 16, N // 2 + 1, (1,), generator=gen).item())
+            doc[b, pos:pos + length] = d
+            pos, d = pos + length, d + 1
+    return doc
+
+
+def run_config(kernels, variant, D, N, records):
+    B, H = 16384 // N, 2048 // D
+    Hkv = H // 4 if variant == "gqa" else H
+    path = os.path.join(kernels, f"{variant}.d{D}.n{N}.json")
+    kernel = flashlight.load(path)
+    scale = kernel.manifest["program"]["scale"][0]
+    gen = torch.Generator(device="cpu").manual_seed(N + D)
+    q = torch.randn(B, H, N, D, generator=gen).to("cuda", torch.bfloat16)
+    k = torch.randn(B, Hkv, N, D, generator=gen).to("cuda", torch.bfloat16)
+    v = torch.randn(B, Hkv, N, D, generator=gen).to("cuda", torch.bfloat16)
+    slopes = torch.tensor([2.0 ** (-8.0 * (i + 1) / H) for i in range(H)],
+                          device="cuda", dtype=torch.float32)
+    doc = random_documents(B, N, gen) if variant == "document_mask" else None
+    extra = {"alibi": [slopes], "document_mask": [doc]}.get(variant, [])
+    mask_mod, score_mod = mask_mod_for(variant, doc), score_mod_for(variant, slopes)
+    frac = kept_fraction(mask_mod, B, N)
+    flops = 4.0 * B * H * N * N * D * frac
+
+    block_mask = create_block_mask(mask_mod, B if doc is not None else None, None, N, N) \
+        if mask_mod else None
+    systems = {
+        "flashlight": lambda: kernel(q, k, v, *extra),
+        "flex": lambda: flex(q, k, v, score_mod=score_mod, block_mask=block_mask,
+                             scale=scale, enable_gqa=Hkv != H),
+    }
+    if variant in ("vanilla", "causal", "gqa"):
+        causal = variant != "vanilla"
+        for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION),
+                              ("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION)):
+            def call(backend=backend, causal=causal):
+                with sdpa_kernel(backend):
+                    return F.scaled_dot_product_attention(
+                        q, k, v, is_causal=causal, scale=scale, enable_gqa=Hkv != H)
+            systems[name] = call
+
+    reference = systems["flex"]().float()
+    for name, fn in systems.items():
+        rel = None
+        try:
+            out = fn()
+            torch.cuda.synchronize()
+            rel = ((out.float() - reference).norm() / reference.norm()).item()
+            if name == "flashlight" and not rel <= 2e-2:
+                raise RuntimeError(f"flashlight output differs from flex: {rel:.3e}")
+            ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+        except Exception as e:  # a backend that cannot run this case
+            print(f"  {variant} D={D} N={N} {name}: {type(e).__name__}: {str(e)[:120]}")
+            if name == "flashlight":
+                raise
+            continue
+        records.append({"variant": variant, "B": B, "H": H, "N": N, "D": D,
+                        "dtype": "bf16", "system": name, "ms": ms,
+                        "tflops": flops / ms / 1e9, "rel_err": rel})
+        print(f"  {variant:<20} D={D:<4} N={N:<6} {name:<12} {ms:8.3f} ms "
+              f"{flops / ms / 1e9:7.1f} TFLOP/s  rel_err={rel:.1e}", flush=True)
+
+
+def write_outputs(records, out):
+    os.makedirs(out, exist_ok=True)
+    gpu = torch.cuda.get_device_name().replace(" ", "-")
+    stem = os.path.join(out, f"{datetime.date.today()}-{gpu}")
+    meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "command": " ".join(sys.argv), "records": records}
+    json.dump(meta, open(stem + ".json", "w"), indent=1)
+    systems = ["flashlight", "flex", "sdpa_flash", "sdpa_cudnn"]
+    lines = [f"GPU: {meta['gpu']}; torch {meta['torch']}; bf16; B*N = 16k; H*D = 2048; "
+             "TFLOP/s (median of do_bench), ratio = flashlight / best other", "",
+             "| variant | D | N | " + " | ".join(systems) + " | ratio |",
+             "| --- | ---: | ---: |" + " ---: |" * (len(systems) + 1)]
+    keys = sorted({(r["variant"], r["D"], r["N"]) for r in records})
+    for key in keys:
+        by = {r["system"]: r["tflops"] for r in records if (r["variant"], r["D"], r["N"]) == key}
+        others = [t for s, t in by.items() if s != "flashlight"]
+        ratio = by.get("flashlight", 0) / max(others) if others else float("nan")
+        cells = [f"{by[s]:.0f}" if s in by else "–" for s in systems]
+        lines.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + f" | {ratio:.2f} |")
+    open(stem + ".md", "w").write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        for variant in sorted({r["variant"] for r in records}):
+            fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+            for ax, D in zip(axes, (64, 128)):
+                for s in systems:
+                    pts = sorted((r["N"], r["tflops"]) for r in records
+                                 if r["variant"] == variant and r["D"] == D and r["system"] == s)
+                    if pts:
+                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)
+                ax.set_xscale("log", base=2)
+                ax.set_title(f"{variant}, D={D}")
+                ax.set_xlabel("N")
+            axes[0].set_ylabel("TFLOP/s")
+            axes[0].legend()
+            fig.tight_layout()
+            fig.savefig(f"{stem}-{variant}.png", dpi=80)
+            plt.close(fig)
+    except ImportError:
+        pass
+    return stem
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("kernels")
+    parser.add_argument("out")
+    parser.add_argument("--variants", default="vanilla,causal,alibi,softcap_causal,"
+                        "sliding_window_256,document_mask,prefix_lm_256,gqa")
+    parser.add_argument("--dims", default="64,128")
+    parser.add_argument("--lengths", default="1024,2048,4096,8192,16384")
+    args = parser.parse_args()
+    records = []
+    for variant in args.variants.split(","):
+        for D in map(int, args.dims.split(",")):
+            for N in map(int, args.lengths.split(",")):
+                try:
+                    run_config(args.kernels, variant, D, N, records)
+                except Exception:
+                    traceback.print_exc()
+                    records.append({"variant": variant, "D": D, "N": N,
+                                    "system": "flashlight", "error": True})
+    write_outputs([r for r in records if not r.get("error")], args.out)
+    failed = [r for r in records if r.get("error")]
+    print(f"bench: {len(failed)} configuration(s) failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Compiles the benchmark programs (bench/programs) with the tensor-core code
+# generator for every benchmark shape: D in {64, 128}, N in {1k .. 16k},
+# B * N = 16k, H * D = 2048, bf16 (GQA: 4 query heads per KV head).
+#   bench/prepare.sh <dir>      # here; then bench/bench.py <dir> on the GPU
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+dir=${1:?usage: bench/prepare.sh <dir>}
+build=${BUILD:-$root/build}
+rm -rf "$dir" && mkdir -p "$dir"
+for program in "$root"/bench/programs/*.mlir; do
+  name=$(basename "$program" .mlir)
+  for d in 64 128; do
+    for n in 1024 2048 4096 8192 16384; do
+      b=$((16384 / n)); h=$((2048 / d)); hkv=$h
+      [ "$name" = gqa ] && hkv=$((h / 4))
+      "$build/bin/flashlight-compile" "$program" -o "$dir" --arch=sm_90a \
+        --emit=cubin --tensor-cores --name="$name.d$d.n$n" --batch=$b \
+        --q-heads=$h --kv-heads=$hkv --q-len=$n --kv-len=$n --head-dim=$d \
+        --dtype=bf16
+    done
+  done
+done
+rm -f "$dir"/*.mlir
+echo "bench: compiled $(ls "$dir"/*.json | wc -l) kernels into $dir"
