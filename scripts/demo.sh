@@ -37,14 +37,14 @@ python3 - "$out" <<'PY'
 import json, sys, os
 out = sys.argv[1]
 times = dict(line.split() for line in open(os.path.join(out, "times.txt")))
-print(f"{'variant':<18} {'arch':<7} {'regs':>4} {'spill B':>7} {'smem B':>6} "
-      f"{'lower ms':>8} {'ptxas ms':>8} {'total ms':>8}")
+print(f"{'variant':<18} {'codegen':<9} {'arch':<7} {'regs':>4} {'spill B':>7} "
+      f"{'smem B':>6} {'lower ms':>8} {'ptxas ms':>8} {'total ms':>8}")
 for name in sorted(times):
     m = json.load(open(os.path.join(out, name + ".json")))
     for arch, a in m["archs"].items():
-        print(f"{name:<18} {arch:<7} {a['registers']:>4} {a['spill_store_bytes']:>7} "
-              f"{m['dynamic_shared_memory']:>6} {a['lower_ms']:>8.1f} {a['ptxas_ms']:>8.1f} "
-              f"{times[name]:>8}")
+        print(f"{name:<18} {m['codegen']:<9} {arch:<7} {a['registers']:>4} "
+              f"{a['spill_store_bytes']:>7} {a.get('shared_bytes', 0):>6} "
+              f"{a['lower_ms']:>8.1f} {a['ptxas_ms']:>8.1f} {times[name]:>8}")
 PY
 
 echo

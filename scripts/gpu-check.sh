@@ -24,8 +24,8 @@ if [ "$mode" = prepare ]; then
   cp "$build/bin/flashlight-run" "$dir/bin/"
   # Both code generators: the reference one, and tensor cores (programs the
   # latter cannot take fall back to the reference kernel, with a remark).
-  for codegen in reference mma; do
-    flags=()
+  for codegen in ${CODEGENS:-reference mma}; do
+    flags=(--tensor-cores=false)
     [ "$codegen" = mma ] && flags=(--tensor-cores)
     mkdir -p "$dir/$codegen-examples" "$dir/$codegen-matrix"
     for example in "$root"/examples/*.mlir; do
@@ -81,7 +81,8 @@ print(f"gpu-check: {len(rows) - len(fails)}/{len(rows)} kernels pass; "
 sys.exit(1 if fails else 0)
 PY
 if python3 -c "import torch" 2>/dev/null; then
-  python3 "$root/scripts/torch_check.py" "$dir/reference-examples" || status=1
-  python3 "$root/scripts/torch_check.py" "$dir/mma-examples" || status=1
+  for examples in "$dir"/*-examples; do
+    python3 "$root/scripts/torch_check.py" "$examples" || status=1
+  done
 fi
 exit $status

@@ -85,7 +85,13 @@ static cl::opt<std::string> dtype("dtype",
 static cl::opt<bool> tensorCores(
     "tensor-cores",
     cl::desc("Use the mma.sync code generator where the program fits "
-             "(block sizes default to 64x64)"));
+             "(block sizes then default to 64x64); =false forces the "
+             "reference generator"),
+    cl::init(true));
+static cl::opt<bool>
+    explain("flashlight-explain",
+            cl::desc("Say what the analysis found and which code generator was "
+                     "used, and why"));
 static cl::opt<std::string> ptxasPath("ptxas", cl::desc("ptxas to use"));
 static cl::opt<std::string> nameOpt("name",
                                     cl::desc("Output base name (default: "
@@ -169,6 +175,10 @@ LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
     info["registers"] = std::stoi(m[1].str());
   if (llvm::Regex("([0-9]+) bytes spill stores").match(report, &m))
     info["spill_store_bytes"] = std::stoi(m[1].str());
+  if (llvm::Regex("([0-9]+) bytes smem").match(report, &m))
+    info["shared_bytes"] = std::stoi(m[1].str());
+  else
+    info["shared_bytes"] = 0;
   if (llvm::Regex("([0-9]+) bytes stack frame").match(report, &m))
     info["stack_frame_bytes"] = std::stoi(m[1].str());
   return success();
@@ -204,6 +214,8 @@ int main(int argc, char **argv) {
                   tensor::TensorDialect>();
   flashlight::registerPipelineDependencies(registry);
   MLIRContext context(registry);
+  // Diagnostics are for users: the location, not the op's IR.
+  context.printOpOnDiagnostic(false);
 
   std::string error;
   auto input = openInputFile(inputFile, &error);
@@ -272,6 +284,12 @@ int main(int argc, char **argv) {
   options.blockM = mmaTiles && !blockM.getNumOccurrences() ? 64 : blockM;
   options.blockN = mmaTiles && !blockN.getNumOccurrences() ? 64 : blockN;
   options.libdevice = flashlight::findLibdevice();
+  if (explain) {
+    PassManager pm(&context);
+    pm.addPass(flashlight::attn::createAttnExplain());
+    if (failed(pm.run(*module)))
+      return 1;
+  }
   {
     PassManager pm(&context);
     configure(pm);
@@ -293,6 +311,11 @@ int main(int argc, char **argv) {
     if (auto name = kernel->getAttrOfType<StringAttr>("flashlight.codegen"))
       codegen = name.str();
   });
+
+  if (explain)
+    llvm::errs() << inputFile << ": code generator " << codegen << ", tiles "
+                 << options.blockM << "x" << options.blockN << ", " << block[0]
+                 << " threads per block\n";
 
   std::array<uint8_t, 32> hash = llvm::SHA256::hash(
       llvm::ArrayRef<uint8_t>((const uint8_t *)source.data(), source.size()));

@@ -37,6 +37,8 @@ protected:
   /// Shared-memory staging tiles (Q goes through keyTile first).
   Value keyTile, valueTile;
   int64_t threads;
+  /// The cp.async groups filling the current K and V tiles.
+  Value keyGroup, valueGroup;
 
   /// [1, 1, rows] (max, sum): the thread's two rows; [1, 1, rows, D]
   /// (accumulator): D / 8 fragments of 4.
@@ -56,36 +58,42 @@ protected:
   void barrier() { gpu::BarrierOp::create(b, loc); }
 
   /// Copies rows [start, start + tile rows) x [0, D) of `view` (a
-  /// [1, 1, *, D] slice) into `tile`, 16 bytes per thread and step; rows
-  /// past the tensor's end are zero.
-  void stage(const View &view, Value tile) {
+  /// [1, 1, *, D] slice) into `tile` with cp.async, 16 bytes per copy; rows
+  /// past the tensor's end are zero-filled. The copies of the tile form one
+  /// group, so a wait can name it.
+  Value stage(const View &view, Value tile) {
     auto tileType = cast<MemRefType>(tile.getType());
     int64_t rows = tileType.getDimSize(0);
     int64_t d = cast<MemRefType>(view.memref.getType()).getDimSize(3);
     int64_t chunks = rows * d / 8;
-    auto vecType = VectorType::get({8}, elementType());
     Value limit = dim(view.memref, 2);
+    Value lastRow = arith::SubIOp::create(b, loc, limit, idx(1));
     Value tid = addI(mulI(warp, kThreadsPerWarp), lane);
-    auto loop = scf::ForOp::create(b, loc, tid, idx(chunks), idx(threads));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(loop.getBody());
-    Value c = loop.getInductionVar();
-    Value row = arith::DivUIOp::create(b, loc, c, idx(d / 8));
-    Value col = mulI(arith::RemUIOp::create(b, loc, c, idx(d / 8)), 8);
-    Value globalRow = addI(view.offsets[2], row);
-    Value valid = cmpI(arith::CmpIPredicate::slt, globalRow, limit);
-    Value clamped =
-        minI(globalRow, arith::SubIOp::create(b, loc, limit, idx(1)));
-    Value data = vector::LoadOp::create(
-        b, loc, vecType, view.memref,
-        ValueRange{view.offsets[0], view.offsets[1], clamped, col},
-        /*nontemporal=*/false, llvm::MaybeAlign(16));
-    Value zero = arith::ConstantOp::create(
-        b, loc, vecType,
-        DenseElementsAttr::get(vecType, b.getZeroAttr(elementType())));
-    data = select(valid, data, zero);
-    vector::StoreOp::create(b, loc, data, tile, ValueRange{row, col},
-                            /*nontemporal=*/false, llvm::MaybeAlign(16));
+    SmallVector<Value> tokens;
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    for (int64_t first = 0; first < chunks; first += threads) {
+      Value c = addI(tid, idx(first));
+      Value row = arith::DivUIOp::create(b, loc, c, idx(d / 8));
+      Value col = mulI(arith::RemUIOp::create(b, loc, c, idx(d / 8)), 8);
+      Value globalRow = addI(view.offsets[2], row);
+      Value valid = cmpI(arith::CmpIPredicate::slt, globalRow, limit);
+      Value srcElements =
+          arith::SelectOp::create(b, loc, valid, idx(8), idx(0));
+      tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+          b, loc, tokenType, tile, ValueRange{row, col}, view.memref,
+          ValueRange{view.offsets[0], view.offsets[1], minI(globalRow, lastRow),
+                     col},
+          b.getIndexAttr(8), srcElements, /*bypassL1=*/b.getUnitAttr()));
+    }
+    return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+  }
+
+  /// Waits until at most `pending` copy groups are in flight (`group` among
+  /// the completed ones), then until every thread's copies are visible.
+  void waitCopies(Value group, int32_t pending) {
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, group,
+                                     b.getI32IntegerAttr(pending));
+    barrier();
   }
 
   /// ldmatrix of `tiles` 8x8 tiles at `tile[row, col]`, as packed i32s.
@@ -170,12 +178,17 @@ protected:
         feedsRole(v, [](OnlineStepOp s, Value x) { return s.getValue() == x; });
     if (!isQuery && !isKey && !isValue)
       return success();
-    // Wait until every warp is done with the tile before overwriting it.
-    barrier();
-    stage(view, isValue ? valueTile : keyTile);
-    barrier();
+    // Every warp must be done with the buffers before they are refilled: one
+    // barrier before the K copies also covers V, staged right after K. The
+    // step waits for K (then V) only when it needs it, so V's copy overlaps
+    // the Q K^T product.
+    if (!isValue)
+      barrier();
+    Value group = stage(view, isValue ? valueTile : keyTile);
+    (isValue ? valueGroup : keyGroup) = group;
     if (!isQuery)
       return success();
+    waitCopies(group, 0);
     // A fragments of this warp's 16 rows, for each 16-column step.
     int64_t d = slice.getType().getDimSize(3);
     Value row = addI(mulI(warp, kRowsPerWarp),
@@ -231,6 +244,8 @@ protected:
                  b, loc, arith::DivUIOp::create(b, loc, lane, idx(8)), idx(2)),
              8);
     int64_t blocks = bn / 8;
+    // K's copies (the older of the two groups in flight) are done.
+    waitCopies(keyGroup, 1);
     SmallVector<SmallVector<Value>> s(blocks);
     for (int64_t nb = 0; nb < blocks; ++nb) {
       SmallVector<Value> c(4, f32(0));
@@ -321,7 +336,8 @@ protected:
                   pack(s[2 * k + 1][0], s[2 * k + 1][1]),
                   pack(s[2 * k + 1][2], s[2 * k + 1][3])};
 
-    // O = alpha * O + P V, V through ldmatrix.trans.
+    // O = alpha * O + P V, V through ldmatrix.trans, once V has landed.
+    waitCopies(valueGroup, 0);
     Value vRow = arith::RemUIOp::create(b, loc, lane, idx(16));
     SmallVector<Value> newAcc;
     for (int64_t nd = 0; nd < dv / 8; ++nd) {
