@@ -6,15 +6,23 @@
 // CHECK-SAME: workgroup(%[[KS:.*]] : memref<64x72xbf16, #gpu.address_space<workgroup>>, %[[VS:.*]] : memref<64x72xbf16, #gpu.address_space<workgroup>>)
 // CHECK-SAME: flashlight.codegen = "mma.sync"
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
-// Q goes through shared memory into A fragments, once, before the KV loop.
-// CHECK: vector.store %{{.*}}, %[[KS]]
+// Q goes through shared memory (cp.async, waited for) into A fragments,
+// once, before the KV loop.
+// CHECK: nvgpu.device_async_copy %{{.*}}, %[[KS]]
+// CHECK: %[[QG:.*]] = nvgpu.device_async_create_group
+// CHECK: nvgpu.device_async_wait %[[QG]] {numGroups = 0 : i32}
 // CHECK: gpu.barrier
 // CHECK: nvgpu.ldmatrix %[[KS]]{{.*}} {numTiles = 4 : i32, transpose = false}
 // CHECK: scf.for
-// each KV tile is staged, then S = Q K^T on tensor cores
-// CHECK: vector.store %{{.*}}, %[[KS]]
-// CHECK: vector.store %{{.*}}, %[[VS]]
+// each KV tile: one barrier, then K and V copies in two groups
+// CHECK: gpu.barrier
+// CHECK: nvgpu.device_async_copy %{{.*}}, %[[KS]]
+// CHECK: %[[KG:.*]] = nvgpu.device_async_create_group
+// CHECK: nvgpu.device_async_copy %{{.*}}, %[[VS]]
+// CHECK: %[[VG:.*]] = nvgpu.device_async_create_group
 // CHECK: scf.if
+// S = Q K^T as soon as K has landed (V may still be in flight)
+// CHECK: nvgpu.device_async_wait %[[KG]] {numGroups = 1 : i32}
 // CHECK: nvgpu.ldmatrix %[[KS]]{{.*}} {numTiles = 2 : i32, transpose = false}
 // CHECK: nvvm.mma.sync {{.*}} multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // the row max combines the 4 lanes of a row
@@ -23,6 +31,7 @@
 // CHECK: math.exp2
 // P stays in registers as the A operand; V is read transposed
 // CHECK: arith.truncf %{{.*}} : vector<2xf32> to vector<2xbf16>
+// CHECK: nvgpu.device_async_wait %[[VG]] {numGroups = 0 : i32}
 // CHECK: nvgpu.ldmatrix %[[VS]]{{.*}} {numTiles = 2 : i32, transpose = true}
 // CHECK: nvvm.mma.sync
 func.func @causal(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
