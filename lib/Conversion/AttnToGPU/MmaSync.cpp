@@ -237,8 +237,11 @@ protected:
     SmallVector<Value> l(state.begin() + stats, state.begin() + 2 * stats);
     SmallVector<Value> acc(state.begin() + 2 * stats, state.end());
 
-    // S = Q K^T: per 8-key block, the 16x8 fragment of this warp.
-    Value keyRow = arith::RemUIOp::create(b, loc, lane, idx(8));
+    // S = Q K^T: per 8-key block, the 16x8 fragment of this warp. One
+    // ldmatrix.x4 gives the B fragments of two key blocks: lanes 0-15 address
+    // block nb (columns k and k + 8), lanes 16-31 block nb + 1.
+    Value keyRow = addI(arith::RemUIOp::create(b, loc, lane, idx(8)),
+                        mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8));
     Value keyCol =
         mulI(arith::RemUIOp::create(
                  b, loc, arith::DivUIOp::create(b, loc, lane, idx(8)), idx(2)),
@@ -246,16 +249,16 @@ protected:
     int64_t blocks = bn / 8;
     // K's copies (the older of the two groups in flight) are done.
     waitCopies(keyGroup, 1);
-    SmallVector<SmallVector<Value>> s(blocks);
-    for (int64_t nb = 0; nb < blocks; ++nb) {
-      SmallVector<Value> c(4, f32(0));
+    SmallVector<SmallVector<Value>> s(blocks, SmallVector<Value>(4, f32(0)));
+    for (int64_t nb = 0; nb < blocks; nb += 2) {
       for (int64_t k = 0; k < dqk / 16; ++k) {
         SmallVector<Value> kFrag =
             ldmatrix(keyTile, addI(keyRow, idx(8 * nb)),
-                     addI(keyCol, idx(16 * k)), 2, /*transpose=*/false);
-        c = mma(ArrayRef<Value>(q).slice(4 * k, 4), kFrag, c);
+                     addI(keyCol, idx(16 * k)), 4, /*transpose=*/false);
+        ArrayRef<Value> qFrag = ArrayRef<Value>(q).slice(4 * k, 4);
+        s[nb] = mma(qFrag, ArrayRef<Value>(kFrag).take_front(2), s[nb]);
+        s[nb + 1] = mma(qFrag, ArrayRef<Value>(kFrag).take_back(2), s[nb + 1]);
       }
-      s[nb] = c;
     }
 
     // Per element: scale, score region, mask region (and the tile's end).
@@ -338,19 +341,30 @@ protected:
 
     // O = alpha * O + P V, V through ldmatrix.trans, once V has landed.
     waitCopies(valueGroup, 0);
+    // One ldmatrix.x4.trans gives the B fragments of two column blocks:
+    // lanes 0-15 address keys [16k, 16k + 16) at columns 8nd, lanes 16-31 at
+    // columns 8(nd + 1).
     Value vRow = arith::RemUIOp::create(b, loc, lane, idx(16));
-    SmallVector<Value> newAcc;
-    for (int64_t nd = 0; nd < dv / 8; ++nd) {
-      SmallVector<Value> c;
-      for (int64_t i = 0; i < 4; ++i)
-        c.push_back(alpha[i / 2] ? mul(acc[4 * nd + i], alpha[i / 2])
-                                 : acc[4 * nd + i]);
-      for (int64_t k = 0; k < bn / 16; ++k) {
-        SmallVector<Value> vFrag = ldmatrix(valueTile, addI(vRow, idx(16 * k)),
-                                            idx(8 * nd), 2, /*transpose=*/true);
-        c = mma(pFrag[k], vFrag, c);
+    Value vCol = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
+    SmallVector<Value> newAcc(acc.size());
+    for (int64_t nd = 0; nd < dv / 8; nd += 2) {
+      SmallVector<Value> c0, c1;
+      for (int64_t i = 0; i < 4; ++i) {
+        Value a0 = acc[4 * nd + i], a1 = acc[4 * (nd + 1) + i];
+        c0.push_back(alpha[i / 2] ? mul(a0, alpha[i / 2]) : a0);
+        c1.push_back(alpha[i / 2] ? mul(a1, alpha[i / 2]) : a1);
       }
-      llvm::append_range(newAcc, c);
+      for (int64_t k = 0; k < bn / 16; ++k) {
+        SmallVector<Value> vFrag =
+            ldmatrix(valueTile, addI(vRow, idx(16 * k)),
+                     addI(vCol, idx(8 * nd)), 4, /*transpose=*/true);
+        c0 = mma(pFrag[k], ArrayRef<Value>(vFrag).take_front(2), c0);
+        c1 = mma(pFrag[k], ArrayRef<Value>(vFrag).take_back(2), c1);
+      }
+      for (int64_t i = 0; i < 4; ++i) {
+        newAcc[4 * nd + i] = c0[i];
+        newAcc[4 * (nd + 1) + i] = c1[i];
+      }
     }
     SmallVector<Value> next = newMax;
     llvm::append_range(next, newSum);

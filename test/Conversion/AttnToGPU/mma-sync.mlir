@@ -23,7 +23,7 @@
 // CHECK: scf.if
 // S = Q K^T as soon as K has landed (V may still be in flight)
 // CHECK: nvgpu.device_async_wait %[[KG]] {numGroups = 1 : i32}
-// CHECK: nvgpu.ldmatrix %[[KS]]{{.*}} {numTiles = 2 : i32, transpose = false}
+// CHECK: nvgpu.ldmatrix %[[KS]]{{.*}} {numTiles = 4 : i32, transpose = false}
 // CHECK: nvvm.mma.sync {{.*}} multiplicandAPtxType = #nvvm.mma_type<bf16>{{.*}}shape = #nvvm.shape<m = 16, n = 8, k = 16>
 // the row max combines the 4 lanes of a row
 // CHECK: gpu.shuffle xor %{{.*}}, %c1_i32
@@ -32,7 +32,7 @@
 // P stays in registers as the A operand; V is read transposed
 // CHECK: arith.truncf %{{.*}} : vector<2xf32> to vector<2xbf16>
 // CHECK: nvgpu.device_async_wait %[[VG]] {numGroups = 0 : i32}
-// CHECK: nvgpu.ldmatrix %[[VS]]{{.*}} {numTiles = 2 : i32, transpose = true}
+// CHECK: nvgpu.ldmatrix %[[VS]]{{.*}} {numTiles = 4 : i32, transpose = true}
 // CHECK: nvvm.mma.sync
 func.func @causal(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
                   %v: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> {
