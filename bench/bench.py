@@ -141,6 +141,37 @@ def run_config(kernels, variant, D, N, records):
               f"{flops / ms / 1e9:7.1f} TFLOP/s  rel_err={rel:.1e}", flush=True)
 
 
+def plot(records, path):
+    """One PNG: TFLOP/s against N, a row per variant, a column per D."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    systems = ["flashlight", "flex", "sdpa_flash", "sdpa_cudnn"]
+    variants = sorted({r["variant"] for r in records})
+    fig, axes = plt.subplots(len(variants), 2, figsize=(10, 3 * len(variants)),
+                             squeeze=False)
+    for row, variant in enumerate(variants):
+        for col, D in enumerate((64, 128)):
+            ax = axes[row][col]
+            for s in systems:
+                pts = sorted((r["N"], r["tflops"]) for r in records
+                             if r["variant"] == variant and r["D"] == D and r["system"] == s)
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)
+            ax.set_xscale("log", base=2)
+            ax.set_title(f"{variant}, D={D}")
+            ax.set_ylabel("TFLOP/s")
+            ax.legend(fontsize=7)
+    axes[-1][0].set_xlabel("N")
+    axes[-1][1].set_xlabel("N")
+    fig.tight_layout()
+    fig.savefig(path, dpi=70)
+    plt.close(fig)
+
+
 def write_outputs(records, out):
     os.makedirs(out, exist_ok=True)
     gpu = torch.cuda.get_device_name().replace(" ", "-")
@@ -162,28 +193,7 @@ def write_outputs(records, out):
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + f" | {ratio:.2f} |")
     open(stem + ".md", "w").write("\n".join(lines) + "\n")
     print("\n".join(lines))
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        for variant in sorted({r["variant"] for r in records}):
-            fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-            for ax, D in zip(axes, (64, 128)):
-                for s in systems:
-                    pts = sorted((r["N"], r["tflops"]) for r in records
-                                 if r["variant"] == variant and r["D"] == D and r["system"] == s)
-                    if pts:
-                        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=s)
-                ax.set_xscale("log", base=2)
-                ax.set_title(f"{variant}, D={D}")
-                ax.set_xlabel("N")
-            axes[0].set_ylabel("TFLOP/s")
-            axes[0].legend()
-            fig.tight_layout()
-            fig.savefig(f"{stem}-{variant}.png", dpi=80)
-            plt.close(fig)
-    except ImportError:
-        pass
+    plot(records, stem + ".png")
     return stem
 
 

@@ -17,6 +17,7 @@
 #include "flashlight/Runtime/Reference.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -102,6 +103,14 @@ std::vector<int64_t> rowsToCheck(int64_t m, int64_t count) {
   return rows;
 }
 
+/// With FLASHLIGHT_TRACE set, names each stage on stderr (unbuffered), to
+/// locate a crash.
+void trace(const char *stage) {
+  static bool on = std::getenv("FLASHLIGHT_TRACE") != nullptr;
+  if (on)
+    std::fprintf(stderr, "flashlight-run: %s\n", stage);
+}
+
 int run(const Options &o) {
   KernelManifest manifest = KernelManifest::load(o.manifest);
   std::vector<std::vector<int64_t>> shapes;
@@ -113,6 +122,7 @@ int run(const Options &o) {
     shapes.push_back(p.shape);
   }
 
+  trace("init");
   CudaDriver &cuda = CudaDriver::get();
   int cc = cuda.initDevice();
   char deviceName[256] = {0};
@@ -141,8 +151,10 @@ int run(const Options &o) {
     }
   }
 
+  trace("launch");
   kernel.launch(device, shapes);
   cuda.check(cuda.cuCtxSynchronize(), "kernel execution");
+  trace("check");
 
   json result = {{"name", manifest.name},
                  {"device", deviceName},
@@ -222,13 +234,17 @@ int run(const Options &o) {
     cuda.cuEventDestroy(start);
     cuda.cuEventDestroy(stop);
   }
+  trace("free");
   for (CUdeviceptr p : device)
     cuda.cuMemFree(p);
   result["pass"] = pass;
 
-  std::cout << result.dump() << "\n";
+  // Flushed now: the result must not depend on how teardown goes.
+  std::cout << result.dump() << std::endl;
+  trace("printed");
   if (!o.jsonPath.empty())
     std::ofstream(o.jsonPath) << result.dump(2) << "\n";
+  trace("return");
   return pass ? 0 : 1;
 }
 
@@ -236,7 +252,9 @@ int run(const Options &o) {
 
 int main(int argc, char **argv) {
   try {
-    return run(parse(argc, argv));
+    int rc = run(parse(argc, argv));
+    trace("exit");
+    return rc;
   } catch (const CudaError &e) {
     std::cerr << "flashlight-run: CUDA error: " << e.what() << "\n";
   } catch (const ManifestError &e) {
