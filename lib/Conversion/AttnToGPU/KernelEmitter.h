@@ -118,6 +118,27 @@ protected:
     return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
   }
 
+  /// Final normalization of one softmax row from its base-2 state (max `m`,
+  /// sum `l`): the factor that turns the accumulator into the output, and
+  /// the natural-log LSE. With `sink` (a [H] memref read at `head`), the
+  /// sink is one more key with that logit and value 0; without, a row with no
+  /// kept key (l = 0) gives output 0 and LSE -inf.
+  std::pair<Value, Value> normalizeRow(Value m, Value l, Value sink,
+                                       Value head) {
+    if (sink) {
+      Value s = mul(loadF32(sink, {head}), f32(kLog2e));
+      Value mNew = arith::MaximumFOp::create(b, loc, m, s);
+      Value alpha = exp2(sub(m, mNew));
+      Value lNew = add(mul(l, alpha), exp2(sub(s, mNew)));
+      return {div(alpha, lNew),
+              mul(add(mNew, math::Log2Op::create(b, loc, lNew)), f32(kLn2))};
+    }
+    Value any = cmpF(arith::CmpFPredicate::OGT, l, f32(0));
+    return {select(any, div(f32(1), l), f32(0)),
+            select(any, mul(add(m, math::Log2Op::create(b, loc, l)), f32(kLn2)),
+                   f32(-std::numeric_limits<double>::infinity()))};
+  }
+
   /// Sum over the warp; every lane gets the result.
   Value warpSum(Value x) {
     for (int32_t offset = kThreadsPerWarp / 2; offset > 0; offset /= 2) {

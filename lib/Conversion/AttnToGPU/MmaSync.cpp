@@ -385,7 +385,6 @@ protected:
     Value q0 = map.lookup(fin.getQueryOffset());
     Value rows = dim(out, 2);
     Value lastRow = arith::SubIOp::create(b, loc, rows, idx(1));
-    const double negInf = -std::numeric_limits<double>::infinity();
     SmallVector<Value> acc = lanes.lookup(fin.getAccState()[0]);
 
     SmallVector<Value> outScale(2, f32(1));
@@ -393,21 +392,10 @@ protected:
       Value m = lanes.lookup(fin.getMaxState()[0])[half];
       Value l = quadReduce(lanes.lookup(fin.getSumState()[0])[half], false);
       Value lse;
-      if (!fin.getSinks().empty()) {
-        Value sink =
-            mul(loadF32(memrefOf.lookup(fin.getSinks()[0]), {h0}), f32(kLog2e));
-        Value mNew = arith::MaximumFOp::create(b, loc, m, sink);
-        Value alpha = exp2(sub(m, mNew));
-        Value lNew = add(mul(l, alpha), exp2(sub(sink, mNew)));
-        outScale[half] = div(alpha, lNew);
-        lse = mul(add(mNew, math::Log2Op::create(b, loc, lNew)), f32(kLn2));
-      } else {
-        Value any = cmpF(arith::CmpFPredicate::OGT, l, f32(0));
-        outScale[half] = select(any, div(f32(1), l), f32(0));
-        lse =
-            select(any, mul(add(m, math::Log2Op::create(b, loc, l)), f32(kLn2)),
-                   f32(negInf));
-      }
+      std::tie(outScale[half], lse) = normalizeRow(
+          m, l,
+          fin.getSinks().empty() ? Value() : memrefOf.lookup(fin.getSinks()[0]),
+          h0);
       if (!fin.getLse().empty()) {
         Value row = rowOf(q0, 2 * half);
         Value store = arith::AndIOp::create(

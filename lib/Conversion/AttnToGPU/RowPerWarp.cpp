@@ -194,7 +194,6 @@ protected:
     Value h0 = map.lookup(fin.getHeadOffset());
     auto [row, rowClamped] = rowOf(map.lookup(fin.getQueryOffset()), out);
     Value rowValid = cmpI(arith::CmpIPredicate::slt, row, dim(out, 2));
-    const double negInf = -std::numeric_limits<double>::infinity();
 
     // o_r = acc_r * outScale_r
     SmallVector<SmallVector<Value>> branchOut(nb);
@@ -204,24 +203,11 @@ protected:
       if (softmax) {
         Value m = lanes.lookup(fin.getMaxState()[r])[0];
         Value l = lanes.lookup(fin.getSumState()[r])[0];
-        if (!fin.getSinks().empty()) {
-          // The sink is one more key with logit sink[h] and value 0.
-          // The state is in base 2 (see emitStep); so is the sink here.
-          Value sink = mul(loadF32(memrefOf.lookup(fin.getSinks()[r]), {h0}),
-                           f32(kLog2e));
-          Value mNew = arith::MaximumFOp::create(b, loc, m, sink);
-          Value alpha = exp2(sub(m, mNew));
-          Value lNew = add(mul(l, alpha), exp2(sub(sink, mNew)));
-          outScale = div(alpha, lNew);
-          lse = mul(add(mNew, math::Log2Op::create(b, loc, lNew)), f32(kLn2));
-        } else {
-          // A row with no kept key has l = 0: output 0, LSE -inf.
-          Value any = cmpF(arith::CmpFPredicate::OGT, l, f32(0));
-          outScale = select(any, div(f32(1), l), f32(0));
-          lse = select(any,
-                       mul(add(m, math::Log2Op::create(b, loc, l)), f32(kLn2)),
-                       f32(negInf));
-        }
+        std::tie(outScale, lse) = normalizeRow(
+            m, l,
+            fin.getSinks().empty() ? Value()
+                                   : memrefOf.lookup(fin.getSinks()[r]),
+            h0);
       }
       for (int64_t c = 0; c < numChunks; ++c)
         branchOut[r].push_back(mul(acc[c], outScale));
