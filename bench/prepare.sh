@@ -7,6 +7,11 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:?usage: bench/prepare.sh <dir>}
 build=${BUILD:-$root/build}
+# flashlight-compile finds ptxas and libdevice through CUDA_HOME; default to
+# the toolkit the build found (possibly the PyPI one in .deps/cuda).
+if [ -z "${CUDA_HOME:-}" ] && [ -s "$build/cuda-path.txt" ]; then
+  export CUDA_HOME=$(cat "$build/cuda-path.txt")
+fi
 rm -rf "$dir" && mkdir -p "$dir"
 for program in "$root"/bench/programs/*.mlir; do
   name=$(basename "$program" .mlir)

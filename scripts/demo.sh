@@ -9,6 +9,11 @@ build=${1:-build}
 opt="$build/bin/flashlight-opt"
 compile="$build/bin/flashlight-compile"
 out="$build/demo"
+# flashlight-compile finds ptxas and libdevice through CUDA_HOME; default to
+# the toolkit the build found (possibly the PyPI one in .deps/cuda).
+if [ -z "${CUDA_HOME:-}" ] && [ -s "$build/cuda-path.txt" ]; then
+  export CUDA_HOME=$(cat "$build/cuda-path.txt")
+fi
 rm -rf "$out" && mkdir -p "$out"
 
 echo "=== what the analysis sees in each example (flashlight-opt --attn-explain)"

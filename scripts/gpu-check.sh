@@ -20,6 +20,11 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "$mode" = prepare ]; then
   build=${BUILD:-$root/build}
+  # flashlight-compile finds ptxas and libdevice through CUDA_HOME; default to
+  # the toolkit the build found (possibly the PyPI one in .deps/cuda).
+  if [ -z "${CUDA_HOME:-}" ] && [ -s "$build/cuda-path.txt" ]; then
+    export CUDA_HOME=$(cat "$build/cuda-path.txt")
+  fi
   rm -rf "$dir" && mkdir -p "$dir/bin"
   cp "$build/bin/flashlight-run" "$dir/bin/"
   # Both code generators: the reference one, and tensor cores (programs the
