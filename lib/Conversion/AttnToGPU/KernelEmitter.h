@@ -81,6 +81,8 @@ protected:
   DenseMap<Value, View> views;
   /// Per-thread values of state tensors and of register-held tiles.
   DenseMap<Value, SmallVector<Value>> lanes;
+  /// Lower bounds of the (converted) loops around the op being converted.
+  SmallVector<Value> loopLowerBounds;
 
   //===--------------------------------------------------------------------===//
   // Small builders
@@ -293,7 +295,10 @@ protected:
     b.setInsertionPointToStart(newLoop.getBody());
     map.map(loop.getInductionVar(), newLoop.getInductionVar());
     distribute(loop.getRegionIterArgs(), newLoop.getRegionIterArgs());
-    if (failed(convertOps(*loop.getBody())))
+    loopLowerBounds.push_back(newLoop.getLowerBound());
+    LogicalResult body = convertOps(*loop.getBody());
+    loopLowerBounds.pop_back();
+    if (failed(body))
       return failure();
     scf::YieldOp::create(
         b, loc, flatten(loop.getBody()->getTerminator()->getOperands()));

@@ -37,8 +37,10 @@ protected:
   /// Shared-memory staging tiles (Q goes through keyTile first).
   Value keyTile, valueTile;
   int64_t threads;
-  /// The cp.async groups filling the current K and V tiles.
-  Value keyGroup, valueGroup;
+  /// The cp.async groups filling the Q tile and the current V tile, and the
+  /// current K tile's view (the step prefetches the next one).
+  Value queryGroup, valueGroup;
+  View keyView;
 
   /// [1, 1, rows] (max, sum): the thread's two rows; [1, 1, rows, D]
   /// (accumulator): D / 8 fragments of 4.
@@ -178,17 +180,31 @@ protected:
         feedsRole(v, [](OnlineStepOp s, Value x) { return s.getValue() == x; });
     if (!isQuery && !isKey && !isValue)
       return success();
-    // Every warp must be done with the buffers before they are refilled: one
-    // barrier before the K copies also covers V, staged right after K. The
-    // step waits for K (then V) only when it needs it, so V's copy overlaps
-    // the Q K^T product.
-    if (!isValue)
+    if (isQuery) {
+      queryGroup = stage(view, keyTile);
+      waitCopies(queryGroup, 0);
+    } else if (isKey) {
+      // Every warp must be done with the previous tile (its P V reads V)
+      // before V is refilled; K was prefetched by the previous step, except
+      // on the loop's first tile.
       barrier();
-    Value group = stage(view, isValue ? valueTile : keyTile);
-    (isValue ? valueGroup : keyGroup) = group;
+      keyView = view;
+      if (loopLowerBounds.empty()) {
+        // A single KV tile: canonicalization removed the loop.
+        stage(view, keyTile);
+      } else {
+        Value first = cmpI(arith::CmpIPredicate::eq, view.offsets[2],
+                           loopLowerBounds.back());
+        auto ifFirst = scf::IfOp::create(b, loc, first);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+        stage(view, keyTile);
+      }
+    } else {
+      valueGroup = stage(view, valueTile);
+    }
     if (!isQuery)
       return success();
-    waitCopies(group, 0);
     // A fragments of this warp's 16 rows, for each 16-column step.
     int64_t d = slice.getType().getDimSize(3);
     Value row = addI(mulI(warp, kRowsPerWarp),
@@ -247,8 +263,9 @@ protected:
                  b, loc, arith::DivUIOp::create(b, loc, lane, idx(8)), idx(2)),
              8);
     int64_t blocks = bn / 8;
-    // K's copies (the older of the two groups in flight) are done.
-    waitCopies(keyGroup, 1);
+    // K's copies (the older of the two groups in flight) are done. (A wait
+    // counts groups; its token only names one of them.)
+    waitCopies(valueGroup, 1);
     SmallVector<SmallVector<Value>> s(blocks, SmallVector<Value>(4, f32(0)));
     for (int64_t nb = 0; nb < blocks; nb += 2) {
       for (int64_t k = 0; k < dqk / 16; ++k) {
@@ -260,6 +277,13 @@ protected:
         s[nb + 1] = mma(qFrag, ArrayRef<Value>(kFrag).take_back(2), s[nb + 1]);
       }
     }
+
+    // Every warp has read K: prefetch the next tile's K (rows past the end
+    // are zero-filled) so that its load overlaps the softmax and P V.
+    barrier();
+    View nextKey = keyView;
+    nextKey.offsets[2] = addI(keyView.offsets[2], idx(bn));
+    stage(nextKey, keyTile);
 
     // Per element: scale, score region, mask region (and the tile's end).
     double scale = step.getScale()[0];
@@ -339,8 +363,9 @@ protected:
                   pack(s[2 * k + 1][0], s[2 * k + 1][1]),
                   pack(s[2 * k + 1][2], s[2 * k + 1][3])};
 
-    // O = alpha * O + P V, V through ldmatrix.trans, once V has landed.
-    waitCopies(valueGroup, 0);
+    // O = alpha * O + P V, V through ldmatrix.trans, once V has landed (the
+    // next K may still be in flight).
+    waitCopies(valueGroup, 1);
     // One ldmatrix.x4.trans gives the B fragments of two column blocks:
     // lanes 0-15 address keys [16k, 16k + 16) at columns 8nd, lanes 16-31 at
     // columns 8(nd + 1).
@@ -374,6 +399,9 @@ protected:
   }
 
   LogicalResult emitFinalize(OnlineFinalizeOp fin) override {
+    // The last step prefetched a K tile nobody reads: let it land.
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
+                                     b.getI32IntegerAttr(0));
     bool softmax = fin.getNormalizer() == Normalizer::softmax;
     Value out = outputOf.lookup(fin.getOutput());
     if (!out)
