@@ -8,6 +8,8 @@
 #include "flashlight/Conversion/Passes.h"
 #include "flashlight/Dialect/Attn/IR/AttnDialect.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
+#include "flashlight/Import/Passes.h"
+#include "flashlight/Import/StableHLO/StableHLODialect.h"
 #include "flashlight/Target/Pipeline.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -30,7 +32,8 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<flashlight::attn::AttnDialect, mlir::affine::AffineDialect,
+  registry.insert<flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect,
+                  mlir::affine::AffineDialect,
                   mlir::arith::ArithDialect,
                   mlir::bufferization::BufferizationDialect,
                   mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,
@@ -44,6 +47,7 @@ int main(int argc, char **argv) {
   mlir::registerTransformsPasses();
   flashlight::attn::registerAttnPasses();
   flashlight::registerFlashlightConversionPasses();
+  flashlight::registerFlashlightImportPasses();
   // The lowering pipelines, and what they need to reach PTX.
   flashlight::registerPipelineDependencies(registry);
   flashlight::registerPipelines();

@@ -1,0 +1,866 @@
+//===- StableHLOToLinalg.cpp - StableHLO to linalg on tensors -------------===//
+//
+// Converts the operations the `stablehlo` import dialect read into
+// linalg/tensor/arith/math on tensors, the common input of attn-raise.
+// Operations are unregistered, so this is a walk over names rather than
+// typed patterns; every rejection is an error located at the operation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashlight/Import/Passes.h"
+
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSwitch.h"
+
+namespace flashlight {
+#define GEN_PASS_DEF_IMPORTSTABLEHLO
+#include "flashlight/Import/Passes.h.inc"
+} // namespace flashlight
+
+using namespace mlir;
+
+namespace {
+
+/// The static ranked tensor type of `v`, or null.
+RankedTensorType staticTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.hasStaticShape() ? t : RankedTensorType();
+}
+
+Value constantOf(OpBuilder &b, Location loc, Type type, double value) {
+  if (isa<FloatType>(type))
+    return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, value));
+  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, value));
+}
+
+/// Converts scalar `x` to element type `to`, as stablehlo.convert does.
+Value castScalar(OpBuilder &b, Location loc, Value x, Type to) {
+  Type from = x.getType();
+  if (from == to)
+    return x;
+  auto fromF = dyn_cast<FloatType>(from);
+  auto toF = dyn_cast<FloatType>(to);
+  if (fromF && toF) {
+    if (fromF.getWidth() == toF.getWidth()) // f16 <-> bf16 through f32.
+      x = arith::ExtFOp::create(b, loc, b.getF32Type(), x), fromF = b.getF32Type();
+    if (fromF.getWidth() < toF.getWidth())
+      return arith::ExtFOp::create(b, loc, to, x);
+    return arith::TruncFOp::create(b, loc, to, x);
+  }
+  if (toF)
+    return from.isInteger(1) ? Value(arith::UIToFPOp::create(b, loc, to, x))
+                             : Value(arith::SIToFPOp::create(b, loc, to, x));
+  if (fromF) {
+    if (to.isInteger(1))
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, x,
+                                   constantOf(b, loc, from, 0));
+    return arith::FPToSIOp::create(b, loc, to, x);
+  }
+  unsigned fw = from.getIntOrFloatBitWidth(), tw = to.getIntOrFloatBitWidth();
+  if (tw == 1)
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x,
+                                 constantOf(b, loc, from, 0));
+  if (fw == 1)
+    return arith::ExtUIOp::create(b, loc, to, x);
+  if (fw < tw)
+    return arith::ExtSIOp::create(b, loc, to, x);
+  return arith::TruncIOp::create(b, loc, to, x);
+}
+
+/// `stablehlo.compare` on scalars.
+FailureOr<Value> emitCompare(OpBuilder &b, Operation *op, ValueRange args) {
+  Location loc = op->getLoc();
+  auto dirAttr = op->getAttrOfType<StringAttr>("comparison_direction");
+  if (!dirAttr)
+    return op->emitError("expected a comparison_direction");
+  StringRef dir = dirAttr.getValue();
+  auto typeAttr = op->getAttrOfType<StringAttr>("compare_type");
+  Type t = args[0].getType();
+  if (isa<FloatType>(t)) {
+    std::optional<arith::CmpFPredicate> p =
+        llvm::StringSwitch<std::optional<arith::CmpFPredicate>>(dir)
+            .Case("EQ", arith::CmpFPredicate::OEQ)
+            .Case("NE", arith::CmpFPredicate::UNE)
+            .Case("GE", arith::CmpFPredicate::OGE)
+            .Case("GT", arith::CmpFPredicate::OGT)
+            .Case("LE", arith::CmpFPredicate::OLE)
+            .Case("LT", arith::CmpFPredicate::OLT)
+            .Default(std::nullopt);
+    if (!p)
+      return op->emitError("unknown comparison direction '") << dir << "'";
+    return Value(arith::CmpFOp::create(b, loc, *p, args[0], args[1]));
+  }
+  bool isUnsigned = t.isInteger(1) ||
+                    (typeAttr && typeAttr.getValue() == "UNSIGNED");
+  using P = arith::CmpIPredicate;
+  std::optional<P> p =
+      llvm::StringSwitch<std::optional<P>>(dir)
+          .Case("EQ", P::eq)
+          .Case("NE", P::ne)
+          .Case("GE", isUnsigned ? P::uge : P::sge)
+          .Case("GT", isUnsigned ? P::ugt : P::sgt)
+          .Case("LE", isUnsigned ? P::ule : P::sle)
+          .Case("LT", isUnsigned ? P::ult : P::slt)
+          .Default(std::nullopt);
+  if (!p)
+    return op->emitError("unknown comparison direction '") << dir << "'";
+  return Value(arith::CmpIOp::create(b, loc, *p, args[0], args[1]));
+}
+
+/// The scalar form of elementwise `op` on `args`, producing `resultType`.
+FailureOr<Value> emitScalar(OpBuilder &b, Operation *op, ValueRange args,
+                            Type resultType) {
+  Location loc = op->getLoc();
+  StringRef name = op->getName().getStringRef();
+  name.consume_front("stablehlo.");
+  Type t = args.empty() ? resultType : args[0].getType();
+  bool isFloat = isa<FloatType>(t);
+  bool isBool = t.isInteger(1);
+  auto expect = [&](size_t n) -> LogicalResult {
+    if (args.size() == n)
+      return success();
+    return op->emitError() << "'" << op->getName() << "' expects " << n
+                           << " operands, got " << args.size();
+  };
+  // Binary ops: the float op, the integer op and the boolean op.
+  auto binary = [&](auto fop, auto iop, auto bop) -> FailureOr<Value> {
+    if (failed(expect(2)))
+      return failure();
+    using F = decltype(fop);
+    using I = decltype(iop);
+    using B = decltype(bop);
+    if (isFloat) {
+      if constexpr (std::is_same_v<F, std::nullptr_t>)
+        return op->emitError() << "'" << op->getName() << "' on floats";
+      else
+        return Value(F::create(b, loc, args[0], args[1]));
+    }
+    if (isBool && !std::is_same_v<B, std::nullptr_t>) {
+      if constexpr (!std::is_same_v<B, std::nullptr_t>)
+        return Value(B::create(b, loc, args[0], args[1]));
+    }
+    if constexpr (std::is_same_v<I, std::nullptr_t>)
+      return op->emitError() << "'" << op->getName() << "' on integers";
+    else
+      return Value(I::create(b, loc, args[0], args[1]));
+  };
+  // Unary float math.
+  auto unary = [&](auto fop) -> FailureOr<Value> {
+    if (failed(expect(1)))
+      return failure();
+    if (!isFloat)
+      return op->emitError() << "'" << op->getName() << "' needs floats";
+    return Value(decltype(fop)::create(b, loc, args[0]));
+  };
+  using namespace arith;
+  std::nullptr_t none = nullptr;
+  if (name == "add")
+    return binary(AddFOp(), AddIOp(), OrIOp());
+  if (name == "subtract")
+    return binary(SubFOp(), SubIOp(), none);
+  if (name == "multiply")
+    return binary(MulFOp(), MulIOp(), AndIOp());
+  if (name == "divide")
+    return binary(DivFOp(), DivSIOp(), none);
+  if (name == "remainder")
+    return binary(RemFOp(), RemSIOp(), none);
+  if (name == "maximum")
+    return binary(MaximumFOp(), MaxSIOp(), OrIOp());
+  if (name == "minimum")
+    return binary(MinimumFOp(), MinSIOp(), AndIOp());
+  if (name == "power")
+    return binary(math::PowFOp(), math::IPowIOp(), none);
+  if (name == "atan2")
+    return binary(math::Atan2Op(), none, none);
+  if (name == "and")
+    return binary(none, AndIOp(), AndIOp());
+  if (name == "or")
+    return binary(none, OrIOp(), OrIOp());
+  if (name == "xor")
+    return binary(none, XOrIOp(), XOrIOp());
+  if (name == "exponential")
+    return unary(math::ExpOp());
+  if (name == "exponential_minus_one")
+    return unary(math::ExpM1Op());
+  if (name == "log")
+    return unary(math::LogOp());
+  if (name == "log_plus_one")
+    return unary(math::Log1pOp());
+  if (name == "tanh")
+    return unary(math::TanhOp());
+  if (name == "sqrt")
+    return unary(math::SqrtOp());
+  if (name == "rsqrt")
+    return unary(math::RsqrtOp());
+  if (name == "cbrt")
+    return unary(math::CbrtOp());
+  if (name == "sine")
+    return unary(math::SinOp());
+  if (name == "cosine")
+    return unary(math::CosOp());
+  if (name == "tan")
+    return unary(math::TanOp());
+  if (name == "floor")
+    return unary(math::FloorOp());
+  if (name == "ceil")
+    return unary(math::CeilOp());
+  if (name == "round_nearest_even")
+    return unary(math::RoundEvenOp());
+  if (name == "round_nearest_afz")
+    return unary(math::RoundOp());
+  if (name == "logistic") {
+    if (failed(expect(1)))
+      return failure();
+    // 1 / (1 + exp(-x))
+    Value one = constantOf(b, loc, t, 1.0);
+    Value e = math::ExpOp::create(b, loc, NegFOp::create(b, loc, args[0]));
+    return Value(DivFOp::create(b, loc, one, AddFOp::create(b, loc, one, e)));
+  }
+  if (name == "negate") {
+    if (failed(expect(1)))
+      return failure();
+    if (isFloat)
+      return Value(NegFOp::create(b, loc, args[0]));
+    return Value(SubIOp::create(b, loc, constantOf(b, loc, t, 0), args[0]));
+  }
+  if (name == "not") {
+    if (failed(expect(1)))
+      return failure();
+    if (isFloat)
+      return op->emitError("'stablehlo.not' on floats");
+    return Value(XOrIOp::create(b, loc, args[0], constantOf(b, loc, t, -1)));
+  }
+  if (name == "abs") {
+    if (failed(expect(1)))
+      return failure();
+    if (isFloat)
+      return Value(math::AbsFOp::create(b, loc, args[0]));
+    return Value(math::AbsIOp::create(b, loc, args[0]));
+  }
+  if (name == "convert") {
+    if (failed(expect(1)))
+      return failure();
+    return castScalar(b, loc, args[0], resultType);
+  }
+  if (name == "select") {
+    if (failed(expect(3)))
+      return failure();
+    return Value(SelectOp::create(b, loc, args[0], args[1], args[2]));
+  }
+  if (name == "clamp") {
+    if (failed(expect(3)))
+      return failure();
+    t = args[1].getType();
+    if (isa<FloatType>(t))
+      return Value(MinimumFOp::create(
+          b, loc, MaximumFOp::create(b, loc, args[1], args[0]), args[2]));
+    return Value(MinSIOp::create(
+        b, loc, MaxSIOp::create(b, loc, args[1], args[0]), args[2]));
+  }
+  if (name == "compare") {
+    if (failed(expect(2)))
+      return failure();
+    return emitCompare(b, op, args);
+  }
+  return op->emitError() << "'" << op->getName()
+                         << "' is not supported by the StableHLO importer";
+}
+
+SmallVector<utils::IteratorType> parallel(int64_t rank) {
+  return SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel);
+}
+
+Value emptyLike(OpBuilder &b, Location loc, RankedTensorType t) {
+  return tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType());
+}
+
+/// One converter per operation; `convert` dispatches on the name.
+class Converter {
+public:
+  explicit Converter(MLIRContext *ctx) : b(ctx) {}
+
+  /// Replaces `op` (a stablehlo operation) by its linalg/tensor/arith form.
+  LogicalResult convert(Operation *op);
+
+private:
+  FailureOr<Value> elementwise(Operation *op, RankedTensorType result);
+  FailureOr<Value> broadcastInDim(Operation *op, RankedTensorType result);
+  FailureOr<Value> transpose(Operation *op, RankedTensorType result);
+  FailureOr<Value> iota(Operation *op, RankedTensorType result);
+  FailureOr<Value> dotGeneral(Operation *op, RankedTensorType result);
+  FailureOr<SmallVector<Value>> reduce(Operation *op);
+  FailureOr<Value> reshape(Operation *op, RankedTensorType result);
+  FailureOr<Value> slice(Operation *op, RankedTensorType result);
+  FailureOr<Value> gather(Operation *op, RankedTensorType result);
+
+  /// A linalg.generic copying `input` through `inputMap` into `result`.
+  Value copyThroughMap(Location loc, Value input, AffineMap inputMap,
+                       RankedTensorType result);
+
+  OpBuilder b;
+};
+
+FailureOr<DenseI64ArrayAttr> i64Array(Operation *op, StringRef name) {
+  auto attr = op->getAttrOfType<DenseI64ArrayAttr>(name);
+  if (!attr)
+    return op->emitError() << "expected an i64 array '" << name << "'";
+  return attr;
+}
+
+FailureOr<int64_t> i64Attr(Operation *op, StringRef name) {
+  auto attr = op->getAttrOfType<IntegerAttr>(name);
+  if (!attr)
+    return op->emitError() << "expected an integer '" << name << "'";
+  return attr.getInt();
+}
+
+Value Converter::copyThroughMap(Location loc, Value input, AffineMap inputMap,
+                                RankedTensorType result) {
+  AffineMap id = b.getMultiDimIdentityMap(result.getRank());
+  auto generic = linalg::GenericOp::create(
+      b, loc, result, input, emptyLike(b, loc, result), {inputMap, id},
+      parallel(result.getRank()),
+      [](OpBuilder &nb, Location l, ValueRange args) {
+        linalg::YieldOp::create(nb, l, args[0]);
+      });
+  return generic.getResult(0);
+}
+
+FailureOr<Value> Converter::elementwise(Operation *op,
+                                        RankedTensorType result) {
+  Location loc = op->getLoc();
+  int64_t rank = result.getRank();
+  SmallVector<AffineMap> maps;
+  for (Value v : op->getOperands()) {
+    RankedTensorType t = staticTensor(v);
+    if (t.getRank() == 0 && rank > 0)
+      maps.push_back(AffineMap::get(rank, 0, {}, b.getContext()));
+    else if (t.getShape() == result.getShape())
+      maps.push_back(b.getMultiDimIdentityMap(rank));
+    else
+      return op->emitError() << "operand shape " << t
+                             << " does not match the result " << result;
+  }
+  maps.push_back(b.getMultiDimIdentityMap(rank));
+  LogicalResult status = success();
+  auto generic = linalg::GenericOp::create(
+      b, loc, result, op->getOperands(), emptyLike(b, loc, result), maps,
+      parallel(rank), [&](OpBuilder &nb, Location l, ValueRange args) {
+        FailureOr<Value> v =
+            emitScalar(nb, op, args.drop_back(), result.getElementType());
+        if (failed(v)) {
+          status = failure();
+          v = args.back();
+        }
+        linalg::YieldOp::create(nb, l, *v);
+      });
+  if (failed(status)) {
+    generic->erase();
+    return failure();
+  }
+  return generic.getResult(0);
+}
+
+FailureOr<Value> Converter::broadcastInDim(Operation *op,
+                                           RankedTensorType result) {
+  FailureOr<DenseI64ArrayAttr> dims = i64Array(op, "broadcast_dimensions");
+  if (failed(dims) || op->getNumOperands() != 1)
+    return failure();
+  RankedTensorType in = staticTensor(op->getOperand(0));
+  if ((int64_t)dims->size() != in.getRank())
+    return op->emitError("broadcast_dimensions must name every operand dim");
+  SmallVector<AffineExpr> exprs;
+  for (auto [k, d] : llvm::enumerate(dims->asArrayRef())) {
+    if (d < 0 || d >= result.getRank())
+      return op->emitError() << "broadcast dimension " << d
+                             << " is out of range";
+    if (in.getDimSize(k) == result.getDimSize(d))
+      exprs.push_back(b.getAffineDimExpr(d));
+    else if (in.getDimSize(k) == 1)
+      exprs.push_back(b.getAffineConstantExpr(0));
+    else
+      return op->emitError() << "operand dim " << k << " (size "
+                             << in.getDimSize(k)
+                             << ") cannot broadcast to result dim " << d
+                             << " (size " << result.getDimSize(d) << ")";
+  }
+  AffineMap map = AffineMap::get(result.getRank(), 0, exprs, b.getContext());
+  return copyThroughMap(op->getLoc(), op->getOperand(0), map, result);
+}
+
+FailureOr<Value> Converter::transpose(Operation *op, RankedTensorType result) {
+  FailureOr<DenseI64ArrayAttr> perm = i64Array(op, "permutation");
+  if (failed(perm) || op->getNumOperands() != 1)
+    return failure();
+  int64_t rank = result.getRank();
+  SmallVector<AffineExpr> exprs(rank);
+  if ((int64_t)perm->size() != rank)
+    return op->emitError("permutation must name every dim");
+  for (auto [i, p] : llvm::enumerate(perm->asArrayRef())) {
+    if (p < 0 || p >= rank || exprs[p])
+      return op->emitError("permutation is not a permutation");
+    exprs[p] = b.getAffineDimExpr(i);
+  }
+  AffineMap map = AffineMap::get(rank, 0, exprs, b.getContext());
+  return copyThroughMap(op->getLoc(), op->getOperand(0), map, result);
+}
+
+FailureOr<Value> Converter::iota(Operation *op, RankedTensorType result) {
+  FailureOr<int64_t> dim = i64Attr(op, "iota_dimension");
+  if (failed(dim))
+    return failure();
+  if (*dim < 0 || *dim >= result.getRank())
+    return op->emitError("iota_dimension is out of range");
+  Type elt = result.getElementType();
+  Location loc = op->getLoc();
+  auto generic = linalg::GenericOp::create(
+      b, loc, result, ValueRange(), emptyLike(b, loc, result),
+      {b.getMultiDimIdentityMap(result.getRank())}, parallel(result.getRank()),
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        Value i = linalg::IndexOp::create(nb, l, *dim);
+        Value v = isa<FloatType>(elt)
+                      ? castScalar(nb, l,
+                                   arith::IndexCastOp::create(
+                                       nb, l, nb.getI64Type(), i),
+                                   elt)
+                      : Value(arith::IndexCastOp::create(nb, l, elt, i));
+        linalg::YieldOp::create(nb, l, v);
+      });
+  return generic.getResult(0);
+}
+
+FailureOr<Value> Converter::dotGeneral(Operation *op,
+                                       RankedTensorType result) {
+  auto dims = op->getAttrOfType<DictionaryAttr>("dot_dimension_numbers");
+  if (!dims || op->getNumOperands() != 2)
+    return op->emitError("expected two operands and dot_dimension_numbers");
+  auto get = [&](StringRef name) {
+    auto a = dims.getAs<DenseI64ArrayAttr>(name);
+    return a ? a.asArrayRef() : ArrayRef<int64_t>();
+  };
+  ArrayRef<int64_t> lb = get("lhs_batching_dimensions"),
+                    rb = get("rhs_batching_dimensions"),
+                    lc = get("lhs_contracting_dimensions"),
+                    rc = get("rhs_contracting_dimensions");
+  RankedTensorType lhs = staticTensor(op->getOperand(0));
+  RankedTensorType rhs = staticTensor(op->getOperand(1));
+  if (lb.size() != rb.size() || lc.size() != rc.size())
+    return op->emitError("lhs and rhs dimension lists differ in length");
+  auto inRange = [](ArrayRef<int64_t> v, int64_t rank) {
+    return llvm::all_of(v, [&](int64_t d) { return d >= 0 && d < rank; });
+  };
+  if (!inRange(lb, lhs.getRank()) || !inRange(lc, lhs.getRank()) ||
+      !inRange(rb, rhs.getRank()) || !inRange(rc, rhs.getRank()))
+    return op->emitError("dot_general dimension out of range");
+  // Loop dims: batch, lhs free, rhs free (the result's order), contracting.
+  int64_t nb = lb.size(), nc = lc.size();
+  int64_t lhsFree = lhs.getRank() - nb - nc, rhsFree = rhs.getRank() - nb - nc;
+  int64_t outRank = nb + lhsFree + rhsFree;
+  if (outRank != result.getRank())
+    return op->emitError() << "result rank " << result.getRank()
+                           << ", expected " << outRank;
+  int64_t loops = outRank + nc;
+  auto operandMap = [&](RankedTensorType t, ArrayRef<int64_t> batch,
+                        ArrayRef<int64_t> contract, int64_t freeStart,
+                        SmallVectorImpl<int64_t> &sizes) -> AffineMap {
+    SmallVector<AffineExpr> exprs;
+    int64_t free = freeStart;
+    for (int64_t d = 0; d < t.getRank(); ++d) {
+      int64_t loop;
+      if (auto *it = llvm::find(batch, d); it != batch.end())
+        loop = it - batch.begin();
+      else if (auto *it = llvm::find(contract, d); it != contract.end())
+        loop = outRank + (it - contract.begin());
+      else
+        loop = free++;
+      exprs.push_back(b.getAffineDimExpr(loop));
+      sizes[loop] = t.getDimSize(d);
+    }
+    return AffineMap::get(loops, 0, exprs, b.getContext());
+  };
+  SmallVector<int64_t> lhsSizes(loops, -1), rhsSizes(loops, -1);
+  AffineMap lhsMap = operandMap(lhs, lb, lc, nb, lhsSizes);
+  AffineMap rhsMap = operandMap(rhs, rb, rc, nb + lhsFree, rhsSizes);
+  for (int64_t l = 0; l < loops; ++l)
+    if (lhsSizes[l] >= 0 && rhsSizes[l] >= 0 && lhsSizes[l] != rhsSizes[l])
+      return op->emitError("batching or contracting dimension sizes differ");
+  SmallVector<AffineExpr> outExprs;
+  for (int64_t d = 0; d < outRank; ++d)
+    outExprs.push_back(b.getAffineDimExpr(d));
+  AffineMap outMap = AffineMap::get(loops, 0, outExprs, b.getContext());
+
+  // f16/bf16 products accumulate in f32 (then round), as XLA does.
+  Type elt = result.getElementType();
+  Type acc = elt;
+  if (auto f = dyn_cast<FloatType>(elt); f && f.getWidth() < 32)
+    acc = b.getF32Type();
+  Location loc = op->getLoc();
+  auto accType = RankedTensorType::get(result.getShape(), acc);
+  Value zero = constantOf(b, loc, acc, 0);
+  Value init = linalg::FillOp::create(b, loc, zero,
+                                      emptyLike(b, loc, accType))
+                   .getResult(0);
+  SmallVector<utils::IteratorType> iters = parallel(loops);
+  for (int64_t l = outRank; l < loops; ++l)
+    iters[l] = utils::IteratorType::reduction;
+  auto generic = linalg::GenericOp::create(
+      b, loc, accType, op->getOperands(), init, {lhsMap, rhsMap, outMap},
+      iters, [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value x = castScalar(nb, l, args[0], acc);
+        Value y = castScalar(nb, l, args[1], acc);
+        Value sum =
+            isa<FloatType>(acc)
+                ? Value(arith::AddFOp::create(
+                      nb, l, args[2], arith::MulFOp::create(nb, l, x, y)))
+                : Value(arith::AddIOp::create(
+                      nb, l, args[2], arith::MulIOp::create(nb, l, x, y)));
+        linalg::YieldOp::create(nb, l, sum);
+      });
+  Value out = generic.getResult(0);
+  if (acc == elt)
+    return out;
+  auto convert = linalg::GenericOp::create(
+      b, loc, result, out, emptyLike(b, loc, result),
+      {b.getMultiDimIdentityMap(outRank), b.getMultiDimIdentityMap(outRank)},
+      parallel(outRank), [&](OpBuilder &nb, Location l, ValueRange args) {
+        linalg::YieldOp::create(nb, l, castScalar(nb, l, args[0], elt));
+      });
+  return convert.getResult(0);
+}
+
+FailureOr<SmallVector<Value>> Converter::reduce(Operation *op) {
+  FailureOr<DenseI64ArrayAttr> dims = i64Array(op, "dimensions");
+  if (failed(dims))
+    return failure();
+  unsigned n = op->getNumResults();
+  if (op->getNumOperands() != 2 * n || op->getNumRegions() != 1 ||
+      op->getRegion(0).getBlocks().size() != 1)
+    return op->emitError("expected N inputs, N inits and one reducer block");
+  Block &body = op->getRegion(0).front();
+  if (body.getNumArguments() != 2 * n)
+    return op->emitError("the reducer must take 2 x ") << n << " arguments";
+  RankedTensorType in = staticTensor(op->getOperand(0));
+  int64_t rank = in.getRank();
+  SmallVector<utils::IteratorType> iters = parallel(rank);
+  SmallVector<AffineExpr> outExprs;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (llvm::is_contained(dims->asArrayRef(), d))
+      iters[d] = utils::IteratorType::reduction;
+    else
+      outExprs.push_back(b.getAffineDimExpr(d));
+  }
+  AffineMap inMap = b.getMultiDimIdentityMap(rank);
+  AffineMap outMap = AffineMap::get(rank, 0, outExprs, b.getContext());
+  Location loc = op->getLoc();
+  SmallVector<Value> inits;
+  SmallVector<Type> resultTypes;
+  SmallVector<AffineMap> maps;
+  for (unsigned i = 0; i < n; ++i) {
+    RankedTensorType t = staticTensor(op->getResult(i));
+    RankedTensorType input = staticTensor(op->getOperand(i));
+    if (input.getShape() != in.getShape() ||
+        t.getRank() != (int64_t)outExprs.size())
+      return op->emitError("reduce inputs and results do not agree in shape");
+    Value scalar = tensor::ExtractOp::create(b, loc, op->getOperand(n + i),
+                                             ValueRange());
+    inits.push_back(
+        linalg::FillOp::create(b, loc, scalar, emptyLike(b, loc, t))
+            .getResult(0));
+    resultTypes.push_back(t);
+    maps.push_back(inMap);
+  }
+  for (unsigned i = 0; i < n; ++i)
+    maps.push_back(outMap);
+  LogicalResult status = success();
+  auto generic = linalg::GenericOp::create(
+      b, loc, resultTypes, op->getOperands().take_front(n), inits, maps, iters,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        // Reducer arguments are (accumulators..., elements...); the linalg
+        // body's are (elements..., accumulators...).
+        IRMapping scalars;
+        for (unsigned i = 0; i < n; ++i) {
+          scalars.map(body.getArgument(i), args[n + i]);
+          scalars.map(body.getArgument(n + i), args[i]);
+        }
+        for (Operation &inner : body) {
+          SmallVector<Value> operands;
+          for (Value v : inner.getOperands())
+            operands.push_back(scalars.lookup(v));
+          if (inner.getName().getStringRef() == "stablehlo.return") {
+            linalg::YieldOp::create(nb, l, operands);
+            return;
+          }
+          if (inner.getNumResults() != 1 || !staticTensor(inner.getResult(0)) ||
+              staticTensor(inner.getResult(0)).getRank() != 0) {
+            inner.emitError("reducer ops must be scalar (rank-0) ops");
+            status = failure();
+            break;
+          }
+          FailureOr<Value> v = emitScalar(
+              nb, &inner, operands,
+              staticTensor(inner.getResult(0)).getElementType());
+          if (failed(v)) {
+            status = failure();
+            break;
+          }
+          scalars.map(inner.getResult(0), *v);
+        }
+        linalg::YieldOp::create(nb, l, args.drop_front(n));
+        status = failure();
+      });
+  if (failed(status)) {
+    generic->erase();
+    return op->emitError("could not convert the reducer");
+  }
+  return SmallVector<Value>(generic.getResults());
+}
+
+FailureOr<Value> Converter::reshape(Operation *op, RankedTensorType result) {
+  Location loc = op->getLoc();
+  Value in = op->getOperand(0);
+  RankedTensorType src = staticTensor(in);
+  if (src.getNumElements() != result.getNumElements())
+    return op->emitError("reshape changes the number of elements");
+  if (src.getShape() == result.getShape())
+    return in;
+  if (auto re = getReassociationIndicesForReshape(src, result)) {
+    if (src.getRank() > result.getRank())
+      return Value(tensor::CollapseShapeOp::create(b, loc, result, in, *re));
+    return Value(tensor::ExpandShapeOp::create(b, loc, result, in, *re));
+  }
+  // Otherwise through one dimension.
+  auto flat = RankedTensorType::get({src.getNumElements()},
+                                    src.getElementType());
+  auto all = [](int64_t rank) {
+    ReassociationIndices r;
+    for (int64_t i = 0; i < rank; ++i)
+      r.push_back(i);
+    return SmallVector<ReassociationIndices>{r};
+  };
+  Value collapsed =
+      tensor::CollapseShapeOp::create(b, loc, flat, in, all(src.getRank()));
+  return Value(tensor::ExpandShapeOp::create(b, loc, result, collapsed,
+                                             all(result.getRank())));
+}
+
+FailureOr<Value> Converter::slice(Operation *op, RankedTensorType result) {
+  FailureOr<DenseI64ArrayAttr> start = i64Array(op, "start_indices");
+  FailureOr<DenseI64ArrayAttr> limit = i64Array(op, "limit_indices");
+  FailureOr<DenseI64ArrayAttr> strides = i64Array(op, "strides");
+  if (failed(start) || failed(limit) || failed(strides))
+    return failure();
+  RankedTensorType src = staticTensor(op->getOperand(0));
+  int64_t rank = src.getRank();
+  if ((int64_t)start->size() != rank || (int64_t)limit->size() != rank ||
+      (int64_t)strides->size() != rank)
+    return op->emitError("slice bounds must name every dim");
+  SmallVector<int64_t> sizes;
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t s = (*start)[d], l = (*limit)[d], t = (*strides)[d];
+    if (s < 0 || l > src.getDimSize(d) || s > l || t < 1)
+      return op->emitError() << "slice bounds out of range in dim " << d;
+    sizes.push_back((l - s + t - 1) / t);
+  }
+  if (ArrayRef<int64_t>(sizes) != result.getShape())
+    return op->emitError("slice result shape does not match its bounds");
+  return Value(tensor::ExtractSliceOp::create(
+      b, op->getLoc(), result, op->getOperand(0), ValueRange(), ValueRange(),
+      ValueRange(), b.getDenseI64ArrayAttr(*start),
+      b.getDenseI64ArrayAttr(sizes), b.getDenseI64ArrayAttr(*strides)));
+}
+
+/// XLA gather, element by element: the output's batch dims pick a start
+/// index vector from `indices`, its offset dims walk the slice.
+FailureOr<Value> Converter::gather(Operation *op, RankedTensorType result) {
+  auto dims = op->getAttrOfType<DictionaryAttr>("dimension_numbers");
+  FailureOr<DenseI64ArrayAttr> sliceSizes = i64Array(op, "slice_sizes");
+  if (!dims || failed(sliceSizes) || op->getNumOperands() != 2)
+    return op->emitError("expected gather dimension_numbers and slice_sizes");
+  auto list = [&](StringRef name) {
+    auto a = dims.getAs<DenseI64ArrayAttr>(name);
+    return a ? SmallVector<int64_t>(a.asArrayRef()) : SmallVector<int64_t>();
+  };
+  SmallVector<int64_t> offsetDims = list("offset_dims"),
+                       collapsed = list("collapsed_slice_dims"),
+                       startMap = list("start_index_map");
+  if (!list("operand_batching_dims").empty())
+    return op->emitError("gather with batching dims is not supported");
+  auto ivdAttr = dims.getAs<IntegerAttr>("index_vector_dim");
+  RankedTensorType operand = staticTensor(op->getOperand(0));
+  RankedTensorType indices = staticTensor(op->getOperand(1));
+  int64_t ivd = ivdAttr ? ivdAttr.getInt() : indices.getRank();
+  int64_t rank = result.getRank();
+  if ((int64_t)sliceSizes->size() != operand.getRank())
+    return op->emitError("slice_sizes must name every operand dim");
+  // Operand dims that the offset dims walk, in order.
+  SmallVector<int64_t> walked;
+  for (int64_t d = 0; d < operand.getRank(); ++d)
+    if (!llvm::is_contained(collapsed, d))
+      walked.push_back(d);
+  if (walked.size() != offsetDims.size())
+    return op->emitError("offset_dims do not match the uncollapsed dims");
+  int64_t vectorLen = ivd < indices.getRank() ? indices.getDimSize(ivd) : 1;
+  if ((int64_t)startMap.size() != vectorLen)
+    return op->emitError("start_index_map does not match the index vector");
+  Location loc = op->getLoc();
+  LogicalResult status = success();
+  auto generic = linalg::GenericOp::create(
+      b, loc, result, ValueRange(), emptyLike(b, loc, result),
+      {b.getMultiDimIdentityMap(rank)}, parallel(rank),
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        SmallVector<Value> outIdx;
+        SmallVector<Value> batchIdx;
+        for (int64_t d = 0; d < rank; ++d) {
+          outIdx.push_back(linalg::IndexOp::create(nb, l, d));
+          if (!llvm::is_contained(offsetDims, d))
+            batchIdx.push_back(outIdx.back());
+        }
+        SmallVector<Value> start(operand.getRank(),
+                                 arith::ConstantIndexOp::create(nb, l, 0));
+        for (int64_t k = 0; k < vectorLen; ++k) {
+          SmallVector<Value> at(batchIdx);
+          if (ivd < indices.getRank())
+            at.insert(at.begin() + ivd, arith::ConstantIndexOp::create(nb, l, k));
+          Value s = tensor::ExtractOp::create(nb, l, op->getOperand(1), at);
+          s = arith::IndexCastOp::create(nb, l, nb.getIndexType(), s);
+          // Starts are clamped so that the slice stays in bounds.
+          int64_t d = startMap[k];
+          Value hi = arith::ConstantIndexOp::create(
+              nb, l, operand.getDimSize(d) - (*sliceSizes)[d]);
+          Value zero = arith::ConstantIndexOp::create(nb, l, 0);
+          start[d] = arith::MinSIOp::create(
+              nb, l, arith::MaxSIOp::create(nb, l, s, zero), hi);
+        }
+        SmallVector<Value> operandIdx(start);
+        for (auto [k, d] : llvm::enumerate(walked))
+          operandIdx[d] =
+              arith::AddIOp::create(nb, l, start[d], outIdx[offsetDims[k]]);
+        Value v = tensor::ExtractOp::create(nb, l, op->getOperand(0), operandIdx);
+        linalg::YieldOp::create(nb, l, v);
+      });
+  (void)status;
+  return generic.getResult(0);
+}
+
+LogicalResult Converter::convert(Operation *op) {
+  StringRef name = op->getName().getStringRef();
+  name.consume_front("stablehlo.");
+  for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults()))
+    if (!staticTensor(v))
+      return op->emitError() << "'" << op->getName()
+                             << "': only statically shaped tensors are "
+                                "supported, got "
+                             << v.getType();
+  b.setInsertionPoint(op);
+  if (name == "reduce") {
+    FailureOr<SmallVector<Value>> results = reduce(op);
+    if (failed(results))
+      return failure();
+    op->replaceAllUsesWith(*results);
+    op->erase();
+    return success();
+  }
+  if (op->getNumResults() != 1)
+    return op->emitError() << "'" << op->getName()
+                           << "' is not supported by the StableHLO importer";
+  RankedTensorType result = staticTensor(op->getResult(0));
+  FailureOr<Value> value;
+  if (name == "constant") {
+    auto attr = op->getAttrOfType<ElementsAttr>("value");
+    if (!attr || attr.getType() != result)
+      return op->emitError("expected a 'value' of the result type");
+    value = Value(arith::ConstantOp::create(b, op->getLoc(), result,
+                                            cast<TypedAttr>(attr)));
+  } else if (name == "broadcast_in_dim") {
+    value = broadcastInDim(op, result);
+  } else if (name == "transpose") {
+    value = transpose(op, result);
+  } else if (name == "iota") {
+    value = iota(op, result);
+  } else if (name == "dot_general") {
+    value = dotGeneral(op, result);
+  } else if (name == "reshape") {
+    value = reshape(op, result);
+  } else if (name == "slice") {
+    value = slice(op, result);
+  } else if (name == "gather") {
+    value = gather(op, result);
+  } else if (name == "concatenate") {
+    FailureOr<int64_t> dim = i64Attr(op, "dimension");
+    if (failed(dim))
+      return failure();
+    if (*dim < 0 || *dim >= result.getRank())
+      return op->emitError("concatenate dimension is out of range");
+    value = Value(
+        tensor::ConcatOp::create(b, op->getLoc(), *dim, op->getOperands()));
+  } else {
+    value = elementwise(op, result);
+  }
+  if (failed(value))
+    return failure();
+  op->getResult(0).replaceAllUsesWith(*value);
+  op->erase();
+  return success();
+}
+
+/// Inlines every call of a function defined in `module` (JAX's private
+/// helpers), then erases the private functions nobody calls any more.
+LogicalResult inlineCalls(ModuleOp module) {
+  SymbolTable symbols(module);
+  for (int round = 0;; ++round) {
+    SmallVector<func::CallOp> calls;
+    module.walk([&](func::CallOp call) { calls.push_back(call); });
+    if (calls.empty())
+      break;
+    if (round == 64)
+      return calls.front().emitError("calls nest too deeply (recursion?)");
+    for (func::CallOp call : calls) {
+      auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
+      if (!callee || callee.isExternal() ||
+          !llvm::hasSingleElement(callee.getBody()))
+        return call.emitError("cannot inline a call to '")
+               << call.getCallee() << "' (no single-block body here)";
+      IRMapping map;
+      Block &body = callee.getBody().front();
+      map.map(body.getArguments(), call.getOperands());
+      OpBuilder b(call);
+      for (Operation &op : body.without_terminator())
+        b.clone(op, map);
+      for (auto [r, v] : llvm::zip(call.getResults(),
+                                   body.getTerminator()->getOperands()))
+        r.replaceAllUsesWith(map.lookupOrDefault(v));
+      call.erase();
+    }
+  }
+  for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>()))
+    if (func.isPrivate() && SymbolTable::symbolKnownUseEmpty(func, module))
+      func.erase();
+  return success();
+}
+
+struct ImportStableHLOPass
+    : flashlight::impl::ImportStableHLOBase<ImportStableHLOPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (failed(inlineCalls(module)))
+      return signalPassFailure();
+    Converter converter(&getContext());
+    SmallVector<Operation *> work;
+    // Outermost first: a reduce's region is consumed with the reduce.
+    module.walk<WalkOrder::PreOrder>([&](Operation *op) {
+      if (op->getDialect() &&
+          op->getDialect()->getNamespace() == "stablehlo") {
+        work.push_back(op);
+        return WalkResult::skip();
+      }
+      return WalkResult::advance();
+    });
+    for (Operation *op : work)
+      if (failed(converter.convert(op)))
+        return signalPassFailure();
+  }
+};
+
+} // namespace
