@@ -6,7 +6,8 @@ StableHLO export: the input of Flashlight's JAX importer.
 example inputs `inputs` (a list of (shape, dtype) with dtype one of "bf16",
 "f16", "f32", "i32", "bool") and a one-line `description`. Every function is
 dtype-generic: `scripts/jax_check.py` also evaluates it on f32 copies of the
-inputs as the reference.
+inputs as the reference, and draws its random inputs by parameter name
+(`slopes` in (0, 1)) and dtype (i32 document ids, bool masks).
 
 Layouts: BHND is [batch, heads, seq, dim]; BNHD is [batch, seq, heads, dim],
 the layout of `jax.nn.dot_product_attention`. Unless a description says
@@ -15,9 +16,10 @@ otherwise: batch 2, 4 query heads, sequence 128, head dim 64, bf16.
     python3 scripts/jax_fixtures.py OUTDIR [--generic]
 
 writes OUTDIR/<name>.stablehlo.mlir (`jax.jit(fn).lower(*args).as_text()`,
-lowered for CUDA), with --generic also OUTDIR/<name>.generic.mlir (the generic
-op form), and OUTDIR/index.json ({name: {"inputs": [{"name", "shape", "dtype"}...],
-"description"}}). Runs on a CPU-only JAX install.
+lowered for CUDA), with --generic also OUTDIR/<name>.generic.mlir (the
+generic op form), and OUTDIR/index.json
+({name: {"inputs": [{"name", "shape", "dtype"}, ...], "description"}}).
+Runs on a CPU-only JAX install.
 """
 
 import argparse
@@ -82,6 +84,7 @@ BNHD = (B, N, H, D)
 
 
 def qkv(shape=BHND, dtype="bf16", kv_shape=None):
+    """Input specs of q, k, v; k and v take kv_shape when given."""
     kv_shape = kv_shape or shape
     return [(shape, dtype), (kv_shape, dtype), (kv_shape, dtype)]
 
@@ -111,7 +114,7 @@ def vanilla_bnhd(q, k, v):
     return jnp.einsum("bhqk,bkhd->bqhd", p, v)
 
 
-# --- Masks ----------------------------------------------------------------------
+# --- Masks -------------------------------------------------------------------
 
 
 @program(qkv((B, H, 200, D)), "BHND, N=200, jnp.tril mask")
@@ -163,7 +166,7 @@ def document_mask(q, k, v, doc_ids):
     return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, axis=-1), v)
 
 
-# --- Score modifications ------------------------------------------------------
+# --- Score modifications -----------------------------------------------------
 
 
 @program(qkv() + [((H,), "f32")], "BHND, ALiBi: -slope[h] * (q - kv), slopes an input; causal")
@@ -203,7 +206,7 @@ def t5_bias(q, k, v, table):
     return pv_bhnd(jax.nn.softmax(s, axis=-1).astype(v.dtype), v)
 
 
-# --- Grouped-query attention ----------------------------------------------------
+# --- Grouped-query attention -------------------------------------------------
 
 
 @program(qkv(kv_shape=(B, 2, N, D)), "BHND, 4 query heads over 2 KV heads, jnp.repeat")
@@ -227,7 +230,7 @@ def gqa_reshape(q, k, v):
     return o.reshape(b, h, n, d)
 
 
-# --- Softmax written out ----------------------------------------------------------
+# --- Softmax written out -----------------------------------------------------
 
 
 @program(qkv(dtype="f32"), "BHND, f32, softmax written out with max, exp, sum")
@@ -246,7 +249,7 @@ def normalize_after_pv(q, k, v):
     return pv_bhnd(e, v) / e.sum(axis=-1)[..., None]
 
 
-# --- Other normalizers and epilogues ----------------------------------------------
+# --- Other normalizers and epilogues -----------------------------------------
 
 
 @program(qkv(), "BHND, sigmoid attention: sigmoid(s - log N) @ v")
@@ -287,7 +290,7 @@ def differential(q1, k1, q2, k2, v):
     return pv_bhnd(p1 - lam * p2, v)
 
 
-# --- jax.nn.dot_product_attention (BNHD) ------------------------------------------
+# --- jax.nn.dot_product_attention (BNHD) -------------------------------------
 
 
 @program(qkv(BNHD), "BNHD, jax.nn.dot_product_attention")
@@ -324,7 +327,7 @@ def dpa_f16_d128(q, k, v):
     return jax.nn.dot_product_attention(q, k, v, implementation="xla")
 
 
-# --- Export ---------------------------------------------------------------------------
+# --- Export ------------------------------------------------------------------
 
 
 def header():

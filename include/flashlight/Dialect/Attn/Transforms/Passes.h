@@ -3,6 +3,8 @@
 #ifndef FLASHLIGHT_DIALECT_ATTN_TRANSFORMS_PASSES_H
 #define FLASHLIGHT_DIALECT_ATTN_TRANSFORMS_PASSES_H
 
+#include "flashlight/Dialect/Attn/IR/AttnDialect.h"
+
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"

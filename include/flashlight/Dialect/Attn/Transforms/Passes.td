@@ -75,6 +75,50 @@ def AttnTile : Pass<"attn-tile"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def AttnRaise : Pass<"attn-raise", "::mlir::func::FuncOp"> {
+  let summary = "Find attention in linalg/tensor programs and rewrite it "
+                "into attn.attention";
+  let description = [{
+    Works on the common input IR of the importers (linalg, tensor, arith and
+    math on tensors). For each value the function returns, it builds the
+    *element expression* of one output element: a scalar expression of
+    symbolic indices in which layout operations (transposes, broadcasts,
+    reshapes, slices, concatenations) are only index arithmetic, elementwise
+    `linalg.generic`s contribute their bodies, and reductions bind a fresh
+    index variable. Attention is then recognized algebraically, whatever
+    spelling produced it:
+
+    * `out = epilogue(sum_j P_r[j] * V[.., j, ..])` for one or more branches
+      `r` sharing V (differential attention combines two);
+    * `P = E / sum_j' E'` with `E = exp(S - m)` for any `m` that does not
+      depend on `j` (so with or without the max subtraction), also written
+      as `(sum_j E * V) / sum_j E`; or `P = 1 / (1 + exp(-S))` (sigmoid);
+    * `S` contains one contraction `sum_c Q[.., c] * K[.., j, c]` (scale
+      factors inside it go to `scale`); the rest of `S` is the score region,
+      except that `select(keep, x, -inf)` (or a very negative constant) and
+      `x + select(keep, 0, -inf)` at its top become the mask region;
+    * index roles follow from the leaves: `j` and `c` are the reduction
+      variables, `i` indexes Q but not K, `d` indexes V and the output; the
+      batch-like variables shared by Q and K are `b` and `h` (in Q's dim
+      order); K indexed by `h floordiv G` is GQA with `Hkv = Hq / G`;
+    * dense integer constants equal to an iota become index expressions
+      (JAX constant-folds `arange`).
+
+    Q, K, V and the output get layout copies (`linalg.generic`) between the
+    user's layout and `[B, H, M|N, D]`; other tensors read by the score,
+    mask or epilogue become captures. A value that is not attention is left
+    as it is; with `explain`, a remark says which step failed and why.
+  }];
+  let options = [
+    Option<"explain", "explain", "bool", /*default=*/"false",
+           "Emit a remark per returned value: raised, or why not">,
+  ];
+  let dependentDialects = ["::flashlight::attn::AttnDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def AttnSpecialize : Pass<"attn-specialize", "::mlir::func::FuncOp"> {
   let summary = "Re-shape an attention program's function to new sizes";
   let description = [{

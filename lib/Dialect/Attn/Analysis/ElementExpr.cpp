@@ -1,0 +1,466 @@
+//===- ElementExpr.cpp - Tensor programs as per-element expressions -------===//
+
+#include "flashlight/Dialect/Attn/Analysis/ElementExpr.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "llvm/ADT/DenseSet.h"
+
+using namespace mlir;
+using namespace flashlight::attn;
+
+StringRef ENode::combinerName() const {
+  return op ? op->getName().getStringRef() : StringRef();
+}
+
+AffineExpr ElementGraph::newVar(int64_t extent) {
+  if (extent == 1)
+    return getAffineConstantExpr(0, ctx);
+  extents.push_back(extent);
+  return getAffineDimExpr(extents.size() - 1, ctx);
+}
+
+ENode *ElementGraph::make(ENode::Kind kind, Type type) {
+  nodes.push_back(std::make_unique<ENode>());
+  ENode *n = nodes.back().get();
+  n->kind = kind;
+  n->type = type;
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// Index simplification with variable extents
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// `e` as sum(coef[var] * var) + constant, if it is linear.
+bool decompose(AffineExpr e, DenseMap<unsigned, int64_t> &coef,
+               int64_t &constant, int64_t scale = 1) {
+  if (auto c = dyn_cast<AffineConstantExpr>(e)) {
+    constant += scale * c.getValue();
+    return true;
+  }
+  if (auto d = dyn_cast<AffineDimExpr>(e)) {
+    coef[d.getPosition()] += scale;
+    return true;
+  }
+  auto bin = dyn_cast<AffineBinaryOpExpr>(e);
+  if (!bin)
+    return false;
+  if (bin.getKind() == AffineExprKind::Add)
+    return decompose(bin.getLHS(), coef, constant, scale) &&
+           decompose(bin.getRHS(), coef, constant, scale);
+  if (bin.getKind() == AffineExprKind::Mul)
+    if (auto c = dyn_cast<AffineConstantExpr>(bin.getRHS()))
+      return decompose(bin.getLHS(), coef, constant, scale * c.getValue());
+  return false;
+}
+} // namespace
+
+AffineExpr ElementGraph::simplify(AffineExpr e) const {
+  auto bin = dyn_cast<AffineBinaryOpExpr>(e);
+  if (!bin)
+    return e;
+  AffineExpr lhs = simplify(bin.getLHS()), rhs = simplify(bin.getRHS());
+  switch (bin.getKind()) {
+  case AffineExprKind::Add:
+    return lhs + rhs;
+  case AffineExprKind::Mul:
+    return lhs * rhs;
+  case AffineExprKind::CeilDiv:
+    return lhs.ceilDiv(rhs);
+  default:
+    break;
+  }
+  auto divisor = dyn_cast<AffineConstantExpr>(rhs);
+  DenseMap<unsigned, int64_t> coef;
+  int64_t constant = 0;
+  bool isDiv = bin.getKind() == AffineExprKind::FloorDiv;
+  if (!divisor || divisor.getValue() <= 0 || !decompose(lhs, coef, constant))
+    return isDiv ? lhs.floorDiv(rhs) : lhs % rhs;
+  // Split into multiples of the divisor and a remainder part; if the
+  // remainder part provably lies in [0, c), the division is exact.
+  int64_t c = divisor.getValue();
+  AffineExpr quotient = getAffineConstantExpr(constant / c, ctx);
+  AffineExpr rest = getAffineConstantExpr(constant % c, ctx);
+  int64_t lo = constant % c, hi = constant % c;
+  if (constant % c != 0 && constant < 0)
+    return isDiv ? lhs.floorDiv(rhs) : lhs % rhs;
+  for (auto [var, k] : coef) {
+    AffineExpr v = getAffineDimExpr(var, ctx);
+    if (k % c == 0) {
+      quotient = quotient + v * (k / c);
+      continue;
+    }
+    rest = rest + v * k;
+    int64_t span = k * (extents[var] - 1);
+    lo += std::min<int64_t>(0, span);
+    hi += std::max<int64_t>(0, span);
+  }
+  if (lo < 0 || hi >= c)
+    return isDiv ? lhs.floorDiv(rhs) : lhs % rhs;
+  return isDiv ? quotient : rest;
+}
+
+//===----------------------------------------------------------------------===//
+// Evaluation
+//===----------------------------------------------------------------------===//
+
+ENode *ElementGraph::scalarOutside(Value v) {
+  if (auto c = v.getDefiningOp<arith::ConstantOp>()) {
+    ENode *n = make(ENode::Kind::Const, v.getType());
+    n->value = c.getValue();
+    return n;
+  }
+  if (auto extract = v.getDefiningOp<tensor::ExtractOp>()) {
+    SmallVector<AffineExpr> idx;
+    for (Value i : extract.getIndices()) {
+      auto c = i.getDefiningOp<arith::ConstantIndexOp>();
+      if (!c) {
+        lastError = "a scalar is extracted at a computed index";
+        return nullptr;
+      }
+      idx.push_back(getAffineConstantExpr(c.value(), ctx));
+    }
+    return element(extract.getTensor(), idx);
+  }
+  lastError = "a scalar comes from outside the tensor program";
+  return nullptr;
+}
+
+ENode *ElementGraph::evalBody(Operation *op, ArrayRef<AffineExpr> loops,
+                              Value v, DenseMap<Value, ENode *> &scalars) {
+  if (ENode *known = scalars.lookup(v))
+    return known;
+  auto generic = cast<linalg::GenericOp>(op);
+  Block *body = generic.getBody();
+  auto applyMap = [&](AffineMap map) {
+    SmallVector<AffineExpr> idx;
+    for (AffineExpr e : map.getResults())
+      idx.push_back(simplify(e.replaceDims(loops)));
+    return idx;
+  };
+  ENode *result = nullptr;
+  if (auto arg = dyn_cast<BlockArgument>(v); arg && arg.getOwner() == body) {
+    OpOperand *operand = generic.getMatchingOpOperand(arg);
+    if (!isa<RankedTensorType>(operand->get().getType()))
+      return scalarOutside(operand->get());
+    result = element(operand->get(),
+                     applyMap(generic.getMatchingIndexingMap(operand)));
+  } else if (v.getParentBlock() != body) {
+    result = scalarOutside(v);
+  } else {
+    Operation *def = v.getDefiningOp();
+    if (auto index = dyn_cast<linalg::IndexOp>(def)) {
+      result = make(ENode::Kind::Index, v.getType());
+      result->index = loops[index.getDim()];
+    } else if (auto c = dyn_cast<arith::ConstantOp>(def)) {
+      result = make(ENode::Kind::Const, v.getType());
+      result->value = c.getValue();
+    } else if (auto extract = dyn_cast<tensor::ExtractOp>(def)) {
+      if (extract.getTensor().getParentBlock() == body) {
+        lastError = "a tensor is built inside a linalg body";
+        return nullptr;
+      }
+      result = make(ENode::Kind::Extract, v.getType());
+      result->tensor = extract.getTensor();
+      for (Value i : extract.getIndices()) {
+        ENode *n = evalBody(op, loops, i, scalars);
+        if (!n)
+          return nullptr;
+        result->operands.push_back(n);
+      }
+    } else if (def->getNumResults() == 1 && def->getNumRegions() == 0) {
+      result = make(ENode::Kind::Op, v.getType());
+      result->op = def;
+      for (Value operand : def->getOperands()) {
+        ENode *n = evalBody(op, loops, operand, scalars);
+        if (!n)
+          return nullptr;
+        result->operands.push_back(n);
+      }
+    } else {
+      lastError = ("'" + def->getName().getStringRef() +
+                   "' in a linalg body is not understood")
+                      .str();
+      return nullptr;
+    }
+  }
+  if (result)
+    scalars[v] = result;
+  return result;
+}
+
+ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
+  std::pair<const void *, std::vector<const void *>> key;
+  key.first = tensor.getAsOpaquePointer();
+  for (AffineExpr e : indices)
+    key.second.push_back(e.getAsOpaquePointer());
+  if (auto it = memo.find(key); it != memo.end())
+    return it->second;
+
+  auto type = cast<RankedTensorType>(tensor.getType());
+  Type elt = type.getElementType();
+  auto leaf = [&] {
+    ENode *n = make(ENode::Kind::Leaf, elt);
+    n->tensor = tensor;
+    n->indices.assign(indices.begin(), indices.end());
+    return n;
+  };
+  ENode *result = nullptr;
+  Operation *def = tensor.getDefiningOp();
+  if (!def) {
+    result = leaf();
+  } else if (auto c = dyn_cast<arith::ConstantOp>(def)) {
+    auto dense = dyn_cast<DenseElementsAttr>(c.getValue());
+    if (dense && dense.isSplat()) {
+      result = make(ENode::Kind::Const, elt);
+      result->value = dense.getSplatValue<Attribute>();
+    } else {
+      result = leaf();
+    }
+  } else if (auto fill = dyn_cast<linalg::FillOp>(def)) {
+    result = scalarOutside(fill.getInputs()[0]);
+  } else if (auto castOp = dyn_cast<tensor::CastOp>(def)) {
+    result = element(castOp.getSource(), indices);
+  } else if (auto expand = dyn_cast<tensor::ExpandShapeOp>(def)) {
+    SmallVector<AffineExpr> src;
+    for (ReassociationIndices group : expand.getReassociationIndices()) {
+      AffineExpr linear = getAffineConstantExpr(0, ctx);
+      for (int64_t r : group)
+        linear = linear * type.getDimSize(r) + indices[r];
+      src.push_back(simplify(linear));
+    }
+    result = element(expand.getSrc(), src);
+  } else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
+    auto srcType = collapse.getSrcType();
+    SmallVector<AffineExpr> src(srcType.getRank());
+    for (auto [g, group] :
+         llvm::enumerate(collapse.getReassociationIndices())) {
+      int64_t stride = 1;
+      for (int64_t s : llvm::reverse(group)) {
+        src[s] = simplify(indices[g].floorDiv(stride) % srcType.getDimSize(s));
+        stride *= srcType.getDimSize(s);
+      }
+    }
+    result = element(collapse.getSrc(), src);
+  } else if (auto slice = dyn_cast<tensor::ExtractSliceOp>(def)) {
+    if (ShapedType::isDynamicShape(slice.getStaticStrides()) ||
+        ShapedType::isDynamicShape(slice.getStaticOffsets())) {
+      lastError = "a slice has dynamic offsets or strides";
+      return nullptr;
+    }
+    llvm::SmallBitVector dropped = slice.getDroppedDims();
+    SmallVector<AffineExpr> src;
+    unsigned next = 0;
+    for (unsigned d = 0; d < slice.getSourceType().getRank(); ++d) {
+      int64_t offset = slice.getStaticOffsets()[d];
+      if (dropped.test(d)) {
+        src.push_back(getAffineConstantExpr(offset, ctx));
+        continue;
+      }
+      src.push_back(
+          simplify(indices[next++] * slice.getStaticStrides()[d] + offset));
+    }
+    result = element(slice.getSource(), src);
+  } else if (auto concat = dyn_cast<tensor::ConcatOp>(def)) {
+    int64_t dim = concat.getDim();
+    int64_t offset = 0;
+    auto constIdx = dyn_cast<AffineConstantExpr>(indices[dim]);
+    result = make(ENode::Kind::Concat, elt);
+    result->index = indices[dim];
+    for (Value piece : concat.getInputs()) {
+      int64_t size = cast<RankedTensorType>(piece.getType()).getDimSize(dim);
+      SmallVector<AffineExpr> at(indices);
+      at[dim] = simplify(indices[dim] - offset);
+      if (constIdx && constIdx.getValue() >= offset &&
+          constIdx.getValue() < offset + size) {
+        result = element(piece, at);
+        break;
+      }
+      ENode *n = element(piece, at);
+      if (!n)
+        return nullptr;
+      result->offsets.push_back(offset);
+      result->operands.push_back(n);
+      offset += size;
+    }
+    if (result && result->kind == ENode::Kind::Concat)
+      result->offsets.push_back(offset);
+  } else if (auto generic = dyn_cast<linalg::GenericOp>(def)) {
+    unsigned r = cast<OpResult>(tensor).getResultNumber();
+    OpOperand *init = generic.getDpsInitOperand(r);
+    AffineMap outMap = generic.getMatchingIndexingMap(init);
+    SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+    SmallVector<AffineExpr> loops(generic.getNumLoops());
+    for (auto [p, e] : llvm::enumerate(outMap.getResults())) {
+      auto dim = dyn_cast<AffineDimExpr>(e);
+      if (!dim) {
+        lastError = "an output indexing map is not a projected permutation";
+        return nullptr;
+      }
+      loops[dim.getPosition()] = indices[p];
+    }
+    SmallVector<AffineExpr> reductionVars;
+    for (auto [l, e] : llvm::enumerate(loops))
+      if (!e) {
+        if (ShapedType::isDynamic(ranges[l])) {
+          lastError = "a reduction has a dynamic extent";
+          return nullptr;
+        }
+        e = newVar(ranges[l]);
+        reductionVars.push_back(e);
+      }
+    DenseMap<Value, ENode *> scalars;
+    Value yielded = generic.getBody()->getTerminator()->getOperand(r);
+    BlockArgument acc = generic.getRegionOutputArgs()[r];
+    if (reductionVars.empty()) {
+      result = evalBody(generic, loops, yielded, scalars);
+    } else {
+      // yielded = combine(acc, x): a Reduce of x over the new variables.
+      Operation *combine = yielded.getDefiningOp();
+      if (!combine || combine->getNumOperands() != 2 ||
+          combine->getBlock() != generic.getBody() ||
+          !llvm::is_contained(combine->getOperands(), Value(acc)) ||
+          !acc.hasOneUse()) {
+        lastError = "a reduction is not of the form combine(acc, x)";
+        return nullptr;
+      }
+      Value x = combine->getOperand(0) == acc ? combine->getOperand(1)
+                                              : combine->getOperand(0);
+      ENode *body = evalBody(generic, loops, x, scalars);
+      ENode *initNode = element(init->get(), indices);
+      if (!body || !initNode)
+        return nullptr;
+      // Reduce innermost-last, each over one variable; a variable of
+      // extent 1 was folded to 0 and needs no Reduce.
+      SmallVector<unsigned> vars;
+      for (AffineExpr e : reductionVars)
+        if (auto d = dyn_cast<AffineDimExpr>(e))
+          vars.push_back(d.getPosition());
+      if (vars.size() > 1) {
+        lastError = "a reduction over several dimensions";
+        return nullptr;
+      }
+      if (vars.empty()) {
+        result = make(ENode::Kind::Op, elt);
+        result->op = combine;
+        result->operands = combine->getOperand(0) == acc
+                               ? SmallVector<ENode *>{initNode, body}
+                               : SmallVector<ENode *>{body, initNode};
+      } else {
+        result = make(ENode::Kind::Reduce, elt);
+        result->op = combine;
+        result->var = vars.front();
+        result->operands = {body, initNode};
+      }
+    }
+  } else if (isa<tensor::EmptyOp>(def)) {
+    lastError = "an uninitialized tensor is read";
+    return nullptr;
+  } else {
+    result = leaf();
+  }
+  if (result)
+    memo[key] = result;
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Queries
+//===----------------------------------------------------------------------===//
+
+bool ElementGraph::dependsOn(ENode *node, unsigned var) {
+  auto key = std::make_pair(node, var);
+  if (auto it = dependsMemo.find(key); it != dependsMemo.end())
+    return it->second;
+  bool result = false;
+  switch (node->kind) {
+  case ENode::Kind::Leaf:
+    result = llvm::any_of(node->indices,
+                          [&](AffineExpr e) { return e.isFunctionOfDim(var); });
+    break;
+  case ENode::Kind::Index:
+    result = node->index.isFunctionOfDim(var);
+    break;
+  case ENode::Kind::Concat:
+    result = node->index.isFunctionOfDim(var);
+    [[fallthrough]];
+  default:
+    for (ENode *n : node->operands)
+      result = result || dependsOn(n, var);
+  }
+  dependsMemo[key] = result;
+  return result;
+}
+
+bool ElementGraph::contains(ENode *node, ENode *needle) {
+  llvm::DenseSet<ENode *> seen;
+  SmallVector<ENode *> stack = {node};
+  while (!stack.empty()) {
+    ENode *n = stack.pop_back_val();
+    if (n == needle)
+      return true;
+    if (seen.insert(n).second)
+      stack.append(n->operands.begin(), n->operands.end());
+  }
+  return false;
+}
+
+bool ElementGraph::equivalent(ENode *a, ENode *b, unsigned va, unsigned vb) {
+  DenseMap<unsigned, unsigned> vars;
+  vars[va] = vb;
+  return equivalentImpl(a, b, vars);
+}
+
+bool ElementGraph::equivalentImpl(ENode *a, ENode *b,
+                                  DenseMap<unsigned, unsigned> &vars) {
+  if (a->kind != b->kind || a->type != b->type ||
+      a->operands.size() != b->operands.size())
+    return false;
+  auto rename = [&](AffineExpr e) {
+    SmallVector<AffineExpr> dims;
+    for (unsigned v = 0; v < extents.size(); ++v)
+      dims.push_back(getAffineDimExpr(vars.count(v) ? vars[v] : v, ctx));
+    return e.replaceDims(dims);
+  };
+  switch (a->kind) {
+  case ENode::Kind::Leaf:
+    if (a->tensor != b->tensor)
+      return false;
+    for (auto [x, y] : llvm::zip(a->indices, b->indices))
+      if (rename(x) != y)
+        return false;
+    return true;
+  case ENode::Kind::Const:
+    return a->value == b->value;
+  case ENode::Kind::Index:
+    return rename(a->index) == b->index;
+  case ENode::Kind::Op:
+    if (a->op->getName() != b->op->getName() ||
+        a->op->getAttrDictionary() != b->op->getAttrDictionary())
+      return false;
+    break;
+  case ENode::Kind::Extract:
+    if (a->tensor != b->tensor)
+      return false;
+    break;
+  case ENode::Kind::Concat:
+    if (a->offsets != b->offsets || rename(a->index) != b->index)
+      return false;
+    break;
+  case ENode::Kind::Reduce:
+    if (a->combinerName() != b->combinerName() ||
+        extents[a->var] != extents[b->var])
+      return false;
+    vars[a->var] = b->var;
+    break;
+  }
+  for (auto [x, y] : llvm::zip(a->operands, b->operands))
+    if (!equivalentImpl(x, y, vars))
+      return false;
+  return true;
+}

@@ -1,0 +1,856 @@
+//===- Raise.cpp - Find attention in tensor programs ----------------------===//
+//
+// Recognizes attention on element expressions (ElementExpr.h): what one
+// output element is, as a formula of symbolic indices. The formula does not
+// depend on how the program spelled its layouts, so one matcher covers
+// einsum and matmul, BHND and BNHD, transposed or reshaped GQA, softmax
+// written by hand or by a library.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashlight/Dialect/Attn/Analysis/ElementExpr.h"
+#include "flashlight/Dialect/Attn/IR/AttnOps.h"
+#include "flashlight/Dialect/Attn/Transforms/Passes.h"
+
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/SetVector.h"
+
+#include <cmath>
+
+namespace flashlight::attn {
+#define GEN_PASS_DEF_ATTNRAISE
+#include "flashlight/Dialect/Attn/Transforms/Passes.h.inc"
+} // namespace flashlight::attn
+
+using namespace mlir;
+using namespace flashlight::attn;
+using Kind = ENode::Kind;
+
+namespace {
+
+/// A failed match: which step, and why.
+struct Reason {
+  std::string text;
+};
+
+bool isOp(ENode *n, StringRef name) {
+  return n->kind == Kind::Op && n->op->getName().getStringRef() == name;
+}
+
+bool isCast(ENode *n) {
+  return isOp(n, "arith.extf") || isOp(n, "arith.truncf");
+}
+
+/// `n` without the float casts on top of it.
+ENode *peel(ENode *n) {
+  while (isCast(n))
+    n = n->operands[0];
+  return n;
+}
+
+std::optional<double> constValue(ENode *n) {
+  n = peel(n);
+  if (n->kind != Kind::Const)
+    return std::nullopt;
+  if (auto f = dyn_cast<FloatAttr>(n->value))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast<IntegerAttr>(n->value))
+    return (double)i.getInt();
+  return std::nullopt;
+}
+
+bool isConst(ENode *n, double v) {
+  std::optional<double> c = constValue(n);
+  return c && *c == v;
+}
+
+/// A constant that masks like -inf: exp of it is 0 next to any real score.
+bool isMaskingConst(ENode *n) {
+  std::optional<double> c = constValue(n);
+  return c && (*c <= -1e30 || (std::isinf(*c) && *c < 0) ||
+               (peel(n)->type.isF16() && *c <= -6e4));
+}
+
+bool isReduce(ENode *n, StringRef combiner) {
+  return n->kind == Kind::Reduce && n->combinerName() == combiner;
+}
+
+/// One logit branch: `sum_j P[j] * V[j]` with P normalized from S.
+struct Branch {
+  ENode *output = nullptr; // the node the epilogue sees as o_r
+  ENode *weights = nullptr;
+  ENode *v = nullptr;
+  unsigned j = 0;
+  Normalizer normalizer = Normalizer::softmax;
+  ENode *logits = nullptr; // S, the score expression (with the mask)
+  ENode *qk = nullptr;
+  unsigned c = 0;
+  ENode *q = nullptr, *k = nullptr;
+  double scale = 1.0;
+  ENode *score = nullptr;        // S without the mask
+  SmallVector<ENode *> keep;     // mask conjuncts
+  SmallVector<ENode *> drop;     // conjuncts that mask when true
+};
+
+class Raiser {
+public:
+  Raiser(func::FuncOp func) : func(func), graph(func.getContext()) {}
+
+  /// Raises the attention computing `root`, or says why it is not one.
+  FailureOr<Value> raise(Value root, Reason &why);
+
+private:
+  LogicalResult fail(Reason &why, const Twine &text) {
+    why.text = text.str();
+    return failure();
+  }
+  LogicalResult findBranches(ENode *root, SmallVectorImpl<Branch> &branches,
+                             Reason &why);
+  LogicalResult matchPV(ENode *sum, Branch &br, Reason &why);
+  LogicalResult matchWeights(Branch &br, Reason &why);
+  LogicalResult matchContraction(Branch &br, Reason &why);
+  void splitMask(Branch &br);
+
+  func::FuncOp func;
+  ElementGraph graph;
+};
+
+//===----------------------------------------------------------------------===//
+// Matching
+//===----------------------------------------------------------------------===//
+
+/// The P and V of `sum_j P * V` (casts aside).
+LogicalResult Raiser::matchPV(ENode *sum, Branch &br, Reason &why) {
+  if (!isReduce(sum, "arith.addf") || !isConst(sum->operands[1], 0.0))
+    return fail(why, "not a sum from zero");
+  ENode *body = peel(sum->operands[0]);
+  if (!isOp(body, "arith.mulf"))
+    return fail(why, "the PV sum is not over a product");
+  br.j = sum->var;
+  for (int side : {0, 1}) {
+    ENode *v = peel(body->operands[side]);
+    if (v->kind == Kind::Leaf && graph.dependsOn(v, br.j)) {
+      br.v = v;
+      br.weights = body->operands[1 - side];
+      br.output = sum;
+      return success();
+    }
+  }
+  return fail(why, "no factor of the PV sum reads a tensor along the key "
+                   "index");
+}
+
+/// Outputs of the branches, outermost reductions of `root` (or their
+/// quotient by a matching sum, for `(sum E*V) / sum E`).
+LogicalResult Raiser::findBranches(ENode *root,
+                                   SmallVectorImpl<Branch> &branches,
+                                   Reason &why) {
+  llvm::DenseSet<ENode *> seen;
+  SmallVector<ENode *> stack = {root};
+  Reason last{"no sum over keys of (weights x values) found"};
+  while (!stack.empty()) {
+    ENode *n = stack.pop_back_val();
+    if (!seen.insert(n).second)
+      continue;
+    if (isOp(n, "arith.divf") && isReduce(n->operands[0], "arith.addf") &&
+        isReduce(n->operands[1], "arith.addf")) {
+      // (sum_j E[j] V[j]) / (sum_j' E[j']): softmax normalized after PV.
+      Branch br;
+      Reason r;
+      ENode *den = n->operands[1];
+      if (succeeded(matchPV(n->operands[0], br, r)) &&
+          graph.equivalent(peel(den->operands[0]), peel(br.weights), den->var,
+                           br.j) &&
+          isConst(den->operands[1], 0.0)) {
+        br.output = n;
+        br.logits = br.weights; // E; matchWeights finds S in it
+        br.weights = nullptr;
+        branches.push_back(br);
+        continue;
+      }
+    }
+    if (n->kind == Kind::Reduce) {
+      Branch br;
+      if (succeeded(matchPV(n, br, last)))
+        branches.push_back(br);
+      continue;
+    }
+    stack.append(n->operands.begin(), n->operands.end());
+  }
+  if (branches.empty())
+    return fail(why, last.text);
+  return success();
+}
+
+/// S from P: softmax (`E / sum E`, `E = exp(S - m)` or `exp(S)`) or
+/// sigmoid (`1 / (1 + exp(-S))`).
+LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
+  ENode *e = nullptr;
+  if (br.logits) {
+    e = br.logits; // normalized after PV: E is known
+  } else {
+    ENode *p = peel(br.weights);
+    if (isOp(p, "arith.divf") && isConst(p->operands[0], 1.0)) {
+      ENode *den = peel(p->operands[1]);
+      if (isOp(den, "arith.addf")) {
+        for (int side : {0, 1}) {
+          ENode *ex = peel(den->operands[side]);
+          if (isConst(den->operands[1 - side], 1.0) &&
+              isOp(ex, "math.exp") && isOp(peel(ex->operands[0]), "arith.negf")) {
+            br.normalizer = Normalizer::sigmoid;
+            br.logits = peel(ex->operands[0])->operands[0];
+            return success();
+          }
+        }
+      }
+    }
+    if (!isOp(p, "arith.divf"))
+      return fail(why, "the PV weights are neither a softmax (E / sum E) nor "
+                       "a sigmoid");
+    ENode *den = peel(p->operands[1]);
+    if (!isReduce(den, "arith.addf") || !isConst(den->operands[1], 0.0) ||
+        graph.dependsOn(den, br.j))
+      return fail(why, "the softmax denominator is not a sum over the keys");
+    if (!graph.equivalent(peel(den->operands[0]), peel(p->operands[0]),
+                          den->var, br.j))
+      return fail(why, "the softmax denominator sums something other than "
+                       "its numerator");
+    e = p->operands[0];
+  }
+  e = peel(e);
+  if (!isOp(e, "math.exp"))
+    return fail(why, "the softmax numerator is not an exponential");
+  ENode *x = peel(e->operands[0]);
+  // exp(S - m) = exp(S) * exp(-m): any m constant along j cancels.
+  if (isOp(x, "arith.subf") && !graph.dependsOn(x->operands[1], br.j))
+    x = x->operands[0];
+  br.normalizer = Normalizer::softmax;
+  br.logits = x;
+  return success();
+}
+
+/// The contraction `sum_c Q * K` inside S; constant factors go to scale.
+LogicalResult Raiser::matchContraction(Branch &br, Reason &why) {
+  llvm::DenseSet<ENode *> seen;
+  SmallVector<ENode *> stack = {br.logits};
+  SmallVector<ENode *> found;
+  while (!stack.empty()) {
+    ENode *n = stack.pop_back_val();
+    if (!seen.insert(n).second)
+      continue;
+    if (isReduce(n, "arith.addf") && graph.dependsOn(n, br.j)) {
+      found.push_back(n);
+      continue;
+    }
+    stack.append(n->operands.begin(), n->operands.end());
+  }
+  if (found.size() != 1)
+    return fail(why, "the logits hold " + Twine(found.size()) +
+                         " contractions along the keys (expected 1)");
+  ENode *qk = found.front();
+  if (!isConst(qk->operands[1], 0.0))
+    return fail(why, "the Q.K contraction does not start from zero");
+  // Flatten the product: leaves and constant factors.
+  SmallVector<ENode *> leaves;
+  double scale = 1.0;
+  SmallVector<ENode *> work = {qk->operands[0]};
+  while (!work.empty()) {
+    ENode *f = peel(work.pop_back_val());
+    if (isOp(f, "arith.mulf")) {
+      work.append(f->operands.begin(), f->operands.end());
+    } else if (std::optional<double> c = constValue(f)) {
+      scale *= *c;
+    } else if (f->kind == Kind::Leaf) {
+      leaves.push_back(f);
+    } else {
+      return fail(why, "the Q.K contraction multiplies something that is "
+                       "not a tensor element or a constant");
+    }
+  }
+  if (leaves.size() != 2)
+    return fail(why, "the Q.K contraction has " + Twine(leaves.size()) +
+                         " tensor factors (expected 2)");
+  if (graph.dependsOn(leaves[0], br.j))
+    std::swap(leaves[0], leaves[1]);
+  if (graph.dependsOn(leaves[0], br.j) || !graph.dependsOn(leaves[1], br.j))
+    return fail(why, "exactly one factor of the Q.K contraction must read "
+                     "along the keys");
+  br.qk = qk;
+  br.c = qk->var;
+  br.q = leaves[0];
+  br.k = leaves[1];
+  br.scale = scale;
+  return success();
+}
+
+/// Moves `select(keep, x, -inf)` / `x + select(keep, 0, -inf)` at the top
+/// of S into mask conjuncts.
+void Raiser::splitMask(Branch &br) {
+  ENode *s = br.logits;
+  while (true) {
+    ENode *p = peel(s);
+    if (isOp(p, "arith.select") && !graph.contains(p->operands[0], br.qk)) {
+      if (isMaskingConst(p->operands[2])) {
+        br.keep.push_back(p->operands[0]);
+        s = p->operands[1];
+        continue;
+      }
+      if (isMaskingConst(p->operands[1])) {
+        br.drop.push_back(p->operands[0]);
+        s = p->operands[2];
+        continue;
+      }
+    }
+    if (isOp(p, "arith.addf")) {
+      bool done = false;
+      for (int side : {0, 1}) {
+        ENode *m = peel(p->operands[side]);
+        if (isOp(m, "arith.select") && !graph.contains(m, br.qk) &&
+            isConst(m->operands[1], 0.0) && isMaskingConst(m->operands[2])) {
+          br.keep.push_back(m->operands[0]);
+          s = p->operands[1 - side];
+          done = true;
+          break;
+        }
+      }
+      if (done)
+        continue;
+    }
+    break;
+  }
+  br.score = s;
+}
+
+//===----------------------------------------------------------------------===//
+// Building attn.attention
+//===----------------------------------------------------------------------===//
+
+/// Index roles, as graph variables (or -1 when the dim has extent 1).
+struct Roles {
+  int b = -1, h = -1, i = -1, d = -1;
+  int64_t B = 1, Hq = 1, Hkv = 1, M = 1, Dv = 1;
+};
+
+SmallVector<unsigned> varsOf(ArrayRef<AffineExpr> exprs, unsigned numVars) {
+  SmallVector<unsigned> vars;
+  for (AffineExpr e : exprs)
+    for (unsigned v = 0; v < numVars; ++v)
+      if (e.isFunctionOfDim(v) && !llvm::is_contained(vars, v))
+        vars.push_back(v);
+  return vars;
+}
+
+/// Emits scalar IR for element expressions inside a region.
+class Emitter {
+public:
+  Emitter(OpBuilder &b, Location loc, ElementGraph &graph)
+      : b(b), loc(loc), graph(graph) {}
+
+  /// Value of graph variable `v` (a region argument).
+  DenseMap<unsigned, Value> vars;
+  /// Region arguments standing for nodes (logits, branch outputs).
+  DenseMap<ENode *, Value> placeholders;
+  /// Captured tensor -> region argument.
+  DenseMap<Value, Value> captures;
+  std::string error;
+
+  Value affine(AffineExpr e) {
+    if (auto c = dyn_cast<AffineConstantExpr>(e))
+      return arith::ConstantIndexOp::create(b, loc, c.getValue());
+    if (auto d = dyn_cast<AffineDimExpr>(e)) {
+      Value v = vars.lookup(d.getPosition());
+      if (!v)
+        error = "an index outside the attention's (b, h, q, kv) is used";
+      return v;
+    }
+    auto bin = cast<AffineBinaryOpExpr>(e);
+    Value l = affine(bin.getLHS()), r = affine(bin.getRHS());
+    if (!l || !r)
+      return {};
+    switch (bin.getKind()) {
+    case AffineExprKind::Add:
+      return arith::AddIOp::create(b, loc, l, r);
+    case AffineExprKind::Mul:
+      return arith::MulIOp::create(b, loc, l, r);
+    case AffineExprKind::FloorDiv:
+      return arith::FloorDivSIOp::create(b, loc, l, r);
+    case AffineExprKind::CeilDiv:
+      return arith::CeilDivSIOp::create(b, loc, l, r);
+    default:
+      return arith::RemSIOp::create(b, loc, l, r);
+    }
+  }
+
+  Value emit(ENode *n) {
+    if (Value p = placeholders.lookup(n))
+      return p;
+    if (Value known = done.lookup(n))
+      return known;
+    Value result;
+    switch (n->kind) {
+    case Kind::Const:
+      result = arith::ConstantOp::create(b, loc, cast<TypedAttr>(n->value));
+      break;
+    case Kind::Index:
+      result = affine(n->index);
+      break;
+    case Kind::Leaf: {
+      if (std::optional<unsigned> dim = iotaDim(n->tensor)) {
+        Value i = affine(n->indices[*dim]);
+        if (i)
+          result = arith::IndexCastOp::create(b, loc, n->type, i);
+        break;
+      }
+      SmallVector<Value> idx;
+      for (AffineExpr e : n->indices)
+        idx.push_back(affine(e));
+      if (llvm::is_contained(idx, Value()))
+        return {};
+      result = tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor),
+                                         idx);
+      break;
+    }
+    case Kind::Extract: {
+      SmallVector<Value> idx;
+      for (ENode *o : n->operands)
+        idx.push_back(emit(o));
+      if (llvm::is_contained(idx, Value()))
+        return {};
+      result = tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor),
+                                         idx);
+      break;
+    }
+    case Kind::Op: {
+      IRMapping map;
+      for (auto [operand, node] : llvm::zip(n->op->getOperands(), n->operands)) {
+        Value v = emit(node);
+        if (!v)
+          return {};
+        map.map(operand, v);
+      }
+      result = b.clone(*n->op, map)->getResult(0);
+      break;
+    }
+    case Kind::Reduce:
+      error = "a region would need a reduction";
+      return {};
+    case Kind::Concat:
+      error = "a region would read a concatenation";
+      return {};
+    }
+    if (result)
+      done[n] = result;
+    return result;
+  }
+
+  /// The dim along which constant `tensor` equals an iota, if it does.
+  static std::optional<unsigned> iotaDim(Value tensor) {
+    auto c = tensor.getDefiningOp<arith::ConstantOp>();
+    auto dense = c ? dyn_cast<DenseIntElementsAttr>(c.getValue())
+                   : DenseIntElementsAttr();
+    if (!dense)
+      return std::nullopt;
+    auto type = cast<ShapedType>(dense.getType());
+    SmallVector<APInt> values(dense.getValues<APInt>());
+    for (unsigned dim = 0; dim < type.getRank(); ++dim) {
+      int64_t inner = 1;
+      for (unsigned k = dim + 1; k < type.getRank(); ++k)
+        inner *= type.getDimSize(k);
+      bool match = true;
+      for (int64_t f = 0; f < (int64_t)values.size() && match; ++f)
+        match = values[f].getSExtValue() == (f / inner) % type.getDimSize(dim);
+      if (match)
+        return dim;
+    }
+    return std::nullopt;
+  }
+
+private:
+  OpBuilder &b;
+  Location loc;
+  ElementGraph &graph;
+  DenseMap<ENode *, Value> done;
+};
+
+/// Collects the tensors that `n` reads as captures (not Q/K/V themselves).
+void collectCaptures(ENode *n, llvm::SetVector<Value> &captures,
+                     llvm::DenseSet<ENode *> &seen,
+                     const llvm::DenseSet<ENode *> &stop) {
+  if (stop.count(n) || !seen.insert(n).second)
+    return;
+  if ((n->kind == Kind::Leaf && !Emitter::iotaDim(n->tensor)) ||
+      n->kind == Kind::Extract)
+    captures.insert(n->tensor);
+  for (ENode *o : n->operands)
+    collectCaptures(o, captures, seen, stop);
+}
+
+FailureOr<Value> Raiser::raise(Value root, Reason &why) {
+  auto rootType = dyn_cast<RankedTensorType>(root.getType());
+  if (!rootType || !rootType.hasStaticShape())
+    return fail(why, "the value is not a statically shaped tensor");
+  SmallVector<AffineExpr> outIdx;
+  for (int64_t size : rootType.getShape())
+    outIdx.push_back(graph.newVar(size));
+  ENode *out = graph.element(root, outIdx);
+  if (!out)
+    return fail(why, "cannot follow the program: " + graph.error());
+
+  // out = epilogue(o_0, ..., o_R-1) with o_r = sum_j P_r V.
+  SmallVector<Branch> branches;
+  if (failed(findBranches(out, branches, why)))
+    return failure();
+  for (Branch &br : branches) {
+    if (failed(matchWeights(br, why)) || failed(matchContraction(br, why)))
+      return failure();
+    splitMask(br);
+  }
+  Branch &first = branches.front();
+  for (Branch &br : llvm::drop_begin(branches)) {
+    if (br.normalizer != first.normalizer)
+      return fail(why, "the branches use different normalizers");
+    if (!graph.equivalent(br.v, first.v, br.j, first.j))
+      return fail(why, "the branches multiply different values");
+    auto same = [&](ArrayRef<ENode *> a, ArrayRef<ENode *> c) {
+      if (a.size() != c.size())
+        return false;
+      for (auto [x, y] : llvm::zip(a, c))
+        if (!graph.equivalent(x, y, br.j, first.j))
+          return false;
+      return true;
+    };
+    if (!same(br.keep, first.keep) || !same(br.drop, first.drop))
+      return fail(why, "the branches use different masks (not supported yet)");
+  }
+
+  // Roles of the index variables.
+  unsigned n = graph.numVars();
+  SmallVector<unsigned> qVars = varsOf(first.q->indices, n);
+  SmallVector<unsigned> kVars = varsOf(first.k->indices, n);
+  SmallVector<unsigned> vVars = varsOf(first.v->indices, n);
+  Roles roles;
+  SmallVector<unsigned> batch;
+  for (unsigned v : qVars) {
+    if (v == first.c)
+      continue;
+    if (llvm::is_contained(kVars, v))
+      batch.push_back(v);
+    else if (roles.i < 0)
+      roles.i = v;
+    else
+      return fail(why, "Q has two query-like dims");
+  }
+  for (unsigned v : vVars)
+    if (v != first.j && !llvm::is_contained(batch, v)) {
+      if (roles.d >= 0)
+        return fail(why, "V has two value-like dims");
+      roles.d = v;
+    }
+  if (batch.size() > 2)
+    return fail(why, "Q has " + Twine(batch.size()) +
+                         " batch-like dims (at most batch and head)");
+  if (batch.size() == 2)
+    roles.b = batch[0], roles.h = batch[1];
+  else if (batch.size() == 1)
+    roles.h = batch[0];
+  auto ext = [&](int v) { return v < 0 ? int64_t(1) : graph.extent(v); };
+  roles.B = ext(roles.b);
+  roles.Hq = ext(roles.h);
+  roles.M = ext(roles.i);
+  roles.Dv = ext(roles.d);
+  int64_t N = graph.extent(first.j), Dqk = graph.extent(first.c);
+  // Every output dim is one role, or a unit dim.
+  SmallVector<int> outRole;
+  for (AffineExpr e : outIdx) {
+    auto dim = dyn_cast<AffineDimExpr>(e);
+    if (!dim) {
+      outRole.push_back(-1);
+      continue;
+    }
+    int v = dim.getPosition();
+    if (v != roles.b && v != roles.h && v != roles.i && v != roles.d)
+      return fail(why, "an output dim is neither batch, head, query nor "
+                       "value dim");
+    outRole.push_back(v);
+  }
+
+  // Views of Q, K, V as [B, H, rows, D]: substitute role dims. K and V are
+  // read at `h floordiv G` for GQA; h -> hk * G recovers hk.
+  MLIRContext *ctx = func.getContext();
+  OpBuilder b(ctx);
+  b.setInsertionPointAfterValue(root);
+  Location loc = root.getLoc();
+  auto view = [&](ENode *leaf, ArrayRef<int> roleVars, int64_t group,
+                  ArrayRef<int64_t> shape, StringRef what) -> Value {
+    SmallVector<AffineExpr> repl;
+    for (unsigned v = 0; v < graph.numVars(); ++v)
+      repl.push_back(getAffineSymbolExpr(v, ctx)); // unknown: a symbol
+    for (auto [pos, v] : llvm::enumerate(roleVars))
+      if (v >= 0)
+        repl[v] = getAffineDimExpr(pos, ctx) * (pos == 1 ? group : 1);
+    // Each index must become one role dim or a constant; a symbol left over
+    // is a variable that is not a role, and `hk * G` a head read directly
+    // where GQA expected `h floordiv G`.
+    SmallVector<AffineExpr> exprs;
+    for (AffineExpr e : leaf->indices) {
+      AffineExpr r = graph.simplify(e.replaceDimsAndSymbols(repl, {}));
+      if (!isa<AffineDimExpr, AffineConstantExpr>(r)) {
+        std::string text;
+        llvm::raw_string_ostream os(text);
+        os << what << " is not a layout of [B, H, rows, D]: its index "
+           << exprs.size() << " is " << e;
+        why.text = text;
+        return {};
+      }
+      exprs.push_back(r);
+    }
+    auto type = RankedTensorType::get(
+        shape, cast<RankedTensorType>(leaf->tensor.getType()).getElementType());
+    AffineMap map = AffineMap::get(4, 0, exprs, ctx);
+    if (map.isIdentity() && type == leaf->tensor.getType())
+      return leaf->tensor;
+    Value init =
+        tensor::EmptyOp::create(b, loc, shape, type.getElementType());
+    return linalg::GenericOp::create(
+               b, loc, type, leaf->tensor, init,
+               {map, b.getMultiDimIdentityMap(4)},
+               SmallVector<utils::IteratorType>(4,
+                                                utils::IteratorType::parallel),
+               [](OpBuilder &nb, Location l, ValueRange args) {
+                 linalg::YieldOp::create(nb, l, args[0]);
+               })
+        .getResult(0);
+  };
+
+  // GQA group size from K's head index.
+  int64_t group = 1;
+  for (AffineExpr e : first.k->indices)
+    if (auto div = dyn_cast<AffineBinaryOpExpr>(e);
+        div && div.getKind() == AffineExprKind::FloorDiv &&
+        div.getLHS() == getAffineDimExpr(roles.h, ctx))
+      if (auto g = dyn_cast<AffineConstantExpr>(div.getRHS()))
+        group = g.getValue();
+  if (roles.h >= 0 &&
+      !llvm::any_of(first.k->indices,
+                    [&](AffineExpr e) { return e.isFunctionOfDim(roles.h); }))
+    group = roles.Hq; // one KV head for all (MQA)
+  if (roles.Hq % group != 0)
+    return fail(why, "the query heads are not a multiple of the KV heads");
+  roles.Hkv = roles.Hq / group;
+
+  SmallVector<Value> queries, keys;
+  Value value;
+  for (Branch &br : branches) {
+    Value q = view(br.q, {roles.b, roles.h, roles.i, (int)br.c}, 1,
+                   {roles.B, roles.Hq, roles.M, Dqk}, "Q");
+    Value k = view(br.k, {roles.b, roles.h, (int)br.j, (int)br.c}, group,
+                   {roles.B, roles.Hkv, N, Dqk}, "K");
+    if (!q || !k)
+      return failure();
+    queries.push_back(q);
+    keys.push_back(k);
+  }
+  value = view(first.v, {roles.b, roles.h, (int)first.j, roles.d}, group,
+               {roles.B, roles.Hkv, N, roles.Dv}, "V");
+  if (!value)
+    return failure();
+
+  // Region contents and their captures.
+  llvm::DenseSet<ENode *> stops;
+  for (Branch &br : branches)
+    stops.insert(br.qk), stops.insert(br.output);
+  llvm::SetVector<Value> captures;
+  llvm::DenseSet<ENode *> seen;
+  bool hasScore = false;
+  for (Branch &br : branches) {
+    hasScore |= br.score != br.qk;
+    collectCaptures(br.score, captures, seen, stops);
+    for (ENode *m : llvm::concat<ENode *>(br.keep, br.drop))
+      collectCaptures(m, captures, seen, stops);
+  }
+  bool hasMask = !first.keep.empty() || !first.drop.empty();
+  ENode *epilogue = peel(out);
+  bool hasEpilogue = branches.size() > 1 || epilogue != first.output;
+  if (hasEpilogue)
+    collectCaptures(epilogue, captures, seen, stops);
+
+  SmallVector<double> scales;
+  for (Branch &br : branches)
+    scales.push_back(br.scale);
+  auto outType = RankedTensorType::get({roles.B, roles.Hq, roles.M, roles.Dv},
+                                       rootType.getElementType());
+  auto op = AttentionOp::create(
+      b, loc, outType, TypeRange(), queries, keys, value, ValueRange(),
+      captures.getArrayRef(), b.getDenseF64ArrayAttr(scales),
+      NormalizerAttr::get(ctx, first.normalizer));
+
+  // Builds one region: `leading` f32 args, four indices, the captures.
+  auto buildRegion = [&](Region &region, unsigned leading,
+                         function_ref<SmallVector<Value>(Emitter &,
+                                                         Block *)>
+                             body) -> LogicalResult {
+    Block *block = new Block();
+    region.push_back(block);
+    for (unsigned r = 0; r < leading; ++r)
+      block->addArgument(b.getF32Type(), loc);
+    for (int r = 0; r < 4; ++r)
+      block->addArgument(b.getIndexType(), loc);
+    OpBuilder rb = OpBuilder::atBlockEnd(block);
+    Emitter emitter(rb, loc, graph);
+    for (Value c : captures)
+      emitter.captures[c] = block->addArgument(c.getType(), loc);
+    SmallVector<Value> results = body(emitter, block);
+    if (!emitter.error.empty() || llvm::is_contained(results, Value()))
+      return fail(why, emitter.error.empty() ? "a region cannot be built"
+                                             : emitter.error);
+    YieldOp::create(rb, loc, results);
+    return success();
+  };
+  auto toF32 = [&](OpBuilder &rb, Value v) -> Value {
+    if (!v || v.getType().isF32())
+      return v;
+    if (!isa<FloatType>(v.getType()))
+      return {};
+    return v.getType().getIntOrFloatBitWidth() < 32
+               ? Value(arith::ExtFOp::create(rb, loc, rb.getF32Type(), v))
+               : Value(arith::TruncFOp::create(rb, loc, rb.getF32Type(), v));
+  };
+  auto indexArgs = [&](Emitter &em, Block *block, unsigned leading,
+                       int last) {
+    int roleVars[4] = {roles.b, roles.h, roles.i, last};
+    for (int r = 0; r < 4; ++r)
+      if (roleVars[r] >= 0)
+        em.vars[roleVars[r]] = block->getArgument(leading + r);
+  };
+  auto fromF32 = [&](OpBuilder &rb, Value s, Type type) -> Value {
+    if (type.isF32())
+      return s;
+    return type.getIntOrFloatBitWidth() < 32
+               ? Value(arith::TruncFOp::create(rb, loc, type, s))
+               : Value(arith::ExtFOp::create(rb, loc, type, s));
+  };
+
+  LogicalResult status = success();
+  unsigned R = branches.size();
+  if (hasScore)
+    status = buildRegion(op.getScore(), R, [&](Emitter &em, Block *block) {
+      SmallVector<Value> results;
+      OpBuilder rb = OpBuilder::atBlockEnd(block);
+      for (auto [r, br] : llvm::enumerate(branches)) {
+        indexArgs(em, block, R, br.j);
+        em.placeholders[br.qk] =
+            fromF32(rb, block->getArgument(r), br.qk->type);
+        // Where a cast chain ends at the contraction, use the f32 logit.
+        results.push_back(toF32(rb, em.emit(br.score)));
+      }
+      return results;
+    });
+  if (succeeded(status) && hasMask)
+    status = buildRegion(op.getMask(), 0, [&](Emitter &em, Block *block) {
+      indexArgs(em, block, 0, first.j);
+      OpBuilder rb = OpBuilder::atBlockEnd(block);
+      Value keep = arith::ConstantIntOp::create(rb, loc, 1, 1);
+      for (ENode *m : first.keep) {
+        Value v = em.emit(m);
+        if (!v)
+          return SmallVector<Value>{Value()};
+        keep = arith::AndIOp::create(rb, loc, keep, v);
+      }
+      for (ENode *m : first.drop) {
+        Value v = em.emit(m);
+        if (!v)
+          return SmallVector<Value>{Value()};
+        Value one = arith::ConstantIntOp::create(rb, loc, 1, 1);
+        keep = arith::AndIOp::create(rb, loc, keep,
+                                     arith::XOrIOp::create(rb, loc, v, one));
+      }
+      return SmallVector<Value>{keep};
+    });
+  if (succeeded(status) && hasEpilogue)
+    status = buildRegion(op.getEpilogue(), R, [&](Emitter &em, Block *block) {
+      indexArgs(em, block, R, roles.d);
+      OpBuilder rb = OpBuilder::atBlockEnd(block);
+      for (auto [r, br] : llvm::enumerate(branches))
+        em.placeholders[br.output] =
+            fromF32(rb, block->getArgument(r), br.output->type);
+      return SmallVector<Value>{toF32(rb, em.emit(epilogue))};
+    });
+  if (failed(status)) {
+    op->erase();
+    return failure();
+  }
+
+  // The output in the user's layout.
+  SmallVector<AffineExpr> outExprs;
+  for (int v : {roles.b, roles.h, roles.i, roles.d}) {
+    auto *it = llvm::find(outRole, v);
+    outExprs.push_back(v >= 0 && it != outRole.end()
+                           ? getAffineDimExpr(it - outRole.begin(), ctx)
+                           : getAffineConstantExpr(0, ctx));
+  }
+  for (int v : {roles.b, roles.h, roles.i, roles.d})
+    if (v >= 0 && !llvm::is_contained(outRole, v))
+      return fail(why, "the output does not keep every role dim");
+  AffineMap map = AffineMap::get(rootType.getRank(), 0, outExprs, ctx);
+  Value result = op.getOutput();
+  if (!(map.isIdentity() && outType == rootType)) {
+    Value init = tensor::EmptyOp::create(b, loc, rootType.getShape(),
+                                         rootType.getElementType());
+    result = linalg::GenericOp::create(
+                 b, loc, rootType, op.getOutput(), init,
+                 {map, b.getMultiDimIdentityMap(rootType.getRank())},
+                 SmallVector<utils::IteratorType>(
+                     rootType.getRank(), utils::IteratorType::parallel),
+                 [](OpBuilder &nb, Location l, ValueRange args) {
+                   linalg::YieldOp::create(nb, l, args[0]);
+                 })
+                 .getResult(0);
+  }
+  return result;
+}
+
+struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
+  using AttnRaiseBase::AttnRaiseBase;
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    // Named linalg ops (matmul, transpose, ...) as generics: one form.
+    // Fills stay: their scalar is what a reduction starts from.
+    IRRewriter rewriter(&getContext());
+    SmallVector<linalg::LinalgOp> named;
+    func.walk([&](linalg::LinalgOp op) {
+      if (!isa<linalg::GenericOp, linalg::FillOp>(op))
+        named.push_back(op);
+    });
+    for (linalg::LinalgOp op : named) {
+      rewriter.setInsertionPoint(op);
+      (void)linalg::generalizeNamedOp(rewriter, op);
+    }
+    auto ret = dyn_cast<func::ReturnOp>(func.getBody().back().getTerminator());
+    if (!ret)
+      return;
+    for (OpOperand &operand : ret->getOpOperands()) {
+      Value root = operand.get();
+      Raiser raiser(func);
+      Reason why;
+      FailureOr<Value> raised = raiser.raise(root, why);
+      Location loc = root.getDefiningOp() ? root.getLoc() : ret.getLoc();
+      if (failed(raised)) {
+        if (explain)
+          emitRemark(loc) << "attn-raise: result " << operand.getOperandNumber()
+                          << " is not raised: " << why.text;
+        continue;
+      }
+      operand.set(*raised);
+      if (explain)
+        emitRemark(loc) << "attn-raise: result " << operand.getOperandNumber()
+                        << " raised to attn.attention";
+    }
+    // The matched program is dead now.
+    RewritePatternSet none(&getContext());
+    (void)applyPatternsGreedily(func, std::move(none));
+  }
+};
+
+} // namespace
