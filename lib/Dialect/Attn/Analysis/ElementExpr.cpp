@@ -60,6 +60,46 @@ bool decompose(AffineExpr e, DenseMap<unsigned, int64_t> &coef,
 }
 } // namespace
 
+std::optional<std::pair<int64_t, int64_t>>
+ElementGraph::bounds(AffineExpr e) const {
+  if (auto c = dyn_cast<AffineConstantExpr>(e))
+    return std::make_pair(c.getValue(), c.getValue());
+  if (auto d = dyn_cast<AffineDimExpr>(e))
+    return std::make_pair(int64_t(0), extents[d.getPosition()] - 1);
+  auto bin = dyn_cast<AffineBinaryOpExpr>(e);
+  if (!bin)
+    return std::nullopt;
+  auto l = bounds(bin.getLHS()), r = bounds(bin.getRHS());
+  if (!l || !r)
+    return std::nullopt;
+  auto floorDiv = [](int64_t a, int64_t b) {
+    return a >= 0 ? a / b : -((-a + b - 1) / b);
+  };
+  switch (bin.getKind()) {
+  case AffineExprKind::Add:
+    return std::make_pair(l->first + r->first, l->second + r->second);
+  case AffineExprKind::Mul: {
+    if (r->first != r->second)
+      return std::nullopt;
+    int64_t a = l->first * r->first, b = l->second * r->first;
+    return std::make_pair(std::min(a, b), std::max(a, b));
+  }
+  case AffineExprKind::FloorDiv:
+    if (r->first != r->second || r->first <= 0)
+      return std::nullopt;
+    return std::make_pair(floorDiv(l->first, r->first),
+                          floorDiv(l->second, r->first));
+  case AffineExprKind::Mod:
+    if (r->first != r->second || r->first <= 0)
+      return std::nullopt;
+    if (l->first >= 0 && l->second < r->first)
+      return l;
+    return std::make_pair(int64_t(0), r->first - 1);
+  default:
+    return std::nullopt;
+  }
+}
+
 AffineExpr ElementGraph::simplify(AffineExpr e) const {
   auto bin = dyn_cast<AffineBinaryOpExpr>(e);
   if (!bin)
@@ -67,6 +107,19 @@ AffineExpr ElementGraph::simplify(AffineExpr e) const {
   AffineExpr lhs = simplify(bin.getLHS()), rhs = simplify(bin.getRHS());
   switch (bin.getKind()) {
   case AffineExprKind::Add:
+    // (x floordiv c) * c + x mod c = x (a split dim merged back).
+    for (auto [a, m] : {std::make_pair(lhs, rhs), std::make_pair(rhs, lhs)}) {
+      auto mul = dyn_cast<AffineBinaryOpExpr>(a);
+      auto mod = dyn_cast<AffineBinaryOpExpr>(m);
+      if (!mul || !mod || mul.getKind() != AffineExprKind::Mul ||
+          mod.getKind() != AffineExprKind::Mod)
+        continue;
+      auto div = dyn_cast<AffineBinaryOpExpr>(mul.getLHS());
+      if (div && div.getKind() == AffineExprKind::FloorDiv &&
+          div.getLHS() == mod.getLHS() && div.getRHS() == mod.getRHS() &&
+          mul.getRHS() == mod.getRHS())
+        return mod.getLHS();
+    }
     return lhs + rhs;
   case AffineExprKind::Mul:
     return lhs * rhs;
@@ -76,6 +129,13 @@ AffineExpr ElementGraph::simplify(AffineExpr e) const {
     break;
   }
   auto divisor = dyn_cast<AffineConstantExpr>(rhs);
+  // A value known to lie in [0, c): x floordiv c = 0, x mod c = x.
+  if (divisor && divisor.getValue() > 0)
+    if (auto range = bounds(lhs);
+        range && range->first >= 0 && range->second < divisor.getValue())
+      return bin.getKind() == AffineExprKind::FloorDiv
+                 ? getAffineConstantExpr(0, ctx)
+                 : lhs;
   DenseMap<unsigned, int64_t> coef;
   int64_t constant = 0;
   bool isDiv = bin.getKind() == AffineExprKind::FloorDiv;

@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
 
 #include <cmath>
@@ -80,6 +81,10 @@ bool isReduce(ENode *n, StringRef combiner) {
 /// One logit branch: `sum_j P[j] * V[j]` with P normalized from S.
 struct Branch {
   ENode *output = nullptr; // the node the epilogue sees as o_r
+  /// This branch's share of `output`: +-(product of coefs) * o_r; terms
+  /// of one output are summed (a linear combination of softmaxes).
+  SmallVector<ENode *> coefs;
+  bool negative = false;
   ENode *weights = nullptr;
   ENode *v = nullptr;
   unsigned j = 0;
@@ -96,7 +101,8 @@ struct Branch {
 
 class Raiser {
 public:
-  Raiser(func::FuncOp func) : func(func), graph(func.getContext()) {}
+  Raiser(func::FuncOp func, bool keepRounding)
+      : func(func), graph(func.getContext()), keepRounding(keepRounding) {}
 
   /// Raises the attention computing `root`, or says why it is not one.
   FailureOr<Value> raise(Value root, Reason &why);
@@ -109,12 +115,15 @@ private:
   LogicalResult findBranches(ENode *root, SmallVectorImpl<Branch> &branches,
                              Reason &why);
   LogicalResult matchPV(ENode *sum, Branch &br, Reason &why);
+  void linearTerms(const Branch &pv, ENode *w, bool negative,
+                   ArrayRef<ENode *> coefs, SmallVectorImpl<Branch> &branches);
   LogicalResult matchWeights(Branch &br, Reason &why);
   LogicalResult matchContraction(Branch &br, Reason &why);
   void splitMask(Branch &br);
 
   func::FuncOp func;
   ElementGraph graph;
+  bool keepRounding;
 };
 
 //===----------------------------------------------------------------------===//
@@ -142,6 +151,35 @@ LogicalResult Raiser::matchPV(ENode *sum, Branch &br, Reason &why) {
                    "index");
 }
 
+/// Splits PV weights that are a linear combination (coefficients constant
+/// along the keys) of normalized weights into one branch per term.
+void Raiser::linearTerms(const Branch &pv, ENode *w, bool negative,
+                         ArrayRef<ENode *> coefs,
+                         SmallVectorImpl<Branch> &branches) {
+  ENode *p = peel(w);
+  if (isOp(p, "arith.addf") || isOp(p, "arith.subf")) {
+    linearTerms(pv, p->operands[0], negative, coefs, branches);
+    linearTerms(pv, p->operands[1], negative != isOp(p, "arith.subf"), coefs,
+                branches);
+    return;
+  }
+  if (isOp(p, "arith.negf"))
+    return linearTerms(pv, p->operands[0], !negative, coefs, branches);
+  if (isOp(p, "arith.mulf"))
+    for (int side : {0, 1})
+      if (!graph.dependsOn(p->operands[side], pv.j)) {
+        SmallVector<ENode *> more(coefs);
+        more.push_back(p->operands[side]);
+        return linearTerms(pv, p->operands[1 - side], negative, more,
+                           branches);
+      }
+  Branch br = pv;
+  br.weights = w;
+  br.negative = negative;
+  br.coefs.assign(coefs.begin(), coefs.end());
+  branches.push_back(br);
+}
+
 /// Outputs of the branches, outermost reductions of `root` (or their
 /// quotient by a matching sum, for `(sum E*V) / sum E`).
 LogicalResult Raiser::findBranches(ENode *root,
@@ -154,13 +192,13 @@ LogicalResult Raiser::findBranches(ENode *root,
     ENode *n = stack.pop_back_val();
     if (!seen.insert(n).second)
       continue;
-    if (isOp(n, "arith.divf") && isReduce(n->operands[0], "arith.addf") &&
-        isReduce(n->operands[1], "arith.addf")) {
+    if (isOp(n, "arith.divf")) {
       // (sum_j E[j] V[j]) / (sum_j' E[j']): softmax normalized after PV.
+      ENode *num = peel(n->operands[0]), *den = peel(n->operands[1]);
       Branch br;
       Reason r;
-      ENode *den = n->operands[1];
-      if (succeeded(matchPV(n->operands[0], br, r)) &&
+      if (isReduce(num, "arith.addf") && isReduce(den, "arith.addf") &&
+          succeeded(matchPV(num, br, r)) &&
           graph.equivalent(peel(den->operands[0]), peel(br.weights), den->var,
                            br.j) &&
           isConst(den->operands[1], 0.0)) {
@@ -174,7 +212,7 @@ LogicalResult Raiser::findBranches(ENode *root,
     if (n->kind == Kind::Reduce) {
       Branch br;
       if (succeeded(matchPV(n, br, last)))
-        branches.push_back(br);
+        linearTerms(br, br.weights, /*negative=*/false, {}, branches);
       continue;
     }
     stack.append(n->operands.begin(), n->operands.end());
@@ -391,7 +429,11 @@ public:
     Value result;
     switch (n->kind) {
     case Kind::Const:
-      result = arith::ConstantOp::create(b, loc, cast<TypedAttr>(n->value));
+      if (auto f = dyn_cast<FloatAttr>(n->value); f && promotes(n->type))
+        result = arith::ConstantOp::create(
+            b, loc, b.getF32FloatAttr(f.getValueAsDouble()));
+      else
+        result = arith::ConstantOp::create(b, loc, cast<TypedAttr>(n->value));
       break;
     case Kind::Index:
       result = affine(n->index);
@@ -410,6 +452,8 @@ public:
         return {};
       result = tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor),
                                          idx);
+      if (promotes(n->type))
+        result = castFloat(result, b.getF32Type());
       break;
     }
     case Kind::Extract: {
@@ -420,17 +464,30 @@ public:
         return {};
       result = tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor),
                                          idx);
+      if (promotes(n->type))
+        result = castFloat(result, b.getF32Type());
       break;
     }
     case Kind::Op: {
-      IRMapping map;
-      for (auto [operand, node] : llvm::zip(n->op->getOperands(), n->operands)) {
-        Value v = emit(node);
-        if (!v)
+      SmallVector<Value> operands;
+      for (ENode *node : n->operands) {
+        operands.push_back(emit(node));
+        if (!operands.back())
           return {};
-        map.map(operand, v);
       }
-      result = b.clone(*n->op, map)->getResult(0);
+      if (promote && isa<arith::ExtFOp, arith::TruncFOp>(n->op)) {
+        // Promoted: a float cast only moves to f32, never rounds.
+        Type to = promotes(n->type) ? b.getF32Type() : n->type;
+        result = castFloat(operands[0], to);
+        break;
+      }
+      // The op itself, on operands that may have been promoted to f32.
+      OperationState state(loc, n->op->getName());
+      state.addOperands(operands);
+      state.addAttributes(n->op->getAttrs());
+      for (Type t : n->op->getResultTypes())
+        state.addTypes(promotes(t) ? b.getF32Type() : t);
+      result = b.create(state)->getResult(0);
       break;
     }
     case Kind::Reduce:
@@ -443,6 +500,24 @@ public:
     if (result)
       done[n] = result;
     return result;
+  }
+
+  /// Compute f16/bf16 region arithmetic in f32: the program's roundings of
+  /// intermediate logits are artifacts of its dtype, not its intent (the
+  /// fused kernel keeps scores in f32, as FlashAttention does).
+  bool promote = true;
+
+  bool promotes(Type t) const {
+    return promote && isa<FloatType>(t) && t.getIntOrFloatBitWidth() < 32;
+  }
+
+  Value castFloat(Value v, Type to) {
+    Type from = v.getType();
+    if (from == to || !isa<FloatType>(from) || !isa<FloatType>(to))
+      return v;
+    if (from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth())
+      return arith::ExtFOp::create(b, loc, to, v);
+    return arith::TruncFOp::create(b, loc, to, v);
   }
 
   /// The dim along which constant `tensor` equals an iota, if it does.
@@ -499,7 +574,7 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     return fail(why, "cannot follow the program: " + graph.error());
 
   // out = epilogue(o_0, ..., o_R-1) with o_r = sum_j P_r V.
-  SmallVector<Branch> branches;
+  SmallVector<Branch, 2> branches;
   if (failed(findBranches(out, branches, why)))
     return failure();
   for (Branch &br : branches) {
@@ -531,17 +606,30 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   SmallVector<unsigned> kVars = varsOf(first.k->indices, n);
   SmallVector<unsigned> vVars = varsOf(first.v->indices, n);
   Roles roles;
-  SmallVector<unsigned> batch;
+  SmallVector<unsigned> batch, rows;
   for (unsigned v : qVars) {
     if (v == first.c)
       continue;
     if (llvm::is_contained(kVars, v))
       batch.push_back(v);
-    else if (roles.i < 0)
-      roles.i = v;
     else
-      return fail(why, "Q has two query-like dims");
+      rows.push_back(v);
   }
+  // One KV head for all query heads (MQA) reads K's head dim at 0: the Q
+  // variable whose K counterpart (same position) is a constant is the head.
+  if (rows.size() == 2 && first.q->indices.size() == first.k->indices.size())
+    for (auto [qe, ke] : llvm::zip(first.q->indices, first.k->indices))
+      if (auto d = dyn_cast<AffineDimExpr>(qe);
+          d && isa<AffineConstantExpr>(ke) &&
+          llvm::is_contained(rows, d.getPosition())) {
+        batch.push_back(d.getPosition());
+        llvm::erase(rows, d.getPosition());
+        break;
+      }
+  if (rows.size() > 1)
+    return fail(why, "Q has two query-like dims");
+  if (!rows.empty())
+    roles.i = rows.front();
   for (unsigned v : vVars)
     if (v != first.j && !llvm::is_contained(batch, v)) {
       if (roles.d >= 0)
@@ -672,9 +760,14 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   }
   bool hasMask = !first.keep.empty() || !first.drop.empty();
   ENode *epilogue = peel(out);
-  bool hasEpilogue = branches.size() > 1 || epilogue != first.output;
-  if (hasEpilogue)
+  bool hasEpilogue = branches.size() > 1 || epilogue != first.output ||
+                     !first.coefs.empty() || first.negative;
+  if (hasEpilogue) {
     collectCaptures(epilogue, captures, seen, stops);
+    for (Branch &br : branches)
+      for (ENode *c : br.coefs)
+        collectCaptures(c, captures, seen, stops);
+  }
 
   SmallVector<double> scales;
   for (Branch &br : branches)
@@ -699,6 +792,7 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
       block->addArgument(b.getIndexType(), loc);
     OpBuilder rb = OpBuilder::atBlockEnd(block);
     Emitter emitter(rb, loc, graph);
+    emitter.promote = !keepRounding;
     for (Value c : captures)
       emitter.captures[c] = block->addArgument(c.getType(), loc);
     SmallVector<Value> results = body(emitter, block);
@@ -725,7 +819,7 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
         em.vars[roleVars[r]] = block->getArgument(leading + r);
   };
   auto fromF32 = [&](OpBuilder &rb, Value s, Type type) -> Value {
-    if (type.isF32())
+    if (type.isF32() || (!keepRounding && type.getIntOrFloatBitWidth() < 32))
       return s;
     return type.getIntOrFloatBitWidth() < 32
                ? Value(arith::TruncFOp::create(rb, loc, type, s))
@@ -772,9 +866,23 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     status = buildRegion(op.getEpilogue(), R, [&](Emitter &em, Block *block) {
       indexArgs(em, block, R, roles.d);
       OpBuilder rb = OpBuilder::atBlockEnd(block);
-      for (auto [r, br] : llvm::enumerate(branches))
-        em.placeholders[br.output] =
-            fromF32(rb, block->getArgument(r), br.output->type);
+      // Each output node is the signed, scaled sum of its branches.
+      llvm::MapVector<ENode *, Value> sums;
+      for (auto [r, br] : llvm::enumerate(branches)) {
+        Value o = block->getArgument(r);
+        for (ENode *c : br.coefs) {
+          Value cv = toF32(rb, em.emit(c));
+          if (!cv)
+            return SmallVector<Value>{Value()};
+          o = arith::MulFOp::create(rb, loc, o, cv);
+        }
+        if (br.negative)
+          o = arith::NegFOp::create(rb, loc, o);
+        Value &sum = sums[br.output];
+        sum = sum ? Value(arith::AddFOp::create(rb, loc, sum, o)) : o;
+      }
+      for (auto [node, sum] : sums)
+        em.placeholders[node] = fromF32(rb, sum, node->type);
       return SmallVector<Value>{toF32(rb, em.emit(epilogue))};
     });
   if (failed(status)) {
@@ -832,7 +940,7 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
       return;
     for (OpOperand &operand : ret->getOpOperands()) {
       Value root = operand.get();
-      Raiser raiser(func);
+      Raiser raiser(func, keepRounding);
       Reason why;
       FailureOr<Value> raised = raiser.raise(root, why);
       Location loc = root.getDefiningOp() ? root.getLoc() : ret.getLoc();

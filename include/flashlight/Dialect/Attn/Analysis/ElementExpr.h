@@ -80,6 +80,9 @@ public:
   /// extents, e.g. `(h * 2 + g) floordiv 2 = h` when `g < 2`.
   mlir::AffineExpr simplify(mlir::AffineExpr e) const;
 
+  /// The smallest and largest value of `e` over the variables' extents.
+  std::optional<std::pair<int64_t, int64_t>> bounds(mlir::AffineExpr e) const;
+
   /// Whether `node` depends on variable `var`.
   bool dependsOn(ENode *node, unsigned var);
   /// Whether `needle` occurs in `node`.

@@ -104,6 +104,11 @@ def AttnRaise : Pass<"attn-raise", "::mlir::func::FuncOp"> {
     * dense integer constants equal to an iota become index expressions
       (JAX constant-folds `arange`).
 
+    Arithmetic the regions inherit in f16/bf16 (a bf16 einsum's scores,
+    scaled and soft-capped in bf16) is computed in f32 unless
+    `keep-rounding` is set: the fused kernel keeps logits in f32 anyway, and
+    the f32 result is closer to the program's exact value.
+
     Q, K, V and the output get layout copies (`linalg.generic`) between the
     user's layout and `[B, H, M|N, D]`; other tensors read by the score,
     mask or epilogue become captures. A value that is not attention is left
@@ -112,6 +117,9 @@ def AttnRaise : Pass<"attn-raise", "::mlir::func::FuncOp"> {
   let options = [
     Option<"explain", "explain", "bool", /*default=*/"false",
            "Emit a remark per returned value: raised, or why not">,
+    Option<"keepRounding", "keep-rounding", "bool", /*default=*/"false",
+           "Keep the program's f16/bf16 roundings of intermediate logits "
+           "(default: compute the regions in f32, as the fused kernel does)">,
   ];
   let dependentDialects = ["::flashlight::attn::AttnDialect",
                            "::mlir::arith::ArithDialect",
