@@ -5,6 +5,7 @@
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/StringSet.h"
@@ -214,4 +215,107 @@ FailureOr<json> flashlight::exportProgram(func::FuncOp func) {
               {"score", *score},
               {"mask", *mask},
               {"epilogue", *epilogue}};
+}
+
+namespace {
+/// Whether `op` only copies its single input through its indexing map.
+bool isLayoutCopy(linalg::GenericOp op) {
+  return op.getNumDpsInputs() == 1 && op.getNumDpsInits() == 1 &&
+         op.getNumReductionLoops() == 0 &&
+         op.getBody()->getOperations().size() == 1 &&
+         op.getBody()->getTerminator()->getOperand(0) ==
+             op.getBody()->getArgument(0);
+}
+
+/// `map`'s results as [{"dim": k} | {"const": c}], or failure.
+FailureOr<json> layoutIndex(AffineMap map) {
+  json index = json::array();
+  for (AffineExpr e : map.getResults()) {
+    if (auto d = dyn_cast<AffineDimExpr>(e))
+      index.push_back({{"dim", d.getPosition()}});
+    else if (auto c = dyn_cast<AffineConstantExpr>(e))
+      index.push_back({{"const", c.getValue()}});
+    else
+      return failure();
+  }
+  return index;
+}
+
+json identityIndex(int64_t rank) {
+  json index = json::array();
+  for (int64_t d = 0; d < rank; ++d)
+    index.push_back({{"dim", d}});
+  return index;
+}
+
+json tensorInfo(Type type) {
+  auto t = cast<RankedTensorType>(type);
+  return {{"dtype", typeName(t.getElementType())},
+          {"shape", shapeOf(t.getShape())}};
+}
+} // namespace
+
+FailureOr<json> flashlight::describeEntry(func::FuncOp host,
+                                          func::CallOp call) {
+  json inputs = json::array(), outputs = json::array();
+  for (Type t : host.getArgumentTypes())
+    inputs.push_back(tensorInfo(t));
+  for (Type t : host.getResultTypes())
+    outputs.push_back(tensorInfo(t));
+  // Kernel argument k = host input `input`, read through a layout copy:
+  // input dim p is indexed by kernel dim index[p].
+  json sources = json::array();
+  for (Value v : call.getOperands()) {
+    int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+    json source;
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      source = {{"input", arg.getArgNumber()}, {"index", identityIndex(rank)}};
+    } else if (auto copy = v.getDefiningOp<linalg::GenericOp>();
+               copy && isLayoutCopy(copy) &&
+               isa<BlockArgument>(copy.getDpsInputs()[0])) {
+      FailureOr<json> index = layoutIndex(copy.getIndexingMapsArray()[0]);
+      if (failed(index))
+        return call.emitError("a kernel input is a layout copy with a "
+                              "non-trivial index map");
+      source = {
+          {"input", cast<BlockArgument>(copy.getDpsInputs()[0]).getArgNumber()},
+          {"index", *index}};
+    } else {
+      return call.emitError("a kernel input is computed by the host program "
+                            "(only layout copies of its inputs are "
+                            "supported)");
+    }
+    sources.push_back(source);
+  }
+  // Host result r = kernel result `result` through a layout copy: kernel
+  // dim k is read at host dim index[k] (or a constant).
+  json results = json::array();
+  auto ret = cast<func::ReturnOp>(host.getBody().front().getTerminator());
+  for (Value v : ret.getOperands()) {
+    json result;
+    if (auto r = dyn_cast<OpResult>(v); r && r.getOwner() == call) {
+      int64_t rank = cast<RankedTensorType>(v.getType()).getRank();
+      result = {{"result", r.getResultNumber()},
+                {"index", identityIndex(rank)}};
+    } else if (auto copy = v.getDefiningOp<linalg::GenericOp>();
+               copy && isLayoutCopy(copy) &&
+               copy.getDpsInputs()[0].getDefiningOp() == call) {
+      FailureOr<json> index = layoutIndex(copy.getIndexingMapsArray()[0]);
+      if (failed(index))
+        return call.emitError("a result is a layout copy with a non-trivial "
+                              "index map");
+      result = {{"result", cast<OpResult>(copy.getDpsInputs()[0])
+                               .getResultNumber()},
+                {"index", *index}};
+    } else {
+      return host.emitError("a result is computed after the attention by the "
+                            "host program (only layout copies are "
+                            "supported)");
+    }
+    results.push_back(result);
+  }
+  return json{{"inputs", inputs},
+              {"outputs", outputs},
+              {"sources", sources},
+              {"results", results}};
 }

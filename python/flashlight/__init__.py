@@ -159,6 +159,59 @@ class Kernel:
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
 
+def _to_kernel_layout(x, index, shape):
+    """The kernel's view of a user tensor: user dim p is indexed by kernel
+    dim index[p]["dim"] (or fixed at index[p]["const"])."""
+    for p in reversed(range(len(index))):
+        if "const" in index[p]:
+            x = x.select(p, index[p]["const"])
+    dims = [e["dim"] for e in index if "dim" in e]
+    x = x.permute(*sorted(range(len(dims)), key=lambda p: dims[p]))
+    for k in range(len(shape)):  # kernel dims the user tensor broadcasts
+        if k not in dims:
+            x = x.unsqueeze(k)
+    return x.expand(*shape).contiguous()
+
+
+def _to_user_layout(y, index, shape):
+    """The user's view of a kernel result: kernel dim k is read at user dim
+    index[k]["dim"] (or at index[k]["const"], a unit user-less dim)."""
+    for k in reversed(range(len(index))):
+        if "const" in index[k]:
+            y = y.select(k, index[k]["const"])
+    dims = [e["dim"] for e in index if "dim" in e]
+    y = y.permute(*sorted(range(len(dims)), key=lambda k: dims[k]))
+    for u in range(len(shape)):  # unit user dims no kernel dim reads
+        if u not in dims:
+            y = y.unsqueeze(u)
+    return y.reshape(shape).contiguous()
+
+
+def _call_entry(kernel, *args):
+    entry = kernel.manifest.get("entry")
+    if entry is None:
+        return kernel(*args)
+    if len(args) != len(entry["inputs"]):
+        raise TypeError(f"{entry['function']} takes {len(entry['inputs'])} tensors, "
+                        f"got {len(args)}")
+    for a, info in zip(args, entry["inputs"]):
+        if list(a.shape) != info["shape"]:
+            raise ValueError(f"shape {tuple(a.shape)}, expected {info['shape']}")
+    params = [_to_kernel_layout(args[s["input"]], s["index"], p["shape"])
+              for s, p in zip(entry["sources"], kernel.inputs)]
+    outs = kernel(*params)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    results = [_to_user_layout(outs[r["result"]], r["index"], info["shape"])
+               for r, info in zip(entry["results"], entry["outputs"])]
+    return results[0] if len(results) == 1 else tuple(results)
+
+
+Kernel.call_entry = _call_entry
+Kernel.call_entry.__doc__ = """Calls the kernel as the user's function: the
+arguments and results of the program it was compiled from (manifest
+`entry`), in their own layouts; layout copies run here, in PyTorch."""
+
+
 def load(manifest_path):
     """Loads the kernel described by `manifest_path` (a flashlight-compile
     manifest) and returns a callable."""

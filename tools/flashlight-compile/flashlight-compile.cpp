@@ -14,6 +14,8 @@
 #include "flashlight/Dialect/Attn/IR/AttnDialect.h"
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
+#include "flashlight/Import/Passes.h"
+#include "flashlight/Import/StableHLO/StableHLODialect.h"
 #include "flashlight/Target/Manifest.h"
 #include "flashlight/Target/Pipeline.h"
 
@@ -34,6 +36,7 @@
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/Support/CommandLine.h"
@@ -184,6 +187,74 @@ LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
   return success();
 }
 
+/// For programs that are not attn IR already: imports StableHLO, raises
+/// the attention (attn-raise), and moves it into a kernel function of its
+/// own (attn-outline). Returns the manifest's `entry` (how the user's
+/// function feeds the kernel; null for attn programs), erasing the user's
+/// function from `module`.
+FailureOr<json> importAndOutline(ModuleOp module) {
+  bool stablehlo = false, attention = false;
+  module.walk([&](Operation *op) {
+    stablehlo |= op->getName().getDialectNamespace() == "stablehlo";
+    attention |= isa<flashlight::attn::AttentionOp>(op);
+  });
+  MLIRContext *ctx = module.getContext();
+  PassManager pm(ctx);
+  if (stablehlo) {
+    pm.addPass(flashlight::createImportStableHLO());
+    pm.addPass(createCanonicalizerPass());
+  }
+  if (!attention) {
+    flashlight::attn::AttnRaiseOptions raise;
+    raise.explain = explain;
+    pm.addNestedPass<func::FuncOp>(flashlight::attn::createAttnRaise(raise));
+    pm.addPass(createCanonicalizerPass());
+    pm.addPass(createCSEPass());
+  }
+  pm.addPass(flashlight::attn::createAttnOutline());
+  if (failed(pm.run(module)))
+    return failure();
+  // The kernel: the one function holding an attention; the host: the one
+  // calling it.
+  SmallVector<func::FuncOp> kernels, hosts;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    bool has = false;
+    func.walk([&](flashlight::attn::AttentionOp) { has = true; });
+    (has ? kernels : hosts).push_back(func);
+  }
+  if (kernels.empty()) {
+    fail(Twine("no attention found in ") + inputFile +
+         (explain ? "" : " (--flashlight-explain says why)"));
+    return failure();
+  }
+  if (kernels.size() > 1) {
+    fail("found " + Twine(kernels.size()) +
+         " attentions; one per program is supported");
+    return failure();
+  }
+  if (hosts.empty())
+    return json();
+  if (hosts.size() > 1) {
+    fail("the program has more than one function besides the attention");
+    return failure();
+  }
+  func::CallOp call;
+  hosts.front().walk([&](func::CallOp c) {
+    if (c.getCallee() == kernels.front().getName())
+      call = c;
+  });
+  if (!call) {
+    fail("the program's function does not call its attention");
+    return failure();
+  }
+  FailureOr<json> entry = flashlight::describeEntry(hosts.front(), call);
+  if (failed(entry))
+    return failure();
+  (*entry)["function"] = hosts.front().getName().str();
+  hosts.front().erase();
+  return entry;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -207,7 +278,8 @@ int main(int argc, char **argv) {
   }
 
   DialectRegistry registry;
-  registry.insert<flashlight::attn::AttnDialect, arith::ArithDialect,
+  registry.insert<flashlight::attn::AttnDialect,
+                  flashlight::shlo::StableHLODialect, arith::ArithDialect,
                   cf::ControlFlowDialect, func::FuncDialect, gpu::GPUDialect,
                   linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,
                   memref::MemRefDialect, NVVM::NVVMDialect, scf::SCFDialect,
@@ -229,8 +301,14 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  std::string name = nameOpt.empty() ? llvm::sys::path::stem(inputFile).str()
-                                     : std::string(nameOpt);
+  // model.stablehlo.mlir -> model.
+  std::string name = nameOpt;
+  if (name.empty()) {
+    StringRef stem = llvm::sys::path::stem(inputFile);
+    for (StringRef kind : {".stablehlo", ".generic", ".torch"})
+      stem.consume_back(kind);
+    name = stem.str();
+  }
   if (auto ec = llvm::sys::fs::create_directories(outputDir))
     return fail("cannot create " + outputDir + ": " + ec.message());
   auto outPath = [&](StringRef suffix) {
@@ -239,8 +317,17 @@ int main(int argc, char **argv) {
     return std::string(p);
   };
 
-  if (batch >= 0 || qHeads >= 0 || kvHeads >= 0 || qLen >= 0 || kvLen >= 0 ||
-      headDim >= 0 || !dtype.empty()) {
+  // Imported programs: StableHLO to linalg, then find the attention.
+  FailureOr<json> entry = importAndOutline(*module);
+  if (failed(entry))
+    return 1;
+
+  bool reshape = batch >= 0 || qHeads >= 0 || kvHeads >= 0 || qLen >= 0 ||
+                 kvLen >= 0 || headDim >= 0 || !dtype.empty();
+  if (reshape && !entry->is_null())
+    return fail("--batch, --q-len, ... re-shape attn programs; export the "
+                "imported program at the shapes wanted instead");
+  if (reshape) {
     flashlight::attn::AttnSpecializeOptions sizes;
     sizes.batch = batch;
     sizes.qHeads = qHeads;
@@ -335,6 +422,8 @@ int main(int argc, char **argv) {
       {"dynamic_shared_memory", 0},
       {"params", params},
       {"kernel_ir", name + ".mlir"}};
+  if (!entry->is_null())
+    manifest["entry"] = *entry;
   if (succeeded(program))
     manifest["program"] = *program;
   else

@@ -30,6 +30,17 @@ nlohmann::json describeParams(mlir::func::FuncOp func);
 /// failure (with a diagnostic) if it uses an op the interpreter lacks.
 mlir::FailureOr<nlohmann::json> exportProgram(mlir::func::FuncOp func);
 
+/// How the user's program `host`, which computes its results by one `call`
+/// of the kernel function plus layout copies (attn-outline's output), maps
+/// onto the kernel: the host's inputs and outputs, for each kernel argument
+/// the host input it reads (`input`) and which kernel dim indexes each of
+/// that input's dims (`index`: `{"dim": k}` or `{"const": c}`), and for each
+/// host result the kernel result it copies and, per kernel dim, the host
+/// dim (or constant) that indexes it. Fails, with a diagnostic, when the
+/// host computes anything else.
+mlir::FailureOr<nlohmann::json> describeEntry(mlir::func::FuncOp host,
+                                              mlir::func::CallOp call);
+
 } // namespace flashlight
 
 #endif // FLASHLIGHT_TARGET_MANIFEST_H

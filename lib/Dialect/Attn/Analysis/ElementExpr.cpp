@@ -225,13 +225,28 @@ ENode *ElementGraph::evalBody(Operation *op, ArrayRef<AffineExpr> loops,
         lastError = "a tensor is built inside a linalg body";
         return nullptr;
       }
-      result = make(ENode::Kind::Extract, v.getType());
-      result->tensor = extract.getTensor();
+      SmallVector<ENode *> idx;
+      SmallVector<AffineExpr> affine;
       for (Value i : extract.getIndices()) {
         ENode *n = evalBody(op, loops, i, scalars);
         if (!n)
           return nullptr;
-        result->operands.push_back(n);
+        idx.push_back(n);
+        if (n->kind == ENode::Kind::Index)
+          affine.push_back(n->index);
+        else if (auto c = n->kind == ENode::Kind::Const
+                              ? dyn_cast<IntegerAttr>(n->value)
+                              : IntegerAttr())
+          affine.push_back(getAffineConstantExpr(c.getInt(), ctx));
+      }
+      // At affine indices an extract is an element like any other: look
+      // through it (a gather's index tensor computed from iotas).
+      if (affine.size() == idx.size()) {
+        result = element(extract.getTensor(), affine);
+      } else {
+        result = make(ENode::Kind::Extract, v.getType());
+        result->tensor = extract.getTensor();
+        result->operands = idx;
       }
     } else if (def->getNumResults() == 1 && def->getNumRegions() == 0) {
       result = make(ENode::Kind::Op, v.getType());

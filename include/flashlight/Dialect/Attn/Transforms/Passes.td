@@ -127,6 +127,27 @@ def AttnRaise : Pass<"attn-raise", "::mlir::func::FuncOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def AttnOutline : Pass<"attn-outline", "::mlir::ModuleOp"> {
+  let summary = "Move each attn.attention of a larger program into a kernel "
+                "function of its own";
+  let description = [{
+    Code generation turns a function that is exactly one attention (its
+    arguments are the attention's operands, its results the attention's
+    results) into one GPU kernel. A raised program is more than that: layout
+    copies between the user's tensors and `[B, H, M, D]` surround the
+    attention. For every `attn.attention` in a function that holds anything
+    else, this pass creates `@<function>_attention<k>` holding the attention
+    alone (marked `attn.kernel`), and replaces the attention by a
+    `func.call` to it. The calling function keeps the rest (the runtime
+    performs its layout copies; see `flashlight-compile`'s manifest `entry`).
+
+    ```mlir
+    %q = linalg.generic ... ins(%arg0 : tensor<2x128x4x64xbf16>) ...
+    %o = func.call @main_attention0(%q, %k, %v) : (...) -> tensor<2x4x128x64xbf16>
+    ```
+  }];
+}
+
 def AttnSpecialize : Pass<"attn-specialize", "::mlir::func::FuncOp"> {
   let summary = "Re-shape an attention program's function to new sizes";
   let description = [{
