@@ -93,6 +93,7 @@ def check(prog, manifest):
     native = leaves(jax.jit(prog.fn)(*inputs))
 
     kernel = flashlight.load(manifest)
+    kernel.poison = True  # an element the kernel skips stays NaN
     outs = kernel.call_entry(*[to_torch(x) for x in inputs])
     outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
     outs = [o.detach().to(torch.float64).cpu().numpy() for o in outs]
