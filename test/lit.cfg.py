@@ -32,6 +32,12 @@ config.substitutions.append(
     ("%examples", os.path.join(config.flashlight_src_root, "examples"))
 )
 
+# Import a StableHLO program, raise its attention, print the analysis.
+config.substitutions.append(
+    ("%raise", "flashlight-opt --flashlight-import-stablehlo --canonicalize "
+     "--attn-raise --canonicalize --attn-explain")
+)
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 

@@ -344,15 +344,16 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
   } else if (auto concat = dyn_cast<tensor::ConcatOp>(def)) {
     int64_t dim = concat.getDim();
     int64_t offset = 0;
-    auto constIdx = dyn_cast<AffineConstantExpr>(indices[dim]);
+    auto range = bounds(indices[dim]);
     result = make(ENode::Kind::Concat, elt);
     result->index = indices[dim];
     for (Value piece : concat.getInputs()) {
       int64_t size = cast<RankedTensorType>(piece.getType()).getDimSize(dim);
       SmallVector<AffineExpr> at(indices);
       at[dim] = simplify(indices[dim] - offset);
-      if (constIdx && constIdx.getValue() >= offset &&
-          constIdx.getValue() < offset + size) {
+      // An index that stays inside one piece reads just that piece.
+      if (range && range->first >= offset &&
+          range->second < offset + size) {
         result = element(piece, at);
         break;
       }
@@ -485,14 +486,18 @@ bool ElementGraph::contains(ENode *node, ENode *needle) {
   return false;
 }
 
-bool ElementGraph::equivalent(ENode *a, ENode *b, unsigned va, unsigned vb) {
+bool ElementGraph::equivalent(ENode *a, ENode *b, unsigned va, unsigned vb,
+                              const DenseMap<ENode *, unsigned> &pieces) {
   DenseMap<unsigned, unsigned> vars;
   vars[va] = vb;
-  return equivalentImpl(a, b, vars);
+  return equivalentImpl(a, b, vars, pieces);
 }
 
 bool ElementGraph::equivalentImpl(ENode *a, ENode *b,
-                                  DenseMap<unsigned, unsigned> &vars) {
+                                  DenseMap<unsigned, unsigned> &vars,
+                                  const DenseMap<ENode *, unsigned> &pieces) {
+  if (auto it = pieces.find(a); it != pieces.end())
+    return equivalentImpl(a->operands[it->second], b, vars, pieces);
   if (a->kind != b->kind || a->type != b->type ||
       a->operands.size() != b->operands.size())
     return false;
@@ -535,7 +540,7 @@ bool ElementGraph::equivalentImpl(ENode *a, ENode *b,
     break;
   }
   for (auto [x, y] : llvm::zip(a->operands, b->operands))
-    if (!equivalentImpl(x, y, vars))
+    if (!equivalentImpl(x, y, vars, pieces))
       return false;
   return true;
 }

@@ -95,6 +95,7 @@ struct Branch {
   ENode *q = nullptr, *k = nullptr;
   double scale = 1.0;
   ENode *score = nullptr;        // S without the mask
+  ENode *sink = nullptr;         // the extra logit in the denominator
   SmallVector<ENode *> keep;     // mask conjuncts
   SmallVector<ENode *> drop;     // conjuncts that mask when true
 };
@@ -222,6 +223,23 @@ LogicalResult Raiser::findBranches(ENode *root,
   return success();
 }
 
+/// The concatenation along variable `var` (its index is exactly `var`)
+/// inside `n`, if there is one.
+ENode *findConcat(ElementGraph &graph, ENode *n, unsigned var) {
+  llvm::DenseSet<ENode *> seen;
+  SmallVector<ENode *> stack = {n};
+  while (!stack.empty()) {
+    ENode *x = stack.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    if (x->kind == Kind::Concat &&
+        x->index == getAffineDimExpr(var, graph.getContext()))
+      return x;
+    stack.append(x->operands.begin(), x->operands.end());
+  }
+  return nullptr;
+}
+
 /// S from P: softmax (`E / sum E`, `E = exp(S - m)` or `exp(S)`) or
 /// sigmoid (`1 / (1 + exp(-S))`).
 LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
@@ -251,10 +269,20 @@ LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
     if (!isReduce(den, "arith.addf") || !isConst(den->operands[1], 0.0) ||
         graph.dependsOn(den, br.j))
       return fail(why, "the softmax denominator is not a sum over the keys");
-    if (!graph.equivalent(peel(den->operands[0]), peel(p->operands[0]),
-                          den->var, br.j))
-      return fail(why, "the softmax denominator sums something other than "
-                       "its numerator");
+    ENode *body = peel(den->operands[0]), *num = peel(p->operands[0]);
+    if (!graph.equivalent(body, num, den->var, br.j)) {
+      // Sinks: the denominator also sums columns concatenated after the
+      // keys (softmax over concat(S, sink), sliced back to the keys).
+      ENode *concat = findConcat(graph, body, den->var);
+      int64_t n = graph.extent(br.j);
+      if (!concat || concat->offsets.size() != 3 || concat->offsets[1] != n ||
+          concat->offsets[2] != n + 1 ||
+          graph.dependsOn(concat->operands[1], den->var) ||
+          !graph.equivalent(body, num, den->var, br.j, {{concat, 0}}))
+        return fail(why, "the softmax denominator sums something other than "
+                         "its numerator");
+      br.sink = concat->operands[1];
+    }
     e = p->operands[0];
   }
   e = peel(e);
@@ -696,15 +724,16 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     }
     auto type = RankedTensorType::get(
         shape, cast<RankedTensorType>(leaf->tensor.getType()).getElementType());
-    AffineMap map = AffineMap::get(4, 0, exprs, ctx);
+    unsigned rank = roleVars.size();
+    AffineMap map = AffineMap::get(rank, 0, exprs, ctx);
     if (map.isIdentity() && type == leaf->tensor.getType())
       return leaf->tensor;
     Value init =
         tensor::EmptyOp::create(b, loc, shape, type.getElementType());
     return linalg::GenericOp::create(
                b, loc, type, leaf->tensor, init,
-               {map, b.getMultiDimIdentityMap(4)},
-               SmallVector<utils::IteratorType>(4,
+               {map, b.getMultiDimIdentityMap(rank)},
+               SmallVector<utils::IteratorType>(rank,
                                                 utils::IteratorType::parallel),
                [](OpBuilder &nb, Location l, ValueRange args) {
                  linalg::YieldOp::create(nb, l, args[0]);
@@ -745,6 +774,23 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   if (!value)
     return failure();
 
+  // Sinks: one [Hq] logit tensor per branch, read at the head.
+  SmallVector<Value> sinks;
+  for (Branch &br : branches) {
+    if (!br.sink != !first.sink)
+      return fail(why, "only some branches have a sink");
+    if (!br.sink)
+      continue;
+    ENode *leaf = peel(br.sink);
+    if (leaf->kind != Kind::Leaf)
+      return fail(why, "the sink logit is not read from a tensor (a "
+                       "constant sink is not supported yet)");
+    Value sink = view(leaf, {roles.h}, 1, {roles.Hq}, "the sink");
+    if (!sink)
+      return failure();
+    sinks.push_back(sink);
+  }
+
   // Region contents and their captures.
   llvm::DenseSet<ENode *> stops;
   for (Branch &br : branches)
@@ -775,7 +821,7 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   auto outType = RankedTensorType::get({roles.B, roles.Hq, roles.M, roles.Dv},
                                        rootType.getElementType());
   auto op = AttentionOp::create(
-      b, loc, outType, TypeRange(), queries, keys, value, ValueRange(),
+      b, loc, outType, TypeRange(), queries, keys, value, sinks,
       captures.getArrayRef(), b.getDenseF64ArrayAttr(scales),
       NormalizerAttr::get(ctx, first.normalizer));
 

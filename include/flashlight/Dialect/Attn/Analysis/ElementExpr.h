@@ -89,7 +89,9 @@ public:
   bool contains(ENode *node, ENode *needle);
 
   /// Whether `a` with variable `va` equals `b` with `vb` (alpha-equivalence).
-  bool equivalent(ENode *a, ENode *b, unsigned va, unsigned vb);
+  /// `pieces` resolves concatenations in `a` to one of their pieces.
+  bool equivalent(ENode *a, ENode *b, unsigned va, unsigned vb,
+                  const llvm::DenseMap<ENode *, unsigned> &pieces = {});
 
   /// Why the last `element` call stopped early (empty if it did not).
   const std::string &error() const { return lastError; }
@@ -103,7 +105,8 @@ private:
                   llvm::DenseMap<mlir::Value, ENode *> &scalars);
   ENode *scalarOutside(mlir::Value v);
   bool equivalentImpl(ENode *a, ENode *b,
-                      llvm::DenseMap<unsigned, unsigned> &vars);
+                      llvm::DenseMap<unsigned, unsigned> &vars,
+                      const llvm::DenseMap<ENode *, unsigned> &pieces);
 
   mlir::MLIRContext *ctx;
   std::vector<int64_t> extents;
