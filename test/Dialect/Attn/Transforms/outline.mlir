@@ -1,0 +1,32 @@
+// RUN: flashlight-opt %s --split-input-file --attn-outline | FileCheck %s
+
+// The attention moves into a kernel function of its own; the layout copies
+// stay with the caller.
+// CHECK-LABEL: func.func @main_attention0(
+// CHECK-SAME: %[[Q:.+]]: tensor<1x2x16x8xf16>, %[[K:.+]]: tensor<1x2x16x8xf16>, %[[V:.+]]: tensor<1x2x16x8xf16>) -> tensor<1x2x16x8xf16> attributes {attn.kernel}
+// CHECK-NEXT: %[[O:.+]] = attn.attention q(%[[Q]] {{.*}} k(%[[K]] {{.*}} v(%[[V]]
+// CHECK-NEXT: return %[[O]]
+// CHECK-LABEL: func.func @main(
+// CHECK: %[[QT:.+]] = linalg.generic
+// CHECK: call @main_attention0(%[[QT]], %{{.*}}, %{{.*}})
+// CHECK-NOT: attn.attention
+func.func @main(%q: tensor<1x16x2x8xf16>, %k: tensor<1x2x16x8xf16>, %v: tensor<1x2x16x8xf16>) -> tensor<1x2x16x8xf16> {
+  %e = tensor.empty() : tensor<1x2x16x8xf16>
+  %qt = linalg.generic {indexing_maps = [affine_map<(b, h, i, d) -> (b, i, h, d)>, affine_map<(b, h, i, d) -> (b, h, i, d)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%q : tensor<1x16x2x8xf16>) outs(%e : tensor<1x2x16x8xf16>) {
+  ^bb0(%x: f16, %o: f16):
+    linalg.yield %x : f16
+  } -> tensor<1x2x16x8xf16>
+  %o = attn.attention q(%qt : tensor<1x2x16x8xf16>) k(%k : tensor<1x2x16x8xf16>) v(%v : tensor<1x2x16x8xf16>) scale [0.35] normalizer softmax -> tensor<1x2x16x8xf16>
+  return %o : tensor<1x2x16x8xf16>
+}
+
+// -----
+
+// A function that is exactly one attention already is a kernel.
+// CHECK-LABEL: func.func @kernel_shaped(
+// CHECK-NEXT: attn.attention
+// CHECK-NOT: call
+func.func @kernel_shaped(%q: tensor<1x2x16x8xf16>, %k: tensor<1x2x16x8xf16>, %v: tensor<1x2x16x8xf16>) -> tensor<1x2x16x8xf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x8xf16>) k(%k : tensor<1x2x16x8xf16>) v(%v : tensor<1x2x16x8xf16>) scale [0.35] normalizer softmax -> tensor<1x2x16x8xf16>
+  return %o : tensor<1x2x16x8xf16>
+}

@@ -1,0 +1,112 @@
+// RUN: flashlight-opt %s --split-input-file --attn-raise=explain=true --canonicalize --verify-diagnostics | FileCheck %s
+
+// Attention spelled with named linalg ops ([B*H, N, D], as torch-mlir's
+// linalg-on-tensors output has it): s = q @ k^T * 0.125; softmax with the
+// row max subtracted; o = p @ v.
+// CHECK-LABEL: func @named_ops_softmax
+func.func @named_ops_softmax(%q: tensor<8x128x64xf32>, %k: tensor<8x128x64xf32>, %v: tensor<8x128x64xf32>) -> tensor<8x128x64xf32> {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %scale = arith.constant 0.125 : f32
+  %kt0 = tensor.empty() : tensor<8x64x128xf32>
+  %kt = linalg.transpose ins(%k : tensor<8x128x64xf32>) outs(%kt0 : tensor<8x64x128xf32>) permutation = [0, 2, 1]
+  %s0 = tensor.empty() : tensor<8x128x128xf32>
+  %sf = linalg.fill ins(%zero : f32) outs(%s0 : tensor<8x128x128xf32>) -> tensor<8x128x128xf32>
+  %s = linalg.batch_matmul ins(%q, %kt : tensor<8x128x64xf32>, tensor<8x64x128xf32>) outs(%sf : tensor<8x128x128xf32>) -> tensor<8x128x128xf32>
+  %ss = linalg.generic {indexing_maps = [affine_map<(b, i, j) -> (b, i, j)>, affine_map<(b, i, j) -> (b, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s : tensor<8x128x128xf32>) outs(%s0 : tensor<8x128x128xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %y = arith.mulf %x, %scale : f32
+    linalg.yield %y : f32
+  } -> tensor<8x128x128xf32>
+  // m = max_j s
+  %m0 = tensor.empty() : tensor<8x128xf32>
+  %mf = linalg.fill ins(%ninf : f32) outs(%m0 : tensor<8x128xf32>) -> tensor<8x128xf32>
+  %m = linalg.generic {indexing_maps = [affine_map<(b, i, j) -> (b, i, j)>, affine_map<(b, i, j) -> (b, i)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%ss : tensor<8x128x128xf32>) outs(%mf : tensor<8x128xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %y = arith.maximumf %acc, %x : f32
+    linalg.yield %y : f32
+  } -> tensor<8x128xf32>
+  // e = exp(s - m)
+  %e = linalg.generic {indexing_maps = [affine_map<(b, i, j) -> (b, i, j)>, affine_map<(b, i, j) -> (b, i)>, affine_map<(b, i, j) -> (b, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%ss, %m : tensor<8x128x128xf32>, tensor<8x128xf32>) outs(%s0 : tensor<8x128x128xf32>) {
+  ^bb0(%x: f32, %mx: f32, %o: f32):
+    %d = arith.subf %x, %mx : f32
+    %y = math.exp %d : f32
+    linalg.yield %y : f32
+  } -> tensor<8x128x128xf32>
+  // l = sum_j e; p = e / l
+  %lf = linalg.fill ins(%zero : f32) outs(%m0 : tensor<8x128xf32>) -> tensor<8x128xf32>
+  %l = linalg.generic {indexing_maps = [affine_map<(b, i, j) -> (b, i, j)>, affine_map<(b, i, j) -> (b, i)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%e : tensor<8x128x128xf32>) outs(%lf : tensor<8x128xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %y = arith.addf %acc, %x : f32
+    linalg.yield %y : f32
+  } -> tensor<8x128xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(b, i, j) -> (b, i, j)>, affine_map<(b, i, j) -> (b, i)>, affine_map<(b, i, j) -> (b, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%e, %l : tensor<8x128x128xf32>, tensor<8x128xf32>) outs(%s0 : tensor<8x128x128xf32>) {
+  ^bb0(%x: f32, %sum: f32, %o: f32):
+    %y = arith.divf %x, %sum : f32
+    linalg.yield %y : f32
+  } -> tensor<8x128x128xf32>
+  // o = p @ v
+  %o0 = tensor.empty() : tensor<8x128x64xf32>
+  %of = linalg.fill ins(%zero : f32) outs(%o0 : tensor<8x128x64xf32>) -> tensor<8x128x64xf32>
+  // One batch-like dim is the head (B = 1): Q, K, V get layout copies to
+  // [1, 8, 128, 64]; the 1/8 becomes the scale.
+  // CHECK: %[[Q:.+]] = linalg.generic {{.*}} ins(%{{.*}} : tensor<8x128x64xf32>) outs(%{{.*}} : tensor<1x8x128x64xf32>)
+  // CHECK: attn.attention q(%[[Q]] : tensor<1x8x128x64xf32>) {{.*}} scale [1.250000e-01] normalizer softmax ->
+  // CHECK-NOT: linalg.batch_matmul
+  // expected-remark @+1 {{attn-raise: result 0 raised to attn.attention}}
+  %o = linalg.batch_matmul ins(%p, %v : tensor<8x128x128xf32>, tensor<8x128x64xf32>) outs(%of : tensor<8x128x64xf32>) -> tensor<8x128x64xf32>
+  return %o : tensor<8x128x64xf32>
+}
+
+// -----
+
+// A matrix product whose left factor is no softmax is not attention.
+// CHECK-LABEL: func @negative_plain_matmul
+func.func @negative_plain_matmul(%a: tensor<128x64xf32>, %b: tensor<64x32xf32>) -> tensor<128x32xf32> {
+  %zero = arith.constant 0.0 : f32
+  %c0 = tensor.empty() : tensor<128x32xf32>
+  %cf = linalg.fill ins(%zero : f32) outs(%c0 : tensor<128x32xf32>) -> tensor<128x32xf32>
+  // CHECK: linalg.generic
+  // expected-remark @+1 {{attn-raise: result 0 is not raised: the PV weights are neither a softmax (E / sum E) nor a sigmoid}}
+  %c = linalg.matmul ins(%a, %b : tensor<128x64xf32>, tensor<64x32xf32>) outs(%cf : tensor<128x32xf32>) -> tensor<128x32xf32>
+  return %c : tensor<128x32xf32>
+}
+
+// -----
+
+// exp(s) normalized over the *query* index is not a softmax over the keys.
+// CHECK-LABEL: func @negative_softmax_over_queries
+func.func @negative_softmax_over_queries(%q: tensor<16x8xf32>, %k: tensor<16x8xf32>, %v: tensor<16x8xf32>) -> tensor<16x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %s0 = tensor.empty() : tensor<16x16xf32>
+  %sf = linalg.fill ins(%zero : f32) outs(%s0 : tensor<16x16xf32>) -> tensor<16x16xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j, c) -> (i, c)>, affine_map<(i, j, c) -> (j, c)>, affine_map<(i, j, c) -> (i, j)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%q, %k : tensor<16x8xf32>, tensor<16x8xf32>) outs(%sf : tensor<16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %y = arith.addf %acc, %m : f32
+    linalg.yield %y : f32
+  } -> tensor<16x16xf32>
+  %e = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%s : tensor<16x16xf32>) outs(%s0 : tensor<16x16xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %y = math.exp %x : f32
+    linalg.yield %y : f32
+  } -> tensor<16x16xf32>
+  %l0 = tensor.empty() : tensor<16xf32>
+  %lf = linalg.fill ins(%zero : f32) outs(%l0 : tensor<16xf32>) -> tensor<16xf32>
+  %l = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>], iterator_types = ["reduction", "parallel"]} ins(%e : tensor<16x16xf32>) outs(%lf : tensor<16xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %y = arith.addf %acc, %x : f32
+    linalg.yield %y : f32
+  } -> tensor<16xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%e, %l : tensor<16x16xf32>, tensor<16xf32>) outs(%s0 : tensor<16x16xf32>) {
+  ^bb0(%x: f32, %sum: f32, %o: f32):
+    %y = arith.divf %x, %sum : f32
+    linalg.yield %y : f32
+  } -> tensor<16x16xf32>
+  %o0 = tensor.empty() : tensor<16x8xf32>
+  %of = linalg.fill ins(%zero : f32) outs(%o0 : tensor<16x8xf32>) -> tensor<16x8xf32>
+  // CHECK-NOT: attn.attention
+  // expected-remark @+1 {{attn-raise: result 0 is not raised: the softmax denominator is not a sum over the keys}}
+  %o = linalg.matmul ins(%p, %v : tensor<16x16xf32>, tensor<16x8xf32>) outs(%of : tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %o : tensor<16x8xf32>
+}
