@@ -5,7 +5,7 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
 packages=(
-  cmake ninja-build g++ make python3
+  cmake ninja-build g++ make python3 python3-pip
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   nlohmann-json3-dev catch2
 )
@@ -21,10 +21,6 @@ has_cuda() {
   done
   return 1
 }
-if ! has_cuda; then
-  packages+=(python3-pip)
-fi
-
 missing=()
 for pkg in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null |
@@ -49,5 +45,16 @@ if ! has_cuda; then
   python3 -m pip install --quiet --no-deps --break-system-packages \
     --target "$cuda_local" "$cuda_wheel"
   chmod +x "$cuda_local/nvidia/cuda_nvcc/bin/"*
+fi
+# JAX (CPU) exports the StableHLO fixtures that the tests regenerate and
+# compile (scripts/check-jax-fixtures.sh); pinned, since the committed
+# fixtures are its output.
+jax_version="0.10.2"
+python_local="$root/.deps/python"
+if ! PYTHONPATH="$python_local" python3 -c \
+    "import jax, sys; sys.exit(jax.__version__ != '$jax_version')" 2>/dev/null; then
+  echo "install-deps: installing jax==$jax_version (CPU) into .deps/python"
+  python3 -m pip install --quiet --break-system-packages --target "$python_local" \
+    "jax==$jax_version" "jaxlib==$jax_version"
 fi
 echo "install-deps: everything is installed"
