@@ -23,10 +23,12 @@ using namespace mlir;
 
 namespace {
 
-/// The static ranked tensor type of `v`, or null.
+/// The static ranked tensor type of integers or floats of `v`, or null.
 RankedTensorType staticTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
-  return t && t.hasStaticShape() ? t : RankedTensorType();
+  return t && t.hasStaticShape() && t.getElementType().isIntOrFloat()
+             ? t
+             : RankedTensorType();
 }
 
 Value constantOf(OpBuilder &b, Location loc, Type type, double value) {
@@ -701,11 +703,25 @@ FailureOr<Value> Converter::gather(Operation *op, RankedTensorType result) {
       walked.push_back(d);
   if (walked.size() != offsetDims.size())
     return op->emitError("offset_dims do not match the uncollapsed dims");
+  if (ivd < 0 || ivd > indices.getRank())
+    return op->emitError("index_vector_dim is out of range");
   int64_t vectorLen = ivd < indices.getRank() ? indices.getDimSize(ivd) : 1;
   if ((int64_t)startMap.size() != vectorLen)
     return op->emitError("start_index_map does not match the index vector");
+  auto inRange = [](ArrayRef<int64_t> dims, int64_t rank) {
+    return llvm::all_of(dims, [&](int64_t d) { return d >= 0 && d < rank; });
+  };
+  if (!inRange(startMap, operand.getRank()) ||
+      !inRange(collapsed, operand.getRank()) || !inRange(offsetDims, rank))
+    return op->emitError("gather dimension out of range");
+  for (int64_t d = 0; d < operand.getRank(); ++d)
+    if ((*sliceSizes)[d] < 0 || (*sliceSizes)[d] > operand.getDimSize(d))
+      return op->emitError("slice size out of range in dim ") << d;
+  // Batch dims of the output are the indices' dims but the vector's.
+  if (rank - (int64_t)offsetDims.size() !=
+      indices.getRank() - (ivd < indices.getRank() ? 1 : 0))
+    return op->emitError("gather result rank does not match its indices");
   Location loc = op->getLoc();
-  LogicalResult status = success();
   auto generic = linalg::GenericOp::create(
       b, loc, result, ValueRange(), emptyLike(b, loc, result),
       {b.getMultiDimIdentityMap(rank)}, parallel(rank),
@@ -740,7 +756,6 @@ FailureOr<Value> Converter::gather(Operation *op, RankedTensorType result) {
         Value v = tensor::ExtractOp::create(nb, l, op->getOperand(0), operandIdx);
         linalg::YieldOp::create(nb, l, v);
       });
-  (void)status;
   return generic.getResult(0);
 }
 
@@ -750,9 +765,27 @@ LogicalResult Converter::convert(Operation *op) {
   for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults()))
     if (!staticTensor(v))
       return op->emitError() << "'" << op->getName()
-                             << "': only statically shaped tensors are "
-                                "supported, got "
+                             << "': only statically shaped tensors of "
+                                "integers or floats are supported, got "
                              << v.getType();
+  // Operand and result counts first: everything below relies on them.
+  unsigned operands = op->getNumOperands(), results = op->getNumResults();
+  std::optional<unsigned> arity =
+      llvm::StringSwitch<std::optional<unsigned>>(name)
+          .Cases({"constant", "iota"}, 0u)
+          .Cases({"broadcast_in_dim", "transpose", "reshape", "slice",
+                  "convert"},
+                 1u)
+          .Cases({"dot_general", "gather", "compare"}, 2u)
+          .Cases({"select", "clamp"}, 3u)
+          .Default(std::nullopt);
+  if ((arity && operands != *arity) ||
+      (name == "concatenate" && operands == 0) ||
+      (name == "reduce" && (results == 0 || operands != 2 * results)) ||
+      (name != "reduce" && results != 1))
+    return op->emitError() << "'" << op->getName() << "' with " << operands
+                           << " operands and " << results
+                           << " results is not supported";
   b.setInsertionPoint(op);
   if (name == "reduce") {
     FailureOr<SmallVector<Value>> results = reduce(op);
@@ -762,9 +795,6 @@ LogicalResult Converter::convert(Operation *op) {
     op->erase();
     return success();
   }
-  if (op->getNumResults() != 1)
-    return op->emitError() << "'" << op->getName()
-                           << "' is not supported by the StableHLO importer";
   RankedTensorType result = staticTensor(op->getResult(0));
   FailureOr<Value> value;
   if (name == "constant") {
@@ -793,6 +823,19 @@ LogicalResult Converter::convert(Operation *op) {
       return failure();
     if (*dim < 0 || *dim >= result.getRank())
       return op->emitError("concatenate dimension is out of range");
+    int64_t total = 0;
+    for (Value v : op->getOperands()) {
+      RankedTensorType t = staticTensor(v);
+      bool agree = t.getRank() == result.getRank() &&
+                   t.getElementType() == result.getElementType();
+      for (int64_t d = 0; agree && d < t.getRank(); ++d)
+        agree = d == *dim || t.getDimSize(d) == result.getDimSize(d);
+      if (!agree)
+        return op->emitError("concatenate operands do not match the result");
+      total += t.getDimSize(*dim);
+    }
+    if (total != result.getDimSize(*dim))
+      return op->emitError("concatenate sizes do not add up to the result");
     value = Value(
         tensor::ConcatOp::create(b, op->getLoc(), *dim, op->getOperands()));
   } else {

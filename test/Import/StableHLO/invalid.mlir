@@ -9,7 +9,7 @@ func.func @unsupported_op(%x: tensor<4xi32>) -> tensor<4xi32> {
 // -----
 
 func.func @dynamic_shape(%x: tensor<?xf32>) -> tensor<?xf32> {
-  // expected-error @+1 {{only statically shaped tensors are supported, got 'tensor<?xf32>'}}
+  // expected-error @+1 {{only statically shaped tensors of integers or floats are supported, got 'tensor<?xf32>'}}
   %0 = stablehlo.add %x, %x : tensor<?xf32>
   return %0 : tensor<?xf32>
 }
@@ -115,4 +115,20 @@ func.func @missing_types(%x: tensor<4xf32>, %y: tensor<4xf32>) -> tensor<4xf32> 
   // expected-error @+1 {{expected ': type' or ': (types) -> types'}}
   %0 = stablehlo.add %x, %y : tensor<4xf32>, tensor<4xf32>, tensor<4xf32>
   return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @wrong_arity(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'stablehlo.reshape' with 2 operands and 1 results is not supported}}
+  %0 = "stablehlo.reshape"(%x, %x) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @concat_mismatch(%x: tensor<2x3xf32>, %y: tensor<3x3xf32>) -> tensor<2x6xf32> {
+  // expected-error @+1 {{concatenate operands do not match the result}}
+  %0 = stablehlo.concatenate %x, %y, dim = 1 : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x6xf32>
+  return %0 : tensor<2x6xf32>
 }
