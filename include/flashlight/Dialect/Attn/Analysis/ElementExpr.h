@@ -91,7 +91,8 @@ public:
   /// Whether `a` with variable `va` equals `b` with `vb` (alpha-equivalence).
   /// `pieces` resolves concatenations in `a` to one of their pieces.
   bool equivalent(ENode *a, ENode *b, unsigned va, unsigned vb,
-                  const llvm::DenseMap<ENode *, unsigned> &pieces = {});
+                  const llvm::DenseMap<ENode *, unsigned> &pieces =
+                      llvm::DenseMap<ENode *, unsigned>());
 
   /// Why the last `element` call stopped early (empty if it did not).
   const std::string &error() const { return lastError; }

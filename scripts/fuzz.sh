@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets with clang-22 in build-fuzz/ and runs each
+# for N executions (default 100000), seeded with the importer's fixtures:
+#   scripts/fuzz.sh [N]
+# Crashing inputs land in build-fuzz/crashes/<target>/ and make this fail;
+# each one found becomes a regression test under test/Import.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+runs=${1:-100000}
+build="$root/build-fuzz"
+if [ ! -f "$build/build.ninja" ]; then
+  CC=clang-22 CXX=clang++-22 cmake -G Ninja -S "$root" -B "$build" \
+    -DCMAKE_BUILD_TYPE=Release -DFLASHLIGHT_FUZZERS=ON \
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+    -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
+fi
+ninja -C "$build" stablehlo-import-fuzzer
+
+# Seeds: every JAX fixture (both forms) and each case of the importer tests.
+corpus="$build/corpus/stablehlo"
+mkdir -p "$corpus" "$build/crashes/stablehlo"
+cp "$root"/test/Import/StableHLO/Inputs/jax/*.mlir "$corpus/"
+for test in "$root"/test/Import/StableHLO/*.mlir; do
+  awk -v dir="$corpus" -v base="$(basename "$test" .mlir)" \
+    '/^\/\/ -----/ { n++; next } { print > (dir "/" base "-" n ".mlir") }' "$test"
+done
+ASAN_OPTIONS=detect_leaks=0 "$build/bin/stablehlo-import-fuzzer" "$corpus" \
+  -runs="$runs" -max_len=16384 -timeout=20 -rss_limit_mb=4096 \
+  -artifact_prefix="$build/crashes/stablehlo/" -print_final_stats=1
