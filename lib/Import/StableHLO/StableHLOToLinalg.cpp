@@ -8,8 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "flashlight/Import/Passes.h"
+#include "flashlight/Import/TensorBuilders.h"
 
-#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringSwitch.h"
@@ -20,6 +20,7 @@ namespace flashlight {
 } // namespace flashlight
 
 using namespace mlir;
+using namespace flashlight::import;
 
 namespace {
 
@@ -29,46 +30,6 @@ RankedTensorType staticTensor(Value v) {
   return t && t.hasStaticShape() && t.getElementType().isIntOrFloat()
              ? t
              : RankedTensorType();
-}
-
-Value constantOf(OpBuilder &b, Location loc, Type type, double value) {
-  if (isa<FloatType>(type))
-    return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, value));
-  return arith::ConstantOp::create(b, loc, b.getIntegerAttr(type, value));
-}
-
-/// Converts scalar `x` to element type `to`, as stablehlo.convert does.
-Value castScalar(OpBuilder &b, Location loc, Value x, Type to) {
-  Type from = x.getType();
-  if (from == to)
-    return x;
-  auto fromF = dyn_cast<FloatType>(from);
-  auto toF = dyn_cast<FloatType>(to);
-  if (fromF && toF) {
-    if (fromF.getWidth() == toF.getWidth()) // f16 <-> bf16 through f32.
-      x = arith::ExtFOp::create(b, loc, b.getF32Type(), x), fromF = b.getF32Type();
-    if (fromF.getWidth() < toF.getWidth())
-      return arith::ExtFOp::create(b, loc, to, x);
-    return arith::TruncFOp::create(b, loc, to, x);
-  }
-  if (toF)
-    return from.isInteger(1) ? Value(arith::UIToFPOp::create(b, loc, to, x))
-                             : Value(arith::SIToFPOp::create(b, loc, to, x));
-  if (fromF) {
-    if (to.isInteger(1))
-      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, x,
-                                   constantOf(b, loc, from, 0));
-    return arith::FPToSIOp::create(b, loc, to, x);
-  }
-  unsigned fw = from.getIntOrFloatBitWidth(), tw = to.getIntOrFloatBitWidth();
-  if (tw == 1)
-    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x,
-                                 constantOf(b, loc, from, 0));
-  if (fw == 1)
-    return arith::ExtUIOp::create(b, loc, to, x);
-  if (fw < tw)
-    return arith::ExtSIOp::create(b, loc, to, x);
-  return arith::TruncIOp::create(b, loc, to, x);
 }
 
 /// `stablehlo.compare` on scalars.
@@ -270,14 +231,6 @@ FailureOr<Value> emitScalar(OpBuilder &b, Operation *op, ValueRange args,
                          << "' is not supported by the StableHLO importer";
 }
 
-SmallVector<utils::IteratorType> parallel(int64_t rank) {
-  return SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel);
-}
-
-Value emptyLike(OpBuilder &b, Location loc, RankedTensorType t) {
-  return tensor::EmptyOp::create(b, loc, t.getShape(), t.getElementType());
-}
-
 /// One converter per operation; `convert` dispatches on the name.
 class Converter {
 public:
@@ -297,10 +250,6 @@ private:
   FailureOr<Value> slice(Operation *op, RankedTensorType result);
   FailureOr<Value> gather(Operation *op, RankedTensorType result);
 
-  /// A linalg.generic copying `input` through `inputMap` into `result`.
-  Value copyThroughMap(Location loc, Value input, AffineMap inputMap,
-                       RankedTensorType result);
-
   OpBuilder b;
 };
 
@@ -316,18 +265,6 @@ FailureOr<int64_t> i64Attr(Operation *op, StringRef name) {
   if (!attr)
     return op->emitError() << "expected an integer '" << name << "'";
   return attr.getInt();
-}
-
-Value Converter::copyThroughMap(Location loc, Value input, AffineMap inputMap,
-                                RankedTensorType result) {
-  AffineMap id = b.getMultiDimIdentityMap(result.getRank());
-  auto generic = linalg::GenericOp::create(
-      b, loc, result, input, emptyLike(b, loc, result), {inputMap, id},
-      parallel(result.getRank()),
-      [](OpBuilder &nb, Location l, ValueRange args) {
-        linalg::YieldOp::create(nb, l, args[0]);
-      });
-  return generic.getResult(0);
 }
 
 FailureOr<Value> Converter::elementwise(Operation *op,
@@ -349,7 +286,7 @@ FailureOr<Value> Converter::elementwise(Operation *op,
   LogicalResult status = success();
   auto generic = linalg::GenericOp::create(
       b, loc, result, op->getOperands(), emptyLike(b, loc, result), maps,
-      parallel(rank), [&](OpBuilder &nb, Location l, ValueRange args) {
+      parallelIterators(rank), [&](OpBuilder &nb, Location l, ValueRange args) {
         FailureOr<Value> v =
             emitScalar(nb, op, args.drop_back(), result.getElementType());
         if (failed(v)) {
@@ -389,7 +326,7 @@ FailureOr<Value> Converter::broadcastInDim(Operation *op,
                              << " (size " << result.getDimSize(d) << ")";
   }
   AffineMap map = AffineMap::get(result.getRank(), 0, exprs, b.getContext());
-  return copyThroughMap(op->getLoc(), op->getOperand(0), map, result);
+  return copyThroughMap(b, op->getLoc(), op->getOperand(0), map, result);
 }
 
 FailureOr<Value> Converter::transpose(Operation *op, RankedTensorType result) {
@@ -406,7 +343,7 @@ FailureOr<Value> Converter::transpose(Operation *op, RankedTensorType result) {
     exprs[p] = b.getAffineDimExpr(i);
   }
   AffineMap map = AffineMap::get(rank, 0, exprs, b.getContext());
-  return copyThroughMap(op->getLoc(), op->getOperand(0), map, result);
+  return copyThroughMap(b, op->getLoc(), op->getOperand(0), map, result);
 }
 
 FailureOr<Value> Converter::iota(Operation *op, RankedTensorType result) {
@@ -419,7 +356,7 @@ FailureOr<Value> Converter::iota(Operation *op, RankedTensorType result) {
   Location loc = op->getLoc();
   auto generic = linalg::GenericOp::create(
       b, loc, result, ValueRange(), emptyLike(b, loc, result),
-      {b.getMultiDimIdentityMap(result.getRank())}, parallel(result.getRank()),
+      {b.getMultiDimIdentityMap(result.getRank())}, parallelIterators(result.getRank()),
       [&](OpBuilder &nb, Location l, ValueRange) {
         Value i = linalg::IndexOp::create(nb, l, *dim);
         Value v = isa<FloatType>(elt)
@@ -504,7 +441,7 @@ FailureOr<Value> Converter::dotGeneral(Operation *op,
   Value init = linalg::FillOp::create(b, loc, zero,
                                       emptyLike(b, loc, accType))
                    .getResult(0);
-  SmallVector<utils::IteratorType> iters = parallel(loops);
+  SmallVector<utils::IteratorType> iters = parallelIterators(loops);
   for (int64_t l = outRank; l < loops; ++l)
     iters[l] = utils::IteratorType::reduction;
   auto generic = linalg::GenericOp::create(
@@ -526,7 +463,7 @@ FailureOr<Value> Converter::dotGeneral(Operation *op,
   auto convert = linalg::GenericOp::create(
       b, loc, result, out, emptyLike(b, loc, result),
       {b.getMultiDimIdentityMap(outRank), b.getMultiDimIdentityMap(outRank)},
-      parallel(outRank), [&](OpBuilder &nb, Location l, ValueRange args) {
+      parallelIterators(outRank), [&](OpBuilder &nb, Location l, ValueRange args) {
         linalg::YieldOp::create(nb, l, castScalar(nb, l, args[0], elt));
       });
   return convert.getResult(0);
@@ -545,7 +482,7 @@ FailureOr<SmallVector<Value>> Converter::reduce(Operation *op) {
     return op->emitError("the reducer must take 2 x ") << n << " arguments";
   RankedTensorType in = staticTensor(op->getOperand(0));
   int64_t rank = in.getRank();
-  SmallVector<utils::IteratorType> iters = parallel(rank);
+  SmallVector<utils::IteratorType> iters = parallelIterators(rank);
   SmallVector<AffineExpr> outExprs;
   for (int64_t d = 0; d < rank; ++d) {
     if (llvm::is_contained(dims->asArrayRef(), d))
@@ -627,24 +564,7 @@ FailureOr<Value> Converter::reshape(Operation *op, RankedTensorType result) {
     return op->emitError("reshape changes the number of elements");
   if (src.getShape() == result.getShape())
     return in;
-  if (auto re = getReassociationIndicesForReshape(src, result)) {
-    if (src.getRank() > result.getRank())
-      return Value(tensor::CollapseShapeOp::create(b, loc, result, in, *re));
-    return Value(tensor::ExpandShapeOp::create(b, loc, result, in, *re));
-  }
-  // Otherwise through one dimension.
-  auto flat = RankedTensorType::get({src.getNumElements()},
-                                    src.getElementType());
-  auto all = [](int64_t rank) {
-    ReassociationIndices r;
-    for (int64_t i = 0; i < rank; ++i)
-      r.push_back(i);
-    return SmallVector<ReassociationIndices>{r};
-  };
-  Value collapsed =
-      tensor::CollapseShapeOp::create(b, loc, flat, in, all(src.getRank()));
-  return Value(tensor::ExpandShapeOp::create(b, loc, result, collapsed,
-                                             all(result.getRank())));
+  return reshapeTensor(b, loc, in, result);
 }
 
 FailureOr<Value> Converter::slice(Operation *op, RankedTensorType result) {
@@ -724,7 +644,7 @@ FailureOr<Value> Converter::gather(Operation *op, RankedTensorType result) {
   Location loc = op->getLoc();
   auto generic = linalg::GenericOp::create(
       b, loc, result, ValueRange(), emptyLike(b, loc, result),
-      {b.getMultiDimIdentityMap(rank)}, parallel(rank),
+      {b.getMultiDimIdentityMap(rank)}, parallelIterators(rank),
       [&](OpBuilder &nb, Location l, ValueRange) {
         SmallVector<Value> outIdx;
         SmallVector<Value> batchIdx;

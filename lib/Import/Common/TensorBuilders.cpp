@@ -1,0 +1,113 @@
+//===- TensorBuilders.cpp - Building linalg on tensors for importers ------===//
+
+#include "flashlight/Import/TensorBuilders.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/Dialect/Utils/ReshapeOpsUtils.h"
+
+using namespace mlir;
+
+Value flashlight::import::constantOf(OpBuilder &b, Location loc, Type type,
+                                     double value) {
+  if (isa<FloatType>(type))
+    return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, value));
+  return arith::ConstantOp::create(b, loc,
+                                   b.getIntegerAttr(type, int64_t(value)));
+}
+
+Value flashlight::import::castScalar(OpBuilder &b, Location loc, Value x,
+                                     Type to) {
+  Type from = x.getType();
+  if (from == to)
+    return x;
+  auto fromF = dyn_cast<FloatType>(from);
+  auto toF = dyn_cast<FloatType>(to);
+  if (fromF && toF) {
+    if (fromF.getWidth() == toF.getWidth()) { // f16 <-> bf16 through f32.
+      x = arith::ExtFOp::create(b, loc, b.getF32Type(), x);
+      fromF = b.getF32Type();
+    }
+    if (fromF.getWidth() < toF.getWidth())
+      return arith::ExtFOp::create(b, loc, to, x);
+    return arith::TruncFOp::create(b, loc, to, x);
+  }
+  if (toF)
+    return from.isInteger(1) ? Value(arith::UIToFPOp::create(b, loc, to, x))
+                             : Value(arith::SIToFPOp::create(b, loc, to, x));
+  if (fromF) {
+    if (to.isInteger(1))
+      return arith::CmpFOp::create(b, loc, arith::CmpFPredicate::UNE, x,
+                                   constantOf(b, loc, from, 0));
+    return arith::FPToSIOp::create(b, loc, to, x);
+  }
+  unsigned fw = from.getIntOrFloatBitWidth(), tw = to.getIntOrFloatBitWidth();
+  if (tw == 1)
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ne, x,
+                                 constantOf(b, loc, from, 0));
+  if (fw == 1)
+    return arith::ExtUIOp::create(b, loc, to, x);
+  if (fw < tw)
+    return arith::ExtSIOp::create(b, loc, to, x);
+  return arith::TruncIOp::create(b, loc, to, x);
+}
+
+Value flashlight::import::emptyLike(OpBuilder &b, Location loc,
+                                    RankedTensorType type) {
+  return tensor::EmptyOp::create(b, loc, type.getShape(),
+                                 type.getElementType());
+}
+
+SmallVector<utils::IteratorType>
+flashlight::import::parallelIterators(int64_t rank) {
+  return SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel);
+}
+
+Value flashlight::import::mapElements(
+    OpBuilder &b, Location loc, RankedTensorType result, ValueRange operands,
+    ArrayRef<AffineMap> maps,
+    function_ref<Value(OpBuilder &, Location, ValueRange)> body) {
+  SmallVector<AffineMap> all(maps);
+  all.push_back(b.getMultiDimIdentityMap(result.getRank()));
+  auto generic = linalg::GenericOp::create(
+      b, loc, result, operands, emptyLike(b, loc, result), all,
+      parallelIterators(result.getRank()),
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        linalg::YieldOp::create(nb, l, body(nb, l, args.drop_back()));
+      });
+  return generic.getResult(0);
+}
+
+Value flashlight::import::copyThroughMap(OpBuilder &b, Location loc,
+                                         Value input, AffineMap map,
+                                         RankedTensorType result) {
+  return mapElements(b, loc, result, input, map,
+                     [](OpBuilder &, Location, ValueRange args) {
+                       return args[0];
+                     });
+}
+
+Value flashlight::import::reshapeTensor(OpBuilder &b, Location loc,
+                                        Value input, RankedTensorType result) {
+  auto src = cast<RankedTensorType>(input.getType());
+  if (src.getShape() == result.getShape())
+    return input;
+  if (auto re = getReassociationIndicesForReshape(src, result)) {
+    if (src.getRank() > result.getRank())
+      return tensor::CollapseShapeOp::create(b, loc, result, input, *re);
+    return tensor::ExpandShapeOp::create(b, loc, result, input, *re);
+  }
+  // Otherwise through one dimension.
+  auto flat =
+      RankedTensorType::get({src.getNumElements()}, src.getElementType());
+  auto all = [](int64_t rank) {
+    ReassociationIndices r;
+    for (int64_t i = 0; i < rank; ++i)
+      r.push_back(i);
+    return SmallVector<ReassociationIndices>{r};
+  };
+  Value collapsed =
+      tensor::CollapseShapeOp::create(b, loc, flat, input, all(src.getRank()));
+  return tensor::ExpandShapeOp::create(b, loc, result, collapsed,
+                                       all(result.getRank()));
+}
