@@ -42,5 +42,5 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.flashlight_tools_dir, config.llvm_tools_dir]
-tools = ["flashlight-opt", "flashlight-compile"]
+tools = ["flashlight-opt", "flashlight-compile", "flashlight-translate"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

@@ -258,8 +258,13 @@ json tensorInfo(Type type) {
 FailureOr<json> flashlight::describeEntry(func::FuncOp host,
                                           func::CallOp call) {
   json inputs = json::array(), outputs = json::array();
-  for (Type t : host.getArgumentTypes())
+  for (auto [i, t] : llvm::enumerate(host.getArgumentTypes())) {
     inputs.push_back(tensorInfo(t));
+    // A captured constant (JSON graphs): the runtime reads it from a file
+    // beside the manifest instead of taking it from the caller.
+    if (auto file = host.getArgAttrOfType<StringAttr>(i, "flashlight.constant"))
+      inputs.back()["file"] = file.str();
+  }
   for (Type t : host.getResultTypes())
     outputs.push_back(tensorInfo(t));
   // Kernel argument k = host input `input`, read through a layout copy:

@@ -5,6 +5,10 @@ on PyTorch CUDA tensors, on the current stream.
     attn = flashlight.load("out/causal.json")
     out = attn(q, k, v)            # outputs are allocated and returned
 
+`flashlight.export(fn, *example_inputs, path=...)` goes the other way: it
+writes a PyTorch function as a flashlight-graph JSON file (torch.export;
+docs/json-graph.md), the input of Flashlight's JSON graph importer.
+
 The manifest written by flashlight-compile gives the kernel symbol, its
 parameters (name, dtype, shape), the launch geometry and the artifacts; the
 kernel is loaded through the CUDA driver API (ctypes on libcuda.so.1) into
@@ -15,7 +19,9 @@ import ctypes
 import json
 import os
 
-__all__ = ["load", "Kernel"]
+from .export import export
+
+__all__ = ["load", "Kernel", "export"]
 
 _DTYPES = None
 
@@ -90,6 +96,7 @@ class Kernel:
         if self.manifest.get("manifest_version") != 1:
             raise RuntimeError(f"unsupported manifest {manifest_path}")
         directory = os.path.dirname(os.path.abspath(manifest_path))
+        self.directory = directory
         self.params = self.manifest["params"]
         self.inputs = [p for p in self.params if p["direction"] == "in"]
         self.outputs = [p for p in self.params if p["direction"] == "out"]
@@ -193,13 +200,28 @@ def _to_user_layout(y, index, shape):
     return y.reshape(shape).contiguous()
 
 
+def _load_constant(kernel, info, device):
+    import torch
+
+    path = os.path.join(kernel.directory, info["file"])
+    with open(path, "rb") as f:
+        data = bytearray(f.read())
+    dtype = _torch_dtypes()[info["dtype"]]
+    return torch.frombuffer(data, dtype=dtype).reshape(info["shape"]).to(device)
+
+
 def _call_entry(kernel, *args):
     entry = kernel.manifest.get("entry")
     if entry is None:
         return kernel(*args)
-    if len(args) != len(entry["inputs"]):
-        raise TypeError(f"{entry['function']} takes {len(entry['inputs'])} tensors, "
+    # Captured constants come from files beside the manifest, after the
+    # caller's inputs.
+    taken = [i for i in entry["inputs"] if "file" not in i]
+    if len(args) != len(taken):
+        raise TypeError(f"{entry['function']} takes {len(taken)} tensors, "
                         f"got {len(args)}")
+    args = list(args) + [_load_constant(kernel, i, args[0].device)
+                         for i in entry["inputs"] if "file" in i]
     for a, info in zip(args, entry["inputs"]):
         if list(a.shape) != info["shape"]:
             raise ValueError(f"shape {tuple(a.shape)}, expected {info['shape']}")

@@ -14,6 +14,7 @@
 #include "flashlight/Dialect/Attn/IR/AttnDialect.h"
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
+#include "flashlight/Import/JSON/JSONGraph.h"
 #include "flashlight/Import/Passes.h"
 #include "flashlight/Import/StableHLO/StableHLODialect.h"
 #include "flashlight/Target/Manifest.h"
@@ -211,7 +212,11 @@ FailureOr<json> importAndOutline(ModuleOp module) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
-  pm.addPass(flashlight::attn::createAttnOutline());
+  // Imported programs always get an entry (the user's function calling
+  // its kernel), also when the attention is all they compute.
+  flashlight::attn::AttnOutlineOptions outline;
+  outline.all = !attention;
+  pm.addPass(flashlight::attn::createAttnOutline(outline));
   if (failed(pm.run(module)))
     return failure();
   // The kernel: the one function holding an attention; the host: the one
@@ -297,7 +302,11 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  // A flashlight-graph JSON file (flashlight.export) or MLIR text.
+  OwningOpRef<ModuleOp> module =
+      StringRef(inputFile).ends_with(".json")
+          ? flashlight::importJSONGraph(source, inputFile, &context)
+          : parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
     return 1;
 
@@ -305,7 +314,7 @@ int main(int argc, char **argv) {
   std::string name = nameOpt;
   if (name.empty()) {
     StringRef stem = llvm::sys::path::stem(inputFile);
-    for (StringRef kind : {".stablehlo", ".generic", ".torch"})
+    for (StringRef kind : {".stablehlo", ".generic", ".torch", ".graph"})
       stem.consume_back(kind);
     name = stem.str();
   }

@@ -32,13 +32,15 @@ bool isKernelShaped(func::FuncOp func, AttentionOp op) {
 
 struct AttnOutlinePass
     : flashlight::attn::impl::AttnOutlineBase<AttnOutlinePass> {
+  using AttnOutlineBase::AttnOutlineBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
     for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
       SmallVector<AttentionOp> ops;
       func.walk([&](AttentionOp op) { ops.push_back(op); });
-      if (ops.size() == 1 && isKernelShaped(func, ops.front()))
+      if (func->hasAttr("attn.kernel") ||
+          (!all && ops.size() == 1 && isKernelShaped(func, ops.front())))
         continue;
       for (auto [k, op] : llvm::enumerate(ops)) {
         OpBuilder b(func);

@@ -145,7 +145,15 @@ def AttnOutline : Pass<"attn-outline", "::mlir::ModuleOp"> {
     %q = linalg.generic ... ins(%arg0 : tensor<2x128x4x64xbf16>) ...
     %o = func.call @main_attention0(%q, %k, %v) : (...) -> tensor<2x4x128x64xbf16>
     ```
+
+    With `all`, functions that are one attention already are outlined too,
+    so every imported program has the same shape: the user's function
+    calling its kernel.
   }];
+  let options = [
+    Option<"all", "all", "bool", /*default=*/"false",
+           "Outline every attention, also from kernel-shaped functions">,
+  ];
 }
 
 def AttnSpecialize : Pass<"attn-specialize", "::mlir::func::FuncOp"> {

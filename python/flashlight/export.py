@@ -1,0 +1,323 @@
+"""`flashlight.export`: a PyTorch function as a Flashlight JSON graph.
+
+    import flashlight
+    flashlight.export(attention, q, k, v, path="attention.json")
+
+runs `torch.export.export` on the function (non-strict, no decompositions:
+the ATen operations stay as exported, e.g. `aten.matmul.default`,
+`aten.softmax.int`, `aten.scaled_dot_product_attention.default`) and writes
+`path` in the "flashlight-graph" schema, version 1 (docs/json-graph.md), the
+input of Flashlight's JSON graph importer. Tensors the function captures
+(lifted constants, parameters, buffers) are written beside it as raw data,
+`<stem>.<name>.bin`.
+
+torch is imported only when `export` is called.
+"""
+
+import enum
+import inspect
+import json
+import math
+import operator
+import os
+
+FORMAT = "flashlight-graph"
+VERSION = 1
+
+_DTYPE_NAMES = {
+    "float16": "f16",
+    "bfloat16": "bf16",
+    "float32": "f32",
+    "float64": "f64",
+    "bool": "i1",
+    "int8": "i8",
+    "uint8": "u8",
+    "int16": "i16",
+    "int32": "i32",
+    "int64": "i64",
+}
+
+
+class ExportError(ValueError):
+    """The exported program holds something the schema cannot express."""
+
+
+def dtype_name(dtype):
+    """The schema's name of a torch.dtype ("bf16", "i1", ...)."""
+    name = str(dtype).rsplit(".", 1)[-1]
+    if name not in _DTYPE_NAMES:
+        raise ExportError(f"dtype {dtype} has no name in {FORMAT} v{VERSION}")
+    return _DTYPE_NAMES[name]
+
+
+def _shape(tensor):
+    shape = []
+    for s in tensor.shape:
+        if not isinstance(s, int):  # a SymInt: a dynamic dimension
+            raise ExportError(f"dynamic dimension {s} in a shape {tuple(tensor.shape)}")
+        shape.append(s)
+    return shape
+
+
+def target_name(target):
+    """`str(target)` as "<namespace>.<op>.<overload>" ("aten.softmax.int")."""
+    import torch
+
+    if isinstance(target, torch._ops.OpOverload):
+        namespace, op = target._schema.name.split("::")
+        return f"{namespace}.{op}.{target._overloadname or 'default'}"
+    if isinstance(target, torch._ops.HigherOrderOperator):
+        return f"higher_order.{target.name()}"
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", None)
+    if name is None:
+        return str(target)
+    if module in ("_operator", "operator"):
+        module = "operator"
+    return f"{module}.{name}" if module else name
+
+
+def _float(x):
+    if math.isfinite(x):
+        return x
+    return {"float": "nan" if math.isnan(x) else ("inf" if x > 0 else "-inf")}
+
+
+class _Encoder:
+    """Encodes fx arguments; `names` maps an fx node to its name in the JSON."""
+
+    def __init__(self, names):
+        import torch
+
+        self.torch = torch
+        self.names = names
+
+    def node(self, n):
+        if n.op == "call_function" and n.target is operator.getitem:
+            source, index = n.args
+            if not isinstance(index, int) or source.op not in ("call_function", "placeholder"):
+                raise ExportError(f"{n.name}: getitem({source}, {index!r}) is not an output index")
+            if source.target is operator.getitem:
+                raise ExportError(f"{n.name}: nested getitem")
+            return {"ref": self.names[source], "index": index}
+        if n.op not in ("call_function", "placeholder") or n not in self.names:
+            raise ExportError(f"{n.name}: a use of a {n.op} node ({n.target})")
+        return {"ref": self.names[n]}
+
+    def arg(self, a):
+        torch = self.torch
+        if isinstance(a, torch.fx.Node):
+            return self.node(a)
+        if a is None or isinstance(a, (bool, int)):  # bool before int: bool is an int
+            return a
+        if isinstance(a, str):
+            return {"str": a}
+        if isinstance(a, float):
+            return _float(a)
+        if isinstance(a, (list, tuple)):
+            return [self.arg(x) for x in a]
+        if isinstance(a, torch.dtype):
+            return {"dtype": dtype_name(a)}
+        if isinstance(a, torch.device):
+            return {"device": str(a)}
+        if isinstance(a, (torch.layout, torch.memory_format)):
+            return {"enum": str(a)}
+        if isinstance(a, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise ExportError(f"symbolic value {a} (dynamic shapes are not supported)")
+        if isinstance(a, torch.Tensor):
+            raise ExportError("a tensor literal in an argument")
+        if isinstance(a, enum.Enum):
+            return {"enum": str(a)}
+        raise ExportError(f"argument {a!r} of type {type(a).__name__}")
+
+    def value(self, v, what):
+        """dtype/shape of a node's meta value (one tensor)."""
+        torch = self.torch
+        if isinstance(v, torch.Tensor):
+            return {"dtype": dtype_name(v.dtype), "shape": _shape(v)}
+        if v is None or isinstance(v, (bool, int, float)):
+            # A non-tensor result (None from an assertion op, an int):
+            # written as its value so that indices stay aligned.
+            return {"value": self.arg(v)}
+        raise ExportError(f"{what}: result {v!r} of type {type(v).__name__}")
+
+    def outputs(self, n):
+        v = n.meta.get("val")
+        if v is None and "tensor_meta" in n.meta:
+            v = n.meta["tensor_meta"]
+            if v is not None and not isinstance(v, (list, tuple)):
+                return [{"dtype": dtype_name(v.dtype), "shape": list(v.shape)}]
+        if v is None:
+            return []
+        if isinstance(v, (list, tuple)):
+            return [self.value(x, n.name) for x in v]
+        return [self.value(v, n.name)]
+
+
+def _parameter_names(fn, count):
+    """fn's parameter names when it takes `count` positional arguments."""
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if len(params) < count or any(p.kind not in positional for p in params[:count]):
+        return None
+    if any(p.default is inspect.Parameter.empty for p in params[count:]):
+        return None
+    return [p.name for p in params[:count]]
+
+
+def _module(fn, count):
+    """An nn.Module whose forward calls fn, with fn's parameter names (so the
+    exported placeholders are named like fn's parameters)."""
+    import torch
+
+    class Function(torch.nn.Module):
+        def forward(self, *args):
+            return fn(*args)
+
+    names = _parameter_names(fn, count)
+    if names is not None:
+        kind = inspect.Parameter.POSITIONAL_OR_KEYWORD
+        Function.forward.__signature__ = inspect.Signature(
+            [inspect.Parameter("self", kind)] + [inspect.Parameter(n, kind) for n in names])
+    Function.__name__ = Function.__qualname__ = getattr(fn, "__name__", "Function")
+    return Function(), names
+
+
+def _tensor_bytes(t):
+    import torch
+
+    t = t.detach().cpu().contiguous().reshape(-1)
+    if t.dtype == torch.bool:
+        t = t.to(torch.uint8)
+    return t.view(torch.uint8).numpy().tobytes()
+
+
+def _write_json(graph, path):
+    """One line per input, constant, node and output: readable and diffable."""
+
+    def items(key):
+        rows = [f"    {json.dumps(x)}" for x in graph[key]]
+        return f'  "{key}": [\n' + ",\n".join(rows) + "\n  ]" if rows else f'  "{key}": []'
+
+    head = [f"  {json.dumps(k)}: {json.dumps(graph[k])}"
+            for k in ("format", "version", "producer", "function")]
+    body = [items(k) for k in ("inputs", "constants", "nodes", "outputs")]
+    with open(path, "w") as f:
+        f.write("{\n" + ",\n".join(head + body) + "\n}\n")
+
+
+def to_graph(ep, function="", input_names=None):
+    """The flashlight-graph dict of an ExportedProgram, and the constants'
+    tensors ({name: tensor}). `input_names` renames the user inputs."""
+    import torch
+    from torch.export.graph_signature import InputKind, OutputKind
+
+    graph = ep.graph
+    placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
+    names = {}
+    taken = {n.name for n in graph.nodes}
+    inputs, constants, tensors = [], [], {}
+    user = [s for s in ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT]
+    if input_names is not None and len(input_names) != len(user):
+        input_names = None
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind not in (InputKind.USER_INPUT, InputKind.PARAMETER, InputKind.BUFFER,
+                             InputKind.CONSTANT_TENSOR):
+            raise ExportError(f"input {spec.arg} of kind {spec.kind.name}")
+        arg_name = getattr(spec.arg, "name", None)
+        node = placeholders.get(arg_name)
+        if node is None:
+            raise ExportError(f"input {spec.arg} is not a tensor placeholder "
+                              "(every example input must be a tensor)")
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor):
+            raise ExportError(f"input {arg_name} is not a tensor")
+        name = node.name
+        if spec.kind == InputKind.USER_INPUT:
+            if input_names is not None:
+                wanted = input_names[len(inputs)]
+                if wanted == name or wanted not in taken:
+                    taken.discard(name)
+                    taken.add(wanted)
+                    name = wanted
+            names[node] = name
+            inputs.append({"name": name, "dtype": dtype_name(val.dtype), "shape": _shape(val)})
+            continue
+        if spec.kind == InputKind.CONSTANT_TENSOR or spec.target not in ep.state_dict:
+            tensor = ep.constants[spec.target]
+        else:
+            tensor = ep.state_dict[spec.target]
+        if not isinstance(tensor, torch.Tensor):
+            raise ExportError(f"constant {spec.target} is not a tensor")
+        names[node] = name
+        constants.append({"name": name, "dtype": dtype_name(tensor.dtype),
+                          "shape": _shape(tensor)})
+        tensors[name] = tensor
+
+    enc = _Encoder(names)
+    nodes = []
+    for n in graph.nodes:
+        if n.op != "call_function" or n.target is operator.getitem:
+            if n.op in ("get_attr", "call_module", "call_method"):
+                raise ExportError(f"{n.name}: a {n.op} node ({n.target})")
+            continue
+        names[n] = n.name
+        nodes.append({
+            "name": n.name,
+            "target": target_name(n.target),
+            "args": [enc.arg(a) for a in n.args],
+            "kwargs": {k: enc.arg(v) for k, v in n.kwargs.items()},
+            "outputs": enc.outputs(n),
+        })
+
+    output_node = next(n for n in graph.nodes if n.op == "output")
+    results = output_node.args[0]
+    results = list(results) if isinstance(results, (list, tuple)) else [results]
+    outputs = []
+    for spec, value in zip(ep.graph_signature.output_specs, results):
+        if spec.kind not in (OutputKind.USER_OUTPUT, OutputKind.LOSS_OUTPUT):
+            raise ExportError(f"output {spec.arg} of kind {spec.kind.name} "
+                              "(the function mutates an input or a buffer)")
+        outputs.append(enc.arg(value))
+
+    version = torch.__version__.split("+")[0]
+    return {
+        "format": FORMAT,
+        "version": VERSION,
+        "producer": f"flashlight.export (torch {version})",
+        "function": function,
+        "inputs": inputs,
+        "constants": constants,
+        "nodes": nodes,
+        "outputs": outputs,
+    }, tensors
+
+
+def export(fn, *example_inputs, path):
+    """Exports `fn(*example_inputs)` with torch.export and writes `path`
+    (flashlight-graph JSON) and its constants beside it; returns the graph
+    as a dict. The example inputs must be tensors; their shapes and dtypes
+    are the graph's (static shapes)."""
+    import torch
+
+    for i, x in enumerate(example_inputs):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"example input {i} is a {type(x).__name__}, not a tensor")
+    module, names = _module(fn, len(example_inputs))
+    ep = torch.export.export(module, tuple(example_inputs), strict=False)
+    graph, tensors = to_graph(ep, getattr(fn, "__name__", "function"), names)
+
+    directory = os.path.dirname(os.path.abspath(path))
+    stem = os.path.basename(path)
+    if stem.endswith(".json"):
+        stem = stem[: -len(".json")]
+    os.makedirs(directory, exist_ok=True)
+    for entry in graph["constants"]:
+        entry["file"] = f"{stem}.{entry['name']}.bin"
+        with open(os.path.join(directory, entry["file"]), "wb") as f:
+            f.write(_tensor_bytes(tensors[entry["name"]]))
+    _write_json(graph, path)
+    return graph
