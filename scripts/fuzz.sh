@@ -14,7 +14,7 @@ if [ ! -f "$build/build.ninja" ]; then
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
 fi
-ninja -C "$build" stablehlo-import-fuzzer
+ninja -C "$build" stablehlo-import-fuzzer json-import-fuzzer
 
 # Seeds: every JAX fixture (both forms) and each case of the importer tests.
 corpus="$build/corpus/stablehlo"
@@ -24,6 +24,17 @@ for test in "$root"/test/Import/StableHLO/*.mlir; do
   awk -v dir="$corpus" -v base="$(basename "$test" .mlir)" \
     '/^\/\/ -----/ { n++; next } { print > (dir "/" base "-" n ".mlir") }' "$test"
 done
-ASAN_OPTIONS=detect_leaks=0 "$build/bin/stablehlo-import-fuzzer" "$corpus" \
-  -runs="$runs" -max_len=16384 -timeout=20 -rss_limit_mb=4096 \
-  -artifact_prefix="$build/crashes/stablehlo/" -print_final_stats=1
+# JSON graphs: the PyTorch fixtures.
+mkdir -p "$build/corpus/json" "$build/crashes/json"
+cp "$root"/test/Import/JSON/Inputs/torch/*.json "$build/corpus/json/"
+cp "$root"/test/Import/JSON/*.json "$build/corpus/json/" 2>/dev/null || true
+
+status=0
+for target in stablehlo json; do
+  echo "fuzz.sh: $target-import-fuzzer, $runs runs"
+  ASAN_OPTIONS=detect_leaks=0 "$build/bin/$target-import-fuzzer" \
+    "$build/corpus/$target" -runs="$runs" -max_len=16384 -timeout=20 \
+    -rss_limit_mb=4096 -artifact_prefix="$build/crashes/$target/" \
+    -print_final_stats=1 || status=1
+done
+exit $status

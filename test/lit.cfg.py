@@ -38,6 +38,12 @@ config.substitutions.append(
      "--attn-raise --canonicalize --attn-explain")
 )
 
+# Raise the attention of a linalg program on stdin, print the analysis.
+config.substitutions.append(
+    ("%linalg-raise", "flashlight-opt --canonicalize --attn-raise "
+     "--canonicalize --attn-explain")
+)
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 

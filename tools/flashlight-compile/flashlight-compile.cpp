@@ -33,6 +33,7 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassManager.h"
@@ -307,7 +308,7 @@ int main(int argc, char **argv) {
       StringRef(inputFile).ends_with(".json")
           ? flashlight::importJSONGraph(source, inputFile, &context)
           : parseSourceFile<ModuleOp>(sourceMgr, &context);
-  if (!module)
+  if (!module || failed(verify(*module)))
     return 1;
 
   // model.stablehlo.mlir -> model.

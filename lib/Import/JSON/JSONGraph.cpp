@@ -69,7 +69,12 @@ public:
 
 private:
   // Diagnostics, at the current node.
-  InFlightDiagnostic error() { return emitError(loc); }
+  InFlightDiagnostic error() {
+    InFlightDiagnostic d = emitError(loc);
+    if (!nodeName.empty())
+      d << "node '" << nodeName << "': ";
+    return d;
+  }
   LogicalResult fail(const Twine &message) { return error() << message; }
 
   // Reading arguments.
@@ -109,6 +114,7 @@ private:
   std::string path;
   Location loc;
   const json *node = nullptr;
+  std::string nodeName;
   llvm::StringMap<SmallVector<Value, 1>> values;
 };
 
@@ -1020,6 +1026,7 @@ LogicalResult GraphImporter::lowerNode(const json &n) {
       !n["outputs"].is_array())
     return fail("a node needs name, target, args and outputs");
   std::string name = n["name"], target = n["target"];
+  nodeName = name;
   loc = NameLoc::get(b.getStringAttr(name),
                      FileLineColLoc::get(ctx, path, 0, 0));
   if (values.count(name))
@@ -1041,8 +1048,8 @@ LogicalResult GraphImporter::lowerNode(const json &n) {
   if (failed(v))
     return failure();
   if (v->getType() != outs.front())
-    return fail("'" + target + "' produced " + Twine(0) +
-                " a value of another type than declared");
+    return fail("'" + target + "' computes a different type than the " +
+                "declared output");
   // Extra outputs (max.dim's indices) have no value: a use is an error.
   SmallVector<Value, 1> results = {*v};
   results.resize(outs.size());
@@ -1106,6 +1113,7 @@ OwningOpRef<ModuleOp> GraphImporter::run(const json &graph) {
     if (failed(lowerNode(n)))
       return {};
   node = nullptr;
+  nodeName.clear();
   loc = FileLineColLoc::get(ctx, path, 0, 0);
   SmallVector<Value> results;
   for (const json &o : graph["outputs"]) {
