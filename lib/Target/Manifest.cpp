@@ -309,9 +309,9 @@ FailureOr<json> flashlight::describeEntry(func::FuncOp host,
       if (failed(index))
         return call.emitError("a result is a layout copy with a non-trivial "
                               "index map");
-      result = {{"result", cast<OpResult>(copy.getDpsInputs()[0])
-                               .getResultNumber()},
-                {"index", *index}};
+      result = {
+          {"result", cast<OpResult>(copy.getDpsInputs()[0]).getResultNumber()},
+          {"index", *index}};
     } else {
       return host.emitError("a result is computed after the attention by the "
                             "host program (only layout copies are "

@@ -284,12 +284,12 @@ int main(int argc, char **argv) {
   }
 
   DialectRegistry registry;
-  registry.insert<flashlight::attn::AttnDialect,
-                  flashlight::shlo::StableHLODialect, arith::ArithDialect,
-                  cf::ControlFlowDialect, func::FuncDialect, gpu::GPUDialect,
-                  linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,
-                  memref::MemRefDialect, NVVM::NVVMDialect, scf::SCFDialect,
-                  tensor::TensorDialect>();
+  registry
+      .insert<flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect,
+              arith::ArithDialect, cf::ControlFlowDialect, func::FuncDialect,
+              gpu::GPUDialect, linalg::LinalgDialect, LLVM::LLVMDialect,
+              math::MathDialect, memref::MemRefDialect, NVVM::NVVMDialect,
+              scf::SCFDialect, tensor::TensorDialect>();
   flashlight::registerPipelineDependencies(registry);
   MLIRContext context(registry);
   // Diagnostics are for users: the location, not the op's IR.

@@ -32,16 +32,15 @@
 
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
-  registry.insert<flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect,
-                  mlir::affine::AffineDialect,
-                  mlir::arith::ArithDialect,
-                  mlir::bufferization::BufferizationDialect,
-                  mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,
-                  mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
-                  mlir::linalg::LinalgDialect, mlir::math::MathDialect,
-                  mlir::memref::MemRefDialect, mlir::nvgpu::NVGPUDialect,
-                  mlir::NVVM::NVVMDialect, mlir::scf::SCFDialect,
-                  mlir::tensor::TensorDialect, mlir::vector::VectorDialect>();
+  registry.insert<
+      flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect,
+      mlir::affine::AffineDialect, mlir::arith::ArithDialect,
+      mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
+      mlir::func::FuncDialect, mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
+      mlir::linalg::LinalgDialect, mlir::math::MathDialect,
+      mlir::memref::MemRefDialect, mlir::nvgpu::NVGPUDialect,
+      mlir::NVVM::NVVMDialect, mlir::scf::SCFDialect,
+      mlir::tensor::TensorDialect, mlir::vector::VectorDialect>();
 
   // Generic cleanups (canonicalize, cse, ...) and every Flashlight pass.
   mlir::registerTransformsPasses();

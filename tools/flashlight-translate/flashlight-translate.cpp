@@ -24,7 +24,8 @@ int main(int argc, char **argv) {
   TranslateToMLIRRegistration json(
       "import-flashlight-graph",
       "flashlight-graph JSON (flashlight.export) to linalg on tensors",
-      [](llvm::SourceMgr &sources, MLIRContext *ctx) -> OwningOpRef<Operation *> {
+      [](llvm::SourceMgr &sources,
+         MLIRContext *ctx) -> OwningOpRef<Operation *> {
         const llvm::MemoryBuffer *buffer =
             sources.getMemoryBuffer(sources.getMainFileID());
         OwningOpRef<ModuleOp> module = flashlight::importJSONGraph(

@@ -26,8 +26,8 @@ static MLIRContext &context() {
   static MLIRContext *ctx = [] {
     DialectRegistry registry;
     registry.insert<flashlight::attn::AttnDialect, arith::ArithDialect,
-                    func::FuncDialect, linalg::LinalgDialect,
-                    math::MathDialect, tensor::TensorDialect>();
+                    func::FuncDialect, linalg::LinalgDialect, math::MathDialect,
+                    tensor::TensorDialect>();
     auto *c = new MLIRContext(registry);
     c->loadAllAvailableDialects();
     c->disableMultithreading();

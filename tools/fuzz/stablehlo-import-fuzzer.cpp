@@ -31,8 +31,8 @@ static MLIRContext &context() {
     DialectRegistry registry;
     registry.insert<flashlight::attn::AttnDialect,
                     flashlight::shlo::StableHLODialect, arith::ArithDialect,
-                    func::FuncDialect, linalg::LinalgDialect,
-                    math::MathDialect, tensor::TensorDialect>();
+                    func::FuncDialect, linalg::LinalgDialect, math::MathDialect,
+                    tensor::TensorDialect>();
     auto *c = new MLIRContext(registry);
     c->loadAllAvailableDialects();
     c->disableMultithreading();

@@ -1,4 +1,5 @@
-//===- TensorBuilders.h - Building linalg on tensors for importers -*- C++ -*-===//
+//===- TensorBuilders.h - Building linalg on tensors for importers -*- C++
+//-*-===//
 //
 // The few constructions every importer needs to express a framework op in
 // linalg/tensor/arith on tensors: scalar conversions with the frameworks'

@@ -81,14 +81,13 @@ Value flashlight::import::mapElements(
 Value flashlight::import::copyThroughMap(OpBuilder &b, Location loc,
                                          Value input, AffineMap map,
                                          RankedTensorType result) {
-  return mapElements(b, loc, result, input, map,
-                     [](OpBuilder &, Location, ValueRange args) {
-                       return args[0];
-                     });
+  return mapElements(
+      b, loc, result, input, map,
+      [](OpBuilder &, Location, ValueRange args) { return args[0]; });
 }
 
-Value flashlight::import::reshapeTensor(OpBuilder &b, Location loc,
-                                        Value input, RankedTensorType result) {
+Value flashlight::import::reshapeTensor(OpBuilder &b, Location loc, Value input,
+                                        RankedTensorType result) {
   auto src = cast<RankedTensorType>(input.getType());
   if (src.getShape() == result.getShape())
     return input;

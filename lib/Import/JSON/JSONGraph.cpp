@@ -223,8 +223,7 @@ FailureOr<RankedTensorType> GraphImporter::declared(const json &info) {
     return fail("expected {\"dtype\", \"shape\"}");
   Type elt = elementType(ctx, info["dtype"].get<std::string>());
   if (!elt)
-    return fail("unsupported dtype '" + info["dtype"].get<std::string>() +
-                "'");
+    return fail("unsupported dtype '" + info["dtype"].get<std::string>() + "'");
   SmallVector<int64_t> shape;
   for (const json &d : info["shape"]) {
     if (!d.is_number_integer() || d.get<int64_t>() < 0)
@@ -270,8 +269,8 @@ Value GraphImporter::elementwise(
       maps.push_back(broadcastMap(t, out));
     }
   return mapElements(
-      b, loc, out, tensors, maps, [&](OpBuilder &nb, Location l,
-                                       ValueRange args) {
+      b, loc, out, tensors, maps,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
         SmallVector<Value> scalars;
         unsigned next = 0;
         for (Value v : operands) {
@@ -344,11 +343,12 @@ Value GraphImporter::matmul(Value x, Value y, Type outElt) {
       iters, [&](OpBuilder &nb, Location l, ValueRange args) {
         Value p = castScalar(nb, l, args[0], acc);
         Value q = castScalar(nb, l, args[1], acc);
-        Value r = isa<FloatType>(acc)
-                      ? Value(arith::AddFOp::create(
-                            nb, l, args[2], arith::MulFOp::create(nb, l, p, q)))
-                      : Value(arith::AddIOp::create(
-                            nb, l, args[2], arith::MulIOp::create(nb, l, p, q)));
+        Value r =
+            isa<FloatType>(acc)
+                ? Value(arith::AddFOp::create(
+                      nb, l, args[2], arith::MulFOp::create(nb, l, p, q)))
+                : Value(arith::AddIOp::create(
+                      nb, l, args[2], arith::MulIOp::create(nb, l, p, q)));
         linalg::YieldOp::create(nb, l, r);
       });
   Value out = generic.getResult(0);
@@ -408,8 +408,8 @@ Value GraphImporter::reduce(Value x, ArrayRef<int64_t> dims, bool keepDim,
 Value GraphImporter::softmax(Value x, int64_t dim, Type outElt) {
   // In f32 for f16/bf16 inputs, as PyTorch computes it.
   auto t = cast<RankedTensorType>(x.getType());
-  Type compute = isLowFloat(t.getElementType()) ? b.getF32Type()
-                                                : t.getElementType();
+  Type compute =
+      isLowFloat(t.getElementType()) ? b.getF32Type() : t.getElementType();
   auto full = RankedTensorType::get(t.getShape(), compute);
   Value m = reduce(x, {dim}, /*keepDim=*/true, compute, /*isMax=*/true);
   Value e = elementwise({x, m}, full, compute,
@@ -471,8 +471,8 @@ FailureOr<Value> GraphImporter::sdpa(RankedTensorType out) {
   if (rank < 2 || kt.getRank() != rank || vt.getRank() != rank ||
       qt.getDimSize(rank - 1) != kt.getDimSize(rank - 1) ||
       kt.getDimSize(rank - 2) != vt.getDimSize(rank - 2) ||
-      (rank >= 3 &&
-       kt.getShape().take_front(rank - 3) != qt.getShape().take_front(rank - 3)))
+      (rank >= 3 && kt.getShape().take_front(rank - 3) !=
+                        qt.getShape().take_front(rank - 3)))
     return fail("scaled_dot_product_attention: q, k, v shapes do not agree");
   std::optional<double> dropout = number(arg(4, "dropout_p"));
   if (dropout && *dropout != 0.0)
@@ -492,9 +492,9 @@ FailureOr<Value> GraphImporter::sdpa(RankedTensorType out) {
       for (int64_t d = 0; d <= rank; ++d)
         if (d != rank - 2)
           exprs.push_back(b.getAffineDimExpr(d));
-      Value expanded = copyThroughMap(
-          b, loc, *x, AffineMap::get(rank + 1, 0, exprs, ctx),
-          RankedTensorType::get(shape, t.getElementType()));
+      Value expanded =
+          copyThroughMap(b, loc, *x, AffineMap::get(rank + 1, 0, exprs, ctx),
+                         RankedTensorType::get(shape, t.getElementType()));
       shape.erase(shape.begin() + rank - 2);
       shape[rank - 3] = hq;
       *x = reshapeTensor(b, loc, expanded,
@@ -507,8 +507,9 @@ FailureOr<Value> GraphImporter::sdpa(RankedTensorType out) {
   std::swap(perm[rank - 1], perm[rank - 2]);
   Value s = matmul(*q, transpose(*k, perm), b.getF32Type());
   auto st = cast<RankedTensorType>(s.getType());
-  double scale = number(arg(6, "scale"))
-                     .value_or(1.0 / std::sqrt(double(qt.getDimSize(rank - 1))));
+  double scale =
+      number(arg(6, "scale"))
+          .value_or(1.0 / std::sqrt(double(qt.getDimSize(rank - 1))));
   Value factor = constantOf(b, loc, b.getF32Type(), scale);
   s = elementwise({s, factor}, st, b.getF32Type(),
                   [](OpBuilder &nb, Location l, ValueRange x) {
@@ -518,13 +519,12 @@ FailureOr<Value> GraphImporter::sdpa(RankedTensorType out) {
     // keep j <= i (top-left aligned, as PyTorch's is_causal is).
     auto mask = RankedTensorType::get(
         {st.getDimSize(rank - 2), st.getDimSize(rank - 1)}, b.getI1Type());
-    Value keep = mapElements(b, loc, mask, {}, {},
-                             [](OpBuilder &nb, Location l, ValueRange) {
-                               Value i = linalg::IndexOp::create(nb, l, 0);
-                               Value j = linalg::IndexOp::create(nb, l, 1);
-                               return arith::CmpIOp::create(
-                                   nb, l, arith::CmpIPredicate::sle, j, i);
-                             });
+    Value keep = mapElements(
+        b, loc, mask, {}, {}, [](OpBuilder &nb, Location l, ValueRange) {
+          Value i = linalg::IndexOp::create(nb, l, 0);
+          Value j = linalg::IndexOp::create(nb, l, 1);
+          return arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle, j, i);
+        });
     s = whereKeep(keep, s, -INFINITY);
   }
   const json &maskArg = arg(3, "attn_mask");
@@ -611,13 +611,13 @@ FailureOr<Value> GraphImporter::lowerOp(StringRef target,
     return apply({x, y}, Type(), [&](OpBuilder &nb, Location l, ValueRange s) {
       Value other = s[1];
       if (alpha && *alpha != 1.0)
-        other = isa<FloatType>(other.getType())
-                    ? Value(MulFOp::create(
-                          nb, l, other,
-                          constantOf(nb, l, other.getType(), *alpha)))
-                    : Value(MulIOp::create(
-                          nb, l, other,
-                          constantOf(nb, l, other.getType(), *alpha)));
+        other =
+            isa<FloatType>(other.getType())
+                ? Value(MulFOp::create(
+                      nb, l, other, constantOf(nb, l, other.getType(), *alpha)))
+                : Value(MulIOp::create(
+                      nb, l, other,
+                      constantOf(nb, l, other.getType(), *alpha)));
       if (op == "add")
         return floatOrInt(AddFOp(), AddIOp())(nb, l, {s[0], other});
       if (op == "sub")
@@ -662,17 +662,16 @@ FailureOr<Value> GraphImporter::lowerOp(StringRef target,
   if (op == "abs")
     return unaryF(math::AbsFOp());
   if (op == "sigmoid" || op == "reciprocal")
-    return apply({x}, isa<FloatType>(elt) ? elt : b.getF32Type(),
-                 [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
-                   Value one = constantOf(nb, l, s[0].getType(), 1.0);
-                   if (op == "reciprocal")
-                     return DivFOp::create(nb, l, one, s[0]);
-                   // 1 / (1 + exp(-x))
-                   Value e = math::ExpOp::create(
-                       nb, l, NegFOp::create(nb, l, s[0]));
-                   return DivFOp::create(nb, l, one,
-                                         AddFOp::create(nb, l, one, e));
-                 });
+    return apply(
+        {x}, isa<FloatType>(elt) ? elt : b.getF32Type(),
+        [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+          Value one = constantOf(nb, l, s[0].getType(), 1.0);
+          if (op == "reciprocal")
+            return DivFOp::create(nb, l, one, s[0]);
+          // 1 / (1 + exp(-x))
+          Value e = math::ExpOp::create(nb, l, NegFOp::create(nb, l, s[0]));
+          return DivFOp::create(nb, l, one, AddFOp::create(nb, l, one, e));
+        });
   if (op == "eq" || op == "ne" || op == "ge" || op == "gt" || op == "le" ||
       op == "lt") {
     FailureOr<SmallVector<Value>> vals = operands({x, y});
@@ -707,11 +706,12 @@ FailureOr<Value> GraphImporter::lowerOp(StringRef target,
                        });
   }
   if (op == "logical_not" || op == "bitwise_not")
-    return apply({x}, b.getI1Type(), [](OpBuilder &nb, Location l,
-                                        ValueRange s) {
-      return XOrIOp::create(nb, l, s[0], constantOf(nb, l, s[0].getType(), 1))
-          .getResult();
-    });
+    return apply({x}, b.getI1Type(),
+                 [](OpBuilder &nb, Location l, ValueRange s) {
+                   return XOrIOp::create(nb, l, s[0],
+                                         constantOf(nb, l, s[0].getType(), 1))
+                       .getResult();
+                 });
   if (op == "logical_and" || op == "bitwise_and" || op == "logical_or" ||
       op == "bitwise_or") {
     bool isAnd = op.ends_with("and");
@@ -740,9 +740,8 @@ FailureOr<Value> GraphImporter::lowerOp(StringRef target,
   if (op == "_to_copy" || op == "to" || op == "type_as" || op == "clone" ||
       op == "contiguous" || op == "alias" || op == "detach" ||
       op == "lift_fresh_copy")
-    return apply({x}, Type(), [](OpBuilder &, Location, ValueRange s) {
-      return s[0];
-    });
+    return apply({x}, Type(),
+                 [](OpBuilder &, Location, ValueRange s) { return s[0]; });
 
   // Layout.
   // `self`, for the ops below that take a tensor first (no diagnostic yet
@@ -757,9 +756,8 @@ FailureOr<Value> GraphImporter::lowerOp(StringRef target,
       (void)fail("'" + target + "' expects a tensor as its first argument");
     return failure();
   };
-  auto selfType = succeeded(self)
-                      ? dyn_cast<RankedTensorType>(self->getType())
-                      : RankedTensorType();
+  auto selfType = succeeded(self) ? dyn_cast<RankedTensorType>(self->getType())
+                                  : RankedTensorType();
   if (op == "view" || op == "_unsafe_view" || op == "reshape" ||
       op == "unsqueeze" || op == "squeeze" || op == "flatten") {
     if (failed(needSelf()))
@@ -894,23 +892,21 @@ FailureOr<Value> GraphImporter::lowerOp(StringRef target,
     bool integral = !isa<FloatType>(elt) && start == std::floor(start) &&
                     step == std::floor(step);
     Type compute = integral ? elt : b.getF64Type();
-    return mapElements(b, loc, out, {}, {},
-                       [&](OpBuilder &nb, Location l, ValueRange) -> Value {
-                         Value i = IndexCastOp::create(
-                             nb, l, nb.getI64Type(),
-                             linalg::IndexOp::create(nb, l, 0));
-                         i = castScalar(nb, l, i, compute);
-                         Value s0 = constantOf(nb, l, compute, start);
-                         Value st = constantOf(nb, l, compute, step);
-                         Value v = integral
-                                       ? Value(AddIOp::create(
-                                             nb, l, s0,
-                                             MulIOp::create(nb, l, i, st)))
-                                       : Value(AddFOp::create(
-                                             nb, l, s0,
-                                             MulFOp::create(nb, l, i, st)));
-                         return castScalar(nb, l, v, elt);
-                       });
+    return mapElements(
+        b, loc, out, {}, {},
+        [&](OpBuilder &nb, Location l, ValueRange) -> Value {
+          Value i = IndexCastOp::create(nb, l, nb.getI64Type(),
+                                        linalg::IndexOp::create(nb, l, 0));
+          i = castScalar(nb, l, i, compute);
+          Value s0 = constantOf(nb, l, compute, start);
+          Value st = constantOf(nb, l, compute, step);
+          Value v = integral
+                        ? Value(AddIOp::create(nb, l, s0,
+                                               MulIOp::create(nb, l, i, st)))
+                        : Value(AddFOp::create(nb, l, s0,
+                                               MulFOp::create(nb, l, i, st)));
+          return castScalar(nb, l, v, elt);
+        });
   }
   if (op == "tril" || op == "triu") {
     if (failed(needSelf()))
@@ -930,8 +926,7 @@ FailureOr<Value> GraphImporter::lowerOp(StringRef target,
           Value keep = CmpIOp::create(
               nb, l, op == "tril" ? CmpIPredicate::sle : CmpIPredicate::sge, d,
               c);
-          return SelectOp::create(nb, l, keep, s[0],
-                                  constantOf(nb, l, elt, 0));
+          return SelectOp::create(nb, l, keep, s[0], constantOf(nb, l, elt, 0));
         });
   }
   if (op == "slice" || op == "select") {
@@ -971,9 +966,8 @@ FailureOr<Value> GraphImporter::lowerOp(StringRef target,
     const json &list = arg(0, "tensors");
     if (!list.is_array() || list.empty())
       return fail("cat needs a list of tensors");
-    FailureOr<int64_t> dimOr = dimArg(arg(1, "dim").is_null() ? json(0)
-                                                              : arg(1, "dim"),
-                                      out.getRank());
+    FailureOr<int64_t> dimOr = dimArg(
+        arg(1, "dim").is_null() ? json(0) : arg(1, "dim"), out.getRank());
     if (failed(dimOr))
       return failure();
     int64_t dim = *dimOr;
@@ -1027,8 +1021,8 @@ LogicalResult GraphImporter::lowerNode(const json &n) {
     return fail("a node needs name, target, args and outputs");
   std::string name = n["name"], target = n["target"];
   nodeName = name;
-  loc = NameLoc::get(b.getStringAttr(name),
-                     FileLineColLoc::get(ctx, path, 0, 0));
+  loc =
+      NameLoc::get(b.getStringAttr(name), FileLineColLoc::get(ctx, path, 0, 0));
   if (values.count(name))
     return fail("value '" + name + "' is defined twice");
   SmallVector<RankedTensorType> outs;
@@ -1132,9 +1126,8 @@ OwningOpRef<ModuleOp> GraphImporter::run(const json &graph) {
 
 } // namespace
 
-OwningOpRef<ModuleOp> flashlight::importJSONGraph(StringRef text,
-                                                  StringRef path,
-                                                  MLIRContext *ctx) {
+OwningOpRef<ModuleOp>
+flashlight::importJSONGraph(StringRef text, StringRef path, MLIRContext *ctx) {
   ctx->loadDialect<arith::ArithDialect, func::FuncDialect,
                    linalg::LinalgDialect, math::MathDialect,
                    tensor::TensorDialect>();

@@ -26,7 +26,8 @@ void StableHLODialect::initialize() { allowUnknownOperations(); }
 //===----------------------------------------------------------------------===//
 
 /// `[1, 2]` as a dense i64 array.
-static ParseResult parseI64List(AsmParser &parser, SmallVectorImpl<int64_t> &v) {
+static ParseResult parseI64List(AsmParser &parser,
+                                SmallVectorImpl<int64_t> &v) {
   return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
     int64_t x;
     if (parser.parseInteger(x))
@@ -103,9 +104,9 @@ Attribute StableHLODialect::parseAttribute(DialectAsmParser &parser,
     return failed(body) ? Attribute() : Attribute(*body);
   }
   // Enums (#stablehlo<comparison_direction GE>) become their value's name.
-  static const char *const enums[] = {"comparison_direction",
-                                      "comparison_type", "precision",
-                                      "transpose", "rng_distribution"};
+  static const char *const enums[] = {"comparison_direction", "comparison_type",
+                                      "precision", "transpose",
+                                      "rng_distribution"};
   if (!llvm::is_contained(enums, mnemonic)) {
     parser.emitError(loc, "unsupported stablehlo attribute '")
         << mnemonic << "'";

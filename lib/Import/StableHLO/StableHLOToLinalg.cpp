@@ -55,18 +55,17 @@ FailureOr<Value> emitCompare(OpBuilder &b, Operation *op, ValueRange args) {
       return op->emitError("unknown comparison direction '") << dir << "'";
     return Value(arith::CmpFOp::create(b, loc, *p, args[0], args[1]));
   }
-  bool isUnsigned = t.isInteger(1) ||
-                    (typeAttr && typeAttr.getValue() == "UNSIGNED");
+  bool isUnsigned =
+      t.isInteger(1) || (typeAttr && typeAttr.getValue() == "UNSIGNED");
   using P = arith::CmpIPredicate;
-  std::optional<P> p =
-      llvm::StringSwitch<std::optional<P>>(dir)
-          .Case("EQ", P::eq)
-          .Case("NE", P::ne)
-          .Case("GE", isUnsigned ? P::uge : P::sge)
-          .Case("GT", isUnsigned ? P::ugt : P::sgt)
-          .Case("LE", isUnsigned ? P::ule : P::sle)
-          .Case("LT", isUnsigned ? P::ult : P::slt)
-          .Default(std::nullopt);
+  std::optional<P> p = llvm::StringSwitch<std::optional<P>>(dir)
+                           .Case("EQ", P::eq)
+                           .Case("NE", P::ne)
+                           .Case("GE", isUnsigned ? P::uge : P::sge)
+                           .Case("GT", isUnsigned ? P::ugt : P::sgt)
+                           .Case("LE", isUnsigned ? P::ule : P::sle)
+                           .Case("LT", isUnsigned ? P::ult : P::slt)
+                           .Default(std::nullopt);
   if (!p)
     return op->emitError("unknown comparison direction '") << dir << "'";
   return Value(arith::CmpIOp::create(b, loc, *p, args[0], args[1]));
@@ -313,17 +312,17 @@ FailureOr<Value> Converter::broadcastInDim(Operation *op,
   SmallVector<AffineExpr> exprs;
   for (auto [k, d] : llvm::enumerate(dims->asArrayRef())) {
     if (d < 0 || d >= result.getRank())
-      return op->emitError() << "broadcast dimension " << d
-                             << " is out of range";
+      return op->emitError()
+             << "broadcast dimension " << d << " is out of range";
     if (in.getDimSize(k) == result.getDimSize(d))
       exprs.push_back(b.getAffineDimExpr(d));
     else if (in.getDimSize(k) == 1)
       exprs.push_back(b.getAffineConstantExpr(0));
     else
-      return op->emitError() << "operand dim " << k << " (size "
-                             << in.getDimSize(k)
-                             << ") cannot broadcast to result dim " << d
-                             << " (size " << result.getDimSize(d) << ")";
+      return op->emitError()
+             << "operand dim " << k << " (size " << in.getDimSize(k)
+             << ") cannot broadcast to result dim " << d << " (size "
+             << result.getDimSize(d) << ")";
   }
   AffineMap map = AffineMap::get(result.getRank(), 0, exprs, b.getContext());
   return copyThroughMap(b, op->getLoc(), op->getOperand(0), map, result);
@@ -356,7 +355,8 @@ FailureOr<Value> Converter::iota(Operation *op, RankedTensorType result) {
   Location loc = op->getLoc();
   auto generic = linalg::GenericOp::create(
       b, loc, result, ValueRange(), emptyLike(b, loc, result),
-      {b.getMultiDimIdentityMap(result.getRank())}, parallelIterators(result.getRank()),
+      {b.getMultiDimIdentityMap(result.getRank())},
+      parallelIterators(result.getRank()),
       [&](OpBuilder &nb, Location l, ValueRange) {
         Value i = linalg::IndexOp::create(nb, l, *dim);
         Value v = isa<FloatType>(elt)
@@ -370,8 +370,7 @@ FailureOr<Value> Converter::iota(Operation *op, RankedTensorType result) {
   return generic.getResult(0);
 }
 
-FailureOr<Value> Converter::dotGeneral(Operation *op,
-                                       RankedTensorType result) {
+FailureOr<Value> Converter::dotGeneral(Operation *op, RankedTensorType result) {
   auto dims = op->getAttrOfType<DictionaryAttr>("dot_dimension_numbers");
   if (!dims || op->getNumOperands() != 2)
     return op->emitError("expected two operands and dot_dimension_numbers");
@@ -438,15 +437,14 @@ FailureOr<Value> Converter::dotGeneral(Operation *op,
   Location loc = op->getLoc();
   auto accType = RankedTensorType::get(result.getShape(), acc);
   Value zero = constantOf(b, loc, acc, 0);
-  Value init = linalg::FillOp::create(b, loc, zero,
-                                      emptyLike(b, loc, accType))
+  Value init = linalg::FillOp::create(b, loc, zero, emptyLike(b, loc, accType))
                    .getResult(0);
   SmallVector<utils::IteratorType> iters = parallelIterators(loops);
   for (int64_t l = outRank; l < loops; ++l)
     iters[l] = utils::IteratorType::reduction;
   auto generic = linalg::GenericOp::create(
-      b, loc, accType, op->getOperands(), init, {lhsMap, rhsMap, outMap},
-      iters, [&](OpBuilder &nb, Location l, ValueRange args) {
+      b, loc, accType, op->getOperands(), init, {lhsMap, rhsMap, outMap}, iters,
+      [&](OpBuilder &nb, Location l, ValueRange args) {
         Value x = castScalar(nb, l, args[0], acc);
         Value y = castScalar(nb, l, args[1], acc);
         Value sum =
@@ -463,7 +461,8 @@ FailureOr<Value> Converter::dotGeneral(Operation *op,
   auto convert = linalg::GenericOp::create(
       b, loc, result, out, emptyLike(b, loc, result),
       {b.getMultiDimIdentityMap(outRank), b.getMultiDimIdentityMap(outRank)},
-      parallelIterators(outRank), [&](OpBuilder &nb, Location l, ValueRange args) {
+      parallelIterators(outRank),
+      [&](OpBuilder &nb, Location l, ValueRange args) {
         linalg::YieldOp::create(nb, l, castScalar(nb, l, args[0], elt));
       });
   return convert.getResult(0);
@@ -502,11 +501,10 @@ FailureOr<SmallVector<Value>> Converter::reduce(Operation *op) {
     if (input.getShape() != in.getShape() ||
         t.getRank() != (int64_t)outExprs.size())
       return op->emitError("reduce inputs and results do not agree in shape");
-    Value scalar = tensor::ExtractOp::create(b, loc, op->getOperand(n + i),
-                                             ValueRange());
-    inits.push_back(
-        linalg::FillOp::create(b, loc, scalar, emptyLike(b, loc, t))
-            .getResult(0));
+    Value scalar =
+        tensor::ExtractOp::create(b, loc, op->getOperand(n + i), ValueRange());
+    inits.push_back(linalg::FillOp::create(b, loc, scalar, emptyLike(b, loc, t))
+                        .getResult(0));
     resultTypes.push_back(t);
     maps.push_back(inMap);
   }
@@ -537,9 +535,9 @@ FailureOr<SmallVector<Value>> Converter::reduce(Operation *op) {
             status = failure();
             break;
           }
-          FailureOr<Value> v = emitScalar(
-              nb, &inner, operands,
-              staticTensor(inner.getResult(0)).getElementType());
+          FailureOr<Value> v =
+              emitScalar(nb, &inner, operands,
+                         staticTensor(inner.getResult(0)).getElementType());
           if (failed(v)) {
             status = failure();
             break;
@@ -658,7 +656,8 @@ FailureOr<Value> Converter::gather(Operation *op, RankedTensorType result) {
         for (int64_t k = 0; k < vectorLen; ++k) {
           SmallVector<Value> at(batchIdx);
           if (ivd < indices.getRank())
-            at.insert(at.begin() + ivd, arith::ConstantIndexOp::create(nb, l, k));
+            at.insert(at.begin() + ivd,
+                      arith::ConstantIndexOp::create(nb, l, k));
           Value s = tensor::ExtractOp::create(nb, l, op->getOperand(1), at);
           s = arith::IndexCastOp::create(nb, l, nb.getIndexType(), s);
           // Starts are clamped so that the slice stays in bounds.
@@ -673,7 +672,8 @@ FailureOr<Value> Converter::gather(Operation *op, RankedTensorType result) {
         for (auto [k, d] : llvm::enumerate(walked))
           operandIdx[d] =
               arith::AddIOp::create(nb, l, start[d], outIdx[offsetDims[k]]);
-        Value v = tensor::ExtractOp::create(nb, l, op->getOperand(0), operandIdx);
+        Value v =
+            tensor::ExtractOp::create(nb, l, op->getOperand(0), operandIdx);
         linalg::YieldOp::create(nb, l, v);
       });
   return generic.getResult(0);
@@ -693,9 +693,9 @@ LogicalResult Converter::convert(Operation *op) {
   std::optional<unsigned> arity =
       llvm::StringSwitch<std::optional<unsigned>>(name)
           .Cases({"constant", "iota"}, 0u)
-          .Cases({"broadcast_in_dim", "transpose", "reshape", "slice",
-                  "convert"},
-                 1u)
+          .Cases(
+              {"broadcast_in_dim", "transpose", "reshape", "slice", "convert"},
+              1u)
           .Cases({"dot_general", "gather", "compare"}, 2u)
           .Cases({"select", "clamp"}, 3u)
           .Default(std::nullopt);
@@ -791,8 +791,8 @@ LogicalResult inlineCalls(ModuleOp module) {
       OpBuilder b(call);
       for (Operation &op : body.without_terminator())
         b.clone(op, map);
-      for (auto [r, v] : llvm::zip(call.getResults(),
-                                   body.getTerminator()->getOperands()))
+      for (auto [r, v] :
+           llvm::zip(call.getResults(), body.getTerminator()->getOperands()))
         r.replaceAllUsesWith(map.lookupOrDefault(v));
       call.erase();
     }
@@ -813,8 +813,7 @@ struct ImportStableHLOPass
     SmallVector<Operation *> work;
     // Outermost first: a reduce's region is consumed with the reduce.
     module.walk<WalkOrder::PreOrder>([&](Operation *op) {
-      if (op->getDialect() &&
-          op->getDialect()->getNamespace() == "stablehlo") {
+      if (op->getDialect() && op->getDialect()->getNamespace() == "stablehlo") {
         work.push_back(op);
         return WalkResult::skip();
       }

@@ -1,4 +1,5 @@
-//===- JSONGraph.h - Import flashlight-graph JSON (torch.export) -*- C++ -*-===//
+//===- JSONGraph.h - Import flashlight-graph JSON (torch.export) -*- C++
+//-*-===//
 //
 // Reads the JSON graph `flashlight.export` writes from a `torch.export`ed
 // ATen graph (docs/json-graph.md) into linalg/tensor/arith/math on tensors,
@@ -22,9 +23,9 @@ constexpr int kJSONGraphVersion = 1;
 /// inputs, then its constants (marked `flashlight.constant` with their
 /// file), as arguments. Returns null after emitting a diagnostic located at
 /// the offending node for anything malformed or unsupported.
-mlir::OwningOpRef<mlir::ModuleOp>
-importJSONGraph(llvm::StringRef text, llvm::StringRef path,
-                mlir::MLIRContext *ctx);
+mlir::OwningOpRef<mlir::ModuleOp> importJSONGraph(llvm::StringRef text,
+                                                  llvm::StringRef path,
+                                                  mlir::MLIRContext *ctx);
 
 } // namespace flashlight
 

@@ -352,8 +352,7 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
       SmallVector<AffineExpr> at(indices);
       at[dim] = simplify(indices[dim] - offset);
       // An index that stays inside one piece reads just that piece.
-      if (range && range->first >= offset &&
-          range->second < offset + size) {
+      if (range && range->first >= offset && range->second < offset + size) {
         result = element(piece, at);
         break;
       }

@@ -44,11 +44,11 @@ struct AttnOutlinePass
         continue;
       for (auto [k, op] : llvm::enumerate(ops)) {
         OpBuilder b(func);
-        auto type = b.getFunctionType(op->getOperandTypes(),
-                                      op->getResultTypes());
+        auto type =
+            b.getFunctionType(op->getOperandTypes(), op->getResultTypes());
         auto kernel = func::FuncOp::create(
-            b, op.getLoc(),
-            (func.getName() + "_attention" + Twine(k)).str(), type);
+            b, op.getLoc(), (func.getName() + "_attention" + Twine(k)).str(),
+            type);
         kernel->setAttr("attn.kernel", b.getUnitAttr());
         symbols.insert(kernel, Block::iterator(func));
         Block *body = kernel.addEntryBlock();
@@ -58,8 +58,8 @@ struct AttnOutlinePass
         Operation *clone = b.clone(*op, map);
         func::ReturnOp::create(b, op.getLoc(), clone->getResults());
         b.setInsertionPoint(op);
-        auto call = func::CallOp::create(b, op.getLoc(), kernel,
-                                         op->getOperands());
+        auto call =
+            func::CallOp::create(b, op.getLoc(), kernel, op->getOperands());
         op->replaceAllUsesWith(call.getResults());
         op->erase();
       }

@@ -94,10 +94,10 @@ struct Branch {
   unsigned c = 0;
   ENode *q = nullptr, *k = nullptr;
   double scale = 1.0;
-  ENode *score = nullptr;        // S without the mask
-  ENode *sink = nullptr;         // the extra logit in the denominator
-  SmallVector<ENode *> keep;     // mask conjuncts
-  SmallVector<ENode *> drop;     // conjuncts that mask when true
+  ENode *score = nullptr;    // S without the mask
+  ENode *sink = nullptr;     // the extra logit in the denominator
+  SmallVector<ENode *> keep; // mask conjuncts
+  SmallVector<ENode *> drop; // conjuncts that mask when true
 };
 
 class Raiser {
@@ -171,8 +171,7 @@ void Raiser::linearTerms(const Branch &pv, ENode *w, bool negative,
       if (!graph.dependsOn(p->operands[side], pv.j)) {
         SmallVector<ENode *> more(coefs);
         more.push_back(p->operands[side]);
-        return linearTerms(pv, p->operands[1 - side], negative, more,
-                           branches);
+        return linearTerms(pv, p->operands[1 - side], negative, more, branches);
       }
   Branch br = pv;
   br.weights = w;
@@ -253,8 +252,8 @@ LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
       if (isOp(den, "arith.addf")) {
         for (int side : {0, 1}) {
           ENode *ex = peel(den->operands[side]);
-          if (isConst(den->operands[1 - side], 1.0) &&
-              isOp(ex, "math.exp") && isOp(peel(ex->operands[0]), "arith.negf")) {
+          if (isConst(den->operands[1 - side], 1.0) && isOp(ex, "math.exp") &&
+              isOp(peel(ex->operands[0]), "arith.negf")) {
             br.normalizer = Normalizer::sigmoid;
             br.logits = peel(ex->operands[0])->operands[0];
             return success();
@@ -478,8 +477,8 @@ public:
         idx.push_back(affine(e));
       if (llvm::is_contained(idx, Value()))
         return {};
-      result = tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor),
-                                         idx);
+      result =
+          tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor), idx);
       if (promotes(n->type))
         result = castFloat(result, b.getF32Type());
       break;
@@ -490,8 +489,8 @@ public:
         idx.push_back(emit(o));
       if (llvm::is_contained(idx, Value()))
         return {};
-      result = tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor),
-                                         idx);
+      result =
+          tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor), idx);
       if (promotes(n->type))
         result = castFloat(result, b.getF32Type());
       break;
@@ -728,8 +727,7 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     AffineMap map = AffineMap::get(rank, 0, exprs, ctx);
     if (map.isIdentity() && type == leaf->tensor.getType())
       return leaf->tensor;
-    Value init =
-        tensor::EmptyOp::create(b, loc, shape, type.getElementType());
+    Value init = tensor::EmptyOp::create(b, loc, shape, type.getElementType());
     return linalg::GenericOp::create(
                b, loc, type, leaf->tensor, init,
                {map, b.getMultiDimIdentityMap(rank)},
@@ -749,9 +747,9 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
         div.getLHS() == getAffineDimExpr(roles.h, ctx))
       if (auto g = dyn_cast<AffineConstantExpr>(div.getRHS()))
         group = g.getValue();
-  if (roles.h >= 0 &&
-      !llvm::any_of(first.k->indices,
-                    [&](AffineExpr e) { return e.isFunctionOfDim(roles.h); }))
+  if (roles.h >= 0 && !llvm::any_of(first.k->indices, [&](AffineExpr e) {
+        return e.isFunctionOfDim(roles.h);
+      }))
     group = roles.Hq; // one KV head for all (MQA)
   if (roles.Hq % group != 0)
     return fail(why, "the query heads are not a multiple of the KV heads");
@@ -820,16 +818,16 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     scales.push_back(br.scale);
   auto outType = RankedTensorType::get({roles.B, roles.Hq, roles.M, roles.Dv},
                                        rootType.getElementType());
-  auto op = AttentionOp::create(
-      b, loc, outType, TypeRange(), queries, keys, value, sinks,
-      captures.getArrayRef(), b.getDenseF64ArrayAttr(scales),
-      NormalizerAttr::get(ctx, first.normalizer));
+  auto op = AttentionOp::create(b, loc, outType, TypeRange(), queries, keys,
+                                value, sinks, captures.getArrayRef(),
+                                b.getDenseF64ArrayAttr(scales),
+                                NormalizerAttr::get(ctx, first.normalizer));
 
   // Builds one region: `leading` f32 args, four indices, the captures.
-  auto buildRegion = [&](Region &region, unsigned leading,
-                         function_ref<SmallVector<Value>(Emitter &,
-                                                         Block *)>
-                             body) -> LogicalResult {
+  auto buildRegion =
+      [&](Region &region, unsigned leading,
+          function_ref<SmallVector<Value>(Emitter &, Block *)> body)
+      -> LogicalResult {
     Block *block = new Block();
     region.push_back(block);
     for (unsigned r = 0; r < leading; ++r)
@@ -857,8 +855,7 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
                ? Value(arith::ExtFOp::create(rb, loc, rb.getF32Type(), v))
                : Value(arith::TruncFOp::create(rb, loc, rb.getF32Type(), v));
   };
-  auto indexArgs = [&](Emitter &em, Block *block, unsigned leading,
-                       int last) {
+  auto indexArgs = [&](Emitter &em, Block *block, unsigned leading, int last) {
     int roleVars[4] = {roles.b, roles.h, roles.i, last};
     for (int r = 0; r < 4; ++r)
       if (roleVars[r] >= 0)

@@ -1,4 +1,5 @@
-//===- ElementExpr.h - Tensor programs as per-element expressions -*- C++ -*-===//
+//===- ElementExpr.h - Tensor programs as per-element expressions -*- C++
+//-*-===//
 //
 // attn-raise does not match op sequences. It asks what one element of a
 // tensor is, as a scalar expression of symbolic indices: layout ops
