@@ -8,54 +8,28 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "flashlight/Dialect/Attn/IR/AttnDialect.h"
-#include "flashlight/Dialect/Attn/Transforms/Passes.h"
+#include "FuzzContext.h"
+
 #include "flashlight/Import/Passes.h"
 #include "flashlight/Import/StableHLO/StableHLODialect.h"
 
-#include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "mlir/Dialect/Linalg/IR/Linalg.h"
-#include "mlir/Dialect/Math/IR/Math.h"
-#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Diagnostics.h"
-#include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
 
-static MLIRContext &context() {
-  static MLIRContext *ctx = [] {
-    DialectRegistry registry;
-    registry.insert<flashlight::attn::AttnDialect,
-                    flashlight::shlo::StableHLODialect, arith::ArithDialect,
-                    func::FuncDialect, linalg::LinalgDialect, math::MathDialect,
-                    tensor::TensorDialect>();
-    auto *c = new MLIRContext(registry);
-    c->loadAllAvailableDialects();
-    c->disableMultithreading();
-    return c;
-  }();
-  return *ctx;
-}
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  MLIRContext &ctx = context();
-  // Rejections are expected; only crashes are findings.
+  MLIRContext &ctx =
+      flashlight::fuzz::context<flashlight::shlo::StableHLODialect>();
   ScopedDiagnosticHandler silence(&ctx, [](Diagnostic &) { return success(); });
   ParserConfig config(&ctx);
-  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(
-      StringRef(reinterpret_cast<const char *>(data), size), config);
-  if (!module || failed(verify(*module)))
-    return 0;
-  PassManager pm(&ctx);
-  pm.addPass(flashlight::createImportStableHLO());
-  pm.addPass(createCanonicalizerPass());
-  pm.addNestedPass<func::FuncOp>(flashlight::attn::createAttnRaise());
-  pm.addPass(createCanonicalizerPass());
-  pm.addPass(flashlight::attn::createAttnOutline());
-  (void)pm.run(*module);
+  // MLIR's lexer relies on a NUL after the text, as files read through
+  // MemoryBuffer have; libFuzzer's bytes have none.
+  std::string text(reinterpret_cast<const char *>(data), size);
+  OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, config);
+  if (module)
+    flashlight::fuzz::raiseImported(*module, [](PassManager &pm) {
+      pm.addPass(flashlight::createImportStableHLO());
+    });
   return 0;
 }

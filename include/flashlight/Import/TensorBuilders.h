@@ -53,6 +53,15 @@ mlir::Value copyThroughMap(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value reshapeTensor(mlir::OpBuilder &b, mlir::Location loc,
                           mlir::Value input, mlir::RankedTensorType result);
 
+/// `result[out] = sum over the remaining loops of lhs[lhsMap] * rhs[rhsMap]`:
+/// loops are `result`'s dims (in `outMap`) followed by the contracted ones.
+/// f16/bf16 products accumulate in f32 from zero, then round to `result`'s
+/// element type, as the frameworks' matmuls do.
+mlir::Value contract(mlir::OpBuilder &b, mlir::Location loc, mlir::Value lhs,
+                     mlir::Value rhs, mlir::AffineMap lhsMap,
+                     mlir::AffineMap rhsMap, mlir::AffineMap outMap,
+                     mlir::RankedTensorType result);
+
 } // namespace flashlight::import
 
 #endif // FLASHLIGHT_IMPORT_TENSORBUILDERS_H

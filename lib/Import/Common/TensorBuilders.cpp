@@ -110,3 +110,42 @@ Value flashlight::import::reshapeTensor(OpBuilder &b, Location loc, Value input,
   return tensor::ExpandShapeOp::create(b, loc, result, collapsed,
                                        all(result.getRank()));
 }
+
+Value flashlight::import::contract(OpBuilder &b, Location loc, Value lhs,
+                                   Value rhs, AffineMap lhsMap,
+                                   AffineMap rhsMap, AffineMap outMap,
+                                   RankedTensorType result) {
+  Type elt = result.getElementType();
+  Type acc = elt;
+  if (auto f = dyn_cast<FloatType>(elt); f && f.getWidth() < 32)
+    acc = b.getF32Type();
+  auto accType = RankedTensorType::get(result.getShape(), acc);
+  Value init = linalg::FillOp::create(b, loc, constantOf(b, loc, acc, 0),
+                                      emptyLike(b, loc, accType))
+                   .getResult(0);
+  SmallVector<utils::IteratorType> iters =
+      parallelIterators(lhsMap.getNumDims());
+  for (unsigned l = result.getRank(); l < iters.size(); ++l)
+    iters[l] = utils::IteratorType::reduction;
+  auto generic = linalg::GenericOp::create(
+      b, loc, accType, ValueRange{lhs, rhs}, init, {lhsMap, rhsMap, outMap},
+      iters, [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value x = castScalar(nb, l, args[0], acc);
+        Value y = castScalar(nb, l, args[1], acc);
+        Value sum =
+            isa<FloatType>(acc)
+                ? Value(arith::AddFOp::create(
+                      nb, l, args[2], arith::MulFOp::create(nb, l, x, y)))
+                : Value(arith::AddIOp::create(
+                      nb, l, args[2], arith::MulIOp::create(nb, l, x, y)));
+        linalg::YieldOp::create(nb, l, sum);
+      });
+  Value out = generic.getResult(0);
+  if (acc == elt)
+    return out;
+  AffineMap id = b.getMultiDimIdentityMap(result.getRank());
+  return mapElements(b, loc, result, out, id,
+                     [&](OpBuilder &nb, Location l, ValueRange args) {
+                       return castScalar(nb, l, args[0], elt);
+                     });
+}

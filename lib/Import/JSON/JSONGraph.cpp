@@ -329,34 +329,9 @@ Value GraphImporter::matmul(Value x, Value y, Type outElt) {
   SmallVector<AffineExpr> outExprs;
   for (int64_t d = 0; d < batch + 2; ++d)
     outExprs.push_back(b.getAffineDimExpr(d));
-  Type acc = isLowFloat(outElt) ? b.getF32Type() : outElt;
-  auto accType = RankedTensorType::get(shape, acc);
-  Value init = linalg::FillOp::create(b, loc, constantOf(b, loc, acc, 0),
-                                      emptyLike(b, loc, accType))
-                   .getResult(0);
-  SmallVector<utils::IteratorType> iters = parallelIterators(loops);
-  iters.back() = utils::IteratorType::reduction;
-  auto generic = linalg::GenericOp::create(
-      b, loc, accType, ValueRange{x, y}, init,
-      {operandMap(a, true), operandMap(c, false),
-       AffineMap::get(loops, 0, outExprs, ctx)},
-      iters, [&](OpBuilder &nb, Location l, ValueRange args) {
-        Value p = castScalar(nb, l, args[0], acc);
-        Value q = castScalar(nb, l, args[1], acc);
-        Value r =
-            isa<FloatType>(acc)
-                ? Value(arith::AddFOp::create(
-                      nb, l, args[2], arith::MulFOp::create(nb, l, p, q)))
-                : Value(arith::AddIOp::create(
-                      nb, l, args[2], arith::MulIOp::create(nb, l, p, q)));
-        linalg::YieldOp::create(nb, l, r);
-      });
-  Value out = generic.getResult(0);
-  if (acc == outElt)
-    return out;
-  auto outType = RankedTensorType::get(shape, outElt);
-  return elementwise({out}, outType, acc,
-                     [](OpBuilder &, Location, ValueRange s) { return s[0]; });
+  return contract(b, loc, x, y, operandMap(a, true), operandMap(c, false),
+                  AffineMap::get(loops, 0, outExprs, ctx),
+                  RankedTensorType::get(shape, outElt));
 }
 
 Value GraphImporter::reduce(Value x, ArrayRef<int64_t> dims, bool keepDim,

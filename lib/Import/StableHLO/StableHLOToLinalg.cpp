@@ -430,42 +430,8 @@ FailureOr<Value> Converter::dotGeneral(Operation *op, RankedTensorType result) {
   AffineMap outMap = AffineMap::get(loops, 0, outExprs, b.getContext());
 
   // f16/bf16 products accumulate in f32 (then round), as XLA does.
-  Type elt = result.getElementType();
-  Type acc = elt;
-  if (auto f = dyn_cast<FloatType>(elt); f && f.getWidth() < 32)
-    acc = b.getF32Type();
-  Location loc = op->getLoc();
-  auto accType = RankedTensorType::get(result.getShape(), acc);
-  Value zero = constantOf(b, loc, acc, 0);
-  Value init = linalg::FillOp::create(b, loc, zero, emptyLike(b, loc, accType))
-                   .getResult(0);
-  SmallVector<utils::IteratorType> iters = parallelIterators(loops);
-  for (int64_t l = outRank; l < loops; ++l)
-    iters[l] = utils::IteratorType::reduction;
-  auto generic = linalg::GenericOp::create(
-      b, loc, accType, op->getOperands(), init, {lhsMap, rhsMap, outMap}, iters,
-      [&](OpBuilder &nb, Location l, ValueRange args) {
-        Value x = castScalar(nb, l, args[0], acc);
-        Value y = castScalar(nb, l, args[1], acc);
-        Value sum =
-            isa<FloatType>(acc)
-                ? Value(arith::AddFOp::create(
-                      nb, l, args[2], arith::MulFOp::create(nb, l, x, y)))
-                : Value(arith::AddIOp::create(
-                      nb, l, args[2], arith::MulIOp::create(nb, l, x, y)));
-        linalg::YieldOp::create(nb, l, sum);
-      });
-  Value out = generic.getResult(0);
-  if (acc == elt)
-    return out;
-  auto convert = linalg::GenericOp::create(
-      b, loc, result, out, emptyLike(b, loc, result),
-      {b.getMultiDimIdentityMap(outRank), b.getMultiDimIdentityMap(outRank)},
-      parallelIterators(outRank),
-      [&](OpBuilder &nb, Location l, ValueRange args) {
-        linalg::YieldOp::create(nb, l, castScalar(nb, l, args[0], elt));
-      });
-  return convert.getResult(0);
+  return contract(b, op->getLoc(), op->getOperand(0), op->getOperand(1),
+                  lhsMap, rhsMap, outMap, result);
 }
 
 FailureOr<SmallVector<Value>> Converter::reduce(Operation *op) {

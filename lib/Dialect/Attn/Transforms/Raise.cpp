@@ -475,24 +475,14 @@ public:
       SmallVector<Value> idx;
       for (AffineExpr e : n->indices)
         idx.push_back(affine(e));
-      if (llvm::is_contained(idx, Value()))
-        return {};
-      result =
-          tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor), idx);
-      if (promotes(n->type))
-        result = castFloat(result, b.getF32Type());
+      result = read(n, idx);
       break;
     }
     case Kind::Extract: {
       SmallVector<Value> idx;
       for (ENode *o : n->operands)
         idx.push_back(emit(o));
-      if (llvm::is_contained(idx, Value()))
-        return {};
-      result =
-          tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor), idx);
-      if (promotes(n->type))
-        result = castFloat(result, b.getF32Type());
+      result = read(n, idx);
       break;
     }
     case Kind::Op: {
@@ -545,6 +535,14 @@ public:
     if (from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth())
       return arith::ExtFOp::create(b, loc, to, v);
     return arith::TruncFOp::create(b, loc, to, v);
+  }
+
+  /// Element `idx` of the capture `n` reads (in f32 when promoting).
+  Value read(ENode *n, ArrayRef<Value> idx) {
+    if (llvm::is_contained(idx, Value()))
+      return {};
+    Value v = tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor), idx);
+    return promotes(n->type) ? castFloat(v, b.getF32Type()) : v;
   }
 
   /// The dim along which constant `tensor` equals an iota, if it does.
