@@ -13,6 +13,13 @@
 # bf16, 5e-3 for fp16, no NaN, every output element written), prints a table
 # and exits non-zero on any failure; where PyTorch is importable it also
 # cross-checks the as-written examples against PyTorch (scripts/torch_check.py).
+#
+# Imported programs: `prepare` also compiles every JAX fixture
+# (test/Import/StableHLO/Inputs/jax) and PyTorch fixture
+# (test/Import/JSON/Inputs/torch) into <dir>/jax and <dir>/torch; `run`
+# checks each against the framework's own f32 result of the same function
+# on the same inputs (scripts/jax_check.py, scripts/torch_import_check.py),
+# where JAX / PyTorch are importable.
 set -euo pipefail
 mode=${1:?usage: gpu-check.sh prepare|run <dir>}
 dir=${2:?usage: gpu-check.sh prepare|run <dir>}
@@ -51,6 +58,16 @@ if [ "$mode" = prepare ]; then
     # The matrix runs on Hopper only; drop what the run does not need.
     rm -f "$dir/$codegen-matrix"/*.mlir "$dir/$codegen-matrix"/*.ptx
   done
+  # Imported programs: one kernel each, called with the user's arguments.
+  mkdir -p "$dir/jax" "$dir/torch"
+  for program in "$root"/test/Import/StableHLO/Inputs/jax/*.stablehlo.mlir; do
+    "$build/bin/flashlight-compile" "$program" -o "$dir/jax" --arch=sm_80,sm_90a
+  done
+  for program in "$root"/test/Import/JSON/Inputs/torch/*.json; do
+    [ "$(basename "$program")" = index.json ] && continue
+    "$build/bin/flashlight-compile" "$program" -o "$dir/torch" --arch=sm_80,sm_90a
+  done
+  cp "$root"/test/Import/JSON/Inputs/torch/*.bin "$dir/torch/"
   echo "gpu-check: prepared $(ls "$dir"/*/*.json | wc -l) kernels in $dir"
   exit 0
 fi
@@ -60,7 +77,7 @@ run=$dir/bin/flashlight-run
 results=$dir/results.jsonl
 : > "$results"
 export run
-ls "$dir"/*-examples/*.json "$dir"/*-matrix/*.json |
+ls "$dir"/*-examples/*.json "$dir"/*-matrix/*.json 2>/dev/null |
   xargs -P "$(nproc)" -I{} sh -c '
     m={}; rows=-1; codegen=$(basename "$(dirname "$m")")
     case "$m" in *.n1000.*) rows=32 ;; *.n4096.*) rows=16 ;; esac
@@ -89,5 +106,13 @@ if python3 -c "import torch" 2>/dev/null; then
   for examples in "$dir"/*-examples; do
     python3 "$root/scripts/torch_check.py" "$examples" || status=1
   done
+  if [ -d "$dir/torch" ]; then
+    python3 "$root/scripts/torch_import_check.py" "$dir/torch" \
+      --out "$dir/torch-import.jsonl" || status=1
+  fi
+fi
+if [ -d "$dir/jax" ] && python3 -c "import jax, torch" 2>/dev/null; then
+  python3 "$root/scripts/jax_check.py" "$dir/jax" --require-all \
+    --out "$dir/jax-import.jsonl" || status=1
 fi
 exit $status
