@@ -392,6 +392,16 @@ FailureOr<Value> Converter::dotGeneral(Operation *op, RankedTensorType result) {
   if (!inRange(lb, lhs.getRank()) || !inRange(lc, lhs.getRank()) ||
       !inRange(rb, rhs.getRank()) || !inRange(rc, rhs.getRank()))
     return op->emitError("dot_general dimension out of range");
+  // Each operand dim is batching, contracting or free, never two of them.
+  auto distinct = [](ArrayRef<int64_t> batch, ArrayRef<int64_t> contract) {
+    SmallVector<int64_t> all(batch);
+    all.append(contract.begin(), contract.end());
+    llvm::sort(all);
+    return std::adjacent_find(all.begin(), all.end()) == all.end();
+  };
+  if (!distinct(lb, lc) || !distinct(rb, rc))
+    return op->emitError("a dimension is named twice in dot_general's "
+                         "batching and contracting dimensions");
   // Loop dims: batch, lhs free, rhs free (the result's order), contracting.
   int64_t nb = lb.size(), nc = lc.size();
   int64_t lhsFree = lhs.getRank() - nb - nc, rhsFree = rhs.getRank() - nb - nc;

@@ -7,3 +7,13 @@
 // Genesate/bf16>
     // expected-error @+1 {{custom op 'sax_f' is unknown}}
     %21 = sax_f
+
+// -----
+
+// A dimension named twice (rhs batching [2, 2]) wrote past the loop-size
+// table of the contraction.
+func.func @dot_dim_twice(%a: tensor<2x2x4xf32>, %b: tensor<2x16x4xf32>) -> tensor<2x2xf32> {
+  // expected-error @+1 {{a dimension is named twice in dot_general's batching and contracting dimensions}}
+  %0 = "stablehlo.dot_general"(%a, %b) <{dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0, 1], rhs_batching_dimensions = [0, 0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [2]>}> : (tensor<2x2x4xf32>, tensor<2x16x4xf32>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
