@@ -500,8 +500,19 @@ FailureOr<SmallVector<Value>> Converter::reduce(Operation *op) {
         for (Operation &inner : body) {
           SmallVector<Value> operands;
           for (Value v : inner.getOperands())
-            operands.push_back(scalars.lookup(v));
+            operands.push_back(scalars.lookupOrNull(v));
+          if (llvm::is_contained(operands, Value())) {
+            inner.emitError("the reducer may only use its arguments and "
+                            "its own results");
+            status = failure();
+            break;
+          }
           if (inner.getName().getStringRef() == "stablehlo.return") {
+            if (operands.size() != n) {
+              inner.emitError("the reducer must return ") << n << " values";
+              status = failure();
+              break;
+            }
             linalg::YieldOp::create(nb, l, operands);
             return;
           }

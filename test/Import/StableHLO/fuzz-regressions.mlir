@@ -17,3 +17,18 @@ func.func @dot_dim_twice(%a: tensor<2x2x4xf32>, %b: tensor<2x16x4xf32>) -> tenso
   %0 = "stablehlo.dot_general"(%a, %b) <{dot_dimension_numbers = #stablehlo.dot<lhs_batching_dimensions = [0, 1], rhs_batching_dimensions = [0, 0], lhs_contracting_dimensions = [2], rhs_contracting_dimensions = [2]>}> : (tensor<2x2x4xf32>, tensor<2x16x4xf32>) -> tensor<2x2xf32>
   return %0 : tensor<2x2xf32>
 }
+
+// -----
+
+// A reducer reading a value from outside its region built a yield of a
+// null value.
+func.func @reducer_reads_outside(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  %init = stablehlo.constant dense<0.0> : tensor<f32>
+  // expected-error @+1 {{could not convert the reducer}}
+  %0 = stablehlo.reduce(%x init: %init) across dimensions = [1] : (tensor<4x8xf32>, tensor<f32>) -> tensor<4xf32>
+   reducer(%a: tensor<f32>, %b: tensor<f32>)  {
+    // expected-error @+1 {{the reducer may only use its arguments and its own results}}
+    stablehlo.return %init : tensor<f32>
+  }
+  return %0 : tensor<4xf32>
+}
