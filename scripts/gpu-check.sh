@@ -16,7 +16,9 @@
 #
 # Imported programs: `prepare` also compiles every JAX fixture
 # (test/Import/StableHLO/Inputs/jax) and PyTorch fixture
-# (test/Import/JSON/Inputs/torch) into <dir>/jax and <dir>/torch; `run`
+# (test/Import/JSON/Inputs/torch, and torch-mlir's linalg output of the same
+# programs, test/Import/TorchMLIR/Inputs) into <dir>/jax, <dir>/torch and
+# <dir>/torch-mlir; `run`
 # checks each against the framework's own f32 result of the same function
 # on the same inputs (scripts/jax_check.py, scripts/torch_import_check.py),
 # where JAX / PyTorch are importable.
@@ -68,6 +70,13 @@ if [ "$mode" = prepare ]; then
     "$build/bin/flashlight-compile" "$program" -o "$dir/torch" --arch=sm_80,sm_90a
   done
   cp "$root"/test/Import/JSON/Inputs/torch/*.bin "$dir/torch/"
+  # torch-mlir's linalg-on-tensors output of the same PyTorch programs
+  # (captured_bias's inlined constant is not supported yet).
+  mkdir -p "$dir/torch-mlir"
+  for program in "$root"/test/Import/TorchMLIR/Inputs/*.linalg.mlir; do
+    "$build/bin/flashlight-compile" "$program" -o "$dir/torch-mlir" \
+      --arch=sm_80,sm_90a || true
+  done
   echo "gpu-check: prepared $(ls "$dir"/*/*.json | wc -l) kernels in $dir"
   exit 0
 fi
@@ -109,6 +118,10 @@ if python3 -c "import torch" 2>/dev/null; then
   if [ -d "$dir/torch" ]; then
     python3 "$root/scripts/torch_import_check.py" "$dir/torch" \
       --out "$dir/torch-import.jsonl" || status=1
+  fi
+  if [ -d "$dir/torch-mlir" ]; then
+    python3 "$root/scripts/torch_import_check.py" "$dir/torch-mlir" \
+      --out "$dir/torch-mlir-import.jsonl" || status=1
   fi
 fi
 if [ -d "$dir/jax" ] && python3 -c "import jax, torch" 2>/dev/null; then

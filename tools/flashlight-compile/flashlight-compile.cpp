@@ -315,7 +315,8 @@ int main(int argc, char **argv) {
   std::string name = nameOpt;
   if (name.empty()) {
     StringRef stem = llvm::sys::path::stem(inputFile);
-    for (StringRef kind : {".stablehlo", ".generic", ".torch", ".graph"})
+    for (StringRef kind :
+         {".stablehlo", ".generic", ".torch", ".graph", ".linalg", ".tosa"})
       stem.consume_back(kind);
     name = stem.str();
   }

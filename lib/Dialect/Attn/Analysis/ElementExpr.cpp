@@ -169,6 +169,29 @@ AffineExpr ElementGraph::simplify(AffineExpr e) const {
 // Evaluation
 //===----------------------------------------------------------------------===//
 
+/// Whether `v`, in the body of `generic`, depends on an output block
+/// argument (an accumulator).
+static bool readsAccumulator(linalg::GenericOp generic, Value v) {
+  Block *body = generic.getBody();
+  SmallVector<Value> stack = {v};
+  llvm::DenseSet<Value> seen;
+  while (!stack.empty()) {
+    Value x = stack.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(x)) {
+      if (arg.getOwner() == body &&
+          arg.getArgNumber() >= generic.getNumDpsInputs())
+        return true;
+      continue;
+    }
+    Operation *def = x.getDefiningOp();
+    if (def && def->getBlock() == body)
+      stack.append(def->operand_begin(), def->operand_end());
+  }
+  return false;
+}
+
 ENode *ElementGraph::scalarOutside(Value v) {
   if (auto c = v.getDefiningOp<arith::ConstantOp>()) {
     ENode *n = make(ENode::Kind::Const, v.getType());
@@ -372,6 +395,9 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
     SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
     SmallVector<AffineExpr> loops(generic.getNumLoops());
     for (auto [p, e] : llvm::enumerate(outMap.getResults())) {
+      // A constant writes a unit dim (torch-mlir's keepdim reductions).
+      if (isa<AffineConstantExpr>(e))
+        continue;
       auto dim = dyn_cast<AffineDimExpr>(e);
       if (!dim) {
         lastError = "an output indexing map is not a projected permutation";
@@ -399,13 +425,18 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
       Operation *combine = yielded.getDefiningOp();
       if (!combine || combine->getNumOperands() != 2 ||
           combine->getBlock() != generic.getBody() ||
-          !llvm::is_contained(combine->getOperands(), Value(acc)) ||
-          !acc.hasOneUse()) {
+          !llvm::is_contained(combine->getOperands(), Value(acc))) {
         lastError = "a reduction is not of the form combine(acc, x)";
         return nullptr;
       }
       Value x = combine->getOperand(0) == acc ? combine->getOperand(1)
                                               : combine->getOperand(0);
+      // x must not read any accumulator (the other outputs of a multi-
+      // result reduction, like max.dim's argmax, may).
+      if (readsAccumulator(generic, x)) {
+        lastError = "a reduction's element reads an accumulator";
+        return nullptr;
+      }
       ENode *body = evalBody(generic, loops, x, scalars);
       ENode *initNode = element(init->get(), indices);
       if (!body || !initNode)

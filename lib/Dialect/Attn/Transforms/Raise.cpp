@@ -58,7 +58,8 @@ std::optional<double> constValue(ENode *n) {
   if (auto f = dyn_cast<FloatAttr>(n->value))
     return f.getValueAsDouble();
   if (auto i = dyn_cast<IntegerAttr>(n->value))
-    return (double)i.getInt();
+    return i.getType().isInteger(1) ? double(i.getValue().getBoolValue())
+                                    : double(i.getInt());
   return std::nullopt;
 }
 
@@ -119,6 +120,7 @@ private:
   void linearTerms(const Branch &pv, ENode *w, bool negative,
                    ArrayRef<ENode *> coefs, SmallVectorImpl<Branch> &branches);
   LogicalResult matchWeights(Branch &br, Reason &why);
+  bool isAllMasked(ENode *guard, ENode *logits, unsigned j);
   LogicalResult matchContraction(Branch &br, Reason &why);
   void splitMask(Branch &br);
 
@@ -247,6 +249,21 @@ LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
     e = br.logits; // normalized after PV: E is known
   } else {
     ENode *p = peel(br.weights);
+    // A "safe" softmax zeroes rows whose keys are all masked: select(all_j
+    // (S == -inf), 0, softmax(S)). The kernel's softmax already gives 0
+    // there; the guard is checked against S once S is known.
+    ENode *guard = nullptr;
+    if (isOp(p, "arith.select") && isConst(p->operands[1], 0.0) &&
+        !graph.dependsOn(p->operands[0], br.j)) {
+      guard = peel(p->operands[0]);
+      br.weights = p->operands[2];
+      if (failed(matchWeights(br, why)))
+        return failure();
+      if (!isAllMasked(guard, br.logits, br.j))
+        return fail(why, "the weights are zeroed by a row condition other "
+                         "than 'every key is masked'");
+      return success();
+    }
     if (isOp(p, "arith.divf") && isConst(p->operands[0], 1.0)) {
       ENode *den = peel(p->operands[1]);
       if (isOp(den, "arith.addf")) {
@@ -294,6 +311,25 @@ LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
   br.normalizer = Normalizer::softmax;
   br.logits = x;
   return success();
+}
+
+/// Whether `guard` is `all_j' (S[j'] == -inf)`: an and-reduction over the
+/// keys of `S == -inf`, with the S of the softmax (`logits` along `j`).
+bool Raiser::isAllMasked(ENode *guard, ENode *logits, unsigned j) {
+  if (!isReduce(guard, "arith.andi") || !isConst(guard->operands[1], 1.0))
+    return false;
+  ENode *cmp = peel(guard->operands[0]);
+  if (!isOp(cmp, "arith.cmpf") ||
+      cast<arith::CmpFOp>(cmp->op).getPredicate() != arith::CmpFPredicate::OEQ)
+    return false;
+  for (int side : {0, 1}) {
+    std::optional<double> c = constValue(cmp->operands[1 - side]);
+    if (c && std::isinf(*c) && *c < 0 &&
+        graph.equivalent(peel(cmp->operands[side]), peel(logits), guard->var,
+                         j))
+      return true;
+  }
+  return false;
 }
 
 /// The contraction `sum_c Q * K` inside S; constant factors go to scale.
