@@ -5,6 +5,7 @@
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -255,8 +256,9 @@ json tensorInfo(Type type) {
 }
 } // namespace
 
-FailureOr<json> flashlight::describeEntry(func::FuncOp host,
-                                          func::CallOp call) {
+FailureOr<json> flashlight::describeEntry(
+    func::FuncOp host, func::CallOp call,
+    function_ref<FailureOr<std::string>(ElementsAttr)> writeConstant) {
   json inputs = json::array(), outputs = json::array();
   for (auto [i, t] : llvm::enumerate(host.getArgumentTypes())) {
     inputs.push_back(tensorInfo(t));
@@ -285,6 +287,14 @@ FailureOr<json> flashlight::describeEntry(func::FuncOp host,
       source = {
           {"input", cast<BlockArgument>(copy.getDpsInputs()[0]).getArgNumber()},
           {"index", *index}};
+    } else if (auto constant = v.getDefiningOp<arith::ConstantOp>()) {
+      // A tensor constant of the program (torch-mlir inlines captured
+      // tensors): its bytes go to a file beside the manifest.
+      FailureOr<std::string> file =
+          writeConstant(cast<ElementsAttr>(constant.getValue()));
+      if (failed(file))
+        return call.emitError("cannot store a constant kernel input");
+      source = {{"constant", *file}};
     } else {
       return call.emitError("a kernel input is computed by the host program "
                             "(only layout copies of its inputs are "
@@ -323,4 +333,44 @@ FailureOr<json> flashlight::describeEntry(func::FuncOp host,
               {"outputs", outputs},
               {"sources", sources},
               {"results", results}};
+}
+
+FailureOr<std::vector<char>> flashlight::constantBytes(ElementsAttr attr) {
+  auto type = cast<ShapedType>(attr.getType());
+  Type elt = type.getElementType();
+  if (!elt.isIntOrFloat())
+    return failure();
+  // One byte per i1 element, little-endian row-major otherwise, as the
+  // runtimes read tensors.
+  size_t width = elt.isInteger(1) ? 1 : (elt.getIntOrFloatBitWidth() + 7) / 8;
+  std::vector<char> bytes;
+  bytes.reserve(size_t(type.getNumElements()) * width);
+  auto push = [&](const APInt &bits) {
+    for (size_t k = 0; k < width; ++k)
+      bytes.push_back(char(bits.extractBitsAsZExtValue(
+          std::min<unsigned>(8, bits.getBitWidth() - std::min<unsigned>(
+                                                          bits.getBitWidth(),
+                                                          8 * k)),
+          std::min<unsigned>(bits.getBitWidth(), 8 * k))));
+  };
+  // A resource blob (torch-mlir's captured tensors) holds these bytes.
+  if (auto resource = dyn_cast<DenseResourceElementsAttr>(attr)) {
+    AsmResourceBlob *blob = resource.getRawHandle().getBlob();
+    if (!blob ||
+        blob->getData().size() != size_t(type.getNumElements()) * width)
+      return failure();
+    ArrayRef<char> data = blob->getData();
+    return std::vector<char>(data.begin(), data.end());
+  }
+  auto dense = dyn_cast<DenseElementsAttr>(attr);
+  if (!dense)
+    return failure();
+  if (isa<FloatType>(elt)) {
+    for (APFloat v : dense.getValues<APFloat>())
+      push(v.bitcastToAPInt());
+  } else {
+    for (APInt v : dense.getValues<APInt>())
+      push(elt.isInteger(1) ? APInt(8, v.getBoolValue()) : v);
+  }
+  return bytes;
 }

@@ -225,7 +225,11 @@ def _call_entry(kernel, *args):
     for a, info in zip(args, entry["inputs"]):
         if list(a.shape) != info["shape"]:
             raise ValueError(f"shape {tuple(a.shape)}, expected {info['shape']}")
-    params = [_to_kernel_layout(args[s["input"]], s["index"], p["shape"])
+    # Each kernel tensor is a layout of a user input, or a constant of the
+    # program stored beside the manifest.
+    params = [_load_constant(kernel, {"file": s["constant"], **p}, args[0].device)
+              if "constant" in s
+              else _to_kernel_layout(args[s["input"]], s["index"], p["shape"])
               for s, p in zip(entry["sources"], kernel.inputs)]
     outs = kernel(*params)
     outs = outs if isinstance(outs, tuple) else (outs,)

@@ -194,7 +194,8 @@ LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
 /// own (attn-outline). Returns the manifest's `entry` (how the user's
 /// function feeds the kernel; null for attn programs), erasing the user's
 /// function from `module`.
-FailureOr<json> importAndOutline(ModuleOp module) {
+FailureOr<json> importAndOutline(ModuleOp module,
+                                 const std::string &manifestName) {
   bool stablehlo = false, attention = false;
   module.walk([&](Operation *op) {
     stablehlo |= op->getName().getDialectNamespace() == "stablehlo";
@@ -253,7 +254,22 @@ FailureOr<json> importAndOutline(ModuleOp module) {
     fail("the program's function does not call its attention");
     return failure();
   }
-  FailureOr<json> entry = flashlight::describeEntry(hosts.front(), call);
+  // Tensor constants the kernel reads are stored beside the manifest.
+  unsigned constants = 0;
+  auto writeConstant = [&](ElementsAttr attr) -> FailureOr<std::string> {
+    FailureOr<std::vector<char>> bytes = flashlight::constantBytes(attr);
+    if (failed(bytes))
+      return failure();
+    std::string file =
+        manifestName + ".constant" + std::to_string(constants++) + ".bin";
+    SmallString<256> path(outputDir);
+    llvm::sys::path::append(path, file);
+    if (failed(writeFile(path, StringRef(bytes->data(), bytes->size()))))
+      return failure();
+    return file;
+  };
+  FailureOr<json> entry =
+      flashlight::describeEntry(hosts.front(), call, writeConstant);
   if (failed(entry))
     return failure();
   (*entry)["function"] = hosts.front().getName().str();
@@ -329,7 +345,7 @@ int main(int argc, char **argv) {
   };
 
   // Imported programs: StableHLO to linalg, then find the attention.
-  FailureOr<json> entry = importAndOutline(*module);
+  FailureOr<json> entry = importAndOutline(*module, name);
   if (failed(entry))
     return 1;
 

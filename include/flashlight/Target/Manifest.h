@@ -12,6 +12,7 @@
 #define FLASHLIGHT_TARGET_MANIFEST_H
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/Support/LLVM.h"
 
 #include <nlohmann/json.hpp>
@@ -37,9 +38,17 @@ mlir::FailureOr<nlohmann::json> exportProgram(mlir::func::FuncOp func);
 /// that input's dims (`index`: `{"dim": k}` or `{"const": c}`), and for each
 /// host result the kernel result it copies and, per kernel dim, the host
 /// dim (or constant) that indexes it. Fails, with a diagnostic, when the
-/// host computes anything else.
-mlir::FailureOr<nlohmann::json> describeEntry(mlir::func::FuncOp host,
-                                              mlir::func::CallOp call);
+/// host computes anything else. A kernel input that is a tensor constant of
+/// the program is handed to `writeConstant`, which stores it and returns
+/// the file name the entry records (`{"constant": file}`).
+mlir::FailureOr<nlohmann::json> describeEntry(
+    mlir::func::FuncOp host, mlir::func::CallOp call,
+    llvm::function_ref<mlir::FailureOr<std::string>(mlir::ElementsAttr)>
+        writeConstant);
+
+/// The elements of `attr` as the runtimes read tensors: row-major,
+/// little-endian, one byte per i1.
+mlir::FailureOr<std::vector<char>> constantBytes(mlir::ElementsAttr attr);
 
 } // namespace flashlight
 

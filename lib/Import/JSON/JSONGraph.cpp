@@ -100,7 +100,6 @@ private:
                bool isMax);
   Value softmax(Value x, int64_t dim, Type outElt);
   Value transpose(Value x, ArrayRef<int64_t> perm);
-  Value scalarTensor(double value, Type elt);
   Value whereKeep(Value keep, Value x, double otherwise);
   Type promote(ArrayRef<Value> operands);
 
@@ -409,13 +408,6 @@ Value GraphImporter::transpose(Value x, ArrayRef<int64_t> perm) {
   }
   return copyThroughMap(b, loc, x, AffineMap::get(t.getRank(), 0, exprs, ctx),
                         RankedTensorType::get(shape, t.getElementType()));
-}
-
-Value GraphImporter::scalarTensor(double value, Type elt) {
-  auto type = RankedTensorType::get({}, elt);
-  return linalg::FillOp::create(b, loc, constantOf(b, loc, elt, value),
-                                emptyLike(b, loc, type))
-      .getResult(0);
 }
 
 Value GraphImporter::whereKeep(Value keep, Value x, double otherwise) {

@@ -29,7 +29,7 @@ void StableHLODialect::initialize() { allowUnknownOperations(); }
 static ParseResult parseI64List(AsmParser &parser,
                                 SmallVectorImpl<int64_t> &v) {
   return parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
-    int64_t x;
+    int64_t x = 0;
     if (parser.parseInteger(x))
       return failure();
     v.push_back(x);
@@ -45,7 +45,7 @@ static FailureOr<Attribute> parseBodyValue(AsmParser &parser) {
   if (succeeded(parser.parseOptionalLSquare())) {
     if (failed(parser.parseOptionalRSquare())) {
       do {
-        int64_t x;
+        int64_t x = 0;
         if (parser.parseInteger(x))
           return failure();
         list.push_back(x);
@@ -55,7 +55,7 @@ static FailureOr<Attribute> parseBodyValue(AsmParser &parser) {
     }
     return Attribute(b.getDenseI64ArrayAttr(list));
   }
-  int64_t x;
+  int64_t x = 0;
   OptionalParseResult integer = parser.parseOptionalInteger(x);
   if (integer.has_value())
     return failed(*integer) ? FailureOr<Attribute>(failure())
@@ -216,7 +216,7 @@ ParseResult parseGeneric(OpAsmParser &parser, OperationState &state) {
                                                        : "broadcast_dimensions",
                          b.getDenseI64ArrayAttr(dims));
     } else if (key == "dim") {
-      int64_t dim;
+      int64_t dim = 0;
       if (parser.parseInteger(dim))
         return failure();
       state.addAttribute(name == "stablehlo.iota" ? "iota_dimension"
@@ -311,7 +311,7 @@ ParseResult parseSlice(OpAsmParser &parser, OperationState &state) {
   SmallVector<int64_t> start, limit, stride;
   if (parser.parseOperand(op) ||
       parser.parseCommaSeparatedList(AsmParser::Delimiter::Square, [&] {
-        int64_t s, l, t = 1;
+        int64_t s = 0, l = 0, t = 1;
         if (parser.parseInteger(s) || parser.parseColon() ||
             parser.parseInteger(l))
           return failure();
