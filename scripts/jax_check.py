@@ -36,10 +36,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import flashlight  # noqa: E402
+from fixture_common import TOLERANCE, report  # noqa: E402
 import jax_fixtures  # noqa: E402
 
 SEED = 0
-TOLERANCE = {"bf16": 2e-2, "f16": 5e-3, "f32": 1e-3}
 FLOATS = ("bf16", "f16", "f32")
 
 
@@ -142,14 +142,7 @@ def main():
             detail = f"{err:9.2e} {native_err:10.2e}  {'ok' if result['pass'] else 'FAIL'}"
         print(f"{name:<22} {dtype:<5} {detail}", flush=True)
 
-    passed = sum(r["pass"] for r in results)
-    print(f"{passed}/{len(results)} passed")
-    if args.out:
-        with open(args.out, "w") as f:
-            for r in results:
-                f.write(json.dumps(r) + "\n")
-    sys.exit(0 if results and passed == len(results) else 1)
-
+    report(results, args.out)
 
 if __name__ == "__main__":
     main()

@@ -33,6 +33,8 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from fixture_common import BHND, BNHD, B, D, H, N, qkv, registry
+
 DTYPES = {
     "bf16": jnp.bfloat16,
     "f16": jnp.float16,
@@ -66,27 +68,7 @@ class Program:
 
 
 PROGRAMS = {}
-
-
-def program(inputs, description):
-    """Registers the decorated function under its own name."""
-
-    def register(fn):
-        PROGRAMS[fn.__name__] = Program(fn, inputs, description)
-        return fn
-
-    return register
-
-
-B, H, N, D = 2, 4, 128, 64
-BHND = (B, H, N, D)
-BNHD = (B, N, H, D)
-
-
-def qkv(shape=BHND, dtype="bf16", kv_shape=None):
-    """Input specs of q, k, v; k and v take kv_shape when given."""
-    kv_shape = kv_shape or shape
-    return [(shape, dtype), (kv_shape, dtype), (kv_shape, dtype)]
+program = registry(PROGRAMS, Program)
 
 
 def qk_bhnd(q, k):

@@ -37,6 +37,9 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 import flashlight  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from fixture_common import BHND, BNHD, B, D, H, N, qkv, registry  # noqa: E402
+
 DTYPES = {
     "bf16": torch.bfloat16,
     "f16": torch.float16,
@@ -60,27 +63,7 @@ class Program:
 
 
 PROGRAMS = {}
-
-
-def program(inputs, description):
-    """Registers the decorated function under its own name."""
-
-    def register(fn):
-        PROGRAMS[fn.__name__] = Program(fn, inputs, description)
-        return fn
-
-    return register
-
-
-B, H, N, D = 2, 4, 128, 64
-BHND = (B, H, N, D)
-BNHD = (B, N, H, D)
-
-
-def qkv(shape=BHND, dtype="bf16", kv_shape=None):
-    """Input specs of q, k, v; k and v take kv_shape when given."""
-    kv_shape = kv_shape or shape
-    return [(shape, dtype), (kv_shape, dtype), (kv_shape, dtype)]
+program = registry(PROGRAMS, Program)
 
 
 # A tensor captured from the enclosing scope (a relative-position bias made

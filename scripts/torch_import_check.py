@@ -27,9 +27,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
 import flashlight  # noqa: E402
+from fixture_common import TOLERANCE, report  # noqa: E402
 import torch_fixtures  # noqa: E402
 
-TOLERANCE = {"bf16": 2e-2, "f16": 5e-3, "f32": 1e-3}
 FLOATS = (torch.bfloat16, torch.float16, torch.float32)
 
 
@@ -103,14 +103,7 @@ def main():
             print(f"{name:<22} {dtype:<5} {result['rel_err']:9.2e} "
                   f"{result['torch_native_rel_err']:9.2e}  "
                   f"{'ok' if result['pass'] else 'FAIL'}")
-    passed = sum(r["pass"] for r in results)
-    print(f"{passed}/{len(results)} passed")
-    if args.out:
-        with open(args.out, "w") as f:
-            for r in results:
-                f.write(json.dumps(r) + "\n")
-    sys.exit(0 if results and passed == len(results) else 1)
-
+    report(results, args.out)
 
 if __name__ == "__main__":
     main()
