@@ -5,10 +5,10 @@
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
 #include "llvm/ADT/StringSet.h"
 
 using namespace mlir;
@@ -348,9 +348,9 @@ FailureOr<std::vector<char>> flashlight::constantBytes(ElementsAttr attr) {
   auto push = [&](const APInt &bits) {
     for (size_t k = 0; k < width; ++k)
       bytes.push_back(char(bits.extractBitsAsZExtValue(
-          std::min<unsigned>(8, bits.getBitWidth() - std::min<unsigned>(
-                                                          bits.getBitWidth(),
-                                                          8 * k)),
+          std::min<unsigned>(8,
+                             bits.getBitWidth() -
+                                 std::min<unsigned>(bits.getBitWidth(), 8 * k)),
           std::min<unsigned>(bits.getBitWidth(), 8 * k))));
   };
   // A resource blob (torch-mlir's captured tensors) holds these bytes.

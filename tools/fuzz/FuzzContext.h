@@ -1,4 +1,5 @@
-//===- FuzzContext.h - The context every importer fuzz target uses -*- C++ -*-===//
+//===- FuzzContext.h - The context every importer fuzz target uses -*- C++
+//-*-===//
 
 #ifndef FLASHLIGHT_TOOLS_FUZZ_FUZZCONTEXT_H
 #define FLASHLIGHT_TOOLS_FUZZ_FUZZCONTEXT_H
@@ -37,9 +38,9 @@ template <typename... Extra> mlir::MLIRContext &context() {
 
 /// Verifies an imported module and runs what flashlight-compile runs on it
 /// before code generation (`importPasses` first); failures are fine.
-inline void raiseImported(mlir::ModuleOp module,
-                          llvm::function_ref<void(mlir::PassManager &)>
-                              importPasses = nullptr) {
+inline void raiseImported(
+    mlir::ModuleOp module,
+    llvm::function_ref<void(mlir::PassManager &)> importPasses = nullptr) {
   if (mlir::failed(mlir::verify(module)))
     return;
   mlir::PassManager pm(module.getContext());

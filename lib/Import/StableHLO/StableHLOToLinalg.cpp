@@ -440,8 +440,8 @@ FailureOr<Value> Converter::dotGeneral(Operation *op, RankedTensorType result) {
   AffineMap outMap = AffineMap::get(loops, 0, outExprs, b.getContext());
 
   // f16/bf16 products accumulate in f32 (then round), as XLA does.
-  return contract(b, op->getLoc(), op->getOperand(0), op->getOperand(1),
-                  lhsMap, rhsMap, outMap, result);
+  return contract(b, op->getLoc(), op->getOperand(0), op->getOperand(1), lhsMap,
+                  rhsMap, outMap, result);
 }
 
 FailureOr<SmallVector<Value>> Converter::reduce(Operation *op) {

@@ -577,7 +577,8 @@ public:
   Value read(ENode *n, ArrayRef<Value> idx) {
     if (llvm::is_contained(idx, Value()))
       return {};
-    Value v = tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor), idx);
+    Value v =
+        tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor), idx);
     return promotes(n->type) ? castFloat(v, b.getF32Type()) : v;
   }
 
