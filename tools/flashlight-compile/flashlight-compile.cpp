@@ -20,7 +20,10 @@
 #include "flashlight/Target/Manifest.h"
 #include "flashlight/Target/Pipeline.h"
 
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Conversion/TosaToLinalg/TosaToLinalg.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tosa/IR/TosaOps.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlow.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -196,15 +199,27 @@ LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
 /// function from `module`.
 FailureOr<json> importAndOutline(ModuleOp module,
                                  const std::string &manifestName) {
-  bool stablehlo = false, attention = false;
+  bool stablehlo = false, tosa = false, attention = false;
   module.walk([&](Operation *op) {
     stablehlo |= op->getName().getDialectNamespace() == "stablehlo";
+    tosa |= op->getName().getDialectNamespace() == "tosa";
     attention |= isa<flashlight::attn::AttentionOp>(op);
   });
   MLIRContext *ctx = module.getContext();
   PassManager pm(ctx);
   if (stablehlo) {
     pm.addPass(flashlight::createImportStableHLO());
+    pm.addPass(createCanonicalizerPass());
+  }
+  if (tosa) {
+    // torch-mlir's TOSA output: upstream's lowering to linalg on tensors.
+    // No profile validation: torch-mlir emits f64 constants and i64 casts
+    // that the lowering handles but the TOSA profiles do not list.
+    TosaToLinalgOptions linalg;
+    tosa::addTosaToLinalgPasses(pm, linalg, TosaToLinalgNamedOptions(),
+                                std::nullopt);
+    pm.addNestedPass<func::FuncOp>(createTosaToArithPass());
+    pm.addNestedPass<func::FuncOp>(createTosaToTensorPass());
     pm.addPass(createCanonicalizerPass());
   }
   if (!attention) {
@@ -305,7 +320,7 @@ int main(int argc, char **argv) {
               arith::ArithDialect, cf::ControlFlowDialect, func::FuncDialect,
               gpu::GPUDialect, linalg::LinalgDialect, LLVM::LLVMDialect,
               math::MathDialect, memref::MemRefDialect, NVVM::NVVMDialect,
-              scf::SCFDialect, tensor::TensorDialect>();
+              scf::SCFDialect, tensor::TensorDialect, tosa::TosaDialect>();
   flashlight::registerPipelineDependencies(registry);
   MLIRContext context(registry);
   // Diagnostics are for users: the location, not the op's IR.

@@ -278,14 +278,27 @@ LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
         }
       }
     }
-    if (!isOp(p, "arith.divf"))
+    // E / D, or E * (1 / D) (TOSA's reciprocal).
+    ENode *numer = nullptr, *den = nullptr;
+    if (isOp(p, "arith.divf")) {
+      numer = p->operands[0];
+      den = peel(p->operands[1]);
+    } else if (isOp(p, "arith.mulf")) {
+      for (int side : {0, 1}) {
+        ENode *r = peel(p->operands[side]);
+        if (isOp(r, "arith.divf") && isConst(r->operands[0], 1.0)) {
+          numer = p->operands[1 - side];
+          den = peel(r->operands[1]);
+        }
+      }
+    }
+    if (!numer)
       return fail(why, "the PV weights are neither a softmax (E / sum E) nor "
                        "a sigmoid");
-    ENode *den = peel(p->operands[1]);
     if (!isReduce(den, "arith.addf") || !isConst(den->operands[1], 0.0) ||
         graph.dependsOn(den, br.j))
       return fail(why, "the softmax denominator is not a sum over the keys");
-    ENode *body = peel(den->operands[0]), *num = peel(p->operands[0]);
+    ENode *body = peel(den->operands[0]), *num = peel(numer);
     if (!graph.equivalent(body, num, den->var, br.j)) {
       // Sinks: the denominator also sums columns concatenated after the
       // keys (softmax over concat(S, sink), sliced back to the keys).
@@ -299,7 +312,7 @@ LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
                          "its numerator");
       br.sink = concat->operands[1];
     }
-    e = p->operands[0];
+    e = numer;
   }
   e = peel(e);
   if (!isOp(e, "math.exp"))
