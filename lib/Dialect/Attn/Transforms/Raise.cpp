@@ -154,6 +154,21 @@ LogicalResult Raiser::matchPV(ENode *sum, Branch &br, Reason &why) {
                    "index");
 }
 
+/// Whether a reduction occurs in `n`.
+bool hasReduce(ENode *n) {
+  llvm::DenseSet<ENode *> seen;
+  SmallVector<ENode *> stack = {n};
+  while (!stack.empty()) {
+    ENode *x = stack.pop_back_val();
+    if (!seen.insert(x).second)
+      continue;
+    if (x->kind == Kind::Reduce)
+      return true;
+    stack.append(x->operands.begin(), x->operands.end());
+  }
+  return false;
+}
+
 /// Splits PV weights that are a linear combination (coefficients constant
 /// along the keys) of normalized weights into one branch per term.
 void Raiser::linearTerms(const Branch &pv, ENode *w, bool negative,
@@ -168,9 +183,13 @@ void Raiser::linearTerms(const Branch &pv, ENode *w, bool negative,
   }
   if (isOp(p, "arith.negf"))
     return linearTerms(pv, p->operands[0], !negative, coefs, branches);
+  // A factor constant along the keys is a coefficient, unless it holds a
+  // reduction: then it is a normalizer (E * reciprocal(sum E), as TOSA
+  // writes a softmax).
   if (isOp(p, "arith.mulf"))
     for (int side : {0, 1})
-      if (!graph.dependsOn(p->operands[side], pv.j)) {
+      if (!graph.dependsOn(p->operands[side], pv.j) &&
+          !hasReduce(p->operands[side])) {
         SmallVector<ENode *> more(coefs);
         more.push_back(p->operands[side]);
         return linearTerms(pv, p->operands[1 - side], negative, more, branches);
