@@ -17,8 +17,8 @@
 # Imported programs: `prepare` also compiles every JAX fixture
 # (test/Import/StableHLO/Inputs/jax) and PyTorch fixture
 # (test/Import/JSON/Inputs/torch, and torch-mlir's linalg output of the same
-# programs, test/Import/TorchMLIR/Inputs) into <dir>/jax, <dir>/torch and
-# <dir>/torch-mlir; `run`
+# programs in linalg and TOSA, test/Import/TorchMLIR/Inputs) into <dir>/jax,
+# <dir>/torch and <dir>/torch-mlir-{linalg,tosa}; `run`
 # checks each against the framework's own f32 result of the same function
 # on the same inputs (scripts/jax_check.py, scripts/torch_import_check.py),
 # where JAX / PyTorch are importable.
@@ -70,12 +70,13 @@ if [ "$mode" = prepare ]; then
     "$build/bin/flashlight-compile" "$program" -o "$dir/torch" --arch=sm_80,sm_90a
   done
   cp "$root"/test/Import/JSON/Inputs/torch/*.bin "$dir/torch/"
-  # torch-mlir's linalg-on-tensors output of the same PyTorch programs
-  # (captured_bias's inlined constant is not supported yet).
-  mkdir -p "$dir/torch-mlir"
-  for program in "$root"/test/Import/TorchMLIR/Inputs/*.linalg.mlir; do
-    "$build/bin/flashlight-compile" "$program" -o "$dir/torch-mlir" \
-      --arch=sm_80,sm_90a || true
+  # torch-mlir's linalg-on-tensors and TOSA output of the same programs.
+  for kind in linalg tosa; do
+    mkdir -p "$dir/torch-mlir-$kind"
+    for program in "$root"/test/Import/TorchMLIR/Inputs/*.$kind.mlir; do
+      "$build/bin/flashlight-compile" "$program" -o "$dir/torch-mlir-$kind" \
+        --arch=sm_80,sm_90a
+    done
   done
   echo "gpu-check: prepared $(ls "$dir"/*/*.json | wc -l) kernels in $dir"
   exit 0
@@ -119,10 +120,12 @@ if python3 -c "import torch" 2>/dev/null; then
     python3 "$root/scripts/torch_import_check.py" "$dir/torch" \
       --out "$dir/torch-import.jsonl" || status=1
   fi
-  if [ -d "$dir/torch-mlir" ]; then
-    python3 "$root/scripts/torch_import_check.py" "$dir/torch-mlir" \
-      --out "$dir/torch-mlir-import.jsonl" || status=1
-  fi
+  for kind in linalg tosa; do
+    if [ -d "$dir/torch-mlir-$kind" ]; then
+      python3 "$root/scripts/torch_import_check.py" "$dir/torch-mlir-$kind" \
+        --out "$dir/torch-mlir-$kind-import.jsonl" || status=1
+    fi
+  done
 fi
 if [ -d "$dir/jax" ] && python3 -c "import jax, torch" 2>/dev/null; then
   python3 "$root/scripts/jax_check.py" "$dir/jax" --require-all \
