@@ -55,6 +55,15 @@ std::string stringField(const json &obj, const char *key,
   return otherwise;
 }
 
+/// The tensors among `values` (the others are scalars).
+SmallVector<Value> tensorsOf(ArrayRef<Value> values) {
+  SmallVector<Value> tensors;
+  for (Value v : values)
+    if (isa<RankedTensorType>(v.getType()))
+      tensors.push_back(v);
+  return tensors;
+}
+
 bool isLowFloat(Type t) {
   return isa<FloatType>(t) && t.getIntOrFloatBitWidth() < 32;
 }
@@ -546,10 +555,7 @@ FailureOr<Value> GraphImporter::lowerOp(StringRef target,
     if (failed(vals))
       return failure();
     // A double scalar does not widen a tensor's type (PyTorch's rule).
-    SmallVector<Value> tensors;
-    for (Value v : *vals)
-      if (isa<RankedTensorType>(v.getType()))
-        tensors.push_back(v);
+    SmallVector<Value> tensors = tensorsOf(*vals);
     if (failed(checkBroadcast(*vals, out)))
       return failure();
     Type c = compute ? compute : (tensors.empty() ? elt : promote(tensors));
@@ -644,13 +650,9 @@ FailureOr<Value> GraphImporter::lowerOp(StringRef target,
     FailureOr<SmallVector<Value>> vals = operands({x, y});
     if (failed(vals))
       return failure();
-    SmallVector<Value> tensors;
-    for (Value v : *vals)
-      if (isa<RankedTensorType>(v.getType()))
-        tensors.push_back(v);
     if (failed(checkBroadcast(*vals, out)))
       return failure();
-    Type c = promote(tensors);
+    Type c = promote(tensorsOf(*vals));
     auto fp = StringSwitch<CmpFPredicate>(op)
                   .Case("eq", CmpFPredicate::OEQ)
                   .Case("ne", CmpFPredicate::UNE)

@@ -154,19 +154,24 @@ LogicalResult Raiser::matchPV(ENode *sum, Branch &br, Reason &why) {
                    "index");
 }
 
-/// Whether a reduction occurs in `n`.
-bool hasReduce(ENode *n) {
+/// The first node in `n` (depth first, each node once) satisfying `pred`.
+ENode *findNode(ENode *n, function_ref<bool(ENode *)> pred) {
   llvm::DenseSet<ENode *> seen;
   SmallVector<ENode *> stack = {n};
   while (!stack.empty()) {
     ENode *x = stack.pop_back_val();
     if (!seen.insert(x).second)
       continue;
-    if (x->kind == Kind::Reduce)
-      return true;
+    if (pred(x))
+      return x;
     stack.append(x->operands.begin(), x->operands.end());
   }
-  return false;
+  return nullptr;
+}
+
+/// Whether a reduction occurs in `n`.
+bool hasReduce(ENode *n) {
+  return findNode(n, [](ENode *x) { return x->kind == Kind::Reduce; });
 }
 
 /// Splits PV weights that are a linear combination (coefficients constant
@@ -246,18 +251,10 @@ LogicalResult Raiser::findBranches(ENode *root,
 /// The concatenation along variable `var` (its index is exactly `var`)
 /// inside `n`, if there is one.
 ENode *findConcat(ElementGraph &graph, ENode *n, unsigned var) {
-  llvm::DenseSet<ENode *> seen;
-  SmallVector<ENode *> stack = {n};
-  while (!stack.empty()) {
-    ENode *x = stack.pop_back_val();
-    if (!seen.insert(x).second)
-      continue;
-    if (x->kind == Kind::Concat &&
-        x->index == getAffineDimExpr(var, graph.getContext()))
-      return x;
-    stack.append(x->operands.begin(), x->operands.end());
-  }
-  return nullptr;
+  AffineExpr index = getAffineDimExpr(var, graph.getContext());
+  return findNode(n, [&](ENode *x) {
+    return x->kind == Kind::Concat && x->index == index;
+  });
 }
 
 /// S from P: softmax (`E / sum E`, `E = exp(S - m)` or `exp(S)`) or
