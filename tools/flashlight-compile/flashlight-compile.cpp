@@ -14,6 +14,7 @@
 #include "flashlight/Dialect/Attn/IR/AttnDialect.h"
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
+#include "flashlight/Import/InputChecks.h"
 #include "flashlight/Import/JSON/JSONGraph.h"
 #include "flashlight/Import/Passes.h"
 #include "flashlight/Import/StableHLO/StableHLODialect.h"
@@ -334,6 +335,11 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
+  if (int64_t depth = flashlight::nestingDepth(source);
+      depth > flashlight::kMaxNesting)
+    return fail(inputFile + " nests brackets " + Twine(depth) +
+                " deep (at most " + Twine(flashlight::kMaxNesting) +
+                " are accepted)");
   // A flashlight-graph JSON file (flashlight.export) or MLIR text.
   OwningOpRef<ModuleOp> module =
       StringRef(inputFile).ends_with(".json")

@@ -10,6 +10,7 @@
 
 #include "FuzzContext.h"
 
+#include "flashlight/Import/InputChecks.h"
 #include "flashlight/Import/Passes.h"
 #include "flashlight/Import/StableHLO/StableHLODialect.h"
 
@@ -26,6 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // MLIR's lexer relies on a NUL after the text, as files read through
   // MemoryBuffer have; libFuzzer's bytes have none.
   std::string text(reinterpret_cast<const char *>(data), size);
+  // What flashlight-compile rejects before parsing (MLIR's parser recursion).
+  if (flashlight::nestingDepth(text) > flashlight::kMaxNesting)
+    return 0;
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, config);
   if (module)
     flashlight::fuzz::raiseImported(*module, [](PassManager &pm) {
