@@ -44,6 +44,13 @@ config.substitutions.append(
      "--canonicalize --attn-explain")
 )
 
+# Import a torch-mlir `torch` dialect program, raise its attention, print the
+# analysis.
+config.substitutions.append(
+    ("%torch-raise", "flashlight-opt --flashlight-import-torch --canonicalize "
+     "--attn-raise --canonicalize --attn-explain")
+)
+
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 

@@ -18,6 +18,7 @@
 #include "flashlight/Import/JSON/JSONGraph.h"
 #include "flashlight/Import/Passes.h"
 #include "flashlight/Import/StableHLO/StableHLODialect.h"
+#include "flashlight/Import/Torch/TorchDialect.h"
 #include "flashlight/Target/Manifest.h"
 #include "flashlight/Target/Pipeline.h"
 
@@ -200,9 +201,10 @@ LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
 /// function from `module`.
 FailureOr<json> importAndOutline(ModuleOp module,
                                  const std::string &manifestName) {
-  bool stablehlo = false, tosa = false, attention = false;
+  bool stablehlo = false, torch = false, tosa = false, attention = false;
   module.walk([&](Operation *op) {
     stablehlo |= op->getName().getDialectNamespace() == "stablehlo";
+    torch |= op->getName().getDialectNamespace() == "torch";
     tosa |= op->getName().getDialectNamespace() == "tosa";
     attention |= isa<flashlight::attn::AttentionOp>(op);
   });
@@ -210,6 +212,10 @@ FailureOr<json> importAndOutline(ModuleOp module,
   PassManager pm(ctx);
   if (stablehlo) {
     pm.addPass(flashlight::createImportStableHLO());
+    pm.addPass(createCanonicalizerPass());
+  }
+  if (torch) {
+    pm.addPass(flashlight::createImportTorch());
     pm.addPass(createCanonicalizerPass());
   }
   if (tosa) {
@@ -318,6 +324,7 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registry
       .insert<flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect,
+              flashlight::torchimport::TorchDialect,
               arith::ArithDialect, cf::ControlFlowDialect, func::FuncDialect,
               gpu::GPUDialect, linalg::LinalgDialect, LLVM::LLVMDialect,
               math::MathDialect, memref::MemRefDialect, NVVM::NVVMDialect,

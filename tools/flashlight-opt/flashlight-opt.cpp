@@ -10,6 +10,7 @@
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
 #include "flashlight/Import/Passes.h"
 #include "flashlight/Import/StableHLO/StableHLODialect.h"
+#include "flashlight/Import/Torch/TorchDialect.h"
 #include "flashlight/Target/Pipeline.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -34,6 +35,7 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<
       flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect,
+      flashlight::torchimport::TorchDialect,
       mlir::affine::AffineDialect, mlir::arith::ArithDialect,
       mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
       mlir::func::FuncDialect, mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,

@@ -36,4 +36,34 @@ def ImportStableHLO : Pass<"flashlight-import-stablehlo", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def ImportTorch : Pass<"flashlight-import-torch", "::mlir::ModuleOp"> {
+  let summary = "Convert imported torch-mlir `torch` dialect programs into "
+                "linalg, tensor, arith and math on tensors";
+  let description = [{
+    Rewrites each function of a torch-mlir program (read by the `torch`
+    import dialect, its value tensors already builtin tensors) into the
+    common input IR of Flashlight's importers:
+
+    * every ATen call (`torch.aten.<op>[.<overload>]`, or `torch.operator
+      "aten.<op>.<overload>"`) is lowered by the same handlers as the
+      flashlight-graph JSON importer (docs/json-graph.md lists the
+      operators), its arguments read from the `torch.constant.*` and
+      `torch.prim.ListConstruct` operations that define them;
+    * `torch.vtensor.literal` becomes `arith.constant` (`dense_resource`
+      data is kept as it is);
+    * `aten.scaled_dot_product_attention` is expanded into the math it
+      defines (`attn_mask`, `is_causal`, `scale`, `enable_gqa`), as are the
+      decompositions torch-mlir applies.
+
+    Anything else -- an operation that is not an ATen call on tensors, a
+    result that is not a tensor, an argument the importer cannot read -- is
+    an error located at the operation.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // FLASHLIGHT_IMPORT_PASSES

@@ -84,8 +84,10 @@ public:
                     Type compute,
                     function_ref<Value(OpBuilder &, Location, ValueRange)> fn);
   Value matmul(Value x, Value y, Type outElt);
+  /// How a reduction combines: sum, max, and (all), or (any).
+  enum class Combine { Sum, Max, And, Or };
   Value reduce(Value x, ArrayRef<int64_t> dims, bool keepDim, Type acc,
-               bool isMax);
+               Combine combine);
   Value softmax(Value x, int64_t dim, Type outElt);
   Value transpose(Value x, ArrayRef<int64_t> perm);
   Value whereKeep(Value keep, Value x, double otherwise);
@@ -304,8 +306,9 @@ Value ATenLowering::Impl::matmul(Value x, Value y, Type outElt) {
                   RankedTensorType::get(shape, outElt));
 }
 
-Value ATenLowering::Impl::reduce(Value x, ArrayRef<int64_t> dims, bool keepDim,
-                            Type acc, bool isMax) {
+Value ATenLowering::Impl::reduce(Value x, ArrayRef<int64_t> dims,
+                                 bool keepDim, Type acc, Combine combine) {
+  bool isMax = combine == Combine::Max;
   auto t = cast<RankedTensorType>(x.getType());
   SmallVector<int64_t> kept, keptDims;
   SmallVector<AffineExpr> outExprs;
@@ -321,7 +324,7 @@ Value ATenLowering::Impl::reduce(Value x, ArrayRef<int64_t> dims, bool keepDim,
     keptDims.push_back(reduced ? 1 : t.getDimSize(d));
   }
   auto outType = RankedTensorType::get(kept, acc);
-  double start = isMax ? -INFINITY : 0.0;
+  double start = isMax ? -INFINITY : combine == Combine::And ? 1.0 : 0.0;
   if (isMax && !isa<FloatType>(acc))
     start = double(std::numeric_limits<int64_t>::min());
   Value init = linalg::FillOp::create(b, loc, constantOf(b, loc, acc, start),
@@ -334,7 +337,11 @@ Value ATenLowering::Impl::reduce(Value x, ArrayRef<int64_t> dims, bool keepDim,
       iters, [&](OpBuilder &nb, Location l, ValueRange args) {
         Value v = castScalar(nb, l, args[0], acc);
         Value r;
-        if (isMax)
+        if (combine == Combine::And)
+          r = arith::AndIOp::create(nb, l, args[1], v);
+        else if (combine == Combine::Or)
+          r = arith::OrIOp::create(nb, l, args[1], v);
+        else if (isMax)
           r = isa<FloatType>(acc)
                   ? Value(arith::MaximumFOp::create(nb, l, args[1], v))
                   : Value(arith::MaxSIOp::create(nb, l, args[1], v));
@@ -356,13 +363,13 @@ Value ATenLowering::Impl::softmax(Value x, int64_t dim, Type outElt) {
   Type compute =
       isLowFloat(t.getElementType()) ? b.getF32Type() : t.getElementType();
   auto full = RankedTensorType::get(t.getShape(), compute);
-  Value m = reduce(x, {dim}, /*keepDim=*/true, compute, /*isMax=*/true);
+  Value m = reduce(x, {dim}, /*keepDim=*/true, compute, Combine::Max);
   Value e = elementwise({x, m}, full, compute,
                         [](OpBuilder &nb, Location l, ValueRange s) {
                           return math::ExpOp::create(
                               nb, l, arith::SubFOp::create(nb, l, s[0], s[1]));
                         });
-  Value sum = reduce(e, {dim}, /*keepDim=*/true, compute, /*isMax=*/false);
+  Value sum = reduce(e, {dim}, /*keepDim=*/true, compute, Combine::Sum);
   return elementwise({e, sum}, RankedTensorType::get(t.getShape(), outElt),
                      compute, [](OpBuilder &nb, Location l, ValueRange s) {
                        return arith::DivFOp::create(nb, l, s[0], s[1]);
@@ -724,7 +731,7 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
         return fail("not a permutation");
     return transpose(*self, perm);
   }
-  if (op == "expand") {
+  if (op == "expand" || op == "broadcast_to") {
     if (failed(needSelf()))
       return failure();
     if (failed(checkBroadcast(*self, out)))
@@ -754,35 +761,51 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
     }
     return matmul(*self, *other, elt);
   }
-  if (op == "amax" || op == "sum" || op == "max" || op == "mean") {
+  if (op == "amax" || op == "sum" || op == "max" || op == "mean" ||
+      op == "all" || op == "any") {
     if (failed(needSelf()))
       return failure();
-    FailureOr<SmallVector<int64_t>> dims = ints(arg(1, "dim"));
-    if (failed(dims))
-      return failure();
-    SmallVector<int64_t> norm;
-    for (int64_t d : *dims) {
-      FailureOr<int64_t> n = dimArg(d, selfType.getRank());
-      if (failed(n))
+    // No dim (`sum.default`, `all.default`): every dim.
+    SmallVector<int64_t> dims;
+    if (arg(1, "dim").is_null()) {
+      for (int64_t d = 0; d < selfType.getRank(); ++d)
+        dims.push_back(d);
+    } else {
+      FailureOr<SmallVector<int64_t>> given = ints(arg(1, "dim"));
+      if (failed(given))
         return failure();
-      norm.push_back(*n);
+      for (int64_t d : *given) {
+        FailureOr<int64_t> n = dimArg(d, selfType.getRank());
+        if (failed(n))
+          return failure();
+        dims.push_back(*n);
+      }
     }
     bool keep = number(arg(2, "keepdim")).value_or(0);
-    bool isMax = op != "sum" && op != "mean";
-    Type acc = isLowFloat(elt) || op == "mean" ? b.getF32Type() : elt;
-    Value r = reduce(*self, norm, keep, acc, isMax);
+    Combine combine = op == "sum" || op == "mean" ? Combine::Sum
+                      : op == "all"               ? Combine::And
+                      : op == "any"               ? Combine::Or
+                                                  : Combine::Max;
+    Type acc = combine == Combine::And || combine == Combine::Or
+                   ? b.getI1Type()
+               : isLowFloat(elt) || op == "mean" ? b.getF32Type()
+                                                 : elt;
+    Value r = reduce(*self, dims, keep, acc, combine);
     auto rt = cast<RankedTensorType>(r.getType());
     if (rt.getShape() != out.getShape())
       return fail("reduction result shape differs from the declared one");
+    if (op != "mean")
+      return elementwise({r}, out, acc,
+                         [](OpBuilder &, Location, ValueRange s) -> Value {
+                           return s[0];
+                         });
     int64_t count = 1;
-    for (int64_t d : norm)
+    for (int64_t d : dims)
       count *= selfType.getDimSize(d);
     Value n = constantOf(b, loc, acc, double(count));
     return elementwise({r, n}, out, acc,
                        [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
-                         if (op == "mean")
-                           return DivFOp::create(nb, l, s[0], s[1]);
-                         return s[0];
+                         return DivFOp::create(nb, l, s[0], s[1]);
                        });
   }
   if (op == "softmax" || op == "_softmax" || op == "_safe_softmax") {
@@ -799,7 +822,9 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
   // Creation.
   if (op == "full" || op == "ones" || op == "zeros" || op == "scalar_tensor" ||
       op == "new_ones" || op == "new_zeros" || op == "full_like" ||
-      op == "ones_like" || op == "zeros_like") {
+      op == "ones_like" || op == "zeros_like" || op == "empty" ||
+      op == "empty_like" || op == "new_empty") {
+    // Empty tensors are zeros: unspecified contents, specified here.
     double value = op.contains("ones") ? 1.0 : 0.0;
     if (op == "full")
       value = number(arg(1, "fill_value")).value_or(0);
