@@ -965,7 +965,7 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
                        RankedTensorType::get(shape, elt));
     return reshapeTensor(b, loc, expanded, out);
   }
-  return fail("ATen op '" + target + "' is not supported by the JSON importer");
+  return fail("ATen op '" + target + "' is not supported by the PyTorch importers");
 }
 
 FailureOr<SmallVector<Value, 1>>
