@@ -14,7 +14,7 @@ if [ ! -f "$build/build.ninja" ]; then
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
 fi
-ninja -C "$build" stablehlo-import-fuzzer json-import-fuzzer
+ninja -C "$build" stablehlo-import-fuzzer json-import-fuzzer torch-import-fuzzer
 
 # Seeds: every JAX fixture (both forms) and each case of the importer tests.
 corpus="$build/corpus/stablehlo"
@@ -28,9 +28,17 @@ done
 mkdir -p "$build/corpus/json" "$build/crashes/json"
 cp "$root"/test/Import/JSON/Inputs/torch/*.json "$build/corpus/json/"
 cp "$root"/test/Import/JSON/*.json "$build/corpus/json/" 2>/dev/null || true
+# torch-mlir text: the `torch` dialect fixtures and the importer tests.
+corpus="$build/corpus/torch"
+mkdir -p "$corpus" "$build/crashes/torch"
+cp "$root"/test/Import/TorchMLIR/Inputs/*.torch.mlir "$corpus/"
+for test in "$root"/test/Import/TorchMLIR/*.mlir; do
+  awk -v dir="$corpus" -v base="$(basename "$test" .mlir)" \
+    '/^\/\/ -----/ { n++; next } { print > (dir "/" base "-" n ".mlir") }' "$test"
+done
 
 status=0
-for target in stablehlo json; do
+for target in stablehlo json torch; do
   echo "fuzz.sh: $target-import-fuzzer, $runs runs"
   ASAN_OPTIONS=detect_leaks=0 "$build/bin/$target-import-fuzzer" \
     "$build/corpus/$target" -runs="$runs" -max_len=16384 -timeout=20 \

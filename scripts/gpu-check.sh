@@ -16,9 +16,10 @@
 #
 # Imported programs: `prepare` also compiles every JAX fixture
 # (test/Import/StableHLO/Inputs/jax) and PyTorch fixture
-# (test/Import/JSON/Inputs/torch, and torch-mlir's linalg output of the same
-# programs in linalg and TOSA, test/Import/TorchMLIR/Inputs) into <dir>/jax,
-# <dir>/torch and <dir>/torch-mlir-{linalg,tosa}; `run`
+# (test/Import/JSON/Inputs/torch, and torch-mlir's output of the same
+# programs as `torch` dialect text, linalg and TOSA,
+# test/Import/TorchMLIR/Inputs) into <dir>/jax,
+# <dir>/torch and <dir>/torch-mlir-{torch,linalg,tosa}; `run`
 # checks each against the framework's own f32 result of the same function
 # on the same inputs (scripts/jax_check.py, scripts/torch_import_check.py),
 # where JAX / PyTorch are importable.
@@ -70,8 +71,8 @@ if [ "$mode" = prepare ]; then
     "$build/bin/flashlight-compile" "$program" -o "$dir/torch" --arch=sm_80,sm_90a
   done
   cp "$root"/test/Import/JSON/Inputs/torch/*.bin "$dir/torch/"
-  # torch-mlir's linalg-on-tensors and TOSA output of the same programs.
-  for kind in linalg tosa; do
+  # torch-mlir's torch, linalg-on-tensors and TOSA output of the same programs.
+  for kind in torch linalg tosa; do
     mkdir -p "$dir/torch-mlir-$kind"
     for program in "$root"/test/Import/TorchMLIR/Inputs/*.$kind.mlir; do
       "$build/bin/flashlight-compile" "$program" -o "$dir/torch-mlir-$kind" \
@@ -120,7 +121,7 @@ if python3 -c "import torch" 2>/dev/null; then
     python3 "$root/scripts/torch_import_check.py" "$dir/torch" \
       --out "$dir/torch-import.jsonl" || status=1
   fi
-  for kind in linalg tosa; do
+  for kind in torch linalg tosa; do
     if [ -d "$dir/torch-mlir-$kind" ]; then
       python3 "$root/scripts/torch_import_check.py" "$dir/torch-mlir-$kind" \
         --out "$dir/torch-mlir-$kind-import.jsonl" || status=1
