@@ -347,6 +347,9 @@ int main(int argc, char **argv) {
     return fail(inputFile + " nests brackets " + Twine(depth) +
                 " deep (at most " + Twine(flashlight::kMaxNesting) +
                 " are accepted)");
+  if (int64_t line = flashlight::openStringLine(source))
+    return fail(inputFile + ":" + Twine(line) +
+                ": a string literal is not closed on its line");
   // A flashlight-graph JSON file (flashlight.export) or MLIR text.
   OwningOpRef<ModuleOp> module =
       StringRef(inputFile).ends_with(".json")

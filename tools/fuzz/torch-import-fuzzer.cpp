@@ -28,7 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   // MemoryBuffer have; libFuzzer's bytes have none.
   std::string text(reinterpret_cast<const char *>(data), size);
   // What flashlight-compile rejects before parsing (MLIR's parser recursion).
-  if (flashlight::nestingDepth(text) > flashlight::kMaxNesting)
+  if (flashlight::nestingDepth(text) > flashlight::kMaxNesting ||
+      flashlight::openStringLine(text))
     return 0;
   OwningOpRef<ModuleOp> module = parseSourceString<ModuleOp>(text, config);
   if (module)

@@ -1,0 +1,5 @@
+module {}
+{-#
+  dialect_resources: {
+    builtin: {
+      r: "0x0400
