@@ -9,6 +9,8 @@
 
 #include "flashlight/Dialect/Attn/Analysis/MaskScoreAnalysis.h"
 
+#include <cmath>
+
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -60,6 +62,19 @@ struct Sym {
   }
   bool nonNegative() const {
     return known && llvm::all_of(coeff, [](int64_t c) { return c >= 0; });
+  }
+  /// Whether every value of the form fits in a signed `width`-bit integer,
+  /// given that batch, head, query and key indices are below 2^31 (what the
+  /// kernels' grids and the runtime accept).
+  bool fitsSigned(unsigned width) const {
+    if (!known)
+      return false;
+    double lo = double(coeff[kConst]), hi = lo;
+    for (unsigned i = 0; i < kConst; ++i)
+      (coeff[i] < 0 ? lo : hi) +=
+          double(coeff[i]) * double((int64_t(1) << 31) - 1);
+    double limit = std::ldexp(1.0, int(width) - 1);
+    return lo >= -limit && hi < limit;
   }
 };
 
@@ -225,6 +240,12 @@ private:
     } else if (isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp,
                    arith::ExtUIOp>(op)) {
       out = sym(op.getOperand(0));
+    } else if (isa<arith::TruncIOp>(op)) {
+      // Exact when every value fits the narrower type (torch-mlir's TOSA
+      // output computes causal masks in i32).
+      out = sym(op.getOperand(0));
+      if (!out.fitsSigned(result.getType().getIntOrFloatBitWidth()))
+        out = Sym();
     }
     out.dataDependent = loaded;
     if (loaded)

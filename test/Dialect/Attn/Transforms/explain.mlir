@@ -54,3 +54,47 @@ func.func @online(%q: tensor<1x1x4x8xf16>, %k: tensor<1x1x8x8xf16>,
       } -> tensor<1x1x4x8xf16>
   return %o : tensor<1x1x4x8xf16>
 }
+
+// -----
+
+// Index arithmetic truncated to i32 (torch-mlir's TOSA output) is exact:
+// indices are below 2^31, so the band is still seen.
+func.func @causal_in_i32(%q: tensor<1x1x16x8xf16>, %k: tensor<1x1x16x8xf16>,
+                         %v: tensor<1x1x16x8xf16>) -> tensor<1x1x16x8xf16> {
+  // expected-remark @+1 {{mask=causal(offset=0)}}
+  %o = attn.attention q(%q : tensor<1x1x16x8xf16>) k(%k : tensor<1x1x16x8xf16>)
+      v(%v : tensor<1x1x16x8xf16>) scale [1.0] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %zero = arith.constant 0 : i64
+        %j64 = arith.index_cast %j : index to i64
+        %j32 = arith.trunci %j64 : i64 to i32
+        %i64 = arith.index_cast %i : index to i64
+        %i32 = arith.trunci %i64 : i64 to i32
+        %d = arith.subi %j32, %i32 : i32
+        %d64 = arith.extsi %d : i32 to i64
+        %keep = arith.cmpi sle, %d64, %zero : i64
+        attn.yield %keep : i1
+      } -> tensor<1x1x16x8xf16>
+  return %o : tensor<1x1x16x8xf16>
+}
+
+// -----
+
+// Truncated to i8, an index can wrap: the mask is not a band.
+func.func @truncated_to_i8(%q: tensor<1x1x16x8xf16>, %k: tensor<1x1x16x8xf16>,
+                           %v: tensor<1x1x16x8xf16>) -> tensor<1x1x16x8xf16> {
+  // expected-remark @+1 {{mask=custom}}
+  %o = attn.attention q(%q : tensor<1x1x16x8xf16>) k(%k : tensor<1x1x16x8xf16>)
+      v(%v : tensor<1x1x16x8xf16>) scale [1.0] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %j64 = arith.index_cast %j : index to i64
+        %j8 = arith.trunci %j64 : i64 to i8
+        %i64 = arith.index_cast %i : index to i64
+        %i8 = arith.trunci %i64 : i64 to i8
+        %keep = arith.cmpi sle, %j8, %i8 : i8
+        attn.yield %keep : i1
+      } -> tensor<1x1x16x8xf16>
+  return %o : tensor<1x1x16x8xf16>
+}
