@@ -54,4 +54,41 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def HostToGPU : Pass<"flashlight-host-to-gpu", "::mlir::ModuleOp"> {
+  let summary = "Compile what is not attention into simple GPU kernels "
+                "(the reference path)";
+  let description = [{
+    For every function without `attn` operations (the user's function after
+    `attn-outline`, or a program with no attention at all), each
+    `linalg.generic` on tensors becomes a `gpu.func` in the `gpu.module`
+    `@flashlight_host`: one thread per point of the parallel loops (256
+    threads per block), the reduction loops sequential in the thread
+    (`scf.for` carrying the accumulators), the body inlined with its inputs
+    loaded through their indexing maps. Correct for any static generic;
+    not fast.
+
+    Before that, so that every computation is a generic: named linalg ops
+    are generalized, `tensor.extract_slice` becomes a generic reading
+    through an offset/stride map, and `tensor.concat` a generic selecting
+    the part each index falls in.
+
+    Each generic keeps its place in the function and gets
+    `flashlight.kernel` (the kernel's name), `flashlight.grid` and
+    `flashlight.block`; `flashlight-compile` writes the function as the
+    manifest entry's steps. Kernel parameters, in order: the generic's
+    inputs, its `outs` (the initial values), its results, then the tensors
+    its body reads (`tensor.extract`), each a memref descriptor. Anything
+    else -- dynamic shapes, an operation that is neither a generic, a
+    reshape, a constant, an empty tensor nor a call -- is an error located
+    at the operation.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 #endif // FLASHLIGHT_CONVERSION_PASSES

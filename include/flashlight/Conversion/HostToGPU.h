@@ -1,0 +1,31 @@
+//===- HostToGPU.h - The reference path's kernel interface -------*- C++ -*-===//
+//
+// flashlight-host-to-gpu turns each linalg.generic of a host function into
+// a kernel; flashlight-compile then describes the function as steps. Both
+// must agree on a kernel's parameters: this is where they are defined.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FLASHLIGHT_CONVERSION_HOSTTOGPU_H
+#define FLASHLIGHT_CONVERSION_HOSTTOGPU_H
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
+namespace flashlight {
+
+/// Threads per block of the reference path's kernels.
+constexpr int64_t kHostBlockSize = 256;
+
+/// The tensors defined outside `generic` that its body reads (through
+/// `tensor.extract`, directly or as the source of an extracted scalar
+/// captured from the function), in first-use order: the kernel's last
+/// parameters.
+llvm::SmallVector<mlir::Value> hostKernelCaptures(mlir::linalg::GenericOp generic);
+
+/// All of the kernel's parameters: inputs, initial values, results, then
+/// the captures.
+llvm::SmallVector<mlir::Value> hostKernelParams(mlir::linalg::GenericOp generic);
+
+} // namespace flashlight
+
+#endif // FLASHLIGHT_CONVERSION_HOSTTOGPU_H

@@ -1,0 +1,440 @@
+//===- HostToGPU.cpp - What is not attention, as simple GPU kernels -------===//
+//
+// The reference path: every linalg.generic that attn-raise left in a
+// function becomes one kernel with a thread per point of its parallel loops
+// and its reductions run sequentially in that thread. Slow, but correct for
+// any static generic, so a program that is not (only) attention still
+// compiles.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashlight/Conversion/HostToGPU.h"
+#include "flashlight/Conversion/Passes.h"
+
+#include "mlir/Dialect/Affine/Utils.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace flashlight {
+#define GEN_PASS_DEF_HOSTTOGPU
+#include "flashlight/Conversion/Passes.h.inc"
+} // namespace flashlight
+
+using namespace mlir;
+
+SmallVector<Value> flashlight::hostKernelCaptures(linalg::GenericOp generic) {
+  llvm::SetVector<Value> captures;
+  // Scalar inputs (a fill's value) are captures too.
+  for (Value in : generic.getInputs())
+    if (auto extract = in.getDefiningOp<tensor::ExtractOp>())
+      captures.insert(extract.getTensor());
+  Region &region = generic.getRegion();
+  region.walk([&](Operation *op) {
+    for (Value operand : op->getOperands()) {
+      if (region.isAncestor(operand.getParentRegion()))
+        continue;
+      if (isa<RankedTensorType>(operand.getType()))
+        captures.insert(operand);
+      else if (auto extract = operand.getDefiningOp<tensor::ExtractOp>())
+        captures.insert(extract.getTensor());
+    }
+  });
+  return captures.takeVector();
+}
+
+SmallVector<Value> flashlight::hostKernelParams(linalg::GenericOp generic) {
+  SmallVector<Value> params;
+  for (Value in : generic.getInputs())
+    if (isa<RankedTensorType>(in.getType()))
+      params.push_back(in);
+  llvm::append_range(params, generic.getOutputs());
+  llvm::append_range(params, generic.getResults());
+  llvm::append_range(params, hostKernelCaptures(generic));
+  return params;
+}
+
+namespace {
+
+bool hasAttention(func::FuncOp func) {
+  bool found = false;
+  func.walk([&](Operation *op) {
+    found |= op->getName().getDialectNamespace() == "attn";
+  });
+  return found;
+}
+
+RankedTensorType staticTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && t.hasStaticShape() ? t : RankedTensorType();
+}
+
+/// `extract_slice` as a generic reading through `(d) -> (offset + d * stride)`.
+LogicalResult sliceToGeneric(IRRewriter &rewriter,
+                             tensor::ExtractSliceOp slice) {
+  RankedTensorType src = staticTensor(slice.getSource()),
+                   dst = staticTensor(slice.getResult());
+  if (!src || !dst || src.getRank() != dst.getRank() ||
+      slice.getStaticOffsets().size() != (size_t)src.getRank() ||
+      !slice.getOffsets().empty() || !slice.getStrides().empty() ||
+      !slice.getSizes().empty())
+    return slice.emitError("only static, rank-preserving slices are "
+                           "supported on the reference path");
+  MLIRContext *ctx = slice.getContext();
+  SmallVector<AffineExpr> exprs;
+  for (int64_t d = 0; d < src.getRank(); ++d)
+    exprs.push_back(getAffineConstantExpr(slice.getStaticOffsets()[d], ctx) +
+                    getAffineDimExpr(d, ctx) * slice.getStaticStrides()[d]);
+  rewriter.setInsertionPoint(slice);
+  Location loc = slice.getLoc();
+  Value empty = tensor::EmptyOp::create(rewriter, loc, dst.getShape(),
+                                        dst.getElementType());
+  SmallVector<AffineMap> maps = {
+      AffineMap::get(src.getRank(), 0, exprs, ctx),
+      rewriter.getMultiDimIdentityMap(dst.getRank())};
+  auto generic = linalg::GenericOp::create(
+      rewriter, loc, dst, slice.getSource(), empty, maps,
+      SmallVector<utils::IteratorType>(dst.getRank(),
+                                       utils::IteratorType::parallel),
+      [](OpBuilder &b, Location l, ValueRange args) {
+        linalg::YieldOp::create(b, l, args[0]);
+      });
+  rewriter.replaceOp(slice, generic.getResults());
+  return success();
+}
+
+/// `concat` as a generic that reads, at each index, the part it falls in
+/// (every part read at a clamped index, so no read is out of bounds).
+LogicalResult concatToGeneric(IRRewriter &rewriter, tensor::ConcatOp concat) {
+  RankedTensorType dst = staticTensor(concat.getResult());
+  if (!dst || llvm::any_of(concat.getInputs(),
+                           [](Value v) { return !staticTensor(v); }))
+    return concat.emitError("only static concats are supported on the "
+                            "reference path");
+  int64_t dim = concat.getDim();
+  rewriter.setInsertionPoint(concat);
+  Location loc = concat.getLoc();
+  Value empty = tensor::EmptyOp::create(rewriter, loc, dst.getShape(),
+                                        dst.getElementType());
+  SmallVector<Value> parts(concat.getInputs());
+  auto generic = linalg::GenericOp::create(
+      rewriter, loc, dst, ValueRange(), empty,
+      rewriter.getMultiDimIdentityMap(dst.getRank()),
+      SmallVector<utils::IteratorType>(dst.getRank(),
+                                       utils::IteratorType::parallel),
+      [&](OpBuilder &b, Location l, ValueRange) {
+        SmallVector<Value> idx;
+        for (int64_t d = 0; d < dst.getRank(); ++d)
+          idx.push_back(linalg::IndexOp::create(b, l, d));
+        Value result;
+        int64_t offset = 0;
+        SmallVector<std::pair<Value, Value>> picks; // (in part?, value)
+        for (Value part : parts) {
+          int64_t n = cast<RankedTensorType>(part.getType()).getDimSize(dim);
+          Value local = arith::SubIOp::create(
+              b, l, idx[dim], arith::ConstantIndexOp::create(b, l, offset));
+          Value clamped = arith::MinSIOp::create(
+              b, l,
+              arith::MaxSIOp::create(b, l, local,
+                                     arith::ConstantIndexOp::create(b, l, 0)),
+              arith::ConstantIndexOp::create(b, l, n - 1));
+          SmallVector<Value> at(idx);
+          at[dim] = clamped;
+          Value v = tensor::ExtractOp::create(b, l, part, at);
+          Value inside = arith::CmpIOp::create(
+              b, l, arith::CmpIPredicate::slt, idx[dim],
+              arith::ConstantIndexOp::create(b, l, offset + n));
+          picks.push_back({inside, v});
+          offset += n;
+        }
+        result = picks.back().second;
+        for (auto it = picks.rbegin() + 1; it != picks.rend(); ++it)
+          result = arith::SelectOp::create(b, l, it->first, it->second, result);
+        linalg::YieldOp::create(b, l, result);
+      });
+  rewriter.replaceOp(concat, generic.getResults());
+  return success();
+}
+
+/// The kernel of one generic.
+class KernelBuilder {
+public:
+  KernelBuilder(linalg::GenericOp generic, gpu::GPUModuleOp module,
+                StringRef name)
+      : generic(generic), module(module), name(name) {}
+
+  FailureOr<int64_t> build();
+
+private:
+  SmallVector<Value> emitBody(OpBuilder &b, ArrayRef<Value> idx,
+                              ValueRange accs);
+  SmallVector<Value> load(OpBuilder &b, Value memref, AffineMap map,
+                          ArrayRef<Value> idx);
+
+  linalg::GenericOp generic;
+  gpu::GPUModuleOp module;
+  std::string name;
+  IRMapping captured;
+  SmallVector<Value> inputs, inits, results;
+};
+
+SmallVector<Value> KernelBuilder::load(OpBuilder &b, Value memref,
+                                       AffineMap map, ArrayRef<Value> idx) {
+  std::optional<SmallVector<Value>> at =
+      affine::expandAffineMap(b, generic.getLoc(), map, idx);
+  return *at;
+}
+
+SmallVector<Value> KernelBuilder::emitBody(OpBuilder &b, ArrayRef<Value> idx,
+                                           ValueRange accs) {
+  Location loc = generic.getLoc();
+  IRMapping map = captured;
+  Block &body = generic.getRegion().front();
+  SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+  for (auto [i, in] : llvm::enumerate(inputs)) {
+    if (!isa<MemRefType>(in.getType())) {
+      map.map(body.getArgument(i), in); // a scalar input
+      continue;
+    }
+    SmallVector<Value> at = load(b, in, maps[i], idx);
+    map.map(body.getArgument(i), memref::LoadOp::create(b, loc, in, at));
+  }
+  for (auto [k, acc] : llvm::enumerate(accs))
+    map.map(body.getArgument(inputs.size() + k), acc);
+  for (Operation &op : body.without_terminator()) {
+    if (auto index = dyn_cast<linalg::IndexOp>(op)) {
+      map.map(index.getResult(), idx[index.getDim()]);
+    } else if (auto extract = dyn_cast<tensor::ExtractOp>(op);
+               extract && captured.contains(extract.getTensor())) {
+      SmallVector<Value> at;
+      for (Value i : extract.getIndices())
+        at.push_back(map.lookupOrDefault(i));
+      map.map(extract.getResult(),
+              memref::LoadOp::create(
+                  b, loc, captured.lookup(extract.getTensor()), at));
+    } else {
+      b.clone(op, map);
+    }
+  }
+  SmallVector<Value> yielded;
+  for (Value v : body.getTerminator()->getOperands())
+    yielded.push_back(map.lookupOrDefault(v));
+  return yielded;
+}
+
+FailureOr<int64_t> KernelBuilder::build() {
+  Location loc = generic.getLoc();
+  MLIRContext *ctx = generic.getContext();
+  SmallVector<Value> params = flashlight::hostKernelParams(generic);
+  SmallVector<Type> types;
+  for (Value p : params) {
+    RankedTensorType t = staticTensor(p);
+    if (!t)
+      return generic.emitError("the reference path needs static shapes");
+    types.push_back(MemRefType::get(t.getShape(), t.getElementType()));
+  }
+  SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+  SmallVector<utils::IteratorType> iters = generic.getIteratorTypesArray();
+  int64_t points = 1;
+  for (auto [r, it] : llvm::zip(ranges, iters))
+    if (it == utils::IteratorType::parallel)
+      points *= r;
+
+  OpBuilder b(ctx);
+  b.setInsertionPointToEnd(module.getBody());
+  auto kernel = gpu::GPUFuncOp::create(b, loc, name,
+                                       b.getFunctionType(types, {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  kernel.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
+      {int32_t(flashlight::kHostBlockSize), 1, 1}));
+  Block &entry = kernel.getBody().front();
+  b.setInsertionPointToStart(&entry);
+  unsigned numIn = generic.getNumDpsInputs(), numOut = generic.getNumDpsInits();
+  unsigned numTensorIn = 0;
+  for (Value in : generic.getInputs())
+    numTensorIn += isa<RankedTensorType>(in.getType());
+  for (unsigned i = 0; i < params.size(); ++i) {
+    Value arg = entry.getArgument(i);
+    if (i < numTensorIn)
+      inputs.push_back(arg);
+    else if (i < numTensorIn + numOut)
+      inits.push_back(arg);
+    else if (i < numTensorIn + 2 * numOut)
+      results.push_back(arg);
+    else
+      captured.map(params[i], arg);
+  }
+  // Scalars the body captures: constants are cloned, extracted elements
+  // loaded from their (captured) tensor.
+  llvm::SetVector<Value> above;
+  for (Value in : generic.getInputs())
+    if (!isa<RankedTensorType>(in.getType()))
+      above.insert(in);
+  getUsedValuesDefinedAbove(generic.getRegion(), above);
+  for (Value v : above) {
+    if (isa<RankedTensorType>(v.getType()))
+      continue;
+    Operation *def = v.getDefiningOp();
+    if (def && def->hasTrait<OpTrait::ConstantLike>()) {
+      captured.map(v, b.clone(*def)->getResult(0));
+    } else if (auto extract = dyn_cast_or_null<tensor::ExtractOp>(def)) {
+      SmallVector<Value> at;
+      for (Value i : extract.getIndices()) {
+        Operation *c = i.getDefiningOp();
+        if (!c || !c->hasTrait<OpTrait::ConstantLike>())
+          return generic.emitError("a captured element is read at a "
+                                   "computed index");
+        at.push_back(b.clone(*c)->getResult(0));
+      }
+      captured.map(v, memref::LoadOp::create(
+                          b, loc, captured.lookup(extract.getTensor()), at));
+    } else {
+      return generic.emitError("the body reads a value the reference path "
+                               "cannot pass to a kernel");
+    }
+  }
+  // Inputs in operand order: memrefs, and scalars resolved above.
+  SmallVector<Value> memrefs = std::move(inputs);
+  inputs.clear();
+  unsigned nextMemref = 0;
+  for (Value in : generic.getInputs())
+    inputs.push_back(isa<RankedTensorType>(in.getType())
+                         ? memrefs[nextMemref++]
+                         : captured.lookup(in));
+  // One thread per parallel point.
+  Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value thread = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value linear = arith::AddIOp::create(
+      b, loc,
+      arith::MulIOp::create(
+          b, loc, block,
+          arith::ConstantIndexOp::create(b, loc, flashlight::kHostBlockSize)),
+      thread);
+  Value inRange = arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::ult, linear,
+      arith::ConstantIndexOp::create(b, loc, points));
+  auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+  gpu::ReturnOp::create(b, loc);
+  b.setInsertionPointToStart(guard.thenBlock());
+  // Parallel indices from the linear id (the last loop fastest); reduction
+  // indices start at 0 (output maps do not read them).
+  SmallVector<Value> idx(ranges.size());
+  Value rest = linear;
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  for (int64_t d = ranges.size() - 1; d >= 0; --d) {
+    if (iters[d] != utils::IteratorType::parallel) {
+      idx[d] = zero;
+      continue;
+    }
+    Value size = arith::ConstantIndexOp::create(b, loc, ranges[d]);
+    idx[d] = arith::RemUIOp::create(b, loc, rest, size);
+    rest = arith::DivUIOp::create(b, loc, rest, size);
+  }
+  SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+  SmallVector<Value> accs;
+  for (auto [k, init] : llvm::enumerate(inits))
+    accs.push_back(memref::LoadOp::create(
+        b, loc, init, load(b, init, maps[numIn + k], idx)));
+  // Reductions: nested loops carrying the accumulators.
+  SmallVector<int64_t> reductions;
+  for (auto [d, it] : llvm::enumerate(iters))
+    if (it != utils::IteratorType::parallel)
+      reductions.push_back(d);
+  std::function<SmallVector<Value>(OpBuilder &, unsigned, ValueRange)> nest =
+      [&](OpBuilder &nb, unsigned level, ValueRange carried) {
+        if (level == reductions.size())
+          return emitBody(nb, idx, carried);
+        int64_t d = reductions[level];
+        auto loop = scf::ForOp::create(
+            nb, loc, arith::ConstantIndexOp::create(nb, loc, 0),
+            arith::ConstantIndexOp::create(nb, loc, ranges[d]),
+            arith::ConstantIndexOp::create(nb, loc, 1), carried,
+            [&](OpBuilder &lb, Location l, Value iv, ValueRange args) {
+              idx[d] = iv;
+              scf::YieldOp::create(lb, l, nest(lb, level + 1, args));
+            });
+        idx[d] = zero;
+        return SmallVector<Value>(loop.getResults());
+      };
+  SmallVector<Value> values = nest(b, 0, accs);
+  for (auto [k, out] : llvm::enumerate(results))
+    memref::StoreOp::create(b, loc, values[k], out,
+                            load(b, out, maps[numIn + k], idx));
+  return (points + flashlight::kHostBlockSize - 1) /
+         flashlight::kHostBlockSize;
+}
+
+struct HostToGPU : flashlight::impl::HostToGPUBase<HostToGPU> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    SmallVector<func::FuncOp> hosts;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() && !hasAttention(func))
+        hosts.push_back(func);
+    if (hosts.empty())
+      return;
+    IRRewriter rewriter(ctx);
+    // Every computation a generic.
+    for (func::FuncOp func : hosts) {
+      SmallVector<Operation *> ops;
+      func.walk([&](Operation *op) {
+        if (isa<linalg::LinalgOp>(op) && !isa<linalg::GenericOp>(op))
+          ops.push_back(op);
+        else if (isa<tensor::ExtractSliceOp, tensor::ConcatOp>(op))
+          ops.push_back(op);
+      });
+      for (Operation *op : ops) {
+        LogicalResult ok = success();
+        if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
+          ok = sliceToGeneric(rewriter, slice);
+        else if (auto concat = dyn_cast<tensor::ConcatOp>(op))
+          ok = concatToGeneric(rewriter, concat);
+        else {
+          rewriter.setInsertionPoint(op);
+          ok = linalg::generalizeNamedOp(rewriter, cast<linalg::LinalgOp>(op));
+        }
+        if (failed(ok))
+          return signalPassFailure();
+      }
+    }
+    module->setAttr(gpu::GPUDialect::getContainerModuleAttrName(),
+                    UnitAttr::get(ctx));
+    OpBuilder b(ctx);
+    b.setInsertionPointToEnd(module.getBody());
+    auto gpuModule =
+        gpu::GPUModuleOp::create(b, module.getLoc(), "flashlight_host");
+    unsigned count = 0;
+    for (func::FuncOp func : hosts) {
+      for (Operation &op : func.getBody().front()) {
+        if (isa<tensor::EmptyOp, arith::ConstantOp, tensor::CollapseShapeOp,
+                tensor::ExpandShapeOp, tensor::ExtractOp, func::CallOp,
+                func::ReturnOp>(op))
+          continue;
+        auto generic = dyn_cast<linalg::GenericOp>(op);
+        if (!generic) {
+          op.emitError("'") << op.getName()
+                            << "' is not supported on the reference path";
+          return signalPassFailure();
+        }
+        if (!generic.hasPureTensorSemantics()) {
+          generic.emitError("the reference path takes generics on tensors");
+          return signalPassFailure();
+        }
+        std::string name = "host" + std::to_string(count++);
+        FailureOr<int64_t> grid = KernelBuilder(generic, gpuModule, name).build();
+        if (failed(grid))
+          return signalPassFailure();
+        generic->setAttr("flashlight.kernel", b.getStringAttr(name));
+        generic->setAttr("flashlight.grid", b.getI64IntegerAttr(*grid));
+        generic->setAttr("flashlight.block",
+                         b.getI64IntegerAttr(flashlight::kHostBlockSize));
+      }
+    }
+  }
+};
+
+} // namespace

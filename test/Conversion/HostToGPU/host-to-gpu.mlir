@@ -1,0 +1,59 @@
+// RUN: flashlight-opt %s --split-input-file --flashlight-host-to-gpu | FileCheck %s
+
+// A row sum: one thread per row (4 rows: 1 block of 256), the reduction a
+// loop carrying the accumulator, which starts from the initial value.
+// CHECK-LABEL: func.func @row_sum
+// CHECK: linalg.generic {{.*}}flashlight.block = 256 : i64, flashlight.grid = 1 : i64, flashlight.kernel = "host1"
+// CHECK: gpu.module @flashlight_host
+// CHECK: gpu.func @host1(%[[IN:.+]]: memref<4x8xf32>, %[[INIT:.+]]: memref<4xf32>, %[[OUT:.+]]: memref<4xf32>) kernel
+// Thread id -> row.
+// CHECK: scf.if
+// CHECK: %[[ROW:.+]] = arith.remui
+// CHECK: %[[ACC:.+]] = memref.load %[[INIT]][%[[ROW]]]
+// CHECK: %[[SUM:.+]] = scf.for %[[J:.+]] = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%[[A:.+]] = %[[ACC]]) -> (f32)
+// CHECK: %[[X:.+]] = memref.load %[[IN]][%[[ROW]], %[[J]]]
+// CHECK: arith.addf
+// CHECK: memref.store %[[SUM]], %[[OUT]][%[[ROW]]]
+func.func @row_sum(%x: tensor<4x8xf32>) -> tensor<4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                       iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<4x8xf32>) outs(%init : tensor<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  return %s : tensor<4xf32>
+}
+
+// -----
+
+// Slices read through an offset/stride map; concats select the part each
+// index falls in, every part read at a clamped index.
+// CHECK: #[[SLICE:.+]] = affine_map<(d0) -> (d0 * 2 + 1)>
+// CHECK-LABEL: func.func @slice_concat
+// CHECK: linalg.generic {indexing_maps = [#[[SLICE]], {{.*}}flashlight.kernel = "host0"
+// CHECK: linalg.generic {{.*}}flashlight.kernel = "host1"
+// CHECK: gpu.func @host1(%{{.*}}: memref<7xf32>, %{{.*}}: memref<7xf32>, %[[P0:.+]]: memref<3xf32>, %[[P1:.+]]: memref<4xf32>)
+// CHECK: arith.maxsi
+// CHECK: arith.minsi
+// CHECK: memref.load %[[P0]]
+// CHECK: memref.load %[[P1]]
+// CHECK: arith.select
+func.func @slice_concat(%x: tensor<8xf32>, %y: tensor<4xf32>) -> tensor<7xf32> {
+  %s = tensor.extract_slice %x[1] [3] [2] : tensor<8xf32> to tensor<3xf32>
+  %c = tensor.concat dim(0) %s, %y : (tensor<3xf32>, tensor<4xf32>) -> tensor<7xf32>
+  return %c : tensor<7xf32>
+}
+
+// -----
+
+// Functions with attention are left to attn-to-gpu.
+// CHECK-LABEL: func.func @attention
+// CHECK-NOT: gpu.module
+func.func @attention(%q: tensor<1x1x4x8xf16>, %k: tensor<1x1x4x8xf16>, %v: tensor<1x1x4x8xf16>) -> tensor<1x1x4x8xf16> {
+  %o = attn.attention q(%q : tensor<1x1x4x8xf16>) k(%k : tensor<1x1x4x8xf16>) v(%v : tensor<1x1x4x8xf16>) scale [1.0] normalizer softmax -> tensor<1x1x4x8xf16>
+  return %o : tensor<1x1x4x8xf16>
+}
