@@ -1055,6 +1055,7 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
         if (explain)
           emitRemark(loc) << "attn-raise: result " << operand.getOperandNumber()
                           << " is not raised: " << why.text;
+        raiseInside(func, root, operand.getOperandNumber());
         continue;
       }
       operand.set(*raised);
@@ -1065,6 +1066,43 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
     // The matched program is dead now.
     RewritePatternSet none(&getContext());
     (void)applyPatternsGreedily(func, std::move(none));
+  }
+
+  /// An attention that a result computes more with (an output projection
+  /// after it): tries the contractions that `root` is computed from, the
+  /// last first, and raises the first that is an attention; the rest of the
+  /// result stays for the reference path.
+  void raiseInside(func::FuncOp func, Value root, unsigned resultNumber) {
+    llvm::SetVector<Operation *> cone;
+    SmallVector<Value> work = {root};
+    while (!work.empty()) {
+      Operation *def = work.pop_back_val().getDefiningOp();
+      if (!def || def->getParentRegion() != &func.getBody() ||
+          !cone.insert(def))
+        continue;
+      llvm::append_range(work, def->getOperands());
+    }
+    SmallVector<linalg::GenericOp> candidates;
+    func.getBody().front().walk([&](linalg::GenericOp op) {
+      if (cone.contains(op) && op.getNumReductionLoops() > 0 &&
+          op.getNumResults() == 1 && op.getResult(0) != root)
+        candidates.push_back(op);
+    });
+    for (linalg::GenericOp op : llvm::reverse(candidates)) {
+      Raiser raiser(func, keepRounding);
+      Reason why;
+      Value value = op.getResult(0);
+      FailureOr<Value> raised = raiser.raise(value, why);
+      if (failed(raised))
+        continue;
+      value.replaceAllUsesWith(*raised);
+      if (explain)
+        emitRemark(op.getLoc())
+            << "attn-raise: an attention inside result " << resultNumber
+            << " raised to attn.attention; the rest of the result is not "
+               "attention";
+      return;
+    }
   }
 };
 
