@@ -2,6 +2,8 @@
 
 #include "flashlight/Target/Manifest.h"
 
+#include "flashlight/Conversion/HostToGPU.h"
+
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -373,4 +375,103 @@ FailureOr<std::vector<char>> flashlight::constantBytes(ElementsAttr attr) {
       push(elt.isInteger(1) ? APInt(8, v.getBoolValue()) : v);
   }
   return bytes;
+}
+
+FailureOr<json> flashlight::describeHostSteps(
+    func::FuncOp host,
+    function_ref<FailureOr<std::string>(ElementsAttr)> writeConstant) {
+  json inputs = json::array(), outputs = json::array(), values = json::array();
+  llvm::DenseMap<Value, int64_t> ids;
+  auto define = [&](Value v) {
+    ids[v] = values.size();
+    values.push_back(tensorInfo(v.getType()));
+    return ids[v];
+  };
+  for (auto [i, arg] : llvm::enumerate(host.getArguments())) {
+    inputs.push_back(tensorInfo(arg.getType()));
+    if (auto file = host.getArgAttrOfType<StringAttr>(i, "flashlight.constant"))
+      inputs.back()["file"] = file.str();
+    define(arg);
+  }
+  for (Type t : host.getResultTypes())
+    outputs.push_back(tensorInfo(t));
+  auto idsOf = [&](Operation *op, ValueRange range) -> FailureOr<json> {
+    json list = json::array();
+    for (Value v : range) {
+      auto it = ids.find(v);
+      if (it == ids.end())
+        return op->emitError("the reference path cannot pass this value");
+      list.push_back(it->second);
+    }
+    return list;
+  };
+  json steps = json::array(), results;
+  for (Operation &op : host.getBody().front()) {
+    json step;
+    if (auto generic = dyn_cast<linalg::GenericOp>(op)) {
+      auto kernel = generic->getAttrOfType<StringAttr>("flashlight.kernel");
+      if (!kernel)
+        return op.emitError("a generic without a kernel (run "
+                            "flashlight-host-to-gpu first)");
+      json created = json::array();
+      for (Value r : generic.getResults())
+        created.push_back(define(r));
+      FailureOr<json> args = idsOf(&op, hostKernelParams(generic));
+      if (failed(args))
+        return failure();
+      step = {{"op", "kernel"},
+              {"kernel", kernel.str()},
+              {"grid", generic->getAttrOfType<IntegerAttr>("flashlight.grid")
+                           .getInt()},
+              {"block",
+               generic->getAttrOfType<IntegerAttr>("flashlight.block")
+                   .getInt()},
+              {"args", *args},
+              {"results", created}};
+    } else if (auto call = dyn_cast<func::CallOp>(op)) {
+      FailureOr<json> args = idsOf(&op, call.getOperands());
+      if (failed(args))
+        return failure();
+      json created = json::array();
+      for (Value r : call.getResults())
+        created.push_back(define(r));
+      step = {{"op", "attention"}, {"args", *args}, {"results", created}};
+    } else if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op)) {
+      FailureOr<json> source = idsOf(&op, op.getOperand(0));
+      if (failed(source))
+        return failure();
+      step = {{"op", "reshape"},
+              {"source", (*source)[0]},
+              {"result", define(op.getResult(0))}};
+    } else if (auto constant = dyn_cast<arith::ConstantOp>(op)) {
+      if (!isa<RankedTensorType>(constant.getType()))
+        continue; // scalars live in the kernels
+      FailureOr<std::string> file =
+          writeConstant(cast<ElementsAttr>(constant.getValue()));
+      if (failed(file))
+        return op.emitError("cannot store a tensor constant");
+      step = {{"op", "constant"},
+              {"file", *file},
+              {"result", define(constant.getResult())}};
+    } else if (isa<tensor::EmptyOp>(op)) {
+      step = {{"op", "empty"}, {"result", define(op.getResult(0))}};
+    } else if (isa<tensor::ExtractOp>(op)) {
+      continue; // read again inside the kernels that use it
+    } else if (auto ret = dyn_cast<func::ReturnOp>(op)) {
+      FailureOr<json> returned = idsOf(&op, ret.getOperands());
+      if (failed(returned))
+        return failure();
+      results = *returned;
+      continue;
+    } else {
+      return op.emitError("'") << op.getName()
+                               << "' is not supported on the reference path";
+    }
+    steps.push_back(step);
+  }
+  return json{{"inputs", inputs},
+              {"outputs", outputs},
+              {"values", values},
+              {"steps", steps},
+              {"results", results}};
 }

@@ -101,19 +101,38 @@ class Kernel:
         self.inputs = [p for p in self.params if p["direction"] == "in"]
         self.outputs = [p for p in self.params if p["direction"] == "out"]
         major, minor = torch.cuda.get_device_capability()
-        self.artifact = _choose_artifact(self.manifest["archs"], major * 10 + minor)
+        cc = major * 10 + minor
         torch.empty(1, device="cuda")  # make PyTorch's context current
+        # The attention kernel (none for a program without attention), and
+        # the reference path's kernels (entry steps), each a module.
+        self._function = None
+        if self.manifest.get("kernel"):
+            self.artifact = _choose_artifact(self.manifest["archs"], cc)
+            self._module = self._load_module(self.artifact)
+            self._function = self._get_function(self._module, self.manifest["kernel"])
+        entry = self.manifest.get("entry") or {}
+        self._host_module = None
+        self._host_functions = {}
+        if "steps" in entry:
+            self._host_module = self._load_module(_choose_artifact(entry["archs"], cc))
+
+    def _load_module(self, artifact):
         drv = _get_driver()
-        with open(os.path.join(directory, self.artifact), "rb") as f:
+        with open(os.path.join(self.directory, artifact), "rb") as f:
             image = f.read() + b"\0"
-        self._image = ctypes.create_string_buffer(image, len(image))
-        self._module = ctypes.c_void_p()
-        drv.check(drv.lib.cuModuleLoadData(ctypes.byref(self._module), self._image),
-                  "cuModuleLoadData")
-        self._function = ctypes.c_void_p()
-        drv.check(drv.lib.cuModuleGetFunction(ctypes.byref(self._function), self._module,
-                                              self.manifest["kernel"].encode()),
+        image = ctypes.create_string_buffer(image, len(image))
+        self._images = getattr(self, "_images", []) + [image]  # kept alive
+        module = ctypes.c_void_p()
+        drv.check(drv.lib.cuModuleLoadData(ctypes.byref(module), image), "cuModuleLoadData")
+        return module
+
+    @staticmethod
+    def _get_function(module, name):
+        drv = _get_driver()
+        function = ctypes.c_void_p()
+        drv.check(drv.lib.cuModuleGetFunction(ctypes.byref(function), module, name.encode()),
                   "cuModuleGetFunction")
+        return function
 
     #: Fill outputs with NaN before each launch (for checks).
     poison = False
@@ -136,6 +155,9 @@ class Kernel:
     def __call__(self, *inputs):
         import torch
 
+        if self._function is None:
+            raise TypeError(f"{self.manifest['name']} has no attention kernel; "
+                            "call it with call_entry")
         if len(inputs) != len(self.inputs):
             raise TypeError(f"{self.manifest['name']} takes {len(self.inputs)} tensors, "
                             f"got {len(inputs)}")
@@ -148,28 +170,86 @@ class Kernel:
             for o in outputs:
                 o.fill_(float("nan"))
         tensors = list(inputs) + outputs
-        # Each memref parameter is its flattened descriptor:
-        # allocated ptr, aligned ptr, offset, sizes..., strides...
-        words = []
-        for t in tensors:
-            words += [t.data_ptr(), t.data_ptr(), 0]
-            words += list(t.shape) + list(t.stride())
-        values = (ctypes.c_uint64 * len(words))(*words)
-        args = (ctypes.c_void_p * len(words))(
-            *[ctypes.addressof(values) + 8 * i for i in range(len(words))])
         q = tensors[[p["name"] for p in self.params].index("q0")]
         block_m = self.manifest["block_m"]
         grid = ((q.shape[2] + block_m - 1) // block_m, q.shape[1], q.shape[0])
-        block = self.manifest["block"]
-        if grid[0] > 0:
-            stream = torch.cuda.current_stream(device).cuda_stream
-            drv = _get_driver()
-            drv.check(drv.lib.cuLaunchKernel(
-                self._function, ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]),
-                ctypes.c_uint(grid[2]), ctypes.c_uint(block[0]), ctypes.c_uint(block[1]),
-                ctypes.c_uint(block[2]), ctypes.c_uint(0), ctypes.c_void_p(stream),
-                args, None), "cuLaunchKernel")
+        _launch(self._function, tensors, grid, self.manifest["block"], device)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
+
+    def _host_function(self, name):
+        if name not in self._host_functions:
+            self._host_functions[name] = self._get_function(self._host_module, name)
+        return self._host_functions[name]
+
+
+def _launch(function, tensors, grid, block, device):
+    """Launches `function` on the current stream; each memref parameter is
+    its flattened descriptor: allocated ptr, aligned ptr, offset, sizes...,
+    strides..."""
+    import torch
+
+    words = []
+    for t in tensors:
+        words += [t.data_ptr(), t.data_ptr(), 0]
+        words += list(t.shape) + list(t.stride())
+    values = (ctypes.c_uint64 * len(words))(*words)
+    args = (ctypes.c_void_p * len(words))(
+        *[ctypes.addressof(values) + 8 * i for i in range(len(words))])
+    if grid[0] == 0:
+        return
+    stream = torch.cuda.current_stream(device).cuda_stream
+    drv = _get_driver()
+    drv.check(drv.lib.cuLaunchKernel(
+        function, ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]), ctypes.c_uint(grid[2]),
+        ctypes.c_uint(block[0]), ctypes.c_uint(block[1]), ctypes.c_uint(block[2]),
+        ctypes.c_uint(0), ctypes.c_void_p(stream), args, None), "cuLaunchKernel")
+
+
+def _run_steps(kernel, entry, args):
+    """The reference path: the function's steps, in order, over numbered
+    values (the inputs first)."""
+    import torch
+
+    device = args[0].device
+    infos = entry["values"]
+    vals = [None] * len(infos)
+
+    def new(v, fill=None):
+        info = infos[v]
+        dtype = _torch_dtypes()[info["dtype"]]
+        t = torch.zeros(info["shape"], dtype=dtype, device=device)
+        if fill is not None and dtype.is_floating_point:
+            t.fill_(fill)
+        return t
+
+    for i, a in enumerate(args):
+        vals[i] = a.contiguous()
+    for step in entry["steps"]:
+        op = step["op"]
+        if op == "empty":
+            vals[step["result"]] = new(step["result"])
+        elif op == "constant":
+            info = dict(infos[step["result"]], file=step["file"])
+            vals[step["result"]] = _load_constant(kernel, info, device)
+        elif op == "reshape":
+            shape = infos[step["result"]]["shape"]
+            vals[step["result"]] = vals[step["source"]].reshape(shape)
+        elif op == "kernel":
+            for r in step["results"]:
+                # Poisoned: an element the kernel skips stays NaN.
+                vals[r] = new(r, float("nan") if kernel.poison else None)
+            _launch(kernel._host_function(step["kernel"]),
+                    [vals[a] for a in step["args"]], (step["grid"], 1, 1),
+                    (step["block"], 1, 1), device)
+        elif op == "attention":
+            outs = kernel(*[vals[a] for a in step["args"]])
+            outs = outs if isinstance(outs, tuple) else (outs,)
+            for r, o in zip(step["results"], outs):
+                vals[r] = o
+        else:
+            raise RuntimeError(f"unknown step {op!r} in {kernel.manifest['name']}")
+    results = [vals[r] for r in entry["results"]]
+    return results[0] if len(results) == 1 else tuple(results)
 
 
 def _to_kernel_layout(x, index, shape):
@@ -225,6 +305,8 @@ def _call_entry(kernel, *args):
     for a, info in zip(args, entry["inputs"]):
         if list(a.shape) != info["shape"]:
             raise ValueError(f"shape {tuple(a.shape)}, expected {info['shape']}")
+    if "steps" in entry:
+        return _run_steps(kernel, entry, args)
     # Each kernel tensor is a layout of a user input, or a constant of the
     # program stored beside the manifest.
     params = [_load_constant(kernel, {"file": s["constant"], **p}, args[0].device)

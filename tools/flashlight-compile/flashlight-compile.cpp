@@ -200,7 +200,8 @@ LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
 /// function feeds the kernel; null for attn programs), erasing the user's
 /// function from `module`.
 FailureOr<json> importAndOutline(ModuleOp module,
-                                 const std::string &manifestName) {
+                                 const std::string &manifestName,
+                                 OwningOpRef<ModuleOp> &hostModule) {
   bool stablehlo = false, torch = false, tosa = false, attention = false;
   module.walk([&](Operation *op) {
     stablehlo |= op->getName().getDialectNamespace() == "stablehlo";
@@ -251,11 +252,6 @@ FailureOr<json> importAndOutline(ModuleOp module,
     func.walk([&](flashlight::attn::AttentionOp) { has = true; });
     (has ? kernels : hosts).push_back(func);
   }
-  if (kernels.empty()) {
-    fail(Twine("no attention found in ") + inputFile +
-         (explain ? "" : " (--flashlight-explain says why)"));
-    return failure();
-  }
   if (kernels.size() > 1) {
     fail("found " + Twine(kernels.size()) +
          " attentions; one per program is supported");
@@ -268,15 +264,17 @@ FailureOr<json> importAndOutline(ModuleOp module,
     return failure();
   }
   func::CallOp call;
-  hosts.front().walk([&](func::CallOp c) {
-    if (c.getCallee() == kernels.front().getName())
-      call = c;
-  });
-  if (!call) {
-    fail("the program's function does not call its attention");
-    return failure();
+  if (!kernels.empty()) {
+    hosts.front().walk([&](func::CallOp c) {
+      if (c.getCallee() == kernels.front().getName())
+        call = c;
+    });
+    if (!call) {
+      fail("the program's function does not call its attention");
+      return failure();
+    }
   }
-  // Tensor constants the kernel reads are stored beside the manifest.
+  // Tensor constants the kernels read are stored beside the manifest.
   unsigned constants = 0;
   auto writeConstant = [&](ElementsAttr attr) -> FailureOr<std::string> {
     FailureOr<std::vector<char>> bytes = flashlight::constantBytes(attr);
@@ -290,13 +288,89 @@ FailureOr<json> importAndOutline(ModuleOp module,
       return failure();
     return file;
   };
-  FailureOr<json> entry =
-      flashlight::describeEntry(hosts.front(), call, writeConstant);
+  std::string function = hosts.front().getName().str();
+  if (call) {
+    // The common case: layout copies around the attention, which the
+    // runtime does itself (`sources`, `results` maps).
+    FailureOr<json> entry = failure();
+    {
+      ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+      entry = flashlight::describeEntry(hosts.front(), call, writeConstant);
+    }
+    if (succeeded(entry)) {
+      (*entry)["function"] = function;
+      hosts.front().erase();
+      return entry;
+    }
+    constants = 0;
+  }
+  // The reference path: what is not attention runs as simple kernels.
+  if (explain)
+    emitRemark(hosts.front().getLoc())
+        << (call ? "the function computes more than layouts around its "
+                   "attention: its other operations take the reference path "
+                   "(one simple kernel each)"
+                 : "no attention found: the function takes the reference "
+                   "path (one simple kernel per operation)");
+  OpBuilder b(ctx);
+  hostModule = ModuleOp::create(module.getLoc());
+  b.setInsertionPointToEnd(hostModule->getBody());
+  auto host = cast<func::FuncOp>(b.clone(*hosts.front()));
+  if (call) {
+    auto decl = func::FuncOp::create(b, call.getLoc(), call.getCallee(),
+                                     kernels.front().getFunctionType());
+    decl.setPrivate();
+  }
+  PassManager hostPM(ctx);
+  configure(hostPM);
+  hostPM.addPass(flashlight::createHostToGPU());
+  if (failed(hostPM.run(*hostModule)))
+    return failure();
+  FailureOr<json> entry = flashlight::describeHostSteps(host, writeConstant);
   if (failed(entry))
     return failure();
-  (*entry)["function"] = hosts.front().getName().str();
+  (*entry)["function"] = function;
   hosts.front().erase();
   return entry;
+}
+
+/// Lowers the reference path's kernels (`flashlight_host` in `hostModule`)
+/// to PTX (and cubin) for each arch; returns the manifest's artifacts.
+FailureOr<json> compileHostKernels(ModuleOp hostModule, const std::string &name,
+                                   const std::string &ptxas,
+                                   flashlight::PipelineOptions options) {
+  json artifacts = json::object();
+  for (const std::string &chip : archs) {
+    OwningOpRef<ModuleOp> copy = cast<ModuleOp>(hostModule->clone());
+    options.chip = chip;
+    PassManager pm(hostModule.getContext());
+    configure(pm);
+    flashlight::buildGPUToPTXPipeline(pm, options);
+    if (failed(pm.run(*copy)))
+      return failure();
+    std::string ptx;
+    copy->walk([&](gpu::BinaryOp binary) {
+      auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+      ptx = object.getObject().getValue().str();
+    });
+    std::string stem = name + ".host." + chip;
+    SmallString<256> path(outputDir);
+    llvm::sys::path::append(path, stem + ".ptx");
+    if (ptx.empty() || failed(writeFile(path, ptx)))
+      return failure();
+    json info = {{"ptx", stem + ".ptx"}};
+    if (emit == "cubin") {
+      SmallString<256> cubin(outputDir);
+      llvm::sys::path::append(cubin, stem + ".cubin");
+      json ignored;
+      if (failed(assemble(ptxas, chip, std::string(path), std::string(cubin),
+                          ignored)))
+        return failure();
+      info["cubin"] = stem + ".cubin";
+    }
+    artifacts[chip] = info;
+  }
+  return artifacts;
 }
 
 } // namespace
@@ -376,9 +450,50 @@ int main(int argc, char **argv) {
   };
 
   // Imported programs: StableHLO to linalg, then find the attention.
-  FailureOr<json> entry = importAndOutline(*module, name);
+  OwningOpRef<ModuleOp> hostModule;
+  FailureOr<json> entry = importAndOutline(*module, name, hostModule);
   if (failed(entry))
     return 1;
+  std::array<uint8_t, 32> hash = llvm::SHA256::hash(
+      llvm::ArrayRef<uint8_t>((const uint8_t *)source.data(), source.size()));
+  json manifest = {
+      {"manifest_version", flashlight::kManifestVersion},
+      {"compiler", "flashlight-compile 0.1 (MLIR " LLVM_VERSION_STRING ")"},
+      {"source", inputFile.getValue()},
+      {"input_sha256", llvm::toHex(hash, /*LowerCase=*/true)},
+      {"name", name}};
+  flashlight::PipelineOptions options;
+  options.libdevice = flashlight::findLibdevice();
+  // The reference path's kernels, when the program has any.
+  auto compileHost = [&]() -> LogicalResult {
+    if (!hostModule)
+      return success();
+    std::string hostIR;
+    llvm::raw_string_ostream(hostIR) << *hostModule;
+    if (failed(writeFile(outPath(".host.mlir"), hostIR)))
+      return failure();
+    (*entry)["kernel_ir"] = name + ".host.mlir";
+    json artifacts = json::object();
+    if (emit != "mlir") {
+      FailureOr<json> compiled =
+          compileHostKernels(*hostModule, name, ptxas, options);
+      if (failed(compiled))
+        return failure();
+      artifacts = *compiled;
+    }
+    (*entry)["archs"] = artifacts;
+    return success();
+  };
+  if (hostModule && module->getOps<func::FuncOp>().empty()) {
+    // No attention: the entry's steps are the whole program.
+    if (failed(compileHost()))
+      return 1;
+    manifest["kernel"] = nullptr;
+    manifest["params"] = json::array();
+    manifest["archs"] = json::object();
+    manifest["entry"] = *entry;
+    return failed(writeFile(outPath(".json"), manifest.dump(2) + "\n"));
+  }
 
   bool reshape = batch >= 0 || qHeads >= 0 || kvHeads >= 0 || qLen >= 0 ||
                  kvLen >= 0 || headDim >= 0 || !dtype.empty();
@@ -410,7 +525,6 @@ int main(int argc, char **argv) {
   FailureOr<json> program = flashlight::exportProgram(funcs.front());
   std::string kernelName = funcs.front().getName().str();
 
-  flashlight::PipelineOptions options;
   // The tensor-core generator works on 64x64 tiles (4 warps x 16 rows);
   // programs it cannot take keep the reference generator's tiles (and
   // attn-to-gpu remarks why).
@@ -428,7 +542,6 @@ int main(int argc, char **argv) {
     });
   options.blockM = mmaTiles && !blockM.getNumOccurrences() ? 64 : blockM;
   options.blockN = mmaTiles && !blockN.getNumOccurrences() ? 64 : blockN;
-  options.libdevice = flashlight::findLibdevice();
   if (explain) {
     PassManager pm(&context);
     pm.addPass(flashlight::attn::createAttnExplain());
@@ -462,14 +575,7 @@ int main(int argc, char **argv) {
                  << options.blockM << "x" << options.blockN << ", " << block[0]
                  << " threads per block\n";
 
-  std::array<uint8_t, 32> hash = llvm::SHA256::hash(
-      llvm::ArrayRef<uint8_t>((const uint8_t *)source.data(), source.size()));
-  json manifest = {
-      {"manifest_version", flashlight::kManifestVersion},
-      {"compiler", "flashlight-compile 0.1 (MLIR " LLVM_VERSION_STRING ")"},
-      {"source", inputFile.getValue()},
-      {"input_sha256", llvm::toHex(hash, /*LowerCase=*/true)},
-      {"name", name},
+  manifest.update(json{
       {"kernel", kernelName},
       {"abi", "memref-descriptor"},
       {"block", block},
@@ -479,9 +585,7 @@ int main(int argc, char **argv) {
       {"grid_rule", "x = ceil(M / block_m), y = Hq, z = B (from q0's shape)"},
       {"dynamic_shared_memory", 0},
       {"params", params},
-      {"kernel_ir", name + ".mlir"}};
-  if (!entry->is_null())
-    manifest["entry"] = *entry;
+      {"kernel_ir", name + ".mlir"}});
   if (succeeded(program))
     manifest["program"] = *program;
   else
@@ -528,6 +632,10 @@ int main(int argc, char **argv) {
     }
   }
   manifest["archs"] = artifacts;
+  if (failed(compileHost()))
+    return 1;
+  if (!entry->is_null())
+    manifest["entry"] = *entry;
   if (failed(writeFile(outPath(".json"), manifest.dump(2) + "\n")))
     return 1;
   return 0;

@@ -46,6 +46,20 @@ mlir::FailureOr<nlohmann::json> describeEntry(
     llvm::function_ref<mlir::FailureOr<std::string>(mlir::ElementsAttr)>
         writeConstant);
 
+/// The reference path's description of `host` (after
+/// flashlight-host-to-gpu): its inputs and outputs as for `describeEntry`,
+/// and `steps`, run in order over numbered `values` (the inputs first):
+/// `{"op": "kernel", "kernel", "grid", "block", "args", "results"}` (a
+/// kernel of the `flashlight_host` module; `args` in parameter order,
+/// `results` the values it creates), `{"op": "attention", "args",
+/// "results"}` (the program's attention kernel), `{"op": "reshape",
+/// "source", "result"}`, `{"op": "constant", "file", "result"}`, `{"op":
+/// "empty", "result"}`; `results` names the values returned.
+mlir::FailureOr<nlohmann::json> describeHostSteps(
+    mlir::func::FuncOp host,
+    llvm::function_ref<mlir::FailureOr<std::string>(mlir::ElementsAttr)>
+        writeConstant);
+
 /// The elements of `attr` as the runtimes read tensors: row-major,
 /// little-endian, one byte per i1.
 mlir::FailureOr<std::vector<char>> constantBytes(mlir::ElementsAttr attr);
