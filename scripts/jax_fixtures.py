@@ -309,6 +309,25 @@ def dpa_f16_d128(q, k, v):
     return jax.nn.dot_product_attention(q, k, v, implementation="xla")
 
 
+# --- Beyond attention: the reference path ------------------------------------
+
+
+@program(qkv(BNHD) + [((H * D, 64), "bf16")],
+         "BNHD, jax.nn.dot_product_attention, then an output projection "
+         "[H*D, 64]: the projection takes the reference path")
+def dpa_projection(q, k, v, w):
+    o = jax.nn.dot_product_attention(q, k, v, implementation="xla")
+    return o.reshape(B, N, H * D) @ w
+
+
+@program([((B, N, 64), "f32"), ((64,), "f32"), ((64,), "f32")],
+         "not attention: layer norm over the last dim (the reference path)")
+def layer_norm(x, g, b):
+    mu = x.mean(-1, keepdims=True)
+    var = ((x - mu) ** 2).mean(-1, keepdims=True)
+    return (x - mu) * jax.lax.rsqrt(var + 1e-5) * g + b
+
+
 # --- Export ------------------------------------------------------------------
 
 
