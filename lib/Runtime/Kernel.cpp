@@ -44,6 +44,11 @@ KernelManifest KernelManifest::load(const std::string &path) {
     size_t slash = path.find_last_of('/');
     m.directory = slash == std::string::npos ? "." : path.substr(0, slash);
     m.name = j.at("name");
+    if (j.at("kernel").is_null())
+      throw ManifestError(m.name + " has no attention kernel: the program "
+                                   "runs on the reference path only; call "
+                                   "it through flashlight.load(m)."
+                                   "call_entry (Python)");
     m.kernel = j.at("kernel");
     m.blockM = j.at("block_m");
     for (int i = 0; i < 3; ++i)

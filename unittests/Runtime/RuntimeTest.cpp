@@ -116,6 +116,15 @@ TEST_CASE("bad manifests are errors, not crashes", "[runtime]") {
   CHECK_THROWS_AS(manifestFrom(missing), ManifestError);
 }
 
+TEST_CASE("a program without attention says how to run it", "[runtime]") {
+  // The reference path only (no attention found): the manifest has no
+  // kernel for this runtime; its entry steps run through call_entry.
+  json m = tinyManifest(nullptr);
+  m["kernel"] = nullptr;
+  CHECK_THROWS_WITH(manifestFrom(m),
+                    Catch::Matchers::Contains("has no attention kernel"));
+}
+
 TEST_CASE("the launch grid is (query tiles, heads, batch)", "[runtime]") {
   KernelManifest m = manifestFrom(tinyManifest(nullptr));
   std::array<unsigned, 3> grid =
