@@ -1069,9 +1069,10 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
   }
 
   /// An attention that a result computes more with (an output projection
-  /// after it): tries the contractions that `root` is computed from, the
-  /// last first, and raises the first that is an attention; the rest of the
-  /// result stays for the reference path.
+  /// after it): tries the values `root` is computed from (generic results
+  /// and reshapes, whose layout may separate B and H where a contraction's
+  /// does not), the last first, and raises the first that is an attention;
+  /// the rest of the result stays for the reference path.
   void raiseInside(func::FuncOp func, Value root, unsigned resultNumber) {
     llvm::SetVector<Operation *> cone;
     SmallVector<Value> work = {root};
@@ -1082,22 +1083,24 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
         continue;
       llvm::append_range(work, def->getOperands());
     }
-    SmallVector<linalg::GenericOp> candidates;
-    func.getBody().front().walk([&](linalg::GenericOp op) {
-      if (cone.contains(op) && op.getNumReductionLoops() > 0 &&
-          op.getNumResults() == 1 && op.getResult(0) != root)
-        candidates.push_back(op);
-    });
-    for (linalg::GenericOp op : llvm::reverse(candidates)) {
+    SmallVector<Operation *> candidates;
+    for (Operation &op : func.getBody().front())
+      if (cone.contains(&op) && op.getNumResults() == 1 &&
+          op.getResult(0) != root &&
+          isa<linalg::GenericOp, tensor::CollapseShapeOp,
+              tensor::ExpandShapeOp>(op))
+        candidates.push_back(&op);
+    for (Operation *op : llvm::reverse(candidates)) {
       Raiser raiser(func, keepRounding);
       Reason why;
-      Value value = op.getResult(0);
+      Value value = op->getResult(0);
       FailureOr<Value> raised = raiser.raise(value, why);
-      if (failed(raised))
+      if (failed(raised)) {
         continue;
+      }
       value.replaceAllUsesWith(*raised);
       if (explain)
-        emitRemark(op.getLoc())
+        emitRemark(op->getLoc())
             << "attn-raise: an attention inside result " << resultNumber
             << " raised to attn.attention; the rest of the result is not "
                "attention";
