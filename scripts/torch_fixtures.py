@@ -217,6 +217,26 @@ def captured_bias(q, k, v):
     return torch.softmax(s, dim=-1).to(v.dtype) @ v
 
 
+# --- Beyond attention: the reference path ------------------------------------
+
+
+@program(qkv() + [((H * D, 64), "bf16")],
+         "BHND, F.scaled_dot_product_attention, then an output projection "
+         "[H*D, 64]: the projection takes the reference path")
+def sdpa_projection(q, k, v, w):
+    o = F.scaled_dot_product_attention(q, k, v)
+    return o.transpose(1, 2).reshape(B, N, H * D) @ w
+
+
+@program([((B, N, 64), "f32"), ((64,), "f32"), ((64,), "f32")],
+         "not attention: layer norm written out over the last dim (the "
+         "reference path)")
+def layer_norm(x, g, b):
+    mu = x.mean(-1, keepdim=True)
+    var = ((x - mu) ** 2).mean(-1, keepdim=True)
+    return (x - mu) * torch.rsqrt(var + 1e-5) * g + b
+
+
 # --- Export ------------------------------------------------------------------
 
 
