@@ -14,6 +14,7 @@
 #include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -215,6 +216,16 @@ SmallVector<Value> KernelBuilder::emitBody(OpBuilder &b, ArrayRef<Value> idx,
       map.map(extract.getResult(),
               memref::LoadOp::create(
                   b, loc, captured.lookup(extract.getTensor()), at));
+    } else if (auto powi = dyn_cast<math::FPowIOp>(op);
+               powi && !powi.getRhs().getType().isInteger(32)) {
+      // libdevice's __nv_powif takes an i32 exponent; upstream's lowering
+      // passes a wider one as it is (torch-mlir writes x**2 with an i64 2),
+      // which reads garbage. Exponents beyond i32 are not meaningful.
+      Value n = map.lookupOrDefault(powi.getRhs());
+      n = arith::TruncIOp::create(b, loc, b.getI32Type(), n);
+      map.map(powi.getResult(),
+              math::FPowIOp::create(b, loc, map.lookupOrDefault(powi.getLhs()),
+                                    n));
     } else {
       b.clone(op, map);
     }

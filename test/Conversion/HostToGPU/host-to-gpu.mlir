@@ -57,3 +57,23 @@ func.func @attention(%q: tensor<1x1x4x8xf16>, %k: tensor<1x1x4x8xf16>, %v: tenso
   %o = attn.attention q(%q : tensor<1x1x4x8xf16>) k(%k : tensor<1x1x4x8xf16>) v(%v : tensor<1x1x4x8xf16>) scale [1.0] normalizer softmax -> tensor<1x1x4x8xf16>
   return %o : tensor<1x1x4x8xf16>
 }
+
+// -----
+
+// x ** 2 with an i64 exponent (torch-mlir): libdevice's powi takes i32.
+// CHECK-LABEL: func.func @powi_i64
+// CHECK: gpu.func @host0
+// CHECK: %[[N:.+]] = arith.trunci %{{.*}} : i64 to i32
+// CHECK: math.fpowi %{{.*}}, %[[N]] : f32, i32
+func.func @powi_i64(%x: tensor<4xf32>) -> tensor<4xf32> {
+  %two = arith.constant 2 : i64
+  %e = tensor.empty() : tensor<4xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>],
+                       iterator_types = ["parallel"]}
+      ins(%x : tensor<4xf32>) outs(%e : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %p = math.fpowi %a, %two : f32, i64
+    linalg.yield %p : f32
+  } -> tensor<4xf32>
+  return %y : tensor<4xf32>
+}
