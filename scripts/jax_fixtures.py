@@ -261,6 +261,15 @@ def gated(q, k, v, gate):
     return o * jax.nn.sigmoid(gate)
 
 
+@program(qkv() + [((1, H, N, N), "f32"), ((B, 1, 1, N), "f32"), (BHND, "bf16")],
+         "BHND, Evoformer row attention: pair bias [1, H, N, N] + mask bias "
+         "[B, 1, 1, N] on the logits, output gated by sigmoid(gate)")
+def evoformer(q, k, v, pair, mask_bias, gate):
+    s = qk_bhnd(q, k) / math.sqrt(q.shape[-1]) + pair + mask_bias
+    o = pv_bhnd(jax.nn.softmax(s, axis=-1).astype(v.dtype), v)
+    return o * jax.nn.sigmoid(gate)
+
+
 @program([(BHND, "bf16")] * 5,
          "BHND, differential attention (softmax(s1) - 0.5 softmax(s2)) @ v; "
          "inputs q1, k1, q2, k2, v")
