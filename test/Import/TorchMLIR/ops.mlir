@@ -99,3 +99,36 @@ func.func @permute_list(%x: !torch.vtensor<[2,3,4],f32>) -> !torch.vtensor<[3,4,
   %0 = torch.aten.permute %x, %dims : !torch.vtensor<[2,3,4],f32>, !torch.list<int> -> !torch.vtensor<[3,4,2],f32>
   return %0 : !torch.vtensor<[3,4,2],f32>
 }
+
+// -----
+
+// The ATen forms torch-mlir's default decompositions remove (so no fixture
+// has them), written as torch-mlir prints them: matmul, softmax.int,
+// masked_fill.Scalar of a triu mask, and _safe_softmax. Same handlers as
+// the JSON graph: one attention each, causal.
+// CHECK-LABEL: func @undecomposed_causal
+// RAISE: remark: attn.attention: 1 branch, softmax, heads 4/4, mask=causal(offset=0) score=[identity]
+// RAISE: remark: attn.attention: 1 branch, softmax, heads 4/4, mask=causal(offset=0) score=[identity]
+func.func @undecomposed_causal(%q: !torch.vtensor<[2,4,16,8],f32>, %k: !torch.vtensor<[2,4,16,8],f32>, %v: !torch.vtensor<[2,4,16,8],f32>) -> (!torch.vtensor<[2,4,16,8],f32>, !torch.vtensor<[2,4,16,8],f32>) {
+  %int-1 = torch.constant.int -1
+  %int-2 = torch.constant.int -2
+  %int1 = torch.constant.int 1
+  %int11 = torch.constant.int 11
+  %int16 = torch.constant.int 16
+  %none = torch.constant.none
+  %false = torch.constant.bool false
+  %ninf = torch.constant.float 0xFFF0000000000000
+  %cpu = torch.constant.device "cpu"
+  %kt = torch.aten.transpose.int %k, %int-2, %int-1 : !torch.vtensor<[2,4,16,8],f32>, !torch.int, !torch.int -> !torch.vtensor<[2,4,8,16],f32>
+  %s = torch.aten.matmul %q, %kt : !torch.vtensor<[2,4,16,8],f32>, !torch.vtensor<[2,4,8,16],f32> -> !torch.vtensor<[2,4,16,16],f32>
+  %size = torch.prim.ListConstruct %int16, %int16 : (!torch.int, !torch.int) -> !torch.list<int>
+  %ones = torch.aten.ones %size, %int11, %none, %cpu, %false : !torch.list<int>, !torch.int, !torch.none, !torch.Device, !torch.bool -> !torch.vtensor<[16,16],i1>
+  %upper = torch.aten.triu %ones, %int1 : !torch.vtensor<[16,16],i1>, !torch.int -> !torch.vtensor<[16,16],i1>
+  %masked = torch.aten.masked_fill.Scalar %s, %upper, %ninf : !torch.vtensor<[2,4,16,16],f32>, !torch.vtensor<[16,16],i1>, !torch.float -> !torch.vtensor<[2,4,16,16],f32>
+  %p = torch.aten.softmax.int %masked, %int-1, %none : !torch.vtensor<[2,4,16,16],f32>, !torch.int, !torch.none -> !torch.vtensor<[2,4,16,16],f32>
+  %o = torch.aten.matmul %p, %v : !torch.vtensor<[2,4,16,16],f32>, !torch.vtensor<[2,4,16,8],f32> -> !torch.vtensor<[2,4,16,8],f32>
+  %ps = torch.aten._safe_softmax %masked, %int-1, %none : !torch.vtensor<[2,4,16,16],f32>, !torch.int, !torch.none -> !torch.vtensor<[2,4,16,16],f32>
+  %os = torch.aten.matmul %ps, %v : !torch.vtensor<[2,4,16,16],f32>, !torch.vtensor<[2,4,16,8],f32> -> !torch.vtensor<[2,4,16,8],f32>
+  // CHECK-NOT: torch.
+  return %o, %os : !torch.vtensor<[2,4,16,8],f32>, !torch.vtensor<[2,4,16,8],f32>
+}
