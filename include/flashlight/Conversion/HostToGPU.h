@@ -10,6 +10,7 @@
 #define FLASHLIGHT_CONVERSION_HOSTTOGPU_H
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/IRMapping.h"
 
 namespace flashlight {
 
@@ -25,6 +26,13 @@ llvm::SmallVector<mlir::Value> hostKernelCaptures(mlir::linalg::GenericOp generi
 /// All of the kernel's parameters: inputs, initial values, results, then
 /// the captures.
 llvm::SmallVector<mlir::Value> hostKernelParams(mlir::linalg::GenericOp generic);
+
+/// Clones scalar `op` into a kernel body through `map`, with the fixes the
+/// NVVM lowering needs: `math.fpowi` with an exponent wider than i32 gets
+/// it narrowed (libdevice's `__nv_powif` takes an i32, and upstream's
+/// lowering passes a wider one as it is, which reads garbage).
+void cloneForKernel(mlir::OpBuilder &b, mlir::Operation &op,
+                    mlir::IRMapping &map);
 
 } // namespace flashlight
 

@@ -12,6 +12,7 @@
 #ifndef FLASHLIGHT_LIB_CONVERSION_ATTNTOGPU_KERNELEMITTER_H
 #define FLASHLIGHT_LIB_CONVERSION_ATTNTOGPU_KERNELEMITTER_H
 
+#include "flashlight/Conversion/HostToGPU.h"
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -69,10 +70,10 @@ public:
 protected:
   /// Per-thread values a state tensor (or a register-held tile) takes.
   virtual int64_t laneCount(Type stateType) = 0;
-  /// Called for every slice of an argument once its view is known: stage it
-  /// (registers, shared memory) as the code generator needs.
-  virtual LogicalResult onSlice(tensor::ExtractSliceOp slice,
-                                const View &view) = 0;
+  /// Called for every slice of an argument (`sliced`, a tensor of rank 4)
+  /// once its view is known: stage it (registers, shared memory) as the
+  /// code generator needs.
+  virtual LogicalResult onSlice(Value sliced, const View &view) = 0;
   virtual LogicalResult emitStep(OnlineStepOp step) = 0;
   virtual LogicalResult emitFinalize(OnlineFinalizeOp fin) = 0;
 
@@ -176,7 +177,7 @@ protected:
                 .getResult());
         continue;
       }
-      b.clone(op, rm);
+      flashlight::cloneForKernel(b, op, rm);
     }
     SmallVector<Value> out;
     for (Value v : block.getTerminator()->getOperands())
@@ -219,6 +220,19 @@ protected:
     if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
       return convertSlice(slice);
     if (auto cast = dyn_cast<tensor::CastOp>(op)) {
+      // A whole argument as a tile: when one tile covers every key,
+      // canonicalization folds the KV loop and the full slice away.
+      if (Value memref = memrefOf.lookup(cast.getSource());
+          memref && !views.count(cast.getSource())) {
+        View view{memref, {}, {}};
+        int64_t rank = cast.getType().getRank();
+        for (int64_t d = 0; d < rank; ++d) {
+          view.offsets.push_back(idx(0));
+          view.sizes.push_back(memref::DimOp::create(b, loc, memref, d));
+        }
+        views[cast.getResult()] = view;
+        return onSlice(cast.getResult(), view);
+      }
       // Static/dynamic shape changes only: same data, same registers.
       if (views.count(cast.getSource()))
         views[cast.getResult()] = views.lookup(cast.getSource());
@@ -267,7 +281,7 @@ protected:
       view.sizes.push_back(materialize(ofr));
     views[slice.getResult()] = view;
 
-    return onSlice(slice, view);
+    return onSlice(slice.getResult(), view);
   }
 
   /// True if `v` (directly or through tensor.cast) is a step's query.

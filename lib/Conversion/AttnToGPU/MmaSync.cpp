@@ -168,9 +168,7 @@ protected:
     });
   }
 
-  LogicalResult onSlice(tensor::ExtractSliceOp slice,
-                        const View &view) override {
-    Value v = slice.getResult();
+  LogicalResult onSlice(Value v, const View &view) override {
     bool isQuery = feedsRole(v, [](OnlineStepOp s, Value x) {
       return llvm::is_contained(s.getQueries(), x);
     });
@@ -206,7 +204,7 @@ protected:
     if (!isQuery)
       return success();
     // A fragments of this warp's 16 rows, for each 16-column step.
-    int64_t d = slice.getType().getDimSize(3);
+    int64_t d = cast<RankedTensorType>(v.getType()).getDimSize(3);
     Value row = addI(mulI(warp, kRowsPerWarp),
                      arith::RemUIOp::create(b, loc, lane, idx(16)));
     Value colHalf = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);

@@ -52,20 +52,19 @@ protected:
     return {row, minI(row, last)};
   }
 
-  LogicalResult onSlice(tensor::ExtractSliceOp slice,
-                        const View &view) override {
+  LogicalResult onSlice(Value sliced, const View &view) override {
     Value memref = view.memref;
     // Query tiles are loaded into registers once, here, outside the KV loop.
-    if (!feedsQuery(slice.getResult()))
+    if (!feedsQuery(sliced))
       return success();
-    int64_t d = slice.getType().getDimSize(3);
+    int64_t d = cast<RankedTensorType>(sliced.getType()).getDimSize(3);
     auto [row, rowClamped] = rowOf(view.offsets[2], memref);
     (void)row;
     SmallVector<Value> regs;
     for (int64_t c = 0; c < chunksOf(d); ++c)
       regs.push_back(loadColumn(memref, view.offsets[0], view.offsets[1],
                                 rowClamped, column(c), d));
-    lanes[slice.getResult()] = regs;
+    lanes[sliced] = regs;
     return success();
   }
 

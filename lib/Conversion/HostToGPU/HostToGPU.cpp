@@ -47,6 +47,21 @@ SmallVector<Value> flashlight::hostKernelCaptures(linalg::GenericOp generic) {
   return captures.takeVector();
 }
 
+void flashlight::cloneForKernel(OpBuilder &b, Operation &op, IRMapping &map) {
+  auto powi = dyn_cast<math::FPowIOp>(op);
+  if (!powi || powi.getRhs().getType().isInteger(32)) {
+    b.clone(op, map);
+    return;
+  }
+  // torch-mlir writes x**2 with an i64 2; exponents beyond i32 are not
+  // meaningful.
+  Location loc = op.getLoc();
+  Value n = arith::TruncIOp::create(b, loc, b.getI32Type(),
+                                    map.lookupOrDefault(powi.getRhs()));
+  map.map(powi.getResult(),
+          math::FPowIOp::create(b, loc, map.lookupOrDefault(powi.getLhs()), n));
+}
+
 SmallVector<Value> flashlight::hostKernelParams(linalg::GenericOp generic) {
   SmallVector<Value> params;
   for (Value in : generic.getInputs())
@@ -216,18 +231,8 @@ SmallVector<Value> KernelBuilder::emitBody(OpBuilder &b, ArrayRef<Value> idx,
       map.map(extract.getResult(),
               memref::LoadOp::create(
                   b, loc, captured.lookup(extract.getTensor()), at));
-    } else if (auto powi = dyn_cast<math::FPowIOp>(op);
-               powi && !powi.getRhs().getType().isInteger(32)) {
-      // libdevice's __nv_powif takes an i32 exponent; upstream's lowering
-      // passes a wider one as it is (torch-mlir writes x**2 with an i64 2),
-      // which reads garbage. Exponents beyond i32 are not meaningful.
-      Value n = map.lookupOrDefault(powi.getRhs());
-      n = arith::TruncIOp::create(b, loc, b.getI32Type(), n);
-      map.map(powi.getResult(),
-              math::FPowIOp::create(b, loc, map.lookupOrDefault(powi.getLhs()),
-                                    n));
     } else {
-      b.clone(op, map);
+      flashlight::cloneForKernel(b, op, map);
     }
   }
   SmallVector<Value> yielded;
