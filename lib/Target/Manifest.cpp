@@ -419,15 +419,15 @@ FailureOr<json> flashlight::describeHostSteps(
       FailureOr<json> args = idsOf(&op, hostKernelParams(generic));
       if (failed(args))
         return failure();
-      step = {{"op", "kernel"},
-              {"kernel", kernel.str()},
-              {"grid", generic->getAttrOfType<IntegerAttr>("flashlight.grid")
-                           .getInt()},
-              {"block",
-               generic->getAttrOfType<IntegerAttr>("flashlight.block")
-                   .getInt()},
-              {"args", *args},
-              {"results", created}};
+      step = {
+          {"op", "kernel"},
+          {"kernel", kernel.str()},
+          {"grid",
+           generic->getAttrOfType<IntegerAttr>("flashlight.grid").getInt()},
+          {"block",
+           generic->getAttrOfType<IntegerAttr>("flashlight.block").getInt()},
+          {"args", *args},
+          {"results", created}};
     } else if (auto call = dyn_cast<func::CallOp>(op)) {
       FailureOr<json> args = idsOf(&op, call.getOperands());
       if (failed(args))
@@ -464,8 +464,8 @@ FailureOr<json> flashlight::describeHostSteps(
       results = *returned;
       continue;
     } else {
-      return op.emitError("'") << op.getName()
-                               << "' is not supported on the reference path";
+      return op.emitError("'")
+             << op.getName() << "' is not supported on the reference path";
     }
     steps.push_back(step);
   }

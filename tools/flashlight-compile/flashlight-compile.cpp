@@ -294,7 +294,8 @@ FailureOr<json> importAndOutline(ModuleOp module,
     // runtime does itself (`sources`, `results` maps).
     FailureOr<json> entry = failure();
     {
-      ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+      ScopedDiagnosticHandler quiet(ctx,
+                                    [](Diagnostic &) { return success(); });
       entry = flashlight::describeEntry(hosts.front(), call, writeConstant);
     }
     if (succeeded(entry)) {
@@ -398,11 +399,11 @@ int main(int argc, char **argv) {
   DialectRegistry registry;
   registry
       .insert<flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect,
-              flashlight::torchimport::TorchDialect,
-              arith::ArithDialect, cf::ControlFlowDialect, func::FuncDialect,
-              gpu::GPUDialect, linalg::LinalgDialect, LLVM::LLVMDialect,
-              math::MathDialect, memref::MemRefDialect, NVVM::NVVMDialect,
-              scf::SCFDialect, tensor::TensorDialect, tosa::TosaDialect>();
+              flashlight::torchimport::TorchDialect, arith::ArithDialect,
+              cf::ControlFlowDialect, func::FuncDialect, gpu::GPUDialect,
+              linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,
+              memref::MemRefDialect, NVVM::NVVMDialect, scf::SCFDialect,
+              tensor::TensorDialect, tosa::TosaDialect>();
   flashlight::registerPipelineDependencies(registry);
   MLIRContext context(registry);
   // Diagnostics are for users: the location, not the op's IR.

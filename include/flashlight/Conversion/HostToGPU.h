@@ -1,4 +1,5 @@
-//===- HostToGPU.h - The reference path's kernel interface -------*- C++ -*-===//
+//===- HostToGPU.h - The reference path's kernel interface -------*- C++
+//-*-===//
 //
 // flashlight-host-to-gpu turns each linalg.generic of a host function into
 // a kernel; flashlight-compile then describes the function as steps. Both
@@ -21,11 +22,13 @@ constexpr int64_t kHostBlockSize = 256;
 /// `tensor.extract`, directly or as the source of an extracted scalar
 /// captured from the function), in first-use order: the kernel's last
 /// parameters.
-llvm::SmallVector<mlir::Value> hostKernelCaptures(mlir::linalg::GenericOp generic);
+llvm::SmallVector<mlir::Value>
+hostKernelCaptures(mlir::linalg::GenericOp generic);
 
 /// All of the kernel's parameters: inputs, initial values, results, then
 /// the captures.
-llvm::SmallVector<mlir::Value> hostKernelParams(mlir::linalg::GenericOp generic);
+llvm::SmallVector<mlir::Value>
+hostKernelParams(mlir::linalg::GenericOp generic);
 
 /// Clones scalar `op` into a kernel body through `map`, with the fixes the
 /// NVVM lowering needs: `math.fpowi` with an exponent wider than i32 gets

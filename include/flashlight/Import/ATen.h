@@ -1,4 +1,5 @@
-//===- ATen.h - Lowering ATen operator calls to linalg on tensors -*- C++ -*-===//
+//===- ATen.h - Lowering ATen operator calls to linalg on tensors -*- C++
+//-*-===//
 //
 // The PyTorch importers (the flashlight-graph JSON of torch.export, and
 // torch-mlir's `torch` dialect) read the same ATen operators. Both hand each

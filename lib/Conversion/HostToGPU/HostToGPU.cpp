@@ -229,8 +229,8 @@ SmallVector<Value> KernelBuilder::emitBody(OpBuilder &b, ArrayRef<Value> idx,
       for (Value i : extract.getIndices())
         at.push_back(map.lookupOrDefault(i));
       map.map(extract.getResult(),
-              memref::LoadOp::create(
-                  b, loc, captured.lookup(extract.getTensor()), at));
+              memref::LoadOp::create(b, loc,
+                                     captured.lookup(extract.getTensor()), at));
     } else {
       flashlight::cloneForKernel(b, op, map);
     }
@@ -261,11 +261,11 @@ FailureOr<int64_t> KernelBuilder::build() {
 
   OpBuilder b(ctx);
   b.setInsertionPointToEnd(module.getBody());
-  auto kernel = gpu::GPUFuncOp::create(b, loc, name,
-                                       b.getFunctionType(types, {}));
+  auto kernel =
+      gpu::GPUFuncOp::create(b, loc, name, b.getFunctionType(types, {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  kernel.setKnownBlockSizeAttr(b.getDenseI32ArrayAttr(
-      {int32_t(flashlight::kHostBlockSize), 1, 1}));
+  kernel.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({int32_t(flashlight::kHostBlockSize), 1, 1}));
   Block &entry = kernel.getBody().front();
   b.setInsertionPointToStart(&entry);
   unsigned numIn = generic.getNumDpsInputs(), numOut = generic.getNumDpsInits();
@@ -317,9 +317,8 @@ FailureOr<int64_t> KernelBuilder::build() {
   inputs.clear();
   unsigned nextMemref = 0;
   for (Value in : generic.getInputs())
-    inputs.push_back(isa<RankedTensorType>(in.getType())
-                         ? memrefs[nextMemref++]
-                         : captured.lookup(in));
+    inputs.push_back(isa<RankedTensorType>(in.getType()) ? memrefs[nextMemref++]
+                                                         : captured.lookup(in));
   // One thread per parallel point.
   Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value thread = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
@@ -329,9 +328,9 @@ FailureOr<int64_t> KernelBuilder::build() {
           b, loc, block,
           arith::ConstantIndexOp::create(b, loc, flashlight::kHostBlockSize)),
       thread);
-  Value inRange = arith::CmpIOp::create(
-      b, loc, arith::CmpIPredicate::ult, linear,
-      arith::ConstantIndexOp::create(b, loc, points));
+  Value inRange =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, linear,
+                            arith::ConstantIndexOp::create(b, loc, points));
   auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
   gpu::ReturnOp::create(b, loc);
   b.setInsertionPointToStart(guard.thenBlock());
@@ -352,8 +351,8 @@ FailureOr<int64_t> KernelBuilder::build() {
   SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
   SmallVector<Value> accs;
   for (auto [k, init] : llvm::enumerate(inits))
-    accs.push_back(memref::LoadOp::create(
-        b, loc, init, load(b, init, maps[numIn + k], idx)));
+    accs.push_back(memref::LoadOp::create(b, loc, init,
+                                          load(b, init, maps[numIn + k], idx)));
   // Reductions: nested loops carrying the accumulators.
   SmallVector<int64_t> reductions;
   for (auto [d, it] : llvm::enumerate(iters))
@@ -379,8 +378,7 @@ FailureOr<int64_t> KernelBuilder::build() {
   for (auto [k, out] : llvm::enumerate(results))
     memref::StoreOp::create(b, loc, values[k], out,
                             load(b, out, maps[numIn + k], idx));
-  return (points + flashlight::kHostBlockSize - 1) /
-         flashlight::kHostBlockSize;
+  return (points + flashlight::kHostBlockSize - 1) / flashlight::kHostBlockSize;
 }
 
 struct HostToGPU : flashlight::impl::HostToGPUBase<HostToGPU> {
@@ -432,8 +430,8 @@ struct HostToGPU : flashlight::impl::HostToGPUBase<HostToGPU> {
           continue;
         auto generic = dyn_cast<linalg::GenericOp>(op);
         if (!generic) {
-          op.emitError("'") << op.getName()
-                            << "' is not supported on the reference path";
+          op.emitError("'")
+              << op.getName() << "' is not supported on the reference path";
           return signalPassFailure();
         }
         if (!generic.hasPureTensorSemantics()) {
@@ -441,7 +439,8 @@ struct HostToGPU : flashlight::impl::HostToGPUBase<HostToGPU> {
           return signalPassFailure();
         }
         std::string name = "host" + std::to_string(count++);
-        FailureOr<int64_t> grid = KernelBuilder(generic, gpuModule, name).build();
+        FailureOr<int64_t> grid =
+            KernelBuilder(generic, gpuModule, name).build();
         if (failed(grid))
           return signalPassFailure();
         generic->setAttr("flashlight.kernel", b.getStringAttr(name));

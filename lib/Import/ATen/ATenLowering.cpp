@@ -173,7 +173,7 @@ FailureOr<int64_t> ATenLowering::Impl::dimArg(const json &a, int64_t rank) {
 }
 
 LogicalResult ATenLowering::Impl::checkBroadcast(ArrayRef<Value> operands,
-                                            RankedTensorType out) {
+                                                 RankedTensorType out) {
   for (Value v : operands) {
     auto t = dyn_cast<RankedTensorType>(v.getType());
     if (!t)
@@ -203,7 +203,6 @@ FailureOr<SmallVector<int64_t>> ATenLowering::Impl::ints(const json &a) {
   }
   return v;
 }
-
 
 //===----------------------------------------------------------------------===//
 // Tensor constructions
@@ -306,8 +305,8 @@ Value ATenLowering::Impl::matmul(Value x, Value y, Type outElt) {
                   RankedTensorType::get(shape, outElt));
 }
 
-Value ATenLowering::Impl::reduce(Value x, ArrayRef<int64_t> dims,
-                                 bool keepDim, Type acc, Combine combine) {
+Value ATenLowering::Impl::reduce(Value x, ArrayRef<int64_t> dims, bool keepDim,
+                                 Type acc, Combine combine) {
   bool isMax = combine == Combine::Max;
   auto t = cast<RankedTensorType>(x.getType());
   SmallVector<int64_t> kept, keptDims;
@@ -491,7 +490,7 @@ FailureOr<Value> ATenLowering::Impl::sdpa(RankedTensorType out) {
 }
 
 FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
-                                        RankedTensorType out) {
+                                             RankedTensorType out) {
   // "aten.<op>.<overload>" -> "<op>"; the overload only says which
   // arguments are tensors, which the arguments themselves tell.
   StringRef op = target;
@@ -786,8 +785,7 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
                       : op == "all"               ? Combine::And
                       : op == "any"               ? Combine::Or
                                                   : Combine::Max;
-    Type acc = combine == Combine::And || combine == Combine::Or
-                   ? b.getI1Type()
+    Type acc = combine == Combine::And || combine == Combine::Or ? b.getI1Type()
                : isLowFloat(elt) || op == "mean" ? b.getF32Type()
                                                  : elt;
     Value r = reduce(*self, dims, keep, acc, combine);
@@ -795,10 +793,9 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
     if (rt.getShape() != out.getShape())
       return fail("reduction result shape differs from the declared one");
     if (op != "mean")
-      return elementwise({r}, out, acc,
-                         [](OpBuilder &, Location, ValueRange s) -> Value {
-                           return s[0];
-                         });
+      return elementwise(
+          {r}, out, acc,
+          [](OpBuilder &, Location, ValueRange s) -> Value { return s[0]; });
     int64_t count = 1;
     for (int64_t d : dims)
       count *= selfType.getDimSize(d);
@@ -965,7 +962,8 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
                        RankedTensorType::get(shape, elt));
     return reshapeTensor(b, loc, expanded, out);
   }
-  return fail("ATen op '" + target + "' is not supported by the PyTorch importers");
+  return fail("ATen op '" + target +
+              "' is not supported by the PyTorch importers");
 }
 
 FailureOr<SmallVector<Value, 1>>
