@@ -6,6 +6,7 @@
 
 #include "flashlight/Dialect/Attn/IR/AttnDialect.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
+#include "flashlight/Import/InputChecks.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -13,7 +14,9 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Transforms/Passes.h"
 
@@ -51,6 +54,29 @@ inline void raiseImported(
   pm.addPass(mlir::createCanonicalizerPass());
   pm.addPass(attn::createAttnOutline());
   (void)pm.run(module);
+}
+
+/// One input of a text importer's target: the bytes as MLIR text, parsed
+/// with `ImportDialect` loaded, then `importPasses` and the raise. Text
+/// flashlight-compile rejects before parsing (MLIR's parser crashes on it)
+/// is skipped.
+template <typename ImportDialect>
+int fuzzText(const uint8_t *data, size_t size,
+             llvm::function_ref<void(mlir::PassManager &)> importPasses) {
+  mlir::MLIRContext &ctx = context<ImportDialect>();
+  mlir::ScopedDiagnosticHandler silence(
+      &ctx, [](mlir::Diagnostic &) { return mlir::success(); });
+  mlir::ParserConfig config(&ctx);
+  // MLIR's lexer relies on a NUL after the text, as files read through
+  // MemoryBuffer have; libFuzzer's bytes have none.
+  std::string text(reinterpret_cast<const char *>(data), size);
+  if (nestingDepth(text) > kMaxNesting || openStringLine(text))
+    return 0;
+  mlir::OwningOpRef<mlir::ModuleOp> module =
+      mlir::parseSourceString<mlir::ModuleOp>(text, config);
+  if (module)
+    raiseImported(*module, importPasses);
+  return 0;
 }
 
 } // namespace flashlight::fuzz
