@@ -20,6 +20,11 @@
 
 namespace flashlight {
 
+/// An error at `loc`, starting with "node '<label>': " when `label` is not
+/// empty: how both PyTorch importers locate what is wrong.
+mlir::InFlightDiagnostic emitNodeError(mlir::Location loc,
+                                       llvm::StringRef label);
+
 /// Lowers ATen calls one at a time into linalg/tensor/arith/math on tensors,
 /// at `builder()`'s insertion point.
 class ATenLowering {

@@ -58,12 +58,7 @@ public:
   }
 
   // Diagnostics, at the current call.
-  InFlightDiagnostic error() {
-    InFlightDiagnostic d = emitError(loc);
-    if (!nodeName.empty())
-      d << "node '" << nodeName << "': ";
-    return d;
-  }
+  InFlightDiagnostic error() { return emitNodeError(loc, nodeName); }
   LogicalResult fail(const Twine &message) { return error() << message; }
 
   // Reading arguments.
@@ -995,6 +990,13 @@ ATenLowering::Impl::lower(StringRef target, const json &call,
 //===----------------------------------------------------------------------===//
 // ATenLowering
 //===----------------------------------------------------------------------===//
+
+InFlightDiagnostic flashlight::emitNodeError(Location loc, StringRef label) {
+  InFlightDiagnostic d = emitError(loc);
+  if (!label.empty())
+    d << "node '" << label << "': ";
+  return d;
+}
 
 ATenLowering::ATenLowering(MLIRContext *ctx)
     : impl(std::make_unique<Impl>(ctx)) {}

@@ -58,10 +58,7 @@ public:
 
 private:
   InFlightDiagnostic error() {
-    InFlightDiagnostic d = emitError(loc);
-    if (!nodeName.empty())
-      d << "node '" << nodeName << "': ";
-    return d;
+    return flashlight::emitNodeError(loc, nodeName);
   }
   LogicalResult fail(const Twine &message) { return error() << message; }
   FailureOr<RankedTensorType> declared(const json &info);
