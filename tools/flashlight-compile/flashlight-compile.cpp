@@ -417,13 +417,13 @@ int main(int argc, char **argv) {
   llvm::SourceMgr sourceMgr;
   sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  if (int64_t depth = flashlight::nestingDepth(source);
-      depth > flashlight::kMaxNesting)
-    return fail(inputFile + " nests brackets " + Twine(depth) +
+  flashlight::TextChecks checks = flashlight::checkText(source);
+  if (checks.nesting > flashlight::kMaxNesting)
+    return fail(inputFile + " nests brackets " + Twine(checks.nesting) +
                 " deep (at most " + Twine(flashlight::kMaxNesting) +
                 " are accepted)");
-  if (int64_t line = flashlight::openStringLine(source))
-    return fail(inputFile + ":" + Twine(line) +
+  if (checks.openStringLine)
+    return fail(inputFile + ":" + Twine(checks.openStringLine) +
                 ": a string literal is not closed on its line");
   // A flashlight-graph JSON file (flashlight.export) or MLIR text.
   OwningOpRef<ModuleOp> module =

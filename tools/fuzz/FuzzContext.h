@@ -70,7 +70,8 @@ int fuzzText(const uint8_t *data, size_t size,
   // MLIR's lexer relies on a NUL after the text, as files read through
   // MemoryBuffer have; libFuzzer's bytes have none.
   std::string text(reinterpret_cast<const char *>(data), size);
-  if (nestingDepth(text) > kMaxNesting || openStringLine(text))
+  TextChecks checks = checkText(text);
+  if (checks.nesting > kMaxNesting || checks.openStringLine)
     return 0;
   mlir::OwningOpRef<mlir::ModuleOp> module =
       mlir::parseSourceString<mlir::ModuleOp>(text, config);

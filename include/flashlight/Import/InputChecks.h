@@ -24,58 +24,48 @@ namespace flashlight {
 /// Deepest nesting the tools accept (real programs stay far below it).
 constexpr int64_t kMaxNesting = 256;
 
-/// The deepest nesting of brackets, parentheses and braces in `text`,
-/// outside string literals.
-inline int64_t nestingDepth(llvm::StringRef text) {
-  int64_t depth = 0, deepest = 0;
-  bool inString = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char c = text[i];
-    if (inString) {
-      if (c == '\\')
-        ++i;
-      else if (c == '"')
-        inString = false;
-      continue;
-    }
-    if (c == '"')
-      inString = true;
-    else if (c == '[' || c == '(' || c == '{')
-      deepest = std::max(deepest, ++depth);
-    else if ((c == ']' || c == ')' || c == '}') && depth > 0)
-      --depth;
-  }
-  return deepest;
-}
+/// What the tools check in program text before parsing it.
+struct TextChecks {
+  /// The deepest nesting of brackets, parentheses and braces outside string
+  /// literals and `//` comments.
+  int64_t nesting = 0;
+  /// The line (from 1) of a string literal not closed before the end of its
+  /// line (MLIR strings cannot span lines), or 0.
+  int64_t openStringLine = 0;
+};
 
-/// The line (from 1) of a string literal that is not closed before the end
-/// of its line, or 0 if every string literal is closed. MLIR strings cannot
-/// span lines; `//` comments are skipped.
-inline int64_t openStringLine(llvm::StringRef text) {
-  int64_t line = 1;
+/// One pass over `text`, skipping string literals and `//` comments.
+inline TextChecks checkText(llvm::StringRef text) {
+  TextChecks checks;
+  int64_t depth = 0, line = 1;
   bool inString = false;
   for (size_t i = 0; i < text.size(); ++i) {
     char c = text[i];
     if (c == '\n') {
-      if (inString)
-        return line;
+      if (inString) {
+        checks.openStringLine = line;
+        return checks;
+      }
       ++line;
-      continue;
-    }
-    if (inString) {
+    } else if (inString) {
       if (c == '\\')
         ++i;
       else if (c == '"')
         inString = false;
-      continue;
-    }
-    if (c == '"')
+    } else if (c == '"') {
       inString = true;
-    else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/')
+    } else if (c == '/' && i + 1 < text.size() && text[i + 1] == '/') {
       while (i + 1 < text.size() && text[i + 1] != '\n')
         ++i;
+    } else if (c == '[' || c == '(' || c == '{') {
+      checks.nesting = std::max(checks.nesting, ++depth);
+    } else if ((c == ']' || c == ')' || c == '}') && depth > 0) {
+      --depth;
+    }
   }
-  return inString ? line : 0;
+  if (inString)
+    checks.openStringLine = line;
+  return checks;
 }
 
 } // namespace flashlight
