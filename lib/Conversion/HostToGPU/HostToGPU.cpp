@@ -187,8 +187,9 @@ public:
 private:
   SmallVector<Value> emitBody(OpBuilder &b, ArrayRef<Value> idx,
                               ValueRange accs);
-  SmallVector<Value> load(OpBuilder &b, Value memref, AffineMap map,
-                          ArrayRef<Value> idx);
+  /// The element `map` reaches from the loop indices `idx`.
+  SmallVector<Value> elementAt(OpBuilder &b, AffineMap map,
+                               ArrayRef<Value> idx);
 
   linalg::GenericOp generic;
   gpu::GPUModuleOp module;
@@ -197,11 +198,9 @@ private:
   SmallVector<Value> inputs, inits, results;
 };
 
-SmallVector<Value> KernelBuilder::load(OpBuilder &b, Value memref,
-                                       AffineMap map, ArrayRef<Value> idx) {
-  std::optional<SmallVector<Value>> at =
-      affine::expandAffineMap(b, generic.getLoc(), map, idx);
-  return *at;
+SmallVector<Value> KernelBuilder::elementAt(OpBuilder &b, AffineMap map,
+                                            ArrayRef<Value> idx) {
+  return *affine::expandAffineMap(b, generic.getLoc(), map, idx);
 }
 
 SmallVector<Value> KernelBuilder::emitBody(OpBuilder &b, ArrayRef<Value> idx,
@@ -215,8 +214,8 @@ SmallVector<Value> KernelBuilder::emitBody(OpBuilder &b, ArrayRef<Value> idx,
       map.map(body.getArgument(i), in); // a scalar input
       continue;
     }
-    SmallVector<Value> at = load(b, in, maps[i], idx);
-    map.map(body.getArgument(i), memref::LoadOp::create(b, loc, in, at));
+    SmallVector<Value> element = elementAt(b, maps[i], idx);
+    map.map(body.getArgument(i), memref::LoadOp::create(b, loc, in, element));
   }
   for (auto [k, acc] : llvm::enumerate(accs))
     map.map(body.getArgument(inputs.size() + k), acc);
@@ -352,7 +351,7 @@ FailureOr<int64_t> KernelBuilder::build() {
   SmallVector<Value> accs;
   for (auto [k, init] : llvm::enumerate(inits))
     accs.push_back(memref::LoadOp::create(b, loc, init,
-                                          load(b, init, maps[numIn + k], idx)));
+                                          elementAt(b, maps[numIn + k], idx)));
   // Reductions: nested loops carrying the accumulators.
   SmallVector<int64_t> reductions;
   for (auto [d, it] : llvm::enumerate(iters))
@@ -377,7 +376,7 @@ FailureOr<int64_t> KernelBuilder::build() {
   SmallVector<Value> values = nest(b, 0, accs);
   for (auto [k, out] : llvm::enumerate(results))
     memref::StoreOp::create(b, loc, values[k], out,
-                            load(b, out, maps[numIn + k], idx));
+                            elementAt(b, maps[numIn + k], idx));
   return (points + flashlight::kHostBlockSize - 1) / flashlight::kHostBlockSize;
 }
 
