@@ -3,6 +3,8 @@
 # generator for every benchmark shape: D in {64, 128}, N in {1k .. 16k},
 # B * N = 16k, H * D = 2048, bf16 (GQA: 4 query heads per KV head).
 #   bench/prepare.sh <dir>      # here; then bench/bench.py <dir> on the GPU
+# Environment: VARIANTS, DIMS, LENGTHS (space-separated subsets) and EXTRA
+# (more flashlight-compile flags, e.g. "--block-m=128") for experiments.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 dir=${1:?usage: bench/prepare.sh <dir>}
@@ -15,14 +17,15 @@ fi
 rm -rf "$dir" && mkdir -p "$dir"
 for program in "$root"/bench/programs/*.mlir; do
   name=$(basename "$program" .mlir)
-  for d in 64 128; do
-    for n in 1024 2048 4096 8192 16384; do
+  case " ${VARIANTS:-$name} " in *" $name "*) ;; *) continue ;; esac
+  for d in ${DIMS:-64 128}; do
+    for n in ${LENGTHS:-1024 2048 4096 8192 16384}; do
       b=$((16384 / n)); h=$((2048 / d)); hkv=$h
       [ "$name" = gqa ] && hkv=$((h / 4))
       "$build/bin/flashlight-compile" "$program" -o "$dir" --arch=sm_90a \
         --emit=cubin --tensor-cores --name="$name.d$d.n$n" --batch=$b \
         --q-heads=$h --kv-heads=$hkv --q-len=$n --kv-len=$n --head-dim=$d \
-        --dtype=bf16
+        --dtype=bf16 ${EXTRA:-}
     done
   done
 done

@@ -38,6 +38,7 @@ CudaDriver load() {
   FL_RESOLVE(cuModuleLoadData);
   FL_RESOLVE(cuModuleUnload);
   FL_RESOLVE(cuModuleGetFunction);
+  FL_RESOLVE(cuFuncSetAttribute);
   FL_RESOLVE(cuMemAlloc);
   FL_RESOLVE(cuMemFree);
   FL_RESOLVE(cuMemcpyHtoD);

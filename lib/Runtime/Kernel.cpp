@@ -53,6 +53,7 @@ KernelManifest KernelManifest::load(const std::string &path) {
     m.blockM = j.at("block_m");
     for (int i = 0; i < 3; ++i)
       m.block[i] = j.at("block").at(i);
+    m.dynamicSharedMemory = j.value("dynamic_shared_memory", 0u);
     for (const json &p : j.at("params")) {
       ParamInfo info;
       info.name = p.at("name");
@@ -125,6 +126,12 @@ Kernel::Kernel(const KernelManifest &manifest, int computeCapability)
   cuda.check(
       cuda.cuModuleGetFunction(&function, module, manifest.kernel.c_str()),
       "cuModuleGetFunction");
+  // Past 48 KB, a block's dynamic shared memory must be opted into.
+  constexpr int kMaxDynamicSharedSizeBytes = 8; // CU_FUNC_ATTRIBUTE_...
+  if (manifest.dynamicSharedMemory > 48 * 1024)
+    cuda.check(cuda.cuFuncSetAttribute(function, kMaxDynamicSharedSizeBytes,
+                                       int(manifest.dynamicSharedMemory)),
+               "cuFuncSetAttribute");
 }
 
 Kernel::~Kernel() {
@@ -179,7 +186,9 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
   CudaDriver &cuda = CudaDriver::get();
   cuda.check(cuda.cuLaunchKernel(function, grid[0], grid[1], grid[2],
                                  manifest.block[0], manifest.block[1],
-                                 manifest.block[2], 0, stream, args.data(),
+                                 manifest.block[2],
+                                 manifest.dynamicSharedMemory, stream,
+                                 args.data(),
                                  nullptr),
              "cuLaunchKernel");
 }

@@ -64,6 +64,7 @@ void flashlight::buildAttnToGPUPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
   AttnToGPUOptions codegen;
   codegen.tensorCores = options.tensorCores;
+  codegen.warpRows = options.warpRows;
   pm.addPass(createAttnToGPU(codegen));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

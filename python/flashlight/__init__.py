@@ -110,6 +110,12 @@ class Kernel:
             self.artifact = _choose_artifact(self.manifest["archs"], cc)
             self._module = self._load_module(self.artifact)
             self._function = self._get_function(self._module, self.manifest["kernel"])
+            self._shared = self.manifest.get("dynamic_shared_memory", 0)
+            if self._shared > 48 * 1024:  # past 48 KB, opted into per function
+                max_dynamic_shared_size_bytes = 8  # CU_FUNC_ATTRIBUTE_...
+                _get_driver().check(_get_driver().lib.cuFuncSetAttribute(
+                    self._function, max_dynamic_shared_size_bytes,
+                    ctypes.c_int(self._shared)), "cuFuncSetAttribute")
         entry = self.manifest.get("entry") or {}
         self._host_module = None
         self._host_functions = {}
@@ -173,7 +179,8 @@ class Kernel:
         q = tensors[[p["name"] for p in self.params].index("q0")]
         block_m = self.manifest["block_m"]
         grid = ((q.shape[2] + block_m - 1) // block_m, q.shape[1], q.shape[0])
-        _launch(self._function, tensors, grid, self.manifest["block"], device)
+        _launch(self._function, tensors, grid, self.manifest["block"], device,
+                self._shared)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _host_function(self, name):
@@ -182,7 +189,7 @@ class Kernel:
         return self._host_functions[name]
 
 
-def _launch(function, tensors, grid, block, device):
+def _launch(function, tensors, grid, block, device, shared=0):
     """Launches `function` on the current stream; each memref parameter is
     its flattened descriptor: allocated ptr, aligned ptr, offset, sizes...,
     strides..."""
@@ -202,7 +209,7 @@ def _launch(function, tensors, grid, block, device):
     drv.check(drv.lib.cuLaunchKernel(
         function, ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]), ctypes.c_uint(grid[2]),
         ctypes.c_uint(block[0]), ctypes.c_uint(block[1]), ctypes.c_uint(block[2]),
-        ctypes.c_uint(0), ctypes.c_void_p(stream), args, None), "cuLaunchKernel")
+        ctypes.c_uint(shared), ctypes.c_void_p(stream), args, None), "cuLaunchKernel")
 
 
 def _run_steps(kernel, entry, args):

@@ -90,6 +90,11 @@ static cl::opt<int64_t> kvLen("kv-len", cl::desc("Key/value length N"),
                               cl::init(-1));
 static cl::opt<int64_t> headDim("head-dim", cl::desc("Head dim (Dqk = Dv)"),
                                 cl::init(-1));
+static cl::opt<int64_t>
+    warpRows("warp-rows",
+             cl::desc("Query rows per warp of the tensor-core generator (16 "
+                      "or 32; default: 32 for 128-row tiles, else 16)"),
+             cl::init(0));
 static cl::opt<std::string> dtype("dtype",
                                   cl::desc("Q/K/V element type: f16, bf16"));
 static cl::opt<bool> tensorCores(
@@ -526,23 +531,28 @@ int main(int argc, char **argv) {
   FailureOr<json> program = flashlight::exportProgram(funcs.front());
   std::string kernelName = funcs.front().getName().str();
 
-  // The tensor-core generator works on 64x64 tiles (4 warps x 16 rows);
-  // programs it cannot take keep the reference generator's tiles (and
-  // attn-to-gpu remarks why).
+  // The tensor-core generator's tiles come from the program's structure
+  // (tensorCoreTiles); programs it cannot take keep the reference
+  // generator's tiles (and attn-to-gpu remarks why).
   options.tensorCores = tensorCores;
-  bool mmaTiles = false;
+  options.warpRows = warpRows;
+  std::optional<std::pair<int64_t, int64_t>> mmaTiles;
   if (tensorCores)
     funcs.front().walk([&](flashlight::attn::AttentionOp op) {
       SmallVector<int64_t> dims;
       for (Value v : SmallVector<Value, 2>{op.getKeys()[0], op.getValue()})
         dims.push_back(cast<RankedTensorType>(v.getType()).getDimSize(3));
-      mmaTiles = !flashlight::tensorCoreIneligibility(
-          op.getNumBranches(),
-          cast<RankedTensorType>(op.getValue().getType()).getElementType(),
-          dims, 64, 64);
+      std::pair<int64_t, int64_t> tiles = flashlight::tensorCoreTiles(op);
+      if (!flashlight::tensorCoreIneligibility(
+              op.getNumBranches(),
+              cast<RankedTensorType>(op.getValue().getType()).getElementType(),
+              dims, tiles.first, tiles.second))
+        mmaTiles = tiles;
     });
-  options.blockM = mmaTiles && !blockM.getNumOccurrences() ? 64 : blockM;
-  options.blockN = mmaTiles && !blockN.getNumOccurrences() ? 64 : blockN;
+  options.blockM =
+      mmaTiles && !blockM.getNumOccurrences() ? mmaTiles->first : blockM;
+  options.blockN =
+      mmaTiles && !blockN.getNumOccurrences() ? mmaTiles->second : blockN;
   if (explain) {
     PassManager pm(&context);
     pm.addPass(flashlight::attn::createAttnExplain());
@@ -564,7 +574,11 @@ int main(int argc, char **argv) {
   // Launch geometry and code generator, as the kernel records them.
   std::vector<int64_t> block = {1, 1, 1};
   std::string codegen;
+  int64_t dynamicShared = 0;
   module->walk([&](gpu::GPUFuncOp kernel) {
+    if (auto bytes = kernel->getAttrOfType<IntegerAttr>(
+            "flashlight.dynamic_shared_memory"))
+      dynamicShared = bytes.getInt();
     if (auto known = kernel.getKnownBlockSizeAttr())
       block = {known[0], known[1], known[2]};
     if (auto name = kernel->getAttrOfType<StringAttr>("flashlight.codegen"))
@@ -584,7 +598,7 @@ int main(int argc, char **argv) {
       {"block_n", options.blockN},
       {"codegen", codegen},
       {"grid_rule", "x = ceil(M / block_m), y = Hq, z = B (from q0's shape)"},
-      {"dynamic_shared_memory", 0},
+      {"dynamic_shared_memory", dynamicShared},
       {"params", params},
       {"kernel_ir", name + ".mlir"}});
   if (succeeded(program))

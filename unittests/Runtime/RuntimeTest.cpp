@@ -125,6 +125,16 @@ TEST_CASE("a program without attention says how to run it", "[runtime]") {
                     Catch::Matchers::Contains("has no attention kernel"));
 }
 
+TEST_CASE("dynamic shared memory comes from the manifest", "[runtime]") {
+  // Older manifests have none; the tensor-core kernel's tiles need it.
+  json m = tinyManifest(nullptr);
+  CHECK(manifestFrom(m).dynamicSharedMemory == 0);
+  m["dynamic_shared_memory"] = 69632;
+  CHECK(manifestFrom(m).dynamicSharedMemory == 69632);
+  m["dynamic_shared_memory"] = "big";
+  CHECK_THROWS_AS(manifestFrom(m), ManifestError);
+}
+
 TEST_CASE("the launch grid is (query tiles, heads, batch)", "[runtime]") {
   KernelManifest m = manifestFrom(tinyManifest(nullptr));
   std::array<unsigned, 3> grid =

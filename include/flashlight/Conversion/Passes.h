@@ -19,6 +19,9 @@
 #include <string>
 
 namespace flashlight {
+namespace attn {
+class AttentionOp;
+} // namespace attn
 
 #define GEN_PASS_DECL
 #include "flashlight/Conversion/Passes.h.inc"
@@ -29,6 +32,14 @@ std::optional<std::string>
 tensorCoreIneligibility(unsigned branches, mlir::Type element,
                         llvm::ArrayRef<int64_t> headDims, int64_t blockM,
                         int64_t blockN);
+
+/// The tensor-core generator's tiles (block-m, block-n) for `op`, from its
+/// structure: 128 x 64 (two m16 tiles per warp, so every K/V fragment read
+/// from shared memory feeds two mma) when there is no score region and the
+/// mask is none or causal; 64 x 64 otherwise, where per-element score and
+/// mask code next to a 32-row warp's state spills registers (measured on an
+/// H100; docs/benchmarks).
+std::pair<int64_t, int64_t> tensorCoreTiles(attn::AttentionOp op);
 
 #define GEN_PASS_REGISTRATION
 #include "flashlight/Conversion/Passes.h.inc"

@@ -27,9 +27,9 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
     sink), inlines the epilogue and stores the output and LSE rows.
 
     With `tensor-cores`, programs that fit use the tensor-core generator
-    instead (FlashAttention-2 style: 16 query rows per warp, mma.sync
-    m16n8k16 for Q K^T and P V, K/V tiles staged in shared memory, P kept in
-    registers as the A operand of P V).
+    instead (FlashAttention-2 style: 16 or 32 query rows per warp, mma.sync
+    m16n8k16 for Q K^T and P V, K/V tiles staged in dynamic shared memory, P
+    kept in registers as the A operand of P V).
 
     Kernel parameters, in order: the function's arguments, then its results,
     each a memref of the same shape (dynamic dims allowed). The kernel gets
@@ -39,9 +39,12 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
   let options = [
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"false",
            "Use the mma.sync code generator where the program fits (one "
-           "branch, f16/bf16, head dims multiples of 16 up to 128, "
-           "block-m = block-n = 64); otherwise, and with a remark saying "
-           "why, the reference one">,
+           "branch, f16/bf16, head dims multiples of 16 up to 128, block-m "
+           "64 or 128, block-n 32 or 64); otherwise, and with a remark "
+           "saying why, the reference one">,
+    Option<"warpRows", "warp-rows", "int64_t", /*default=*/"0",
+           "Query rows per warp of the tensor-core generator: 16 or 32 (one "
+           "or two m16 tiles); 0 picks 32 for block-m >= 128, else 16">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

@@ -45,6 +45,8 @@ struct KernelManifest {
   std::string name, kernel;
   int64_t blockM = 0;
   std::array<unsigned, 3> block{};
+  /// Bytes of dynamic shared memory per block.
+  unsigned dynamicSharedMemory = 0;
   std::vector<ParamInfo> params;
   nlohmann::json program;
   nlohmann::json archs;

@@ -24,6 +24,9 @@ struct PipelineOptions {
   int64_t blockN = 32;
   /// Use the tensor-core (mma.sync) code generator where the program fits.
   bool tensorCores = false;
+  /// Query rows per warp of the tensor-core generator (16 or 32; 0: its
+  /// default for block-m).
+  int64_t warpRows = 0;
   /// libdevice bitcode for math functions (tanh, log, ...); empty: none.
   std::string libdevice;
 };

@@ -10,8 +10,10 @@
 #include "KernelEmitter.h"
 
 #include "flashlight/Conversion/Passes.h"
+#include "flashlight/Dialect/Attn/Analysis/MaskScoreAnalysis.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 
@@ -35,11 +37,21 @@ flashlight::tensorCoreIneligibility(unsigned branches, Type element,
     if (ShapedType::isDynamic(d) || d % 16 != 0 || d > 128)
       return "head dim " + std::to_string(d) +
              " is not a multiple of 16 up to 128";
-  if (blockM != 64 || blockN != 64)
+  if ((blockM != 64 && blockM != 128) || (blockN != 32 && blockN != 64))
     return "tiles are " + std::to_string(blockM) + "x" +
-           std::to_string(blockN) + " (64x64 needed)";
+           std::to_string(blockN) + " (block-m 64 or 128, block-n 32 or 64)";
   return std::nullopt;
 }
+
+std::pair<int64_t, int64_t>
+flashlight::tensorCoreTiles(attn::AttentionOp op) {
+  attn::MaskScoreAnalysis analysis(op);
+  attn::MaskKind mask = analysis.getMask().kind;
+  bool lean = op.getScore().empty() &&
+              (mask == attn::MaskKind::None || mask == attn::MaskKind::Causal);
+  return {lean ? 128 : 64, 64};
+}
+
 using namespace flashlight::attn;
 using namespace flashlight::attn_to_gpu;
 
@@ -59,7 +71,8 @@ std::optional<std::string> mmaIneligibility(OnlineStepOp step, int64_t blockM,
 
 /// Converts one function whose body is a tiled attention.
 LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
-                              scf::ForallOp forall, bool tensorCores) {
+                              scf::ForallOp forall, bool tensorCores,
+                              int64_t warpRows) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   if (ValueRange(ret.getOperands()) != ValueRange(forall.getResults()))
     return func.emitError("attn-to-gpu: the function must return exactly the "
@@ -99,38 +112,84 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                             << " threads per block with the reference code "
                                "generator (at most 1024)";
 
+  // Tensor cores: 16 * mTiles query rows per warp; Q stays in shared memory
+  // when its A fragments and the accumulators would not both fit in
+  // registers (more than 32 registers of Q per thread).
+  int64_t mTiles = 1;
+  bool queryInSmem = false;
+  if (useMma) {
+    int64_t rows = warpRows ? warpRows : (blockM.getInt() >= 128 ? 32 : 16);
+    if ((rows != 16 && rows != 32) || blockM.getInt() % rows)
+      return func.emitError() << "attn-to-gpu: warp-rows " << rows
+                              << " must be 16 or 32 and divide block-m "
+                              << blockM.getInt();
+    mTiles = rows / 16;
+    int64_t dqk = cast<RankedTensorType>(step.getKeys()[0].getType())
+                      .getDimSize(3);
+    queryInSmem = mTiles * dqk / 16 * 4 > 32;
+  }
+
   OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
   Location loc = func.getLoc();
-  SmallVector<Type> workgroup;
-  if (useMma) {
-    // K (and first Q) and V tiles, rows padded by 8 elements: ldmatrix rows
-    // then start 16 bytes apart in bank terms, free of conflicts.
-    auto smem = gpu::AddressSpaceAttr::get(b.getContext(),
-                                           gpu::AddressSpace::Workgroup);
-    for (Value v : SmallVector<Value, 2>{step.getKeys()[0], step.getValue()}) {
-      auto t = cast<RankedTensorType>(v.getType());
-      workgroup.push_back(MemRefType::get({blockN, t.getDimSize(3) + 8},
-                                          t.getElementType(),
-                                          MemRefLayoutAttrInterface(), smem));
-    }
-  }
-  auto kernel = gpu::GPUFuncOp::create(
-      b, loc, func.getName(), b.getFunctionType(params, {}), workgroup);
+  auto kernel = gpu::GPUFuncOp::create(b, loc, func.getName(),
+                                       b.getFunctionType(params, {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  int64_t threads = useMma ? blockM.getInt() / 16 * kThreadsPerWarp
+  int64_t threads = useMma ? blockM.getInt() / (16 * mTiles) * kThreadsPerWarp
                            : blockM.getInt() * kThreadsPerWarp;
   kernel.setKnownBlockSizeAttr(
       b.getDenseI32ArrayAttr({int32_t(threads), 1, 1}));
+  if (useMma) {
+    // Blocks per SM that ptxas budgets registers for. Left alone, its
+    // heuristic for 128 threads sometimes aims at 4 blocks (128 registers)
+    // and spills. Measured on an H100 (docs/benchmarks): 16-row warps run
+    // best at 3 blocks of 128 threads up to D = 64 and at 2 beyond (3 spill
+    // there); 32-row warps need 2 (up to 255 registers).
+    int64_t dv =
+        cast<RankedTensorType>(step.getValue().getType()).getDimSize(3);
+    int64_t blocksPerSM =
+        threads > 128 ? 1 : (mTiles == 2 || dv > 64 ? 2 : 3);
+    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    b.getI32IntegerAttr(blocksPerSM));
+  }
   kernel->setAttr("flashlight.block_m", blockM);
   kernel->setAttr("flashlight.codegen",
                   b.getStringAttr(useMma ? "mma.sync" : "reference"));
 
   b.setInsertionPointToStart(&kernel.getBody().front());
-  std::unique_ptr<KernelEmitter> owner =
-      useMma
-          ? createMmaSyncEmitter(b, loc, kernel.getWorkgroupAttributions()[0],
-                                 kernel.getWorkgroupAttributions()[1], threads)
-          : createRowPerWarpEmitter(b, loc);
+  std::unique_ptr<KernelEmitter> owner;
+  if (useMma) {
+    // K, V (and Q) tiles in dynamic shared memory (more than the 48 KB of
+    // static shared memory with Q), rows padded by 8 elements: ldmatrix rows
+    // then start 16 bytes apart in bank terms, free of conflicts.
+    auto smem = gpu::AddressSpaceAttr::get(b.getContext(),
+                                           gpu::AddressSpace::Workgroup);
+    Value base = gpu::DynamicSharedMemoryOp::create(
+        b, loc,
+        MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                        MemRefLayoutAttrInterface(), smem));
+    int64_t bytes = 0;
+    auto tile = [&](Value of, int64_t rows) {
+      auto t = cast<RankedTensorType>(of.getType());
+      auto type = MemRefType::get({rows, t.getDimSize(3) + 8},
+                                  t.getElementType(),
+                                  MemRefLayoutAttrInterface(), smem);
+      Value view = memref::ViewOp::create(
+          b, loc, type, base, arith::ConstantIndexOp::create(b, loc, bytes),
+          ValueRange{});
+      bytes += type.getNumElements() * t.getElementTypeBitWidth() / 8;
+      return view;
+    };
+    MmaTiles tiles;
+    tiles.keys = tile(step.getKeys()[0], blockN);
+    tiles.values = tile(step.getValue(), blockN);
+    if (queryInSmem)
+      tiles.queries = tile(step.getQueries()[0], blockM.getInt());
+    kernel->setAttr("flashlight.dynamic_shared_memory",
+                    b.getI64IntegerAttr(bytes));
+    owner = createMmaSyncEmitter(b, loc, tiles, threads, mTiles);
+  } else {
+    owner = createRowPerWarpEmitter(b, loc);
+  }
   KernelEmitter &emitter = *owner;
   unsigned numArgs = func.getNumArguments();
   for (unsigned i = 0; i < numArgs; ++i)
@@ -203,7 +262,7 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
     auto gpuModule =
         gpu::GPUModuleOp::create(b, module.getLoc(), "flashlight_kernels");
     for (auto [func, forall] : work) {
-      if (failed(convertFunction(func, gpuModule, forall, tensorCores)))
+      if (failed(convertFunction(func, gpuModule, forall, tensorCores, warpRows)))
         return signalPassFailure();
       func.erase();
     }

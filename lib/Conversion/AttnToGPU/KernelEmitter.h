@@ -95,9 +95,19 @@ protected:
   }
   Value addI(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value minI(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
-  Value add(Value x, Value y) { return arith::AddFOp::create(b, loc, x, y); }
-  Value mul(Value x, Value y) { return arith::MulFOp::create(b, loc, x, y); }
-  Value sub(Value x, Value y) { return arith::SubFOp::create(b, loc, x, y); }
+  /// The generator's own float arithmetic may contract into fma (as nvcc's
+  /// default does); user regions keep their ops' flags.
+  static constexpr arith::FastMathFlags kContract =
+      arith::FastMathFlags::contract;
+  Value add(Value x, Value y) {
+    return arith::AddFOp::create(b, loc, x, y, kContract);
+  }
+  Value mul(Value x, Value y) {
+    return arith::MulFOp::create(b, loc, x, y, kContract);
+  }
+  Value sub(Value x, Value y) {
+    return arith::SubFOp::create(b, loc, x, y, kContract);
+  }
   Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
   Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
   Value exp2(Value x) { return math::Exp2Op::create(b, loc, x); }
@@ -348,13 +358,19 @@ protected:
 std::unique_ptr<KernelEmitter> createRowPerWarpEmitter(OpBuilder &b,
                                                        Location loc);
 
-/// Tensor cores (mma.sync m16n8k16, ldmatrix); 16 query rows per warp.
-/// `keyTile` / `valueTile` are the shared-memory staging buffers
-/// ([block-n, D + 8]); `threads` is the block size.
+/// The shared-memory tiles of the tensor-core generator: K and V
+/// ([block-n, D + 8]) and, when Q is read from shared memory each step
+/// rather than held in registers, Q ([block-m, D + 8]; else null).
+struct MmaTiles {
+  Value keys, values, queries;
+};
+
+/// Tensor cores (mma.sync m16n8k16, ldmatrix); `mTiles` m16 tiles (16 query
+/// rows each) per warp; `threads` is the block size.
 std::unique_ptr<KernelEmitter> createMmaSyncEmitter(OpBuilder &b, Location loc,
-                                                    Value keyTile,
-                                                    Value valueTile,
-                                                    int64_t threads);
+                                                    const MmaTiles &tiles,
+                                                    int64_t threads,
+                                                    int64_t mTiles);
 
 } // namespace flashlight::attn_to_gpu
 

@@ -1,15 +1,18 @@
 //===- MmaSync.cpp - Tensor-core code generator ---------------------------===//
 //
-// FlashAttention-2 style: a block of 4 warps owns 64 query rows, 16 per warp.
-// Q is staged through shared memory into mma A fragments once per query
-// tile; each KV tile is staged in shared memory (rows padded by 8 elements so
+// FlashAttention-2 style: a block of warps owns block-m query rows, 16 or 32
+// (one or two m16 tiles) per warp. Q is staged through shared memory into
+// mma A fragments once per query tile -- or, when those would not fit in
+// registers next to the accumulators, stays in its own shared-memory tile
+// and is read per step; each KV tile is staged in shared memory (rows padded by 8 elements so
 // that ldmatrix is free of bank conflicts); S = Q K^T and O += P V are
 // mma.sync m16n8k16 (f16/bf16 in, f32 accumulate), with V read through
 // ldmatrix.trans and P converted in registers into the A fragments of the PV
 // product. Score and mask regions are evaluated per accumulator element at
 // its (row, column); row max and sum combine the four lanes of a row with
-// two shuffles. The state per thread: 2 rows' max and (lane-partial) sum,
-// Dv / 8 accumulator fragments of 4 floats.
+// two shuffles. The state per thread, per m16 tile: 2 rows' max and
+// (lane-partial) sum, Dv / 8 accumulator fragments of 4 floats. Every K and
+// V fragment loaded from shared memory feeds the mma of each m16 tile.
 //
 //===----------------------------------------------------------------------===//
 
@@ -24,29 +27,32 @@ using namespace flashlight::attn_to_gpu;
 
 namespace {
 
-constexpr int64_t kRowsPerWarp = 16;
-
 class MmaSyncEmitter : public KernelEmitter {
 public:
-  MmaSyncEmitter(OpBuilder &b, Location loc, Value keys, Value values,
-                 int64_t threads)
-      : KernelEmitter(b, loc), keyTile(keys), valueTile(values),
-        threads(threads) {}
+  MmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
+                 int64_t threads, int64_t mTiles)
+      : KernelEmitter(b, loc), keyTile(tiles.keys), valueTile(tiles.values),
+        queryTile(tiles.queries), threads(threads), mTiles(mTiles) {}
 
 protected:
-  /// Shared-memory staging tiles (Q goes through keyTile first).
-  Value keyTile, valueTile;
+  /// Shared-memory staging tiles; without a query tile, Q goes through
+  /// keyTile into registers.
+  Value keyTile, valueTile, queryTile;
   int64_t threads;
+  /// m16 tiles per warp, and the warp's query rows.
+  int64_t mTiles;
+  int64_t rowsPerWarp() const { return 16 * mTiles; }
   /// The cp.async groups filling the Q tile and the current V tile, and the
   /// current K tile's view (the step prefetches the next one).
   Value queryGroup, valueGroup;
   View keyView;
 
-  /// [1, 1, rows] (max, sum): the thread's two rows; [1, 1, rows, D]
-  /// (accumulator): D / 8 fragments of 4.
+  /// [1, 1, rows] (max, sum): the thread's two rows per m16 tile;
+  /// [1, 1, rows, D] (accumulator): D / 8 fragments of 4 per m16 tile, tile
+  /// major.
   int64_t laneCount(Type type) override {
     auto t = cast<RankedTensorType>(type);
-    return t.getRank() == 4 ? t.getDimSize(3) / 8 * 4 : 2;
+    return mTiles * (t.getRank() == 4 ? t.getDimSize(3) / 8 * 4 : 2);
   }
 
   Type elementType() {
@@ -178,10 +184,50 @@ protected:
         feedsRole(v, [](OnlineStepOp s, Value x) { return s.getValue() == x; });
     if (!isQuery && !isKey && !isValue)
       return success();
-    if (isQuery) {
-      queryGroup = stage(view, keyTile);
+    if (isQuery && queryTile) {
+      // Q stays in shared memory; the step reads its fragments.
+      queryGroup = stage(view, queryTile);
       waitCopies(queryGroup, 0);
-    } else if (isKey) {
+      return success();
+    }
+    if (isQuery) {
+      // Q goes through the K tile in chunks of block-n rows; the warps whose
+      // m16 tiles a chunk holds take their A fragments from it.
+      int64_t d = cast<RankedTensorType>(v.getType()).getDimSize(3);
+      int64_t bn = cast<MemRefType>(keyTile.getType()).getDimSize(0);
+      int64_t rows = threads / kThreadsPerWarp * rowsPerWarp();
+      Value colHalf = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
+      SmallVector<Value> regs(mTiles * d / 16 * 4);
+      for (int64_t chunk = 0; chunk * bn < rows; ++chunk) {
+        if (chunk > 0)
+          barrier();
+        View part = view;
+        part.offsets[2] = addI(view.offsets[2], idx(chunk * bn));
+        queryGroup = stage(part, keyTile);
+        waitCopies(queryGroup, 0);
+        for (int64_t mt = 0; mt < mTiles; ++mt) {
+          Value first = addI(mulI(warp, rowsPerWarp()), idx(16 * mt));
+          Value tileRow =
+              addI(arith::RemUIOp::create(b, loc, first, idx(bn)),
+                   arith::RemUIOp::create(b, loc, lane, idx(16)));
+          Value mine = cmpI(arith::CmpIPredicate::eq,
+                            arith::DivUIOp::create(b, loc, first, idx(bn)),
+                            idx(chunk));
+          for (int64_t k = 0; k < d / 16; ++k) {
+            SmallVector<Value> frag =
+                ldmatrix(keyTile, tileRow, addI(colHalf, idx(16 * k)), 4,
+                         /*transpose=*/false);
+            for (int64_t i = 0; i < 4; ++i) {
+              Value &reg = regs[(mt * (d / 16) + k) * 4 + i];
+              reg = chunk == 0 ? frag[i] : select(mine, frag[i], reg);
+            }
+          }
+        }
+      }
+      lanes[v] = regs;
+      return success();
+    }
+    if (isKey) {
       // Every warp must be done with the previous tile (its P V reads V)
       // before V is refilled; K was prefetched by the previous step, except
       // on the loop's first tile.
@@ -201,27 +247,14 @@ protected:
     } else {
       valueGroup = stage(view, valueTile);
     }
-    if (!isQuery)
-      return success();
-    // A fragments of this warp's 16 rows, for each 16-column step.
-    int64_t d = cast<RankedTensorType>(v.getType()).getDimSize(3);
-    Value row = addI(mulI(warp, kRowsPerWarp),
-                     arith::RemUIOp::create(b, loc, lane, idx(16)));
-    Value colHalf = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
-    SmallVector<Value> regs;
-    for (int64_t k = 0; k < d / 16; ++k)
-      llvm::append_range(regs,
-                         ldmatrix(keyTile, row, addI(colHalf, idx(16 * k)), 4,
-                                  /*transpose=*/false));
-    lanes[v] = regs;
     return success();
   }
 
-  /// This thread's query row for accumulator element `i` (0..3): rows
-  /// g and g + 8 of the warp's 16.
-  Value rowOf(Value q0, int64_t i) {
-    return addI(
-        q0, addI(mulI(warp, kRowsPerWarp), addI(group(), idx(8 * (i / 2)))));
+  /// This thread's query row for accumulator element `i` (0..3) of m16
+  /// tile `mt`: rows g and g + 8 of the tile.
+  Value rowOf(Value q0, int64_t mt, int64_t i) {
+    return addI(q0, addI(mulI(warp, rowsPerWarp()),
+                         addI(group(), idx(16 * mt + 8 * (i / 2)))));
   }
 
   LogicalResult emitStep(OnlineStepOp step) override {
@@ -246,12 +279,14 @@ protected:
         step.getMaxState().getBeginOperandIndex(),
         step.getMaxState().size() + step.getSumState().size() +
             step.getAccState().size()));
-    unsigned stats = softmax ? 2 : 0;
+    // Rows are indexed [m16 tile][half], accumulators [m16 tile][nd][i].
+    int64_t rows = 2 * mTiles, accPerTile = dv / 8 * 4;
+    unsigned stats = softmax ? rows : 0;
     SmallVector<Value> m(state.begin(), state.begin() + stats);
     SmallVector<Value> l(state.begin() + stats, state.begin() + 2 * stats);
     SmallVector<Value> acc(state.begin() + 2 * stats, state.end());
 
-    // S = Q K^T: per 8-key block, the 16x8 fragment of this warp. One
+    // S = Q K^T: per m16 tile and 8-key block, a 16x8 fragment. One
     // ldmatrix.x4 gives the B fragments of two key blocks: lanes 0-15 address
     // block nb (columns k and k + 8), lanes 16-31 block nb + 1.
     Value keyRow = addI(arith::RemUIOp::create(b, loc, lane, idx(8)),
@@ -264,15 +299,34 @@ protected:
     // K's copies (the older of the two groups in flight) are done. (A wait
     // counts groups; its token only names one of them.)
     waitCopies(valueGroup, 1);
-    SmallVector<SmallVector<Value>> s(blocks, SmallVector<Value>(4, f32(0)));
-    for (int64_t nb = 0; nb < blocks; nb += 2) {
-      for (int64_t k = 0; k < dqk / 16; ++k) {
+    // s[mt][nb]: the four f32 of block nb of m16 tile mt.
+    SmallVector<SmallVector<SmallVector<Value>>> s(
+        mTiles, SmallVector<SmallVector<Value>>(blocks,
+                                                SmallVector<Value>(4, f32(0))));
+    Value qRow = arith::RemUIOp::create(b, loc, lane, idx(16));
+    Value qColHalf = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
+    for (int64_t k = 0; k < dqk / 16; ++k) {
+      SmallVector<SmallVector<Value>> qFrag(mTiles);
+      for (int64_t mt = 0; mt < mTiles; ++mt) {
+        if (!queryTile) {
+          qFrag[mt] = SmallVector<Value>(
+              ArrayRef<Value>(q).slice((mt * (dqk / 16) + k) * 4, 4));
+          continue;
+        }
+        Value row = addI(mulI(warp, rowsPerWarp()), addI(qRow, idx(16 * mt)));
+        qFrag[mt] = ldmatrix(queryTile, row, addI(qColHalf, idx(16 * k)), 4,
+                             /*transpose=*/false);
+      }
+      for (int64_t nb = 0; nb < blocks; nb += 2) {
         SmallVector<Value> kFrag =
             ldmatrix(keyTile, addI(keyRow, idx(8 * nb)),
                      addI(keyCol, idx(16 * k)), 4, /*transpose=*/false);
-        ArrayRef<Value> qFrag = ArrayRef<Value>(q).slice(4 * k, 4);
-        s[nb] = mma(qFrag, ArrayRef<Value>(kFrag).take_front(2), s[nb]);
-        s[nb + 1] = mma(qFrag, ArrayRef<Value>(kFrag).take_back(2), s[nb + 1]);
+        for (int64_t mt = 0; mt < mTiles; ++mt) {
+          s[mt][nb] =
+              mma(qFrag[mt], ArrayRef<Value>(kFrag).take_front(2), s[mt][nb]);
+          s[mt][nb + 1] = mma(qFrag[mt], ArrayRef<Value>(kFrag).take_back(2),
+                              s[mt][nb + 1]);
+        }
       }
     }
 
@@ -283,83 +337,101 @@ protected:
     nextKey.offsets[2] = addI(keyView.offsets[2], idx(bn));
     stage(nextKey, keyTile);
 
-    // Per element: scale, score region, mask region (and the tile's end).
+    // Per element: scale, score region, mask region (and the tile's end);
+    // a dropped element becomes -inf under softmax. Without a score region
+    // and with a positive scale, softmax takes the row max of the raw
+    // scores and folds the scale into the exponent (one fma per element).
     double scale = step.getScale()[0];
     if (softmax && step.getScore().empty())
       scale *= kLog2e;
-    SmallVector<SmallVector<Value>> kept(blocks);
-    for (int64_t nb = 0; nb < blocks; ++nb)
-      for (int64_t i = 0; i < 4; ++i) {
-        Value col = addI(idx(8 * nb + (i % 2)), mulI(quad(), 2));
-        Value kv = addI(k0, col);
-        Value rowClamped = minI(rowOf(q0, i), lastRow);
-        Value kvClamped = minI(kv, lastKey);
-        SmallVector<Value> indices = {b0, h0, rowClamped, kvClamped};
-        Value x = mul(s[nb][i], f32(scale));
-        if (!step.getScore().empty()) {
-          x = inlineRegion(step.getScore(), {x}, indices,
-                           step.getCaptures())[0];
-          if (softmax)
-            x = mul(x, f32(kLog2e));
+    bool rawMax = softmax && step.getScore().empty() && scale > 0;
+    const double negInf = -std::numeric_limits<double>::infinity();
+    SmallVector<SmallVector<SmallVector<Value>>> kept(
+        mTiles, SmallVector<SmallVector<Value>>(blocks));
+    for (int64_t mt = 0; mt < mTiles; ++mt)
+      for (int64_t nb = 0; nb < blocks; ++nb)
+        for (int64_t i = 0; i < 4; ++i) {
+          Value col = addI(idx(8 * nb + (i % 2)), mulI(quad(), 2));
+          Value kv = addI(k0, col);
+          Value rowClamped = minI(rowOf(q0, mt, i), lastRow);
+          Value kvClamped = minI(kv, lastKey);
+          SmallVector<Value> indices = {b0, h0, rowClamped, kvClamped};
+          Value x = rawMax ? s[mt][nb][i] : mul(s[mt][nb][i], f32(scale));
+          if (!step.getScore().empty()) {
+            x = inlineRegion(step.getScore(), {x}, indices,
+                             step.getCaptures())[0];
+            if (softmax)
+              x = mul(x, f32(kLog2e));
+          }
+          Value keep = cmpI(arith::CmpIPredicate::slt, col, kn);
+          if (!step.getMask().empty())
+            keep = arith::AndIOp::create(b, loc, keep,
+                                         inlineRegion(step.getMask(), {},
+                                                      indices,
+                                                      step.getCaptures())[0]);
+          s[mt][nb][i] = softmax ? select(keep, x, f32(negInf)) : x;
+          kept[mt][nb].push_back(keep);
         }
-        Value keep = cmpI(arith::CmpIPredicate::slt, col, kn);
-        if (!step.getMask().empty())
-          keep = arith::AndIOp::create(
-              b, loc, keep,
-              inlineRegion(step.getMask(), {}, indices, step.getCaptures())[0]);
-        s[nb][i] = x;
-        kept[nb].push_back(keep);
-      }
 
     // Weights p and, for softmax, the new row max / sum and the rescale.
-    const double negInf = -std::numeric_limits<double>::infinity();
-    SmallVector<Value> alpha(2, Value());
-    SmallVector<Value> newMax, newSum;
+    // The exponent's offset is 0 for a row with no kept key yet, so that
+    // exp2(-inf - offset) is 0 rather than NaN.
+    SmallVector<Value> alpha(rows, Value());
+    SmallVector<Value> newMax, newSum, offset;
     if (softmax) {
-      for (int64_t half = 0; half < 2; ++half) {
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t mt = r / 2, half = r % 2;
         Value rowMax = f32(negInf);
         for (int64_t nb = 0; nb < blocks; ++nb)
           for (int64_t i = 2 * half; i < 2 * half + 2; ++i)
-            rowMax = arith::MaximumFOp::create(
-                b, loc, rowMax, select(kept[nb][i], s[nb][i], f32(negInf)));
-        Value mNew = arith::MaximumFOp::create(b, loc, m[half],
-                                               quadReduce(rowMax, true));
+            rowMax = arith::MaximumFOp::create(b, loc, rowMax, s[mt][nb][i]);
+        rowMax = quadReduce(rowMax, true);
+        if (rawMax)
+          rowMax = mul(rowMax, f32(scale));
+        Value mNew = arith::MaximumFOp::create(b, loc, m[r], rowMax);
         // 1 when the max did not move (also while it is -inf).
-        alpha[half] = select(cmpF(arith::CmpFPredicate::OEQ, m[half], mNew),
-                             f32(1), exp2(sub(m[half], mNew)));
+        alpha[r] = select(cmpF(arith::CmpFPredicate::OEQ, m[r], mNew), f32(1),
+                          exp2(sub(m[r], mNew)));
         newMax.push_back(mNew);
+        offset.push_back(select(
+            cmpF(arith::CmpFPredicate::OEQ, mNew, f32(negInf)), f32(0), mNew));
       }
     }
-    SmallVector<Value> rowSum(2, f32(0));
-    for (int64_t nb = 0; nb < blocks; ++nb)
-      for (int64_t i = 0; i < 4; ++i) {
-        Value x = s[nb][i], p;
-        if (softmax) {
-          Value finite = cmpF(arith::CmpFPredicate::OGT, x, f32(negInf));
-          Value use = arith::AndIOp::create(b, loc, kept[nb][i], finite);
-          p = select(use, exp2(sub(x, newMax[i / 2])), f32(0));
-          rowSum[i / 2] = add(rowSum[i / 2], p);
-        } else {
-          Value w =
-              normalizer == Normalizer::sigmoid
-                  ? div(f32(1),
-                        add(f32(1), exp(arith::NegFOp::create(b, loc, x))))
-                  : x;
-          p = select(kept[nb][i], w, f32(0));
+    SmallVector<Value> rowSum(rows, f32(0));
+    for (int64_t mt = 0; mt < mTiles; ++mt)
+      for (int64_t nb = 0; nb < blocks; ++nb)
+        for (int64_t i = 0; i < 4; ++i) {
+          Value x = s[mt][nb][i], p;
+          int64_t r = 2 * mt + i / 2;
+          if (softmax) {
+            Value scaled = rawMax ? mul(x, f32(scale)) : x;
+            p = exp2(sub(scaled, offset[r]));
+            rowSum[r] = add(rowSum[r], p);
+          } else {
+            Value w =
+                normalizer == Normalizer::sigmoid
+                    ? div(f32(1),
+                          add(f32(1), exp(arith::NegFOp::create(b, loc, x))))
+                    : x;
+            p = select(kept[mt][nb][i], w, f32(0));
+          }
+          s[mt][nb][i] = p;
         }
-        s[nb][i] = p;
-      }
     if (softmax)
-      for (int64_t half = 0; half < 2; ++half)
-        newSum.push_back(add(mul(l[half], alpha[half]), rowSum[half]));
+      for (int64_t r = 0; r < rows; ++r)
+        newSum.push_back(add(mul(l[r], alpha[r]), rowSum[r]));
 
     // P as A fragments: keys [16k, 16k + 16) are blocks 2k and 2k + 1.
-    SmallVector<SmallVector<Value>> pFrag(bn / 16);
-    for (int64_t k = 0; k < bn / 16; ++k)
-      pFrag[k] = {pack(s[2 * k][0], s[2 * k][1]),
-                  pack(s[2 * k][2], s[2 * k][3]),
-                  pack(s[2 * k + 1][0], s[2 * k + 1][1]),
-                  pack(s[2 * k + 1][2], s[2 * k + 1][3])};
+    SmallVector<SmallVector<SmallVector<Value>>> pFrag(
+        mTiles, SmallVector<SmallVector<Value>>(bn / 16));
+    for (int64_t mt = 0; mt < mTiles; ++mt)
+      for (int64_t k = 0; k < bn / 16; ++k) {
+        ArrayRef<SmallVector<Value>> t = s[mt];
+        pFrag[mt][k] = {pack(t[2 * k][0], t[2 * k][1]),
+                        pack(t[2 * k][2], t[2 * k][3]),
+                        pack(t[2 * k + 1][0], t[2 * k + 1][1]),
+                        pack(t[2 * k + 1][2], t[2 * k + 1][3])};
+      }
 
     // O = alpha * O + P V, V through ldmatrix.trans, once V has landed (the
     // next K may still be in flight).
@@ -371,23 +443,30 @@ protected:
     Value vCol = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
     SmallVector<Value> newAcc(acc.size());
     for (int64_t nd = 0; nd < dv / 8; nd += 2) {
-      SmallVector<Value> c0, c1;
-      for (int64_t i = 0; i < 4; ++i) {
-        Value a0 = acc[4 * nd + i], a1 = acc[4 * (nd + 1) + i];
-        c0.push_back(alpha[i / 2] ? mul(a0, alpha[i / 2]) : a0);
-        c1.push_back(alpha[i / 2] ? mul(a1, alpha[i / 2]) : a1);
-      }
+      // c[mt][j]: the fragments of column blocks nd and nd + 1.
+      SmallVector<std::array<SmallVector<Value>, 2>> c(mTiles);
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        for (int64_t j = 0; j < 2; ++j)
+          for (int64_t i = 0; i < 4; ++i) {
+            Value a = acc[mt * accPerTile + 4 * (nd + j) + i];
+            Value f = alpha[2 * mt + i / 2];
+            c[mt][j].push_back(f ? mul(a, f) : a);
+          }
       for (int64_t k = 0; k < bn / 16; ++k) {
         SmallVector<Value> vFrag =
             ldmatrix(valueTile, addI(vRow, idx(16 * k)),
                      addI(vCol, idx(8 * nd)), 4, /*transpose=*/true);
-        c0 = mma(pFrag[k], ArrayRef<Value>(vFrag).take_front(2), c0);
-        c1 = mma(pFrag[k], ArrayRef<Value>(vFrag).take_back(2), c1);
+        for (int64_t mt = 0; mt < mTiles; ++mt) {
+          c[mt][0] = mma(pFrag[mt][k], ArrayRef<Value>(vFrag).take_front(2),
+                         c[mt][0]);
+          c[mt][1] = mma(pFrag[mt][k], ArrayRef<Value>(vFrag).take_back(2),
+                         c[mt][1]);
+        }
       }
-      for (int64_t i = 0; i < 4; ++i) {
-        newAcc[4 * nd + i] = c0[i];
-        newAcc[4 * (nd + 1) + i] = c1[i];
-      }
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        for (int64_t j = 0; j < 2; ++j)
+          for (int64_t i = 0; i < 4; ++i)
+            newAcc[mt * accPerTile + 4 * (nd + j) + i] = c[mt][j][i];
     }
     SmallVector<Value> next = newMax;
     llvm::append_range(next, newSum);
@@ -413,17 +492,18 @@ protected:
     Value lastRow = arith::SubIOp::create(b, loc, rows, idx(1));
     SmallVector<Value> acc = lanes.lookup(fin.getAccState()[0]);
 
-    SmallVector<Value> outScale(2, f32(1));
-    for (int64_t half = 0; half < 2 && softmax; ++half) {
-      Value m = lanes.lookup(fin.getMaxState()[0])[half];
-      Value l = quadReduce(lanes.lookup(fin.getSumState()[0])[half], false);
+    int64_t rowCount = 2 * mTiles, accPerTile = dv / 8 * 4;
+    SmallVector<Value> outScale(rowCount, f32(1));
+    for (int64_t r = 0; r < rowCount && softmax; ++r) {
+      Value m = lanes.lookup(fin.getMaxState()[0])[r];
+      Value l = quadReduce(lanes.lookup(fin.getSumState()[0])[r], false);
       Value lse;
-      std::tie(outScale[half], lse) = normalizeRow(
+      std::tie(outScale[r], lse) = normalizeRow(
           m, l,
           fin.getSinks().empty() ? Value() : memrefOf.lookup(fin.getSinks()[0]),
           h0);
       if (!fin.getLse().empty()) {
-        Value row = rowOf(q0, 2 * half);
+        Value row = rowOf(q0, r / 2, 2 * (r % 2));
         Value store = arith::AndIOp::create(
             b, loc, cmpI(arith::CmpIPredicate::slt, row, rows),
             cmpI(arith::CmpIPredicate::eq, quad(), idx(0)));
@@ -435,24 +515,26 @@ protected:
       }
     }
 
-    for (int64_t nd = 0; nd < dv / 8; ++nd)
-      for (int64_t i = 0; i < 4; ++i) {
-        Value row = rowOf(q0, i);
-        Value d = addI(idx(8 * nd + (i % 2)), mulI(quad(), 2));
-        Value value = mul(acc[4 * nd + i], outScale[i / 2]);
-        if (!fin.getEpilogue().empty())
-          value = inlineRegion(fin.getEpilogue(), {value},
-                               {b0, h0, minI(row, lastRow), d},
-                               fin.getCaptures())[0];
-        if (value.getType() != outType.getElementType())
-          value =
-              arith::TruncFOp::create(b, loc, outType.getElementType(), value);
-        auto guard = scf::IfOp::create(
-            b, loc, cmpI(arith::CmpIPredicate::slt, row, rows));
-        OpBuilder::InsertionGuard g(b);
-        b.setInsertionPointToStart(&guard.getThenRegion().front());
-        memref::StoreOp::create(b, loc, value, out, {b0, h0, row, d});
-      }
+    for (int64_t mt = 0; mt < mTiles; ++mt)
+      for (int64_t nd = 0; nd < dv / 8; ++nd)
+        for (int64_t i = 0; i < 4; ++i) {
+          Value row = rowOf(q0, mt, i);
+          Value d = addI(idx(8 * nd + (i % 2)), mulI(quad(), 2));
+          Value value = mul(acc[mt * accPerTile + 4 * nd + i],
+                            outScale[2 * mt + i / 2]);
+          if (!fin.getEpilogue().empty())
+            value = inlineRegion(fin.getEpilogue(), {value},
+                                 {b0, h0, minI(row, lastRow), d},
+                                 fin.getCaptures())[0];
+          if (value.getType() != outType.getElementType())
+            value = arith::TruncFOp::create(b, loc, outType.getElementType(),
+                                            value);
+          auto guard = scf::IfOp::create(
+              b, loc, cmpI(arith::CmpIPredicate::slt, row, rows));
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(&guard.getThenRegion().front());
+          memref::StoreOp::create(b, loc, value, out, {b0, h0, row, d});
+        }
     return success();
   }
 };
@@ -461,7 +543,7 @@ protected:
 
 std::unique_ptr<KernelEmitter>
 flashlight::attn_to_gpu::createMmaSyncEmitter(OpBuilder &b, Location loc,
-                                              Value keyTile, Value valueTile,
-                                              int64_t threads) {
-  return std::make_unique<MmaSyncEmitter>(b, loc, keyTile, valueTile, threads);
+                                              const MmaTiles &tiles,
+                                              int64_t threads, int64_t mTiles) {
+  return std::make_unique<MmaSyncEmitter>(b, loc, tiles, threads, mTiles);
 }

@@ -1,11 +1,16 @@
 // RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true" --canonicalize --verify-diagnostics | FileCheck %s
 
 // The tensor-core generator: 4 warps of 16 query rows; K and V tiles staged
-// in shared memory with rows padded by 8 elements.
+// in dynamic shared memory with rows padded by 8 elements; ptxas budgets
+// registers for 3 blocks per SM.
 // CHECK-LABEL: gpu.func @causal
-// CHECK-SAME: workgroup(%[[KS:.*]] : memref<64x72xbf16, #gpu.address_space<workgroup>>, %[[VS:.*]] : memref<64x72xbf16, #gpu.address_space<workgroup>>)
 // CHECK-SAME: flashlight.codegen = "mma.sync"
+// CHECK-SAME: flashlight.dynamic_shared_memory = 18432
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK-SAME: nvvm.minctasm = 3
+// CHECK: %[[SMEM:.*]] = gpu.dynamic_shared_memory
+// CHECK: %[[KS:.*]] = memref.view %[[SMEM]][%c0][] {{.*}} to memref<64x72xbf16, #gpu.address_space<workgroup>>
+// CHECK: %[[VS:.*]] = memref.view %[[SMEM]][%c9216][] {{.*}} to memref<64x72xbf16, #gpu.address_space<workgroup>>
 // Q goes through shared memory (cp.async, waited for) into A fragments,
 // once, before the KV loop.
 // CHECK: nvgpu.device_async_copy %{{.*}}, %[[KS]]
