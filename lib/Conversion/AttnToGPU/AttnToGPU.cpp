@@ -143,11 +143,14 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // heuristic for 128 threads sometimes aims at 4 blocks (128 registers)
     // and spills. Measured on an H100 (docs/benchmarks): 16-row warps run
     // best at 3 blocks of 128 threads up to D = 64 and at 2 beyond (3 spill
-    // there); 32-row warps need 2 (up to 255 registers).
+    // there, as they do when the mask is also evaluated for a tile vote);
+    // 32-row warps need 2 (up to 255 registers).
     int64_t dv =
         cast<RankedTensorType>(step.getValue().getType()).getDimSize(3);
-    int64_t blocksPerSM =
-        threads > 128 ? 1 : (mTiles == 2 || dv > 64 ? 2 : 3);
+    bool votes = false;
+    forall.walk([&](OnlineStepOp s) { votes |= votesOnTiles(s); });
+    bool roomy = mTiles == 1 && dv <= 64 && !votes;
+    int64_t blocksPerSM = threads > 128 ? 1 : (roomy ? 3 : 2);
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                     b.getI32IntegerAttr(blocksPerSM));
   }

@@ -365,6 +365,11 @@ struct MmaTiles {
   Value keys, values, queries;
 };
 
+/// True when the tensor-core generator evaluates `step`'s mask on a whole
+/// KV tile first and skips the tile if nothing is kept: masks whose kept
+/// tiles no bound describes (data-dependent or of no known shape).
+bool votesOnTiles(OnlineStepOp step);
+
 /// Tensor cores (mma.sync m16n8k16, ldmatrix); `mTiles` m16 tiles (16 query
 /// rows each) per warp; `threads` is the block size.
 std::unique_ptr<KernelEmitter> createMmaSyncEmitter(OpBuilder &b, Location loc,

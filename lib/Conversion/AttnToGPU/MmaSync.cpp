@@ -18,6 +18,8 @@
 
 #include "KernelEmitter.h"
 
+#include "flashlight/Dialect/Attn/Analysis/MaskScoreAnalysis.h"
+
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
@@ -296,9 +298,68 @@ protected:
                  b, loc, arith::DivUIOp::create(b, loc, lane, idx(8)), idx(2)),
              8);
     int64_t blocks = bn / 8;
+    // This thread's (row, key) indices of element i of block nb of m16 tile
+    // mt, clamped into the tensors, and its column in the tile.
+    auto elementIndices = [&](int64_t mt, int64_t nb, int64_t i) {
+      Value col = addI(idx(8 * nb + (i % 2)), mulI(quad(), 2));
+      SmallVector<Value> indices = {b0, h0, minI(rowOf(q0, mt, i), lastRow),
+                                    minI(addI(k0, col), lastKey)};
+      return std::make_pair(col, indices);
+    };
+    auto keeps = [&](int64_t mt, int64_t nb, int64_t i) {
+      auto [col, indices] = elementIndices(mt, nb, i);
+      Value keep = cmpI(arith::CmpIPredicate::slt, col, kn);
+      if (!step.getMask().empty())
+        keep = arith::AndIOp::create(
+            b, loc, keep,
+            inlineRegion(step.getMask(), {}, indices, step.getCaptures())[0]);
+      return keep;
+    };
+
     // K's copies (the older of the two groups in flight) are done. (A wait
-    // counts groups; its token only names one of them.)
-    waitCopies(valueGroup, 1);
+    // counts groups; its token only names one of them.) A mask whose kept
+    // tiles no bound describes (it reads data, or matches no known shape)
+    // is evaluated first on the whole tile: the barrier after the wait also
+    // ORs every thread's "some element kept", and a tile with none skips
+    // both products and the softmax -- for document masks, most tiles.
+    Value anyKept;
+    if (votesOnTiles(step)) {
+      Value any = arith::ConstantIntOp::create(b, loc, 0, 1);
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        for (int64_t nb = 0; nb < blocks; ++nb)
+          for (int64_t i = 0; i < 4; ++i)
+            any = arith::OrIOp::create(b, loc, any, keeps(mt, nb, i));
+      nvgpu::DeviceAsyncWaitOp::create(b, loc, valueGroup,
+                                       b.getI32IntegerAttr(1));
+      Value vote = NVVM::BarrierOp::create(
+                       b, loc, b.getI32Type(), Value(), Value(),
+                       NVVM::BarrierReductionAttr::get(
+                           b.getContext(), NVVM::BarrierReduction::OR),
+                       arith::ExtUIOp::create(b, loc, b.getI32Type(), any))
+                       .getRes();
+      anyKept = cmpI(arith::CmpIPredicate::ne,
+                     arith::IndexCastOp::create(b, loc, b.getIndexType(), vote),
+                     idx(0));
+    } else {
+      waitCopies(valueGroup, 1);
+    }
+    std::optional<OpBuilder::InsertionGuard> skipGuard;
+    scf::IfOp skip;
+    if (anyKept) {
+      SmallVector<Type> types(state.size(), b.getF32Type());
+      skip = scf::IfOp::create(b, loc, types, anyKept, /*withElseRegion=*/true);
+      // A skipped tile still prefetches the next K and lets V land, as the
+      // computing path does, so that the copy groups stay in step.
+      skipGuard.emplace(b);
+      b.setInsertionPointToStart(&skip.getElseRegion().front());
+      barrier();
+      View nextKey = keyView;
+      nextKey.offsets[2] = addI(keyView.offsets[2], idx(bn));
+      stage(nextKey, keyTile);
+      waitCopies(valueGroup, 1);
+      scf::YieldOp::create(b, loc, state);
+      b.setInsertionPointToStart(&skip.getThenRegion().front());
+    }
     // s[mt][nb]: the four f32 of block nb of m16 tile mt.
     SmallVector<SmallVector<SmallVector<Value>>> s(
         mTiles, SmallVector<SmallVector<Value>>(blocks,
@@ -351,24 +412,15 @@ protected:
     for (int64_t mt = 0; mt < mTiles; ++mt)
       for (int64_t nb = 0; nb < blocks; ++nb)
         for (int64_t i = 0; i < 4; ++i) {
-          Value col = addI(idx(8 * nb + (i % 2)), mulI(quad(), 2));
-          Value kv = addI(k0, col);
-          Value rowClamped = minI(rowOf(q0, mt, i), lastRow);
-          Value kvClamped = minI(kv, lastKey);
-          SmallVector<Value> indices = {b0, h0, rowClamped, kvClamped};
           Value x = rawMax ? s[mt][nb][i] : mul(s[mt][nb][i], f32(scale));
           if (!step.getScore().empty()) {
-            x = inlineRegion(step.getScore(), {x}, indices,
+            x = inlineRegion(step.getScore(), {x},
+                             elementIndices(mt, nb, i).second,
                              step.getCaptures())[0];
             if (softmax)
               x = mul(x, f32(kLog2e));
           }
-          Value keep = cmpI(arith::CmpIPredicate::slt, col, kn);
-          if (!step.getMask().empty())
-            keep = arith::AndIOp::create(b, loc, keep,
-                                         inlineRegion(step.getMask(), {},
-                                                      indices,
-                                                      step.getCaptures())[0]);
+          Value keep = keeps(mt, nb, i);
           s[mt][nb][i] = softmax ? select(keep, x, f32(negInf)) : x;
           kept[mt][nb].push_back(keep);
         }
@@ -471,6 +523,11 @@ protected:
     SmallVector<Value> next = newMax;
     llvm::append_range(next, newSum);
     llvm::append_range(next, newAcc);
+    if (skip) {
+      scf::YieldOp::create(b, loc, next);
+      skipGuard.reset();
+      next = SmallVector<Value>(skip.getResults());
+    }
     distribute(step.getNewState(), next);
     return success();
   }
@@ -540,6 +597,13 @@ protected:
 };
 
 } // namespace
+
+bool flashlight::attn_to_gpu::votesOnTiles(OnlineStepOp step) {
+  if (step.getMask().empty())
+    return false;
+  MaskKind kind = MaskScoreAnalysis(step).getMask().kind;
+  return kind == MaskKind::DataDependent || kind == MaskKind::Custom;
+}
 
 std::unique_ptr<KernelEmitter>
 flashlight::attn_to_gpu::createMmaSyncEmitter(OpBuilder &b, Location loc,
