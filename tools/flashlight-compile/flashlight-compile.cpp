@@ -100,7 +100,8 @@ static cl::opt<std::string> dtype("dtype",
 static cl::opt<bool> tensorCores(
     "tensor-cores",
     cl::desc("Use the mma.sync code generator where the program fits "
-             "(block sizes then default to 64x64); =false forces the "
+             "(block sizes then default to its tile heuristic, "
+             "tensorCoreTiles); =false forces the "
              "reference generator"),
     cl::init(true));
 static cl::opt<bool>
