@@ -121,6 +121,11 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
   Option<bool> tensorCores{*this, "tensor-cores",
                            llvm::cl::desc("Use mma.sync where it fits"),
                            llvm::cl::init(false)};
+  Option<int64_t> warpRows{
+      *this, "warp-rows",
+      llvm::cl::desc("Query rows per warp with tensor cores (16 or 32; 0: "
+                     "32 for block-m >= 128)"),
+      llvm::cl::init(0)};
 
   flashlight::PipelineOptions get() const {
     flashlight::PipelineOptions o;
@@ -128,6 +133,7 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
     o.blockM = blockM;
     o.blockN = blockN;
     o.tensorCores = tensorCores;
+    o.warpRows = warpRows;
     o.libdevice = flashlight::findLibdevice();
     return o;
   }

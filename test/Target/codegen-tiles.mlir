@@ -1,12 +1,15 @@
 // With a score region, the tensor-core generator keeps 64-row tiles (16 rows
 // per warp): the per-element score code next to a 32-row warp's state would
-// spill. --warp-rows overrides the rows per warp.
+// spill. --block-m and --warp-rows override the heuristic (256-row tiles:
+// 8 warps of 32 rows).
 // RUN: flashlight-compile %s -o %t --emit=mlir --flashlight-explain 2>&1 | FileCheck %s --check-prefix=SCORE
 // RUN: flashlight-compile %s -o %t --emit=mlir --flashlight-explain --block-m=128 --warp-rows=16 2>&1 | FileCheck %s --check-prefix=WIDE
+// RUN: flashlight-compile %s -o %t --emit=mlir --flashlight-explain --block-m=256 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: not flashlight-compile %s -o %t --emit=mlir --block-m=128 --warp-rows=48 2>&1 | FileCheck %s --check-prefix=BAD
 
 // SCORE: code generator mma.sync, tiles 64x64, 128 threads per block
 // WIDE: code generator mma.sync, tiles 128x64, 256 threads per block
+// HUGE: code generator mma.sync, tiles 256x64, 256 threads per block
 // BAD: error: attn-to-gpu: warp-rows 48 must be 16 or 32 and divide block-m 128
 
 func.func @alibi(%q: tensor<1x2x100x64xbf16>, %k: tensor<1x2x100x64xbf16>,

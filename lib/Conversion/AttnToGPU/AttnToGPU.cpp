@@ -37,9 +37,10 @@ flashlight::tensorCoreIneligibility(unsigned branches, Type element,
     if (ShapedType::isDynamic(d) || d % 16 != 0 || d > 128)
       return "head dim " + std::to_string(d) +
              " is not a multiple of 16 up to 128";
-  if ((blockM != 64 && blockM != 128) || (blockN != 32 && blockN != 64))
+  if ((blockM != 64 && blockM != 128 && blockM != 256) ||
+      (blockN != 32 && blockN != 64))
     return "tiles are " + std::to_string(blockM) + "x" +
-           std::to_string(blockN) + " (block-m 64 or 128, block-n 32 or 64)";
+           std::to_string(blockN) + " (block-m 64, 128 or 256, block-n 32 or 64)";
   return std::nullopt;
 }
 
