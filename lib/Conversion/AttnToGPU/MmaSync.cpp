@@ -252,6 +252,15 @@ protected:
     return success();
   }
 
+  /// Once every warp is done reading the K tile, refills it with the next
+  /// `bn` keys (rows past the end are zero-filled).
+  void prefetchNextKey(int64_t bn) {
+    barrier();
+    View nextKey = keyView;
+    nextKey.offsets[2] = addI(keyView.offsets[2], idx(bn));
+    stage(nextKey, keyTile);
+  }
+
   /// This thread's query row for accumulator element `i` (0..3) of m16
   /// tile `mt`: rows g and g + 8 of the tile.
   Value rowOf(Value q0, int64_t mt, int64_t i) {
@@ -337,9 +346,8 @@ protected:
                            b.getContext(), NVVM::BarrierReduction::OR),
                        arith::ExtUIOp::create(b, loc, b.getI32Type(), any))
                        .getRes();
-      anyKept = cmpI(arith::CmpIPredicate::ne,
-                     arith::IndexCastOp::create(b, loc, b.getIndexType(), vote),
-                     idx(0));
+      anyKept = cmpI(arith::CmpIPredicate::ne, vote,
+                     arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0));
     } else {
       waitCopies(valueGroup, 1);
     }
@@ -352,10 +360,7 @@ protected:
       // computing path does, so that the copy groups stay in step.
       skipGuard.emplace(b);
       b.setInsertionPointToStart(&skip.getElseRegion().front());
-      barrier();
-      View nextKey = keyView;
-      nextKey.offsets[2] = addI(keyView.offsets[2], idx(bn));
-      stage(nextKey, keyTile);
+      prefetchNextKey(bn);
       waitCopies(valueGroup, 1);
       scf::YieldOp::create(b, loc, state);
       b.setInsertionPointToStart(&skip.getThenRegion().front());
@@ -391,12 +396,9 @@ protected:
       }
     }
 
-    // Every warp has read K: prefetch the next tile's K (rows past the end
-    // are zero-filled) so that its load overlaps the softmax and P V.
-    barrier();
-    View nextKey = keyView;
-    nextKey.offsets[2] = addI(keyView.offsets[2], idx(bn));
-    stage(nextKey, keyTile);
+    // Every warp has read K: prefetch the next tile's K so that its load
+    // overlaps the softmax and P V.
+    prefetchNextKey(bn);
 
     // Per element: scale, score region, mask region (and the tile's end);
     // a dropped element becomes -inf under softmax. Without a score region
