@@ -4,11 +4,15 @@
 // 8 warps of 32 rows).
 // RUN: flashlight-compile %s -o %t --emit=mlir --flashlight-explain 2>&1 | FileCheck %s --check-prefix=SCORE
 // RUN: flashlight-compile %s -o %t --emit=mlir --flashlight-explain --block-m=128 --warp-rows=16 2>&1 | FileCheck %s --check-prefix=WIDE
+// RUN: flashlight-compile %S/../../examples/prefix_lm.mlir -o %t --emit=mlir --flashlight-explain 2>&1 | FileCheck %s --check-prefix=PREFIX
 // RUN: flashlight-compile %s -o %t --emit=mlir --flashlight-explain --block-m=256 2>&1 | FileCheck %s --check-prefix=HUGE
 // RUN: not flashlight-compile %s -o %t --emit=mlir --block-m=128 --warp-rows=48 2>&1 | FileCheck %s --check-prefix=BAD
 
 // SCORE: code generator mma.sync, tiles 64x64, 128 threads per block
 // WIDE: code generator mma.sync, tiles 128x64, 256 threads per block
+// A prefix-LM mask with no score region has partial tiles only on the
+// diagonal, like causal: 128-row tiles.
+// PREFIX: code generator mma.sync, tiles 128x64, 128 threads per block
 // HUGE: code generator mma.sync, tiles 256x64, 256 threads per block
 // BAD: error: attn-to-gpu: warp-rows 48 must be 16 or 32 and divide block-m 128
 

@@ -36,9 +36,10 @@ tensorCoreIneligibility(unsigned branches, mlir::Type element,
 /// The tensor-core generator's tiles (block-m, block-n) for `op`, from its
 /// structure: 128 x 64 (two m16 tiles per warp, so every K/V fragment read
 /// from shared memory feeds two mma) when there is no score region and the
-/// mask is none or causal; 64 x 64 otherwise, where per-element score and
-/// mask code next to a 32-row warp's state spills registers (measured on an
-/// H100; docs/benchmarks).
+/// mask is none, causal or prefix-LM (partial tiles only on the diagonal);
+/// 64 x 64 otherwise, where per-element score code or a window's many
+/// partial tiles next to a 32-row warp's state spill registers and lose
+/// (measured on an H100; docs/benchmarks).
 std::pair<int64_t, int64_t> tensorCoreTiles(attn::AttentionOp op);
 
 #define GEN_PASS_REGISTRATION

@@ -49,7 +49,8 @@ flashlight::tensorCoreTiles(attn::AttentionOp op) {
   attn::MaskScoreAnalysis analysis(op);
   attn::MaskKind mask = analysis.getMask().kind;
   bool lean = op.getScore().empty() &&
-              (mask == attn::MaskKind::None || mask == attn::MaskKind::Causal);
+              (mask == attn::MaskKind::None || mask == attn::MaskKind::Causal ||
+               mask == attn::MaskKind::Prefix);
   return {lean ? 128 : 64, 64};
 }
 
