@@ -184,11 +184,9 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
   if (grid[0] == 0)
     return; // No query rows: nothing to compute.
   CudaDriver &cuda = CudaDriver::get();
-  cuda.check(cuda.cuLaunchKernel(function, grid[0], grid[1], grid[2],
-                                 manifest.block[0], manifest.block[1],
-                                 manifest.block[2],
-                                 manifest.dynamicSharedMemory, stream,
-                                 args.data(),
-                                 nullptr),
+  cuda.check(cuda.cuLaunchKernel(
+                 function, grid[0], grid[1], grid[2], manifest.block[0],
+                 manifest.block[1], manifest.block[2],
+                 manifest.dynamicSharedMemory, stream, args.data(), nullptr),
              "cuLaunchKernel");
 }

@@ -40,12 +40,12 @@ flashlight::tensorCoreIneligibility(unsigned branches, Type element,
   if ((blockM != 64 && blockM != 128 && blockM != 256) ||
       (blockN != 32 && blockN != 64))
     return "tiles are " + std::to_string(blockM) + "x" +
-           std::to_string(blockN) + " (block-m 64, 128 or 256, block-n 32 or 64)";
+           std::to_string(blockN) +
+           " (block-m 64, 128 or 256, block-n 32 or 64)";
   return std::nullopt;
 }
 
-std::pair<int64_t, int64_t>
-flashlight::tensorCoreTiles(attn::AttentionOp op) {
+std::pair<int64_t, int64_t> flashlight::tensorCoreTiles(attn::AttentionOp op) {
   attn::MaskScoreAnalysis analysis(op);
   attn::MaskKind mask = analysis.getMask().kind;
   bool lean = op.getScore().empty() &&
@@ -122,12 +122,12 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   if (useMma) {
     int64_t rows = warpRows ? warpRows : (blockM.getInt() >= 128 ? 32 : 16);
     if ((rows != 16 && rows != 32) || blockM.getInt() % rows)
-      return func.emitError() << "attn-to-gpu: warp-rows " << rows
-                              << " must be 16 or 32 and divide block-m "
-                              << blockM.getInt();
+      return func.emitError()
+             << "attn-to-gpu: warp-rows " << rows
+             << " must be 16 or 32 and divide block-m " << blockM.getInt();
     mTiles = rows / 16;
-    int64_t dqk = cast<RankedTensorType>(step.getKeys()[0].getType())
-                      .getDimSize(3);
+    int64_t dqk =
+        cast<RankedTensorType>(step.getKeys()[0].getType()).getDimSize(3);
     queryInSmem = mTiles * dqk / 16 * 4 > 32;
   }
 
@@ -175,9 +175,9 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     int64_t bytes = 0;
     auto tile = [&](Value of, int64_t rows) {
       auto t = cast<RankedTensorType>(of.getType());
-      auto type = MemRefType::get({rows, t.getDimSize(3) + 8},
-                                  t.getElementType(),
-                                  MemRefLayoutAttrInterface(), smem);
+      auto type =
+          MemRefType::get({rows, t.getDimSize(3) + 8}, t.getElementType(),
+                          MemRefLayoutAttrInterface(), smem);
       Value view = memref::ViewOp::create(
           b, loc, type, base, arith::ConstantIndexOp::create(b, loc, bytes),
           ValueRange{});
@@ -267,7 +267,8 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
     auto gpuModule =
         gpu::GPUModuleOp::create(b, module.getLoc(), "flashlight_kernels");
     for (auto [func, forall] : work) {
-      if (failed(convertFunction(func, gpuModule, forall, tensorCores, warpRows)))
+      if (failed(
+              convertFunction(func, gpuModule, forall, tensorCores, warpRows)))
         return signalPassFailure();
       func.erase();
     }

@@ -4,9 +4,9 @@
 // (one or two m16 tiles) per warp. Q is staged through shared memory into
 // mma A fragments once per query tile -- or, when those would not fit in
 // registers next to the accumulators, stays in its own shared-memory tile
-// and is read per step; each KV tile is staged in shared memory (rows padded by 8 elements so
-// that ldmatrix is free of bank conflicts); S = Q K^T and O += P V are
-// mma.sync m16n8k16 (f16/bf16 in, f32 accumulate), with V read through
+// and is read per step; each KV tile is staged in shared memory (rows padded by
+// 8 elements so that ldmatrix is free of bank conflicts); S = Q K^T and O += P
+// V are mma.sync m16n8k16 (f16/bf16 in, f32 accumulate), with V read through
 // ldmatrix.trans and P converted in registers into the A fragments of the PV
 // product. Score and mask regions are evaluated per accumulator element at
 // its (row, column); row max and sum combine the four lanes of a row with
@@ -209,12 +209,11 @@ protected:
         waitCopies(queryGroup, 0);
         for (int64_t mt = 0; mt < mTiles; ++mt) {
           Value first = addI(mulI(warp, rowsPerWarp()), idx(16 * mt));
-          Value tileRow =
-              addI(arith::RemUIOp::create(b, loc, first, idx(bn)),
-                   arith::RemUIOp::create(b, loc, lane, idx(16)));
-          Value mine = cmpI(arith::CmpIPredicate::eq,
-                            arith::DivUIOp::create(b, loc, first, idx(bn)),
-                            idx(chunk));
+          Value tileRow = addI(arith::RemUIOp::create(b, loc, first, idx(bn)),
+                               arith::RemUIOp::create(b, loc, lane, idx(16)));
+          Value mine =
+              cmpI(arith::CmpIPredicate::eq,
+                   arith::DivUIOp::create(b, loc, first, idx(bn)), idx(chunk));
           for (int64_t k = 0; k < d / 16; ++k) {
             SmallVector<Value> frag =
                 ldmatrix(keyTile, tileRow, addI(colHalf, idx(16 * k)), 4,
@@ -367,8 +366,8 @@ protected:
     }
     // s[mt][nb]: the four f32 of block nb of m16 tile mt.
     SmallVector<SmallVector<SmallVector<Value>>> s(
-        mTiles, SmallVector<SmallVector<Value>>(blocks,
-                                                SmallVector<Value>(4, f32(0))));
+        mTiles,
+        SmallVector<SmallVector<Value>>(blocks, SmallVector<Value>(4, f32(0))));
     Value qRow = arith::RemUIOp::create(b, loc, lane, idx(16));
     Value qColHalf = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
     for (int64_t k = 0; k < dqk / 16; ++k) {
@@ -511,10 +510,10 @@ protected:
             ldmatrix(valueTile, addI(vRow, idx(16 * k)),
                      addI(vCol, idx(8 * nd)), 4, /*transpose=*/true);
         for (int64_t mt = 0; mt < mTiles; ++mt) {
-          c[mt][0] = mma(pFrag[mt][k], ArrayRef<Value>(vFrag).take_front(2),
-                         c[mt][0]);
-          c[mt][1] = mma(pFrag[mt][k], ArrayRef<Value>(vFrag).take_back(2),
-                         c[mt][1]);
+          c[mt][0] =
+              mma(pFrag[mt][k], ArrayRef<Value>(vFrag).take_front(2), c[mt][0]);
+          c[mt][1] =
+              mma(pFrag[mt][k], ArrayRef<Value>(vFrag).take_back(2), c[mt][1]);
         }
       }
       for (int64_t mt = 0; mt < mTiles; ++mt)
@@ -579,8 +578,8 @@ protected:
         for (int64_t i = 0; i < 4; ++i) {
           Value row = rowOf(q0, mt, i);
           Value d = addI(idx(8 * nd + (i % 2)), mulI(quad(), 2));
-          Value value = mul(acc[mt * accPerTile + 4 * nd + i],
-                            outScale[2 * mt + i / 2]);
+          Value value =
+              mul(acc[mt * accPerTile + 4 * nd + i], outScale[2 * mt + i / 2]);
           if (!fin.getEpilogue().empty())
             value = inlineRegion(fin.getEpilogue(), {value},
                                  {b0, h0, minI(row, lastRow), d},
