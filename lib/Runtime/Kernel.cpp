@@ -127,7 +127,8 @@ Kernel::Kernel(const KernelManifest &manifest, int computeCapability)
       cuda.cuModuleGetFunction(&function, module, manifest.kernel.c_str()),
       "cuModuleGetFunction");
   // Past 48 KB, a block's dynamic shared memory must be opted into.
-  constexpr int kMaxDynamicSharedSizeBytes = 8; // CU_FUNC_ATTRIBUTE_...
+  // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (no CUDA header here).
+  constexpr int kMaxDynamicSharedSizeBytes = 8;
   if (manifest.dynamicSharedMemory > 48 * 1024)
     cuda.check(cuda.cuFuncSetAttribute(function, kMaxDynamicSharedSizeBytes,
                                        int(manifest.dynamicSharedMemory)),

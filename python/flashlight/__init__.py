@@ -112,7 +112,7 @@ class Kernel:
             self._function = self._get_function(self._module, self.manifest["kernel"])
             self._shared = self.manifest.get("dynamic_shared_memory", 0)
             if self._shared > 48 * 1024:  # past 48 KB, opted into per function
-                max_dynamic_shared_size_bytes = 8  # CU_FUNC_ATTRIBUTE_...
+                max_dynamic_shared_size_bytes = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                 _get_driver().check(_get_driver().lib.cuFuncSetAttribute(
                     self._function, max_dynamic_shared_size_bytes,
                     ctypes.c_int(self._shared)), "cuFuncSetAttribute")
