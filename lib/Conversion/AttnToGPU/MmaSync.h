@@ -1,0 +1,646 @@
+//===- MmaSync.h - Tensor-core code generator -------------------*- C++ -*-===//
+//
+// FlashAttention-2 style: a block of warps owns block-m query rows, 16 or 32
+// (one or two m16 tiles) per warp. Q is staged through shared memory into
+// mma A fragments once per query tile -- or, when those would not fit in
+// registers next to the accumulators, stays in its own shared-memory tile
+// and is read per step; each KV tile is staged in shared memory (rows padded by
+// 8 elements so that ldmatrix is free of bank conflicts); S = Q K^T and O += P
+// V are mma.sync m16n8k16 (f16/bf16 in, f32 accumulate), with V read through
+// ldmatrix.trans and P converted in registers into the A fragments of the PV
+// product. Score and mask regions are evaluated per accumulator element at
+// its (row, column); row max and sum combine the four lanes of a row with
+// two shuffles. The state per thread, per m16 tile: 2 rows' max and
+// (lane-partial) sum, Dv / 8 accumulator fragments of 4 floats. Every K and
+// V fragment loaded from shared memory feeds the mma of each m16 tile.
+//
+// The two products, the tiles' layout and the copies' visibility are hooks:
+// the wgmma generator (Wgmma.cpp) replaces them and keeps the rest.
+// Private to the AttnToGPU conversion.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FLASHLIGHT_LIB_CONVERSION_ATTNTOGPU_MMASYNC_H
+#define FLASHLIGHT_LIB_CONVERSION_ATTNTOGPU_MMASYNC_H
+
+#include "KernelEmitter.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
+
+namespace flashlight::attn_to_gpu {
+
+class MmaSyncEmitter : public KernelEmitter {
+public:
+  MmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
+                 int64_t threads, int64_t mTiles)
+      : KernelEmitter(b, loc), keyTile(tiles.keys), valueTile(tiles.values),
+        queryTile(tiles.queries), threads(threads), mTiles(mTiles) {}
+
+protected:
+  /// Shared-memory staging tiles; without a query tile, Q goes through
+  /// keyTile into registers.
+  Value keyTile, valueTile, queryTile;
+  int64_t threads;
+  /// m16 tiles per warp, and the warp's query rows.
+  int64_t mTiles;
+  int64_t rowsPerWarp() const { return 16 * mTiles; }
+  /// The cp.async groups filling the Q tile and the current V tile, and the
+  /// current K tile's view (the step prefetches the next one).
+  Value queryGroup, valueGroup;
+  View keyView;
+
+  /// [1, 1, rows] (max, sum): the thread's two rows per m16 tile;
+  /// [1, 1, rows, D] (accumulator): D / 8 fragments of 4 per m16 tile, tile
+  /// major.
+  int64_t laneCount(Type type) override {
+    auto t = cast<RankedTensorType>(type);
+    return mTiles * (t.getRank() == 4 ? t.getDimSize(3) / 8 * 4 : 2);
+  }
+
+  Type elementType() {
+    return cast<MemRefType>(keyTile.getType()).getElementType();
+  }
+  Value group() { return arith::DivUIOp::create(b, loc, lane, idx(4)); }
+  Value quad() { return arith::RemUIOp::create(b, loc, lane, idx(4)); }
+  Value mulI(Value x, int64_t c) {
+    return arith::MulIOp::create(b, loc, x, idx(c));
+  }
+  void barrier() { gpu::BarrierOp::create(b, loc); }
+
+  /// Copies rows [start, start + tile rows) x [0, D) of `view` (a
+  /// [1, 1, *, D] slice) into `tile` with cp.async, 16 bytes per copy; rows
+  /// past the tensor's end are zero-filled. The copies of the tile form one
+  /// group, so a wait can name it.
+  Value stage(const View &view, Value tile) {
+    int64_t d = cast<MemRefType>(view.memref.getType()).getDimSize(3);
+    int64_t rows = tileRows(tile, d);
+    int64_t chunks = rows * d / 8;
+    Value limit = dim(view.memref, 2);
+    Value lastRow = arith::SubIOp::create(b, loc, limit, idx(1));
+    Value tid = addI(mulI(warp, kThreadsPerWarp), lane);
+    SmallVector<Value> tokens;
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    for (int64_t first = 0; first < chunks; first += threads) {
+      Value c = addI(tid, idx(first));
+      auto [row, col] = chunkOrigin(c, d);
+      Value globalRow = addI(view.offsets[2], row);
+      Value valid = cmpI(arith::CmpIPredicate::slt, globalRow, limit);
+      Value srcElements =
+          arith::SelectOp::create(b, loc, valid, idx(8), idx(0));
+      tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+          b, loc, tokenType, tile, tileIndices(row, col, d), view.memref,
+          ValueRange{view.offsets[0], view.offsets[1], minI(globalRow, lastRow),
+                     col},
+          b.getIndexAttr(8), srcElements, /*bypassL1=*/b.getUnitAttr()));
+    }
+    return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+  }
+
+  /// Waits until at most `pending` copy groups are in flight (`group` among
+  /// the completed ones), then until every thread's copies are visible.
+  void waitCopies(Value group, int32_t pending) {
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, group,
+                                     b.getI32IntegerAttr(pending));
+    publishCopies();
+    barrier();
+  }
+
+  /// Rows of a staging tile whose rows hold `d` elements.
+  virtual int64_t tileRows(Value tile, int64_t d) {
+    return cast<MemRefType>(tile.getType()).getDimSize(0);
+  }
+  /// The tile (row, column) that 16-byte copy `c` of a tile of `d` columns
+  /// fills: row-major, so that a warp's copies read whole rows.
+  virtual std::pair<Value, Value> chunkOrigin(Value c, int64_t d) {
+    return {arith::DivUIOp::create(b, loc, c, idx(d / 8)),
+            mulI(arith::RemUIOp::create(b, loc, c, idx(d / 8)), 8)};
+  }
+  /// The shared-memory indices of tile element (row, col).
+  virtual SmallVector<Value> tileIndices(Value row, Value col, int64_t d) {
+    return {row, col};
+  }
+  /// Runs in each thread after its copies landed, before the barrier that
+  /// shows them to the block.
+  virtual void publishCopies() {}
+
+  /// ldmatrix of `tiles` 8x8 tiles at `tile[row, col]`, as packed i32s.
+  SmallVector<Value> ldmatrix(Value tile, Value row, Value col, int tiles,
+                              bool transpose) {
+    auto type = VectorType::get({tiles, 2}, elementType());
+    Value m = nvgpu::LdMatrixOp::create(b, loc, type, tile,
+                                        ValueRange{row, col}, transpose, tiles);
+    SmallVector<Value> regs;
+    for (int i = 0; i < tiles; ++i)
+      regs.push_back(asOperand(vector::ExtractOp::create(b, loc, m, i)));
+    return regs;
+  }
+
+  /// An mma operand register from two packed elements: nvvm.mma.sync takes
+  /// f16 pairs as vector<2xf16> and bf16 pairs as i32.
+  Value asOperand(Value pair) {
+    if (elementType().isF16())
+      return pair;
+    Value word = vector::BitCastOp::create(
+        b, loc, VectorType::get({1}, b.getI32Type()), pair);
+    return vector::ExtractOp::create(b, loc, word, 0);
+  }
+
+  /// Two f32 as one mma A-fragment register of two f16/bf16.
+  Value pack(Value lo, Value hi) {
+    Value pair = vector::FromElementsOp::create(
+        b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{lo, hi});
+    return asOperand(arith::TruncFOp::create(
+        b, loc, VectorType::get({2}, elementType()), pair));
+  }
+
+  /// c += a * b on a 16x8x16 tile; four f32 in and out.
+  SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
+                         ArrayRef<Value> c) {
+    NVVM::MMATypes type =
+        elementType().isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
+    Type f32 = b.getF32Type();
+    auto result =
+        LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
+    Value d = NVVM::MmaOp::create(
+        b, loc, result, a, bFrag, c, ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
+        std::nullopt, std::array<NVVM::MMATypes, 2>{type, type},
+        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
+                                       NVVM::MMALayout::col});
+    SmallVector<Value> out;
+    for (int64_t i = 0; i < 4; ++i)
+      out.push_back(LLVM::ExtractValueOp::create(b, loc, d, i));
+    return out;
+  }
+
+  /// Reduces over the four lanes that share a row.
+  Value quadReduce(Value x, bool isMax) {
+    for (int32_t offset : {1, 2}) {
+      Value other = gpu::ShuffleOp::create(b, loc, x, offset, kThreadsPerWarp,
+                                           gpu::ShuffleMode::XOR)
+                        .getShuffleResult();
+      x = isMax ? arith::MaximumFOp::create(b, loc, x, other).getResult()
+                : add(x, other);
+    }
+    return x;
+  }
+
+  static bool feedsRole(Value v, function_ref<bool(OnlineStepOp, Value)> is) {
+    return llvm::any_of(v.getUsers(), [&](Operation *user) {
+      if (auto cast = dyn_cast<tensor::CastOp>(user))
+        return feedsRole(cast.getResult(), is);
+      auto step = dyn_cast<OnlineStepOp>(user);
+      return step && is(step, v);
+    });
+  }
+
+  LogicalResult onSlice(Value v, const View &view) override {
+    bool isQuery = feedsRole(v, [](OnlineStepOp s, Value x) {
+      return llvm::is_contained(s.getQueries(), x);
+    });
+    bool isKey = feedsRole(
+        v, [](OnlineStepOp s, Value x) { return s.getKeys()[0] == x; });
+    bool isValue =
+        feedsRole(v, [](OnlineStepOp s, Value x) { return s.getValue() == x; });
+    if (!isQuery && !isKey && !isValue)
+      return success();
+    if (isQuery && queryTile) {
+      // Q stays in shared memory; the step reads its fragments.
+      queryGroup = stage(view, queryTile);
+      waitCopies(queryGroup, 0);
+      return success();
+    }
+    if (isQuery) {
+      // Q goes through the K tile in chunks of block-n rows; the warps whose
+      // m16 tiles a chunk holds take their A fragments from it.
+      int64_t d = cast<RankedTensorType>(v.getType()).getDimSize(3);
+      int64_t bn = tileRows(keyTile, d);
+      int64_t rows = threads / kThreadsPerWarp * rowsPerWarp();
+      Value colHalf = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
+      SmallVector<Value> regs(mTiles * d / 16 * 4);
+      for (int64_t chunk = 0; chunk * bn < rows; ++chunk) {
+        if (chunk > 0)
+          barrier();
+        View part = view;
+        part.offsets[2] = addI(view.offsets[2], idx(chunk * bn));
+        queryGroup = stage(part, keyTile);
+        waitCopies(queryGroup, 0);
+        for (int64_t mt = 0; mt < mTiles; ++mt) {
+          Value first = addI(mulI(warp, rowsPerWarp()), idx(16 * mt));
+          Value tileRow = addI(arith::RemUIOp::create(b, loc, first, idx(bn)),
+                               arith::RemUIOp::create(b, loc, lane, idx(16)));
+          Value mine =
+              cmpI(arith::CmpIPredicate::eq,
+                   arith::DivUIOp::create(b, loc, first, idx(bn)), idx(chunk));
+          for (int64_t k = 0; k < d / 16; ++k) {
+            SmallVector<Value> frag =
+                ldmatrix(keyTile, tileRow, addI(colHalf, idx(16 * k)), 4,
+                         /*transpose=*/false);
+            for (int64_t i = 0; i < 4; ++i) {
+              Value &reg = regs[(mt * (d / 16) + k) * 4 + i];
+              reg = chunk == 0 ? frag[i] : select(mine, frag[i], reg);
+            }
+          }
+        }
+      }
+      lanes[v] = regs;
+      return success();
+    }
+    if (isKey) {
+      // Every warp must be done with the previous tile (its P V reads V)
+      // before V is refilled; K was prefetched by the previous step, except
+      // on the loop's first tile.
+      barrier();
+      keyView = view;
+      if (loopLowerBounds.empty()) {
+        // A single KV tile: canonicalization removed the loop.
+        stage(view, keyTile);
+      } else {
+        Value first = cmpI(arith::CmpIPredicate::eq, view.offsets[2],
+                           loopLowerBounds.back());
+        auto ifFirst = scf::IfOp::create(b, loc, first);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+        stage(view, keyTile);
+      }
+    } else {
+      valueGroup = stage(view, valueTile);
+    }
+    return success();
+  }
+
+  /// Once every warp is done reading the K tile, refills it with the next
+  /// `bn` keys (rows past the end are zero-filled).
+  void prefetchNextKey(int64_t bn) {
+    barrier();
+    View nextKey = keyView;
+    nextKey.offsets[2] = addI(keyView.offsets[2], idx(bn));
+    stage(nextKey, keyTile);
+  }
+
+  /// This thread's query row for accumulator element `i` (0..3) of m16
+  /// tile `mt`: rows g and g + 8 of the tile.
+  Value rowOf(Value q0, int64_t mt, int64_t i) {
+    return addI(q0, addI(mulI(warp, rowsPerWarp()),
+                         addI(group(), idx(16 * mt + 8 * (i / 2)))));
+  }
+
+  /// Fragments of 4 f32 per m16 tile and 8-column block: [mt][block][i].
+  using Fragments = SmallVector<SmallVector<SmallVector<Value>>>;
+
+  /// S = Q K^T for the current K tile (`bn` keys); `q` holds Q's A
+  /// fragments when Q is not read from its shared-memory tile.
+  virtual Fragments scoreProduct(ArrayRef<Value> q, int64_t dqk, int64_t bn) {
+    // Per m16 tile and 8-key block, a 16x8 fragment. One
+    // ldmatrix.x4 gives the B fragments of two key blocks: lanes 0-15 address
+    // block nb (columns k and k + 8), lanes 16-31 block nb + 1.
+    Value keyRow = addI(arith::RemUIOp::create(b, loc, lane, idx(8)),
+                        mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8));
+    Value keyCol =
+        mulI(arith::RemUIOp::create(
+                 b, loc, arith::DivUIOp::create(b, loc, lane, idx(8)), idx(2)),
+             8);
+    // s[mt][nb]: the four f32 of block nb of m16 tile mt.
+    int64_t blocks = bn / 8;
+    Fragments s(mTiles, SmallVector<SmallVector<Value>>(
+                            blocks, SmallVector<Value>(4, f32(0))));
+    Value qRow = arith::RemUIOp::create(b, loc, lane, idx(16));
+    Value qColHalf = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
+    for (int64_t k = 0; k < dqk / 16; ++k) {
+      SmallVector<SmallVector<Value>> qFrag(mTiles);
+      for (int64_t mt = 0; mt < mTiles; ++mt) {
+        if (!queryTile) {
+          qFrag[mt] = SmallVector<Value>(
+              ArrayRef<Value>(q).slice((mt * (dqk / 16) + k) * 4, 4));
+          continue;
+        }
+        Value row = addI(mulI(warp, rowsPerWarp()), addI(qRow, idx(16 * mt)));
+        qFrag[mt] = ldmatrix(queryTile, row, addI(qColHalf, idx(16 * k)), 4,
+                             /*transpose=*/false);
+      }
+      for (int64_t nb = 0; nb < blocks; nb += 2) {
+        SmallVector<Value> kFrag =
+            ldmatrix(keyTile, addI(keyRow, idx(8 * nb)),
+                     addI(keyCol, idx(16 * k)), 4, /*transpose=*/false);
+        for (int64_t mt = 0; mt < mTiles; ++mt) {
+          s[mt][nb] =
+              mma(qFrag[mt], ArrayRef<Value>(kFrag).take_front(2), s[mt][nb]);
+          s[mt][nb + 1] = mma(qFrag[mt], ArrayRef<Value>(kFrag).take_back(2),
+                              s[mt][nb + 1]);
+        }
+      }
+    }
+    return s;
+  }
+
+  /// O = alpha * O + P V over the current V tile (`bn` keys), once V has
+  /// landed; `pFrag[mt][k]` are P's A fragments for keys [16k, 16k + 16),
+  /// `alpha[r]` the rescale of row r (null: 1). Returns the new
+  /// accumulators.
+  virtual SmallVector<Value>
+  valueProduct(ArrayRef<SmallVector<SmallVector<Value>>> pFrag,
+               ArrayRef<Value> acc, ArrayRef<Value> alpha, int64_t dv,
+               int64_t bn) {
+    int64_t accPerTile = dv / 8 * 4;
+    // V through ldmatrix.trans, once V has landed (the next K may still
+    // be in flight).
+    waitCopies(valueGroup, 1);
+    // One ldmatrix.x4.trans gives the B fragments of two column blocks:
+    // lanes 0-15 address keys [16k, 16k + 16) at columns 8nd, lanes 16-31 at
+    // columns 8(nd + 1).
+    Value vRow = arith::RemUIOp::create(b, loc, lane, idx(16));
+    Value vCol = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
+    SmallVector<Value> newAcc(acc.size());
+    for (int64_t nd = 0; nd < dv / 8; nd += 2) {
+      // c[mt][j]: the fragments of column blocks nd and nd + 1.
+      SmallVector<std::array<SmallVector<Value>, 2>> c(mTiles);
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        for (int64_t j = 0; j < 2; ++j)
+          for (int64_t i = 0; i < 4; ++i) {
+            Value a = acc[mt * accPerTile + 4 * (nd + j) + i];
+            Value f = alpha[2 * mt + i / 2];
+            c[mt][j].push_back(f ? mul(a, f) : a);
+          }
+      for (int64_t k = 0; k < bn / 16; ++k) {
+        SmallVector<Value> vFrag =
+            ldmatrix(valueTile, addI(vRow, idx(16 * k)),
+                     addI(vCol, idx(8 * nd)), 4, /*transpose=*/true);
+        for (int64_t mt = 0; mt < mTiles; ++mt) {
+          c[mt][0] =
+              mma(pFrag[mt][k], ArrayRef<Value>(vFrag).take_front(2), c[mt][0]);
+          c[mt][1] =
+              mma(pFrag[mt][k], ArrayRef<Value>(vFrag).take_back(2), c[mt][1]);
+        }
+      }
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        for (int64_t j = 0; j < 2; ++j)
+          for (int64_t i = 0; i < 4; ++i)
+            newAcc[mt * accPerTile + 4 * (nd + j) + i] = c[mt][j][i];
+    }
+    return newAcc;
+  }
+
+  LogicalResult emitStep(OnlineStepOp step) override {
+    Normalizer normalizer = step.getNormalizer();
+    bool softmax = normalizer == Normalizer::softmax;
+    int64_t dqk =
+        cast<RankedTensorType>(step.getKeys()[0].getType()).getDimSize(3);
+    int64_t dv =
+        cast<RankedTensorType>(step.getValue().getType()).getDimSize(3);
+    int64_t bn = tileRows(keyTile, dqk);
+    View vView = views.lookup(step.getValue());
+    Value kn = vView.sizes[2];
+    Value b0 = map.lookup(step.getBatchOffset());
+    Value h0 = map.lookup(step.getHeadOffset());
+    Value q0 = map.lookup(step.getQueryOffset());
+    Value k0 = map.lookup(step.getKeyOffset());
+    Value lastRow = arith::SubIOp::create(
+        b, loc, dim(views.lookup(step.getQueries()[0]).memref, 2), idx(1));
+    Value lastKey = arith::SubIOp::create(b, loc, dim(vView.memref, 2), idx(1));
+    SmallVector<Value> q = lanes.lookup(step.getQueries()[0]);
+    SmallVector<Value> state = flatten(step->getOperands().slice(
+        step.getMaxState().getBeginOperandIndex(),
+        step.getMaxState().size() + step.getSumState().size() +
+            step.getAccState().size()));
+    // Rows are indexed [m16 tile][half], accumulators [m16 tile][nd][i].
+    int64_t rows = 2 * mTiles;
+    unsigned stats = softmax ? rows : 0;
+    SmallVector<Value> m(state.begin(), state.begin() + stats);
+    SmallVector<Value> l(state.begin() + stats, state.begin() + 2 * stats);
+    SmallVector<Value> acc(state.begin() + 2 * stats, state.end());
+
+    int64_t blocks = bn / 8;
+    // This thread's (row, key) indices of element i of block nb of m16 tile
+    // mt, clamped into the tensors, and its column in the tile.
+    auto elementIndices = [&](int64_t mt, int64_t nb, int64_t i) {
+      Value col = addI(idx(8 * nb + (i % 2)), mulI(quad(), 2));
+      SmallVector<Value> indices = {b0, h0, minI(rowOf(q0, mt, i), lastRow),
+                                    minI(addI(k0, col), lastKey)};
+      return std::make_pair(col, indices);
+    };
+    auto keeps = [&](int64_t mt, int64_t nb, int64_t i) {
+      auto [col, indices] = elementIndices(mt, nb, i);
+      Value keep = cmpI(arith::CmpIPredicate::slt, col, kn);
+      if (!step.getMask().empty())
+        keep = arith::AndIOp::create(
+            b, loc, keep,
+            inlineRegion(step.getMask(), {}, indices, step.getCaptures())[0]);
+      return keep;
+    };
+
+    // K's copies (the older of the two groups in flight) are done. (A wait
+    // counts groups; its token only names one of them.) A mask whose kept
+    // tiles no bound describes (it reads data, or matches no known shape)
+    // is evaluated first on the whole tile: the barrier after the wait also
+    // ORs every thread's "some element kept", and a tile with none skips
+    // both products and the softmax -- for document masks, most tiles.
+    Value anyKept;
+    if (votesOnTiles(step)) {
+      Value any = arith::ConstantIntOp::create(b, loc, 0, 1);
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        for (int64_t nb = 0; nb < blocks; ++nb)
+          for (int64_t i = 0; i < 4; ++i)
+            any = arith::OrIOp::create(b, loc, any, keeps(mt, nb, i));
+      nvgpu::DeviceAsyncWaitOp::create(b, loc, valueGroup,
+                                       b.getI32IntegerAttr(1));
+      publishCopies();
+      Value vote = NVVM::BarrierOp::create(
+                       b, loc, b.getI32Type(), Value(), Value(),
+                       NVVM::BarrierReductionAttr::get(
+                           b.getContext(), NVVM::BarrierReduction::OR),
+                       arith::ExtUIOp::create(b, loc, b.getI32Type(), any))
+                       .getRes();
+      anyKept = cmpI(arith::CmpIPredicate::ne, vote,
+                     arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0));
+    } else {
+      waitCopies(valueGroup, 1);
+    }
+    std::optional<OpBuilder::InsertionGuard> skipGuard;
+    scf::IfOp skip;
+    if (anyKept) {
+      SmallVector<Type> types(state.size(), b.getF32Type());
+      skip = scf::IfOp::create(b, loc, types, anyKept, /*withElseRegion=*/true);
+      // A skipped tile still prefetches the next K and lets V land, as the
+      // computing path does, so that the copy groups stay in step.
+      skipGuard.emplace(b);
+      b.setInsertionPointToStart(&skip.getElseRegion().front());
+      prefetchNextKey(bn);
+      waitCopies(valueGroup, 1);
+      scf::YieldOp::create(b, loc, state);
+      b.setInsertionPointToStart(&skip.getThenRegion().front());
+    }
+
+    Fragments s = scoreProduct(q, dqk, bn);
+
+    // Every warp has read K: prefetch the next tile's K so that its load
+    // overlaps the softmax and P V.
+    prefetchNextKey(bn);
+
+    // Per element: scale, score region, mask region (and the tile's end);
+    // a dropped element becomes -inf under softmax. Without a score region
+    // and with a positive scale, softmax takes the row max of the raw
+    // scores and folds the scale into the exponent (one fma per element).
+    double scale = step.getScale()[0];
+    if (softmax && step.getScore().empty())
+      scale *= kLog2e;
+    bool rawMax = softmax && step.getScore().empty() && scale > 0;
+    const double negInf = -std::numeric_limits<double>::infinity();
+    SmallVector<SmallVector<SmallVector<Value>>> kept(
+        mTiles, SmallVector<SmallVector<Value>>(blocks));
+    for (int64_t mt = 0; mt < mTiles; ++mt)
+      for (int64_t nb = 0; nb < blocks; ++nb)
+        for (int64_t i = 0; i < 4; ++i) {
+          Value x = rawMax ? s[mt][nb][i] : mul(s[mt][nb][i], f32(scale));
+          if (!step.getScore().empty()) {
+            x = inlineRegion(step.getScore(), {x},
+                             elementIndices(mt, nb, i).second,
+                             step.getCaptures())[0];
+            if (softmax)
+              x = mul(x, f32(kLog2e));
+          }
+          Value keep = keeps(mt, nb, i);
+          s[mt][nb][i] = softmax ? select(keep, x, f32(negInf)) : x;
+          kept[mt][nb].push_back(keep);
+        }
+
+    // Weights p and, for softmax, the new row max / sum and the rescale.
+    // The exponent's offset is 0 for a row with no kept key yet, so that
+    // exp2(-inf - offset) is 0 rather than NaN.
+    SmallVector<Value> alpha(rows, Value());
+    SmallVector<Value> newMax, newSum, offset;
+    if (softmax) {
+      for (int64_t r = 0; r < rows; ++r) {
+        int64_t mt = r / 2, half = r % 2;
+        Value rowMax = f32(negInf);
+        for (int64_t nb = 0; nb < blocks; ++nb)
+          for (int64_t i = 2 * half; i < 2 * half + 2; ++i)
+            rowMax = arith::MaximumFOp::create(b, loc, rowMax, s[mt][nb][i]);
+        rowMax = quadReduce(rowMax, true);
+        if (rawMax)
+          rowMax = mul(rowMax, f32(scale));
+        Value mNew = arith::MaximumFOp::create(b, loc, m[r], rowMax);
+        // 1 when the max did not move (also while it is -inf).
+        alpha[r] = select(cmpF(arith::CmpFPredicate::OEQ, m[r], mNew), f32(1),
+                          exp2(sub(m[r], mNew)));
+        newMax.push_back(mNew);
+        offset.push_back(select(
+            cmpF(arith::CmpFPredicate::OEQ, mNew, f32(negInf)), f32(0), mNew));
+      }
+    }
+    SmallVector<Value> rowSum(rows, f32(0));
+    for (int64_t mt = 0; mt < mTiles; ++mt)
+      for (int64_t nb = 0; nb < blocks; ++nb)
+        for (int64_t i = 0; i < 4; ++i) {
+          Value x = s[mt][nb][i], p;
+          int64_t r = 2 * mt + i / 2;
+          if (softmax) {
+            Value scaled = rawMax ? mul(x, f32(scale)) : x;
+            p = exp2(sub(scaled, offset[r]));
+            rowSum[r] = add(rowSum[r], p);
+          } else {
+            Value w =
+                normalizer == Normalizer::sigmoid
+                    ? div(f32(1),
+                          add(f32(1), exp(arith::NegFOp::create(b, loc, x))))
+                    : x;
+            p = select(kept[mt][nb][i], w, f32(0));
+          }
+          s[mt][nb][i] = p;
+        }
+    if (softmax)
+      for (int64_t r = 0; r < rows; ++r)
+        newSum.push_back(add(mul(l[r], alpha[r]), rowSum[r]));
+
+    // P as A fragments: keys [16k, 16k + 16) are blocks 2k and 2k + 1.
+    Fragments pFrag(mTiles, SmallVector<SmallVector<Value>>(bn / 16));
+    for (int64_t mt = 0; mt < mTiles; ++mt)
+      for (int64_t k = 0; k < bn / 16; ++k) {
+        ArrayRef<SmallVector<Value>> t = s[mt];
+        pFrag[mt][k] = {pack(t[2 * k][0], t[2 * k][1]),
+                        pack(t[2 * k][2], t[2 * k][3]),
+                        pack(t[2 * k + 1][0], t[2 * k + 1][1]),
+                        pack(t[2 * k + 1][2], t[2 * k + 1][3])};
+      }
+
+    SmallVector<Value> newAcc = valueProduct(pFrag, acc, alpha, dv, bn);
+    SmallVector<Value> next = newMax;
+    llvm::append_range(next, newSum);
+    llvm::append_range(next, newAcc);
+    if (skip) {
+      scf::YieldOp::create(b, loc, next);
+      skipGuard.reset();
+      next = SmallVector<Value>(skip.getResults());
+    }
+    distribute(step.getNewState(), next);
+    return success();
+  }
+
+  LogicalResult emitFinalize(OnlineFinalizeOp fin) override {
+    // The last step prefetched a K tile nobody reads: let it land.
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
+                                     b.getI32IntegerAttr(0));
+    bool softmax = fin.getNormalizer() == Normalizer::softmax;
+    Value out = outputOf.lookup(fin.getOutput());
+    if (!out)
+      return fin.emitError("attn-to-gpu: finalize result is not an output");
+    auto outType = cast<MemRefType>(out.getType());
+    int64_t dv = outType.getDimSize(3);
+    Value b0 = map.lookup(fin.getBatchOffset());
+    Value h0 = map.lookup(fin.getHeadOffset());
+    Value q0 = map.lookup(fin.getQueryOffset());
+    Value rows = dim(out, 2);
+    Value lastRow = arith::SubIOp::create(b, loc, rows, idx(1));
+    SmallVector<Value> acc = lanes.lookup(fin.getAccState()[0]);
+
+    int64_t rowCount = 2 * mTiles, accPerTile = dv / 8 * 4;
+    SmallVector<Value> outScale(rowCount, f32(1));
+    for (int64_t r = 0; r < rowCount && softmax; ++r) {
+      Value m = lanes.lookup(fin.getMaxState()[0])[r];
+      Value l = quadReduce(lanes.lookup(fin.getSumState()[0])[r], false);
+      Value lse;
+      std::tie(outScale[r], lse) = normalizeRow(
+          m, l,
+          fin.getSinks().empty() ? Value() : memrefOf.lookup(fin.getSinks()[0]),
+          h0);
+      if (!fin.getLse().empty()) {
+        Value row = rowOf(q0, r / 2, 2 * (r % 2));
+        Value store = arith::AndIOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::slt, row, rows),
+            cmpI(arith::CmpIPredicate::eq, quad(), idx(0)));
+        auto guard = scf::IfOp::create(b, loc, store);
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(&guard.getThenRegion().front());
+        memref::StoreOp::create(b, loc, lse, outputOf.lookup(fin.getLse()[0]),
+                                {b0, h0, row});
+      }
+    }
+
+    for (int64_t mt = 0; mt < mTiles; ++mt)
+      for (int64_t nd = 0; nd < dv / 8; ++nd)
+        for (int64_t i = 0; i < 4; ++i) {
+          Value row = rowOf(q0, mt, i);
+          Value d = addI(idx(8 * nd + (i % 2)), mulI(quad(), 2));
+          Value value =
+              mul(acc[mt * accPerTile + 4 * nd + i], outScale[2 * mt + i / 2]);
+          if (!fin.getEpilogue().empty())
+            value = inlineRegion(fin.getEpilogue(), {value},
+                                 {b0, h0, minI(row, lastRow), d},
+                                 fin.getCaptures())[0];
+          if (value.getType() != outType.getElementType())
+            value = arith::TruncFOp::create(b, loc, outType.getElementType(),
+                                            value);
+          auto guard = scf::IfOp::create(
+              b, loc, cmpI(arith::CmpIPredicate::slt, row, rows));
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(&guard.getThenRegion().front());
+          memref::StoreOp::create(b, loc, value, out, {b0, h0, row, d});
+        }
+    return success();
+  }
+};
+
+} // namespace flashlight::attn_to_gpu
+
+#endif // FLASHLIGHT_LIB_CONVERSION_ATTNTOGPU_MMASYNC_H
