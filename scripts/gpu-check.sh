@@ -39,9 +39,14 @@ if [ "$mode" = prepare ]; then
   cp "$build/bin/flashlight-run" "$dir/bin/"
   # Both code generators: the reference one, and tensor cores (programs the
   # latter cannot take fall back to the reference kernel, with a remark).
-  for codegen in ${CODEGENS:-reference mma}; do
-    flags=(--tensor-cores=false)
-    [ "$codegen" = mma ] && flags=(--tensor-cores)
+  # reference: no tensor cores; mma: mma.sync on every arch; wgmma: the
+  # default (wgmma on sm_90a where it applies, mma.sync elsewhere).
+  for codegen in ${CODEGENS:-reference mma wgmma}; do
+    case "$codegen" in
+      reference) flags=(--tensor-cores=false) ;;
+      mma) flags=(--tensor-cores --wgmma=false) ;;
+      *) flags=(--tensor-cores) ;;
+    esac
     mkdir -p "$dir/$codegen-examples" "$dir/$codegen-matrix"
     for example in "$root"/examples/*.mlir; do
       name=$(basename "$example" .mlir)

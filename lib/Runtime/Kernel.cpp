@@ -73,6 +73,26 @@ KernelManifest KernelManifest::load(const std::string &path) {
   return m;
 }
 
+KernelManifest KernelManifest::forArtifact(const std::string &artifact) const {
+  KernelManifest m = *this;
+  for (auto &[arch, info] : archs.items()) {
+    if (info.value("cubin", "") != artifact &&
+        info.value("ptx", "") != artifact)
+      continue;
+    try {
+      m.blockM = info.value("block_m", blockM);
+      if (info.contains("block"))
+        for (int i = 0; i < 3; ++i)
+          m.block[i] = info.at("block").at(i);
+      m.dynamicSharedMemory =
+          info.value("dynamic_shared_memory", dynamicSharedMemory);
+    } catch (const json::exception &e) {
+      throw ManifestError("bad manifest entry for " + arch + ": " + e.what());
+    }
+  }
+  return m;
+}
+
 const ParamInfo *KernelManifest::find(const std::string &name) const {
   for (const ParamInfo &p : params)
     if (p.name == name)
@@ -113,9 +133,9 @@ std::string flashlight::runtime::chooseArtifact(const KernelManifest &m,
 }
 
 Kernel::Kernel(const KernelManifest &manifest, int computeCapability)
-    : manifest(manifest) {
+    : loaded(chooseArtifact(manifest, computeCapability)),
+      manifest(manifest.forArtifact(loaded)) {
   CudaDriver &cuda = CudaDriver::get();
-  loaded = chooseArtifact(manifest, computeCapability);
   std::ifstream in(manifest.directory + "/" + loaded, std::ios::binary);
   if (!in)
     throw ManifestError("cannot read " + manifest.directory + "/" + loaded);
@@ -126,10 +146,12 @@ Kernel::Kernel(const KernelManifest &manifest, int computeCapability)
   cuda.check(
       cuda.cuModuleGetFunction(&function, module, manifest.kernel.c_str()),
       "cuModuleGetFunction");
-  // Past 48 KB, a block's dynamic shared memory must be opted into.
+  // Past 48 KB of static plus dynamic shared memory, the dynamic part must
+  // be opted into; the kernel's static bytes (a 48 KB wgmma kernel has 1)
+  // count too, so opt in for any dynamic shared memory.
   // CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES (no CUDA header here).
   constexpr int kMaxDynamicSharedSizeBytes = 8;
-  if (manifest.dynamicSharedMemory > 48 * 1024)
+  if (manifest.dynamicSharedMemory > 0)
     cuda.check(cuda.cuFuncSetAttribute(function, kMaxDynamicSharedSizeBytes,
                                        int(manifest.dynamicSharedMemory)),
                "cuFuncSetAttribute");

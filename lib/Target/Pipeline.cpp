@@ -13,6 +13,7 @@
 #include "mlir/Conversion/IndexToLLVM/IndexToLLVM.h"
 #include "mlir/Conversion/MathToLLVM/MathToLLVM.h"
 #include "mlir/Conversion/MemRefToLLVM/MemRefToLLVM.h"
+#include "mlir/Conversion/NVVMToLLVM/NVVMToLLVM.h"
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/UBToLLVM/UBToLLVM.h"
 #include "mlir/Conversion/VectorToLLVM/ConvertVectorToLLVM.h"
@@ -65,6 +66,8 @@ void flashlight::buildAttnToGPUPipeline(OpPassManager &pm,
   AttnToGPUOptions codegen;
   codegen.tensorCores = options.tensorCores;
   codegen.warpRows = options.warpRows;
+  // Warpgroup MMA needs the arch-specific sm_90a target.
+  codegen.wgmma = options.wgmma && options.chip == "sm_90a";
   pm.addPass(createAttnToGPU(codegen));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -76,6 +79,8 @@ void flashlight::buildGPUToPTXPipeline(OpPassManager &pm,
   kernels.addPass(createSCFToControlFlowPass());
   kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
+  // NVVM ops that lower to inline PTX (wgmma.mma_async).
+  kernels.addPass(createConvertNVVMToLLVMPass());
   kernels.addPass(createCanonicalizerPass());
   kernels.addPass(createCSEPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
@@ -126,6 +131,9 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::desc("Query rows per warp with tensor cores (16 or 32; 0: "
                      "32 for block-m >= 128)"),
       llvm::cl::init(0)};
+  Option<bool> wgmma{*this, "wgmma",
+                     llvm::cl::desc("With chip=sm_90a, use warpgroup MMA"),
+                     llvm::cl::init(true)};
 
   flashlight::PipelineOptions get() const {
     flashlight::PipelineOptions o;
@@ -134,6 +142,7 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
     o.blockN = blockN;
     o.tensorCores = tensorCores;
     o.warpRows = warpRows;
+    o.wgmma = wgmma;
     o.libdevice = flashlight::findLibdevice();
     return o;
   }

@@ -69,6 +69,17 @@ def _get_driver():
     return _driver
 
 
+def _geometry(manifest, artifact):
+    """block_m, block and dynamic shared memory of the arch whose artifact
+    was loaded (the code generator can differ per arch), else the top
+    level's."""
+    geometry = {k: manifest.get(k) for k in ("block_m", "block", "dynamic_shared_memory")}
+    for info in manifest.get("archs", {}).values():
+        if artifact in (info.get("cubin"), info.get("ptx")):
+            geometry.update({k: info[k] for k in geometry if k in info})
+    return geometry
+
+
 def _choose_artifact(archs, cc):
     own = f"sm_{cc}"
     for arch in (own + "a", own):
@@ -110,8 +121,11 @@ class Kernel:
             self.artifact = _choose_artifact(self.manifest["archs"], cc)
             self._module = self._load_module(self.artifact)
             self._function = self._get_function(self._module, self.manifest["kernel"])
-            self._shared = self.manifest.get("dynamic_shared_memory", 0)
-            if self._shared > 48 * 1024:  # past 48 KB, opted into per function
+            self.geometry = _geometry(self.manifest, self.artifact)
+            self._shared = self.geometry.get("dynamic_shared_memory") or 0
+            # Past 48 KB of static + dynamic shared memory, the dynamic part is
+            # opted into per function; static bytes count, so always opt in.
+            if self._shared > 0:
                 max_dynamic_shared_size_bytes = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
                 _get_driver().check(_get_driver().lib.cuFuncSetAttribute(
                     self._function, max_dynamic_shared_size_bytes,
@@ -177,9 +191,9 @@ class Kernel:
                 o.fill_(float("nan"))
         tensors = list(inputs) + outputs
         q = tensors[[p["name"] for p in self.params].index("q0")]
-        block_m = self.manifest["block_m"]
+        block_m = self.geometry["block_m"]
         grid = ((q.shape[2] + block_m - 1) // block_m, q.shape[1], q.shape[0])
-        _launch(self._function, tensors, grid, self.manifest["block"], device,
+        _launch(self._function, tensors, grid, self.geometry["block"], device,
                 self._shared)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 

@@ -4,9 +4,11 @@
 //                      [--emit=mlir|ptx|cubin] [--print-ir-after=<pass>]
 //                      [--mlir-timing] [--block-m=N] [--block-n=N]
 //
-// Writes out/<name>.mlir (the kernel IR), out/<name>.<arch>.ptx,
-// out/<name>.ptx (the lowest arch's, JIT-compilable on newer GPUs),
-// out/<name>.<arch>.cubin (ptxas) and out/<name>.json (the manifest).
+// Writes out/<name>.mlir (the first arch's kernel IR; out/<name>.<arch>.mlir
+// for an arch whose kernel differs, e.g. wgmma on sm_90a),
+// out/<name>.<arch>.ptx, out/<name>.ptx (the lowest arch's, JIT-compilable on
+// newer GPUs), out/<name>.<arch>.cubin (ptxas) and out/<name>.json (the
+// manifest).
 //
 //===----------------------------------------------------------------------===//
 
@@ -104,6 +106,11 @@ static cl::opt<bool> tensorCores(
              "tensorCoreTiles); =false forces the "
              "reference generator"),
     cl::init(true));
+static cl::opt<bool>
+    wgmma("wgmma",
+          cl::desc("On sm_90a, use the warpgroup-MMA (wgmma) code generator "
+                   "where the tensor-core one applies; =false keeps mma.sync"),
+          cl::init(true));
 static cl::opt<bool>
     explain("flashlight-explain",
             cl::desc("Say what the analysis found and which code generator was "
@@ -537,6 +544,7 @@ int main(int argc, char **argv) {
   // generator's tiles (and attn-to-gpu remarks why).
   options.tensorCores = tensorCores;
   options.warpRows = warpRows;
+  options.wgmma = wgmma;
   std::optional<std::pair<int64_t, int64_t>> mmaTiles;
   if (tensorCores)
     funcs.front().walk([&](flashlight::attn::AttentionOp op) {
@@ -560,78 +568,95 @@ int main(int argc, char **argv) {
     if (failed(pm.run(*module)))
       return 1;
   }
-  {
-    PassManager pm(&context);
-    configure(pm);
-    flashlight::buildAttnToGPUPipeline(pm, options);
-    if (failed(pm.run(*module)))
-      return 1;
-  }
-  std::string kernelIR;
-  llvm::raw_string_ostream(kernelIR) << *module;
-  if (failed(writeFile(outPath(".mlir"), kernelIR)))
-    return 1;
-
-  // Launch geometry and code generator, as the kernel records them.
-  std::vector<int64_t> block = {1, 1, 1};
-  std::string codegen;
-  int64_t dynamicShared = 0;
-  module->walk([&](gpu::GPUFuncOp kernel) {
-    if (auto bytes = kernel->getAttrOfType<IntegerAttr>(
-            "flashlight.dynamic_shared_memory"))
-      dynamicShared = bytes.getInt();
-    if (auto known = kernel.getKnownBlockSizeAttr())
-      block = {known[0], known[1], known[2]};
-    if (auto name = kernel->getAttrOfType<StringAttr>("flashlight.codegen"))
-      codegen = name.str();
-  });
-
-  if (explain)
-    llvm::errs() << inputFile << ": code generator " << codegen << ", tiles "
-                 << options.blockM << "x" << options.blockN << ", " << block[0]
-                 << " threads per block\n";
-
-  manifest.update(json{
-      {"kernel", kernelName},
-      {"abi", "memref-descriptor"},
-      {"block", block},
-      {"block_m", options.blockM},
-      {"block_n", options.blockN},
-      {"codegen", codegen},
-      {"grid_rule", "x = ceil(M / block_m), y = Hq, z = B (from q0's shape)"},
-      {"dynamic_shared_memory", dynamicShared},
-      {"params", params},
-      {"kernel_ir", name + ".mlir"}});
+  manifest.update(json{{"kernel", kernelName},
+                       {"abi", "memref-descriptor"},
+                       {"block_m", options.blockM},
+                       {"block_n", options.blockN},
+                       {"grid_rule", "x = ceil(M / block_m), y = Hq, z = B "
+                                     "(from q0's shape)"},
+                       {"params", params},
+                       {"kernel_ir", name + ".mlir"}});
   if (succeeded(program))
     manifest["program"] = *program;
   else
     manifest["program"] = nullptr;
 
+  // Each arch gets its own kernel: the code generator depends on the chip
+  // (wgmma on sm_90a), and with it the block size and shared memory. The
+  // first arch's kernel IR is <name>.mlir and its launch geometry also
+  // stands at the manifest's top level.
+  std::string firstIR;
   json artifacts = json::object();
-  if (emit != "mlir") {
-    for (const std::string &chip : archs) {
-      OwningOpRef<ModuleOp> copy = cast<ModuleOp>((*module)->clone());
+  for (const std::string &chip : archs) {
+    OwningOpRef<ModuleOp> kernels = cast<ModuleOp>((*module)->clone());
+    options.chip = chip;
+    {
+      PassManager pm(&context);
+      configure(pm);
+      flashlight::buildAttnToGPUPipeline(pm, options);
+      if (failed(pm.run(*kernels)))
+        return 1;
+    }
+    std::string kernelIR;
+    llvm::raw_string_ostream(kernelIR) << *kernels;
+    bool first = &chip == &archs.front();
+    if (first)
+      firstIR = kernelIR;
+    std::string irFile =
+        kernelIR == firstIR ? name + ".mlir" : name + "." + chip + ".mlir";
+    if ((first || kernelIR != firstIR) &&
+        failed(writeFile(outPath(irFile.substr(name.size())), kernelIR)))
+      return 1;
+
+    // Launch geometry and code generator, as the kernel records them.
+    std::vector<int64_t> block = {1, 1, 1};
+    std::string codegen;
+    int64_t dynamicShared = 0;
+    kernels->walk([&](gpu::GPUFuncOp kernel) {
+      if (auto bytes = kernel->getAttrOfType<IntegerAttr>(
+              "flashlight.dynamic_shared_memory"))
+        dynamicShared = bytes.getInt();
+      if (auto known = kernel.getKnownBlockSizeAttr())
+        block = {known[0], known[1], known[2]};
+      if (auto name = kernel->getAttrOfType<StringAttr>("flashlight.codegen"))
+        codegen = name.str();
+    });
+    if (explain)
+      llvm::errs() << inputFile << ": code generator " << codegen << ", tiles "
+                   << options.blockM << "x" << options.blockN << ", "
+                   << block[0] << " threads per block for " << chip << "\n";
+    json info = {{"block", block},
+                 {"block_m", options.blockM},
+                 {"codegen", codegen},
+                 {"dynamic_shared_memory", dynamicShared},
+                 {"kernel_ir", irFile}};
+    if (first)
+      manifest.update(json{{"block", block},
+                           {"codegen", codegen},
+                           {"dynamic_shared_memory", dynamicShared}});
+    if (emit != "mlir") {
       options.chip = chip;
       PassManager pm(&context);
       configure(pm);
       flashlight::buildGPUToPTXPipeline(pm, options);
       auto start = std::chrono::steady_clock::now();
-      if (failed(pm.run(*copy)))
+      if (failed(pm.run(*kernels)))
         return 1;
       double ms = std::chrono::duration<double, std::milli>(
                       std::chrono::steady_clock::now() - start)
                       .count();
       std::string ptx;
-      copy->walk([&](gpu::BinaryOp binary) {
+      kernels->walk([&](gpu::BinaryOp binary) {
         auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
         ptx = object.getObject().getValue().str();
       });
       if (ptx.empty())
         return fail("no PTX produced for " + chip);
-      json info = {{"ptx", name + "." + chip + ".ptx"}, {"lower_ms", ms}};
+      info["ptx"] = name + "." + chip + ".ptx";
+      info["lower_ms"] = ms;
       if (failed(writeFile(outPath("." + chip + ".ptx"), ptx)))
         return 1;
-      if (&chip == &archs.front() && failed(writeFile(outPath(".ptx"), ptx)))
+      if (first && failed(writeFile(outPath(".ptx"), ptx)))
         return 1;
       if (emit == "cubin") {
         std::string cubin = outPath("." + chip + ".cubin");
@@ -644,8 +669,8 @@ int main(int argc, char **argv) {
                                std::chrono::steady_clock::now() - start)
                                .count();
       }
-      artifacts[chip] = info;
     }
+    artifacts[chip] = info;
   }
   manifest["archs"] = artifacts;
   if (failed(compileHost()))

@@ -29,7 +29,9 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
     With `tensor-cores`, programs that fit use the tensor-core generator
     instead (FlashAttention-2 style: 16 or 32 query rows per warp, mma.sync
     m16n8k16 for Q K^T and P V, K/V tiles staged in dynamic shared memory, P
-    kept in registers as the A operand of P V).
+    kept in registers as the A operand of P V). With `wgmma` (sm_90a), the
+    same structure with both products on warpgroup MMA: one warpgroup per 64
+    query rows, Q/K/V tiles in core-matrix order, P V with P in registers.
 
     Kernel parameters, in order: the function's arguments, then its results,
     each a memref of the same shape (dynamic dims allowed). The kernel gets
@@ -45,6 +47,9 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
     Option<"warpRows", "warp-rows", "int64_t", /*default=*/"0",
            "Query rows per warp of the tensor-core generator: 16 or 32 (one "
            "or two m16 tiles); 0 picks 32 for block-m >= 128, else 16">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
+           "With tensor-cores, use Hopper's warpgroup MMA (sm_90a only) for "
+           "block-m 64 or 128: one warpgroup per 64 query rows">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

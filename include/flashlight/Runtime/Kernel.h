@@ -53,6 +53,11 @@ struct KernelManifest {
 
   /// Parses `path`; throws ManifestError.
   static KernelManifest load(const std::string &path);
+  /// This manifest with the launch geometry (block_m, block, dynamic shared
+  /// memory) of the arch whose cubin or PTX is `artifact`: the code
+  /// generator, and with it the geometry, can differ per arch (wgmma on
+  /// sm_90a). Entries without their own geometry keep the top level's.
+  KernelManifest forArtifact(const std::string &artifact) const;
   /// The parameter named `name`, or nullptr.
   const ParamInfo *find(const std::string &name) const;
   /// Grid for the given parameter shapes: (ceil(M / block_m), Hq, B), read
@@ -81,10 +86,11 @@ public:
               CUstream stream = nullptr) const;
 
 private:
-  const KernelManifest &manifest;
+  std::string loaded;
+  /// The manifest with the loaded arch's launch geometry.
+  KernelManifest manifest;
   CUmodule module = nullptr;
   CUfunction function = nullptr;
-  std::string loaded;
 };
 
 /// The artifact (cubin or PTX file name) `manifest` offers for a device of

@@ -27,6 +27,8 @@ struct PipelineOptions {
   /// Query rows per warp of the tensor-core generator (16 or 32; 0: its
   /// default for block-m).
   int64_t warpRows = 0;
+  /// On sm_90a, use warpgroup MMA (wgmma) for the tensor-core generator.
+  bool wgmma = true;
   /// libdevice bitcode for math functions (tanh, log, ...); empty: none.
   std::string libdevice;
 };

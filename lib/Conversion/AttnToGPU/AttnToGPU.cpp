@@ -74,7 +74,7 @@ std::optional<std::string> mmaIneligibility(OnlineStepOp step, int64_t blockM,
 /// Converts one function whose body is a tiled attention.
 LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                               scf::ForallOp forall, bool tensorCores,
-                              int64_t warpRows) {
+                              int64_t warpRows, bool wgmma) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   if (ValueRange(ret.getOperands()) != ValueRange(forall.getResults()))
     return func.emitError("attn-to-gpu: the function must return exactly the "
@@ -114,12 +114,20 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                             << " threads per block with the reference code "
                                "generator (at most 1024)";
 
+  // Hopper's warpgroup MMA takes 64 query rows per warpgroup, up to two
+  // warpgroups (more would leave under 128 registers per thread).
+  bool useWgmma =
+      useMma && wgmma && (blockM.getInt() == 64 || blockM.getInt() == 128);
+  if (useMma && wgmma && !useWgmma)
+    func.emitRemark() << "wgmma not used: block-m " << blockM.getInt()
+                      << " (it takes 64 or 128); using mma.sync";
+
   // Tensor cores: 16 * mTiles query rows per warp; Q stays in shared memory
   // when its A fragments and the accumulators would not both fit in
   // registers (more than 32 registers of Q per thread).
   int64_t mTiles = 1;
-  bool queryInSmem = false;
-  if (useMma) {
+  bool queryInSmem = useWgmma;
+  if (useMma && !useWgmma) {
     int64_t rows = warpRows ? warpRows : (blockM.getInt() >= 128 ? 32 : 16);
     if ((rows != 16 && rows != 32) || blockM.getInt() % rows)
       return func.emitError()
@@ -136,8 +144,9 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   auto kernel = gpu::GPUFuncOp::create(b, loc, func.getName(),
                                        b.getFunctionType(params, {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  int64_t threads = useMma ? blockM.getInt() / (16 * mTiles) * kThreadsPerWarp
-                           : blockM.getInt() * kThreadsPerWarp;
+  int64_t threads = useWgmma ? blockM.getInt() / 64 * 4 * kThreadsPerWarp
+                    : useMma ? blockM.getInt() / (16 * mTiles) * kThreadsPerWarp
+                             : blockM.getInt() * kThreadsPerWarp;
   kernel.setKnownBlockSizeAttr(
       b.getDenseI32ArrayAttr({int32_t(threads), 1, 1}));
   if (useMma) {
@@ -152,20 +161,23 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     bool votes = false;
     forall.walk([&](OnlineStepOp s) { votes |= votesOnTiles(s); });
     bool roomy = mTiles == 1 && dv <= 64 && !votes;
-    int64_t blocksPerSM = threads > 128 ? 1 : (roomy ? 3 : 2);
+    int64_t blocksPerSM = threads > 128 ? 1 : (roomy && !useWgmma ? 3 : 2);
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                     b.getI32IntegerAttr(blocksPerSM));
   }
   kernel->setAttr("flashlight.block_m", blockM);
   kernel->setAttr("flashlight.codegen",
-                  b.getStringAttr(useMma ? "mma.sync" : "reference"));
+                  b.getStringAttr(useWgmma ? "wgmma"
+                                  : useMma ? "mma.sync"
+                                           : "reference"));
 
   b.setInsertionPointToStart(&kernel.getBody().front());
   std::unique_ptr<KernelEmitter> owner;
   if (useMma) {
     // K, V (and Q) tiles in dynamic shared memory (more than the 48 KB of
-    // static shared memory with Q), rows padded by 8 elements: ldmatrix rows
-    // then start 16 bytes apart in bank terms, free of conflicts.
+    // static shared memory with Q). For mma.sync, rows padded by 8 elements:
+    // ldmatrix rows then start 16 bytes apart in bank terms, free of
+    // conflicts. For wgmma, 8x8 core matrices of 128 contiguous bytes.
     auto smem = gpu::AddressSpaceAttr::get(b.getContext(),
                                            gpu::AddressSpace::Workgroup);
     Value base = gpu::DynamicSharedMemoryOp::create(
@@ -175,9 +187,12 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     int64_t bytes = 0;
     auto tile = [&](Value of, int64_t rows) {
       auto t = cast<RankedTensorType>(of.getType());
-      auto type =
-          MemRefType::get({rows, t.getDimSize(3) + 8}, t.getElementType(),
-                          MemRefLayoutAttrInterface(), smem);
+      int64_t d = t.getDimSize(3);
+      SmallVector<int64_t, 2> shape = {rows, d + 8};
+      if (useWgmma)
+        shape = {rows * d / 64, 64};
+      auto type = MemRefType::get(shape, t.getElementType(),
+                                  MemRefLayoutAttrInterface(), smem);
       Value view = memref::ViewOp::create(
           b, loc, type, base, arith::ConstantIndexOp::create(b, loc, bytes),
           ValueRange{});
@@ -191,7 +206,8 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       tiles.queries = tile(step.getQueries()[0], blockM.getInt());
     kernel->setAttr("flashlight.dynamic_shared_memory",
                     b.getI64IntegerAttr(bytes));
-    owner = createMmaSyncEmitter(b, loc, tiles, threads, mTiles);
+    owner = useWgmma ? createWgmmaEmitter(b, loc, tiles, threads)
+                     : createMmaSyncEmitter(b, loc, tiles, threads, mTiles);
   } else {
     owner = createRowPerWarpEmitter(b, loc);
   }
@@ -267,8 +283,8 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
     auto gpuModule =
         gpu::GPUModuleOp::create(b, module.getLoc(), "flashlight_kernels");
     for (auto [func, forall] : work) {
-      if (failed(
-              convertFunction(func, gpuModule, forall, tensorCores, warpRows)))
+      if (failed(convertFunction(func, gpuModule, forall, tensorCores, warpRows,
+                                 wgmma)))
         return signalPassFailure();
       func.erase();
     }

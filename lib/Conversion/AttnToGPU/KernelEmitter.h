@@ -377,6 +377,14 @@ std::unique_ptr<KernelEmitter> createMmaSyncEmitter(OpBuilder &b, Location loc,
                                                     int64_t threads,
                                                     int64_t mTiles);
 
+/// Hopper warpgroup MMA (sm_90a): the mma.sync generator's structure with
+/// both products on wgmma; one warpgroup (128 threads) per 64 query rows,
+/// `threads` in all. `tiles` are stored as 8x8 core matrices
+/// ([rows / 8 * D / 8, 64]); Q is always in shared memory.
+std::unique_ptr<KernelEmitter> createWgmmaEmitter(OpBuilder &b, Location loc,
+                                                  const MmaTiles &tiles,
+                                                  int64_t threads);
+
 } // namespace flashlight::attn_to_gpu
 
 #endif // FLASHLIGHT_LIB_CONVERSION_ATTNTOGPU_KERNELEMITTER_H

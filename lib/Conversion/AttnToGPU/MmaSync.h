@@ -273,7 +273,7 @@ protected:
 
   /// Once every warp is done reading the K tile, refills it with the next
   /// `bn` keys (rows past the end are zero-filled).
-  void prefetchNextKey(int64_t bn) {
+  virtual void prefetchNextKey(int64_t bn) {
     barrier();
     View nextKey = keyView;
     nextKey.offsets[2] = addI(keyView.offsets[2], idx(bn));
