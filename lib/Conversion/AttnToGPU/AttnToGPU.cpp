@@ -115,12 +115,23 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                                "generator (at most 1024)";
 
   // Hopper's warpgroup MMA takes 64 query rows per warpgroup, up to two
-  // warpgroups (more would leave under 128 registers per thread).
-  bool useWgmma =
-      useMma && wgmma && (blockM.getInt() == 64 || blockM.getInt() == 128);
-  if (useMma && wgmma && !useWgmma)
-    func.emitRemark() << "wgmma not used: block-m " << blockM.getInt()
-                      << " (it takes 64 or 128); using mma.sync";
+  // warpgroups (more would leave under 128 registers per thread), and head
+  // dims of whole 128-byte swizzle atoms.
+  bool useWgmma = false;
+  if (useMma && wgmma) {
+    auto headDim = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getDimSize(3);
+    };
+    int64_t dqk = headDim(step.getKeys()[0]), dv = headDim(step.getValue());
+    if (blockM.getInt() != 64 && blockM.getInt() != 128)
+      func.emitRemark() << "wgmma not used: block-m " << blockM.getInt()
+                        << " (it takes 64 or 128); using mma.sync";
+    else if (dqk % 64 || dv % 64)
+      func.emitRemark() << "wgmma not used: head dims " << dqk << "/" << dv
+                        << " (it takes 64 or 128); using mma.sync";
+    else
+      useWgmma = true;
+  }
 
   // Tensor cores: 16 * mTiles query rows per warp; Q stays in shared memory
   // when its A fragments and the accumulators would not both fit in
@@ -177,7 +188,9 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // K, V (and Q) tiles in dynamic shared memory (more than the 48 KB of
     // static shared memory with Q). For mma.sync, rows padded by 8 elements:
     // ldmatrix rows then start 16 bytes apart in bank terms, free of
-    // conflicts. For wgmma, 8x8 core matrices of 128 contiguous bytes.
+    // conflicts. For wgmma, 128-byte swizzled tiles (Wgmma.cpp), which must
+    // start 1024-byte aligned: the views start past the base's misalignment
+    // (1024 bytes are reserved for it).
     auto smem = gpu::AddressSpaceAttr::get(b.getContext(),
                                            gpu::AddressSpace::Workgroup);
     Value base = gpu::DynamicSharedMemoryOp::create(
@@ -185,16 +198,32 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
         MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
                         MemRefLayoutAttrInterface(), smem));
     int64_t bytes = 0;
+    Value shift = arith::ConstantIndexOp::create(b, loc, 0);
+    if (useWgmma) {
+      Value address =
+          memref::ExtractAlignedPointerAsIndexOp::create(b, loc, base);
+      Value atom = arith::ConstantIndexOp::create(b, loc, 1024);
+      shift = arith::RemUIOp::create(
+          b, loc,
+          arith::SubIOp::create(b, loc, atom,
+                                arith::RemUIOp::create(b, loc, address, atom)),
+          atom);
+      bytes = 1024;
+    }
+    int64_t reserved = bytes;
     auto tile = [&](Value of, int64_t rows) {
       auto t = cast<RankedTensorType>(of.getType());
       int64_t d = t.getDimSize(3);
       SmallVector<int64_t, 2> shape = {rows, d + 8};
-      if (useWgmma)
-        shape = {rows * d / 64, 64};
+      if (useWgmma) // K and V double-buffered: 2 tiles each.
+        shape = {(of == step.getQueries()[0] ? 1 : 2) * rows * d / 64, 64};
       auto type = MemRefType::get(shape, t.getElementType(),
                                   MemRefLayoutAttrInterface(), smem);
       Value view = memref::ViewOp::create(
-          b, loc, type, base, arith::ConstantIndexOp::create(b, loc, bytes),
+          b, loc, type, base,
+          arith::AddIOp::create(
+              b, loc, shift,
+              arith::ConstantIndexOp::create(b, loc, bytes - reserved)),
           ValueRange{});
       bytes += type.getNumElements() * t.getElementTypeBitWidth() / 8;
       return view;

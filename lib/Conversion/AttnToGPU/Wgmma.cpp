@@ -6,20 +6,30 @@
 // holds rows [16w, 16w + 16), and its m64nN accumulator is the mma.sync m16n8
 // C fragment repeated over N / 8, so the per-element code carries over.
 //
-// - Tiles (Q, K, V) are stored as 8x8 core matrices of 128 contiguous bytes,
-//   core-row major ([rows / 8][D / 8][8][8]), which wgmma reads without
-//   swizzling; each thread's 16-byte cp.async fills one core-matrix row, and
-//   a warp's copies fill 4 core matrices, free of bank conflicts.
-// - S = Q K^T: wgmma m64n(block-n)k16 with Q and K from shared memory
-//   (both K-major: the leading byte offset steps between core matrices along
-//   D, the stride byte offset between 8-row groups).
+// - Tiles (Q, K, V) use the 128-byte swizzle: a tile is split into atoms of
+//   64 columns (128 bytes per row), each [rows][128 bytes] with the 16-byte
+//   chunk j of row r stored at chunk j ^ (r % 8); tiles start 1024-byte
+//   aligned. A warp's row-major cp.async copies and wgmma's reads are then
+//   free of bank conflicts (the unswizzled core-matrix layout, measured on an
+//   H100, left wgmma at a quarter of its rate). Head dims 64 and 128.
+// - S = Q K^T: wgmma m64n(block-n)k16 with Q and K from shared memory (both
+//   K-major: a k16 step moves 32 bytes within an atom; 8-row groups are 1024
+//   bytes apart).
 // - O = alpha * O + P V: wgmma m64n(Dv)k16 with P from registers (the same
 //   A fragments as mma.sync) and V from shared memory, transposed (V's rows
-//   are keys, the contraction dimension): MLIR 22's NVVM op has no
-//   register-A form, so this one is inline PTX.
+//   are keys, the contraction dimension; atoms along D are rows * 128 bytes
+//   apart): MLIR 22's NVVM op has no register-A form, so this one is inline
+//   PTX.
 // - cp.async writes through the generic proxy and wgmma reads through the
 //   async proxy: each thread fences (fence.proxy.async) after its copies
 //   land, before the barrier.
+// - K and V are double-buffered (tile t in buffer t % 2), and tile t + 1's
+//   copies are issued right after S = Q K_t^T, so that they have the whole
+//   softmax and P V (V) or the next S (K) to land: at wgmma's speed one
+//   buffer's latency is not hidden. Copy groups in flight, in order: K_t,
+//   V_t, then K_t+1, V_t+1; a step waits for K_t with one group pending and
+//   for V_t with two. The barrier after K_t lands also tells that every
+//   warpgroup is done with tile t - 1, whose buffers the prefetch refills.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,27 +56,96 @@ public:
 
 protected:
   Value keyAddress, valueAddress, queryAddress;
+  /// The current tile's buffer (0 or 1), and the core-matrix offset that
+  /// stage() writes at.
+  Value parity, stageOffset;
+  /// Rows of the tile being staged (per buffer).
+  int64_t stagedRows = 0;
+  View valueView;
 
   int64_t tileRows(Value tile, int64_t d) override {
-    return cast<MemRefType>(tile.getType()).getNumElements() / d;
+    int64_t buffers = tile == queryTile ? 1 : 2;
+    return cast<MemRefType>(tile.getType()).getNumElements() / d / buffers;
   }
 
-  /// Copy c fills row c % 8 of core matrix c / 8 (core-row major), so that
-  /// consecutive threads write consecutive 16 bytes of shared memory.
-  std::pair<Value, Value> chunkOrigin(Value c, int64_t d) override {
-    Value core = arith::DivUIOp::create(b, loc, c, idx(8));
-    Value row = addI(mulI(arith::DivUIOp::create(b, loc, core, idx(d / 8)), 8),
-                     arith::RemUIOp::create(b, loc, c, idx(8)));
-    return {row, mulI(arith::RemUIOp::create(b, loc, core, idx(d / 8)), 8)};
+  /// Copies `view` into buffer `buffer` of the double-buffered `tile`.
+  Value stageBuffer(const View &view, Value tile, Value buffer, int64_t d) {
+    stagedRows = tileRows(tile, d);
+    stageOffset = mulI(buffer, stagedRows * d / 64);
+    Value group = stage(view, tile);
+    stageOffset = Value();
+    return group;
   }
 
-  /// Tiles are [rows / 8 * D / 8, 64]: (core matrix, element in it).
+  LogicalResult onSlice(Value v, const View &view) override {
+    bool isKey = feedsRole(
+        v, [](OnlineStepOp s, Value x) { return s.getKeys()[0] == x; });
+    bool isValue =
+        feedsRole(v, [](OnlineStepOp s, Value x) { return s.getValue() == x; });
+    if (!isKey && !isValue) {
+      stagedRows = cast<MemRefType>(queryTile.getType()).getDimSize(0) /
+                   (cast<RankedTensorType>(v.getType()).getDimSize(3) / 64);
+      return MmaSyncEmitter::onSlice(v, view);
+    }
+    // Waits count groups, and their token only has to dominate them: Q's,
+    // from before the loop, serves every wait.
+    valueGroup = queryGroup;
+    if (isKey) {
+      keyView = view;
+      return success();
+    }
+    // V's slice follows K's: the first tile's K and V are copied here, later
+    // ones by the previous step's prefetch.
+    valueView = view;
+    int64_t d = cast<MemRefType>(keyView.memref.getType()).getDimSize(3);
+    int64_t dv = cast<RankedTensorType>(v.getType()).getDimSize(3);
+    int64_t bn = tileRows(keyTile, d);
+    std::optional<OpBuilder::InsertionGuard> guard;
+    if (loopLowerBounds.empty()) {
+      parity = idx(0);
+    } else {
+      Value start = loopLowerBounds.back();
+      Value tile = arith::DivUIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, keyView.offsets[2], start),
+          idx(bn));
+      parity = arith::RemUIOp::create(b, loc, tile, idx(2));
+      auto ifFirst = scf::IfOp::create(
+          b, loc, cmpI(arith::CmpIPredicate::eq, keyView.offsets[2], start));
+      guard.emplace(b);
+      b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+    }
+    stageBuffer(keyView, keyTile, parity, d);
+    stageBuffer(valueView, valueTile, parity, dv);
+    return success();
+  }
+
+  /// K and V of the next tile into the other buffers: no barrier, as the one
+  /// after K_t landed already ordered every read of them (tile t - 1).
+  void prefetchNextKey(int64_t bn) override {
+    Value next = arith::SubIOp::create(b, loc, idx(1), parity);
+    View key = keyView, value = valueView;
+    key.offsets[2] = addI(keyView.offsets[2], idx(bn));
+    value.offsets[2] = addI(valueView.offsets[2], idx(bn));
+    int64_t d = cast<MemRefType>(key.memref.getType()).getDimSize(3);
+    int64_t dv = cast<MemRefType>(value.memref.getType()).getDimSize(3);
+    stageBuffer(key, keyTile, next, d);
+    stageBuffer(value, valueTile, next, dv);
+  }
+
+  /// Tiles are [elements / 64, 64]: a line of 64 elements per (atom, row),
+  /// chunks swizzled within the line.
   SmallVector<Value> tileIndices(Value row, Value col, int64_t d) override {
-    Value core = addI(mulI(arith::DivUIOp::create(b, loc, row, idx(8)), d / 8),
-                      arith::DivUIOp::create(b, loc, col, idx(8)));
-    Value within = addI(mulI(arith::RemUIOp::create(b, loc, row, idx(8)), 8),
-                        arith::RemUIOp::create(b, loc, col, idx(8)));
-    return {core, within};
+    // Rows per buffer: the line index is atom * rows + row.
+    Value atom = arith::DivUIOp::create(b, loc, col, idx(64));
+    Value line = addI(mulI(atom, stagedRows), row);
+    if (stageOffset)
+      line = addI(line, stageOffset);
+    Value chunk = arith::DivUIOp::create(
+        b, loc, arith::RemUIOp::create(b, loc, col, idx(64)), idx(8));
+    Value swizzled = arith::XOrIOp::create(
+        b, loc, chunk, arith::RemUIOp::create(b, loc, row, idx(8)));
+    return {line, addI(mulI(swizzled, 8),
+                       arith::RemUIOp::create(b, loc, col, idx(8)))};
   }
 
   void publishCopies() override {
@@ -81,16 +160,17 @@ protected:
   }
 
   /// The matrix descriptor of the operand starting `offset` bytes into the
-  /// tile at `address`: start address, leading byte offset (between core
-  /// matrices along the contraction) and stride byte offset (between core
-  /// matrices along M or N), each in 16-byte units; no swizzle.
+  /// tile at `address`: start address, leading byte offset (K-major: unused;
+  /// MN-major: between 64-column atoms) and stride byte offset (between
+  /// 8-row groups), each in 16-byte units; 128-byte swizzle.
   Value descriptor(Value address, Value offset, int64_t leading,
                    int64_t stride) {
     Value start = arith::AddIOp::create(b, loc, address, offset);
     start = arith::ShRUIOp::create(
         b, loc, arith::AndIOp::create(b, loc, start, i64(0x3FFFF)), i64(4));
     return arith::OrIOp::create(
-        b, loc, start, i64((leading >> 4) << 16 | (stride >> 4) << 32));
+        b, loc, start,
+        i64((leading >> 4) << 16 | (stride >> 4) << 32 | int64_t(1) << 62));
   }
 
   /// An accumulator struct of `n` f32 for the wgmma ops.
@@ -113,23 +193,33 @@ protected:
   }
 
   Fragments scoreProduct(ArrayRef<Value>, int64_t dqk, int64_t bn) override {
-    // The warpgroup's 64 rows of Q start 64 * dqk elements into its tile.
+    // The warpgroup's 64 rows of Q start 64 rows (of 128 bytes) into each
+    // atom of its tile.
     int64_t bytes = elementType().getIntOrFloatBitWidth() / 8;
+    int64_t queryRows =
+        cast<MemRefType>(queryTile.getType()).getDimSize(0) / (dqk / 64);
     Value group = arith::DivUIOp::create(b, loc, warp, idx(4));
-    Value rowsOffset = arith::IndexCastUIOp::create(
-        b, loc, b.getI64Type(), mulI(group, 64 * dqk * bytes));
+    Value rowsOffset = arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
+                                                    mulI(group, 64 * 128));
     int64_t n = bn / 2;
     Type type = accumulatorType(n);
     auto wgmmaType =
         elementType().isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
     Value acc = LLVM::PoisonOp::create(b, loc, type);
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
-    // Each k16 step moves 2 core matrices (256 bytes) along D.
+    // A k16 step moves 32 bytes within an atom of 64 columns.
     for (int64_t k = 0; k < dqk / 16; ++k) {
+      int64_t atom = k / 4, within = (k % 4) * 32;
       Value qDesc = descriptor(
-          queryAddress, arith::AddIOp::create(b, loc, rowsOffset, i64(256 * k)),
-          128, dqk / 8 * 128);
-      Value kDesc = descriptor(keyAddress, i64(256 * k), 128, dqk / 8 * 128);
+          queryAddress,
+          arith::AddIOp::create(b, loc, rowsOffset,
+                                i64(atom * queryRows * 128 + within)),
+          16, 1024);
+      Value kDesc = descriptor(
+          keyAddress,
+          arith::AddIOp::create(b, loc, bufferBytes(bn * dqk * bytes),
+                                i64(atom * bn * 128 + within)),
+          16, 1024);
       acc = NVVM::WgmmaMmaAsyncOp::create(
           b, loc, type, acc, qDesc, kDesc,
           NVVM::MMAShapeAttr::get(b.getContext(), 64, bn, 16), wgmmaType,
@@ -189,11 +279,18 @@ protected:
         .getRes();
   }
 
+  /// Byte offset of the current buffer of a tile of `bytes` bytes.
+  Value bufferBytes(int64_t bytes) {
+    return arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
+                                        mulI(parity, bytes));
+  }
+
   SmallVector<Value>
   valueProduct(ArrayRef<SmallVector<SmallVector<Value>>> pFrag,
                ArrayRef<Value> acc, ArrayRef<Value> alpha, int64_t dv,
                int64_t bn) override {
-    waitCopies(valueGroup, 1);
+    // In flight: V_t, K_t+1, V_t+1.
+    waitCopies(valueGroup, 2);
     Type type = accumulatorType(dv / 2);
     Value c = LLVM::PoisonOp::create(b, loc, type);
     for (int64_t j = 0; j < dv / 2; ++j) {
@@ -202,11 +299,14 @@ protected:
                                       j);
     }
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
-    // Keys [16k, 16k + 16) are 2 core-matrix rows of V: 2 * dv * 16 bytes.
+    // Keys [16k, 16k + 16) are rows 16k.. of every atom (128 bytes a row).
     int64_t bytes = elementType().getIntOrFloatBitWidth() / 8;
     for (int64_t k = 0; k < bn / 16; ++k) {
-      Value vDesc = descriptor(valueAddress, i64(16 * dv * bytes * k),
-                               /*leading=*/dv / 8 * 128, /*stride=*/128);
+      Value vDesc =
+          descriptor(valueAddress,
+                     arith::AddIOp::create(b, loc, bufferBytes(bn * dv * bytes),
+                                           i64(16 * 128 * k)),
+                     /*leading=*/bn * 128, /*stride=*/1024);
       c = registerWgmma(pFrag[0][k], vDesc, c, dv);
     }
     finishProducts();
