@@ -135,6 +135,33 @@ TEST_CASE("dynamic shared memory comes from the manifest", "[runtime]") {
   CHECK_THROWS_AS(manifestFrom(m), ManifestError);
 }
 
+TEST_CASE("each arch's artifact launches with that arch's geometry",
+          "[runtime]") {
+  // sm_90a's wgmma kernel takes 256 threads and more shared memory than the
+  // sm_80 kernel; entries without their own geometry keep the top level's.
+  json m = tinyManifest(nullptr);
+  m["dynamic_shared_memory"] = 18432;
+  m["archs"]["sm_90a"]["block"] = {256, 1, 1};
+  m["archs"]["sm_90a"]["block_m"] = 128;
+  m["archs"]["sm_90a"]["dynamic_shared_memory"] = 99328;
+  KernelManifest manifest = manifestFrom(m);
+  KernelManifest hopper = manifest.forArtifact("tiny.sm_90a.cubin");
+  CHECK(hopper.block == std::array<unsigned, 3>{256, 1, 1});
+  CHECK(hopper.blockM == 128);
+  CHECK(hopper.dynamicSharedMemory == 99328);
+  CHECK(hopper.grid({{3, 5, 300, 2}, {3, 5, 3, 2}, {3, 5, 3, 2}, {}, {}}) ==
+        std::array<unsigned, 3>{3, 5, 3});
+  for (const char *artifact : {"tiny.sm_80.ptx", "tiny.sm_80.cubin"}) {
+    KernelManifest ampere = manifest.forArtifact(artifact);
+    CHECK(ampere.block == std::array<unsigned, 3>{128, 1, 1});
+    CHECK(ampere.blockM == 4);
+    CHECK(ampere.dynamicSharedMemory == 18432);
+  }
+  m["archs"]["sm_90a"]["block"] = "wide";
+  CHECK_THROWS_AS(manifestFrom(m).forArtifact("tiny.sm_90a.cubin"),
+                  ManifestError);
+}
+
 TEST_CASE("the launch grid is (query tiles, heads, batch)", "[runtime]") {
   KernelManifest m = manifestFrom(tinyManifest(nullptr));
   std::array<unsigned, 3> grid =

@@ -1,0 +1,68 @@
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse 2>&1 | FileCheck %s
+
+// Hopper's warpgroup MMA: 128 query rows are two warpgroups (256 threads),
+// one block per SM. Q, K and V live in 128-byte swizzled tiles whose start
+// is aligned to 1024 bytes at run time (1024 bytes reserved), K and V
+// double-buffered: 1024 + 2 * 2 * 64 * 128 * 2 + 128 * 128 * 2 bytes.
+// CHECK-LABEL: gpu.func @vanilla
+// CHECK-SAME: flashlight.codegen = "wgmma"
+// CHECK-SAME: flashlight.dynamic_shared_memory = 99328
+// CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
+// CHECK-SAME: nvvm.minctasm = 1
+// CHECK: %[[SMEM:.*]] = gpu.dynamic_shared_memory
+// CHECK: %[[BASE:.*]] = memref.extract_aligned_pointer_as_index %[[SMEM]]
+// CHECK: %[[MIS:.*]] = arith.remui %[[BASE]], %c1024
+// CHECK: %[[PAD:.*]] = arith.subi %c1024, %[[MIS]]
+// CHECK: %[[SHIFT:.*]] = arith.remui %[[PAD]], %c1024
+// CHECK: memref.view %[[SMEM]][%[[SHIFT]]][] {{.*}} to memref<256x64xbf16
+// Q lands before the loop; cp.async writes through the generic proxy and
+// wgmma reads through the async one, so each thread fences before the
+// barrier.
+// CHECK: nvgpu.device_async_wait {{.*}} {numGroups = 0 : i32}
+// CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
+// CHECK-NEXT: gpu.barrier
+// CHECK: scf.for
+// K_t has landed when at most V_t is still in flight.
+// CHECK: nvgpu.device_async_wait {{.*}} {numGroups = 1 : i32}
+// CHECK-NEXT: nvvm.fence.proxy
+// CHECK-NEXT: gpu.barrier
+// S = Q K^T: D / 16 k steps, both operands from swizzled shared memory; the
+// first step overwrites the accumulator.
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <zero>], A[<bf16>, <one>, <row>], B[<bf16>, <one>, <col>]
+// CHECK-COUNT-7: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <one>]
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// The next tile's K and V go into the other buffers right away (no barrier).
+// CHECK-NOT: gpu.barrier
+// CHECK: nvgpu.device_async_copy
+// V_t has landed when at most K_t+1 and V_t+1 are in flight.
+// CHECK: nvgpu.device_async_wait {{.*}} {numGroups = 2 : i32}
+// P V: P from registers (four i32 per k step), V transposed from shared
+// memory, as inline PTX (no NVVM op has the register-A form).
+// CHECK: nvvm.wgmma.fence.aligned
+// CHECK-COUNT-4: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, 1, 1, 1, 1;"
+// CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+func.func @vanilla(%q: tensor<1x2x256x128xbf16>, %k: tensor<1x2x256x128xbf16>,
+                   %v: tensor<1x2x256x128xbf16>) -> tensor<1x2x256x128xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x256x128xbf16>) k(%k : tensor<1x2x256x128xbf16>)
+      v(%v : tensor<1x2x256x128xbf16>) scale [0.088] normalizer softmax
+      -> tensor<1x2x256x128xbf16>
+  return %o : tensor<1x2x256x128xbf16>
+}
+
+// -----
+
+// Head dims that are not whole 64-column swizzle atoms keep mma.sync, and
+// say why.
+// CHECK: remark: wgmma not used: head dims 96/96 (it takes 64 or 128); using mma.sync
+// CHECK-LABEL: gpu.func @narrow
+// CHECK-SAME: flashlight.codegen = "mma.sync"
+func.func @narrow(%q: tensor<1x2x256x96xbf16>, %k: tensor<1x2x256x96xbf16>,
+                  %v: tensor<1x2x256x96xbf16>) -> tensor<1x2x256x96xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x256x96xbf16>) k(%k : tensor<1x2x256x96xbf16>)
+      v(%v : tensor<1x2x256x96xbf16>) scale [0.1] normalizer softmax
+      -> tensor<1x2x256x96xbf16>
+  return %o : tensor<1x2x256x96xbf16>
+}

@@ -1,0 +1,50 @@
+// Each arch gets its own kernel: wgmma on sm_90a (two warpgroups for 128
+// rows), mma.sync on sm_80; the manifest records each arch's launch geometry
+// and kernel IR, and the first arch's at its top level.
+// RUN: rm -rf %t && flashlight-compile %s -o %t --name=causal --emit=mlir --arch=sm_80,sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=EXPLAIN
+// RUN: FileCheck %s --check-prefix=MANIFEST < %t/causal.json
+// RUN: FileCheck %s --check-prefix=HOPPER-IR < %t/causal.sm_90a.mlir
+// --wgmma=false keeps mma.sync on sm_90a; both archs then share one kernel IR.
+// RUN: rm -rf %t && flashlight-compile %s -o %t --name=causal --emit=mlir --arch=sm_80,sm_90a --wgmma=false --flashlight-explain 2>&1 | FileCheck %s --check-prefix=NOWGMMA
+// RUN: not ls %t/causal.sm_90a.mlir
+// The Python runtime launches each arch's artifact with that arch's geometry.
+// RUN: rm -rf %t && flashlight-compile %s -o %t --name=causal --emit=ptx --arch=sm_80,sm_90a
+// RUN: python3 -c "import json, sys; sys.path.insert(0, sys.argv[1]); import flashlight; m = json.load(open(sys.argv[2])); print(flashlight._geometry(m, 'causal.sm_90a.ptx')); print(flashlight._geometry(m, 'causal.sm_80.ptx'))" %S/../../python %t/causal.json | FileCheck %s --check-prefix=PYTHON
+
+// EXPLAIN: code generator mma.sync, tiles 128x64, 128 threads per block for sm_80
+// EXPLAIN: code generator wgmma, tiles 128x64, 256 threads per block for sm_90a
+
+// MANIFEST: "archs": {
+// MANIFEST: "sm_80": {
+// MANIFEST: "block": [
+// MANIFEST-NEXT: 128,
+// MANIFEST: "codegen": "mma.sync"
+// MANIFEST: "kernel_ir": "causal.mlir"
+// MANIFEST: "sm_90a": {
+// MANIFEST: "block": [
+// MANIFEST-NEXT: 256,
+// MANIFEST: "codegen": "wgmma"
+// MANIFEST: "dynamic_shared_memory": 99328
+// MANIFEST: "kernel_ir": "causal.sm_90a.mlir"
+// MANIFEST: "codegen": "mma.sync"
+
+// HOPPER-IR: flashlight.codegen = "wgmma"
+// HOPPER-IR: nvvm.wgmma.mma_async
+
+// PYTHON: {'block_m': 128, 'block': [256, 1, 1], 'dynamic_shared_memory': 99328}
+// PYTHON-NEXT: {'block_m': 128, 'block': [128, 1, 1], 'dynamic_shared_memory': 69632}
+
+// NOWGMMA: code generator mma.sync, tiles 128x64, 128 threads per block for sm_80
+// NOWGMMA: code generator mma.sync, tiles 128x64, 128 threads per block for sm_90a
+
+func.func @causal(%q: tensor<1x2x256x128xbf16>, %k: tensor<1x2x256x128xbf16>,
+                  %v: tensor<1x2x256x128xbf16>) -> tensor<1x2x256x128xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x256x128xbf16>) k(%k : tensor<1x2x256x128xbf16>)
+      v(%v : tensor<1x2x256x128xbf16>) scale [0.088] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %keep = arith.cmpi uge, %i, %j : index
+        attn.yield %keep : i1
+      } -> tensor<1x2x256x128xbf16>
+  return %o : tensor<1x2x256x128xbf16>
+}
