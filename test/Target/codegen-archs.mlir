@@ -1,6 +1,7 @@
-// Each arch gets its own kernel: wgmma on sm_90a (two warpgroups for 128
-// rows), mma.sync on sm_80; the manifest records each arch's launch geometry
-// and kernel IR, and the first arch's at its top level.
+// Each arch gets its own kernel and tiles: wgmma on sm_90a (two warpgroups
+// for 128 rows; 128 keys per tile at head dim 128), mma.sync on sm_80; the
+// manifest records each arch's launch geometry and kernel IR, and the first
+// arch's at its top level.
 // RUN: rm -rf %t && flashlight-compile %s -o %t --name=causal --emit=mlir --arch=sm_80,sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=EXPLAIN
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/causal.json
 // RUN: FileCheck %s --check-prefix=HOPPER-IR < %t/causal.sm_90a.mlir
@@ -12,7 +13,7 @@
 // RUN: python3 -c "import json, sys; sys.path.insert(0, sys.argv[1]); import flashlight; m = json.load(open(sys.argv[2])); print(flashlight._geometry(m, 'causal.sm_90a.ptx')); print(flashlight._geometry(m, 'causal.sm_80.ptx'))" %S/../../python %t/causal.json | FileCheck %s --check-prefix=PYTHON
 
 // EXPLAIN: code generator mma.sync, tiles 128x64, 128 threads per block for sm_80
-// EXPLAIN: code generator wgmma, tiles 128x64, 256 threads per block for sm_90a
+// EXPLAIN: code generator wgmma, tiles 128x128, 256 threads per block for sm_90a
 
 // MANIFEST: "archs": {
 // MANIFEST: "sm_80": {
@@ -23,15 +24,16 @@
 // MANIFEST: "sm_90a": {
 // MANIFEST: "block": [
 // MANIFEST-NEXT: 256,
+// MANIFEST: "block_n": 128,
 // MANIFEST: "codegen": "wgmma"
-// MANIFEST: "dynamic_shared_memory": 99328
+// MANIFEST: "dynamic_shared_memory": 164864
 // MANIFEST: "kernel_ir": "causal.sm_90a.mlir"
 // MANIFEST: "codegen": "mma.sync"
 
 // HOPPER-IR: flashlight.codegen = "wgmma"
 // HOPPER-IR: nvvm.wgmma.mma_async
 
-// PYTHON: {'block_m': 128, 'block': [256, 1, 1], 'dynamic_shared_memory': 99328}
+// PYTHON: {'block_m': 128, 'block': [256, 1, 1], 'dynamic_shared_memory': 164864}
 // PYTHON-NEXT: {'block_m': 128, 'block': [128, 1, 1], 'dynamic_shared_memory': 69632}
 
 // NOWGMMA: code generator mma.sync, tiles 128x64, 128 threads per block for sm_80

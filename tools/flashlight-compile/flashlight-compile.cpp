@@ -539,29 +539,33 @@ int main(int argc, char **argv) {
   FailureOr<json> program = flashlight::exportProgram(funcs.front());
   std::string kernelName = funcs.front().getName().str();
 
-  // The tensor-core generator's tiles come from the program's structure
-  // (tensorCoreTiles); programs it cannot take keep the reference
-  // generator's tiles (and attn-to-gpu remarks why).
+  // The tensor-core generator's tiles come from the program's structure and
+  // the arch's generator (tensorCoreTiles); programs it cannot take keep the
+  // reference generator's tiles (and attn-to-gpu remarks why).
   options.tensorCores = tensorCores;
   options.warpRows = warpRows;
   options.wgmma = wgmma;
-  std::optional<std::pair<int64_t, int64_t>> mmaTiles;
-  if (tensorCores)
-    funcs.front().walk([&](flashlight::attn::AttentionOp op) {
-      SmallVector<int64_t> dims;
-      for (Value v : SmallVector<Value, 2>{op.getKeys()[0], op.getValue()})
-        dims.push_back(cast<RankedTensorType>(v.getType()).getDimSize(3));
-      std::pair<int64_t, int64_t> tiles = flashlight::tensorCoreTiles(op);
-      if (!flashlight::tensorCoreIneligibility(
-              op.getNumBranches(),
-              cast<RankedTensorType>(op.getValue().getType()).getElementType(),
-              dims, tiles.first, tiles.second))
-        mmaTiles = tiles;
-    });
-  options.blockM =
-      mmaTiles && !blockM.getNumOccurrences() ? mmaTiles->first : blockM;
-  options.blockN =
-      mmaTiles && !blockN.getNumOccurrences() ? mmaTiles->second : blockN;
+  auto chooseTiles = [&](const std::string &chip) {
+    std::optional<std::pair<int64_t, int64_t>> mmaTiles;
+    if (tensorCores)
+      funcs.front().walk([&](flashlight::attn::AttentionOp op) {
+        SmallVector<int64_t> dims;
+        for (Value v : SmallVector<Value, 2>{op.getKeys()[0], op.getValue()})
+          dims.push_back(cast<RankedTensorType>(v.getType()).getDimSize(3));
+        std::pair<int64_t, int64_t> tiles =
+            flashlight::tensorCoreTiles(op, wgmma && chip == "sm_90a");
+        if (!flashlight::tensorCoreIneligibility(
+                op.getNumBranches(),
+                cast<RankedTensorType>(op.getValue().getType())
+                    .getElementType(),
+                dims, tiles.first, tiles.second))
+          mmaTiles = tiles;
+      });
+    options.blockM =
+        mmaTiles && !blockM.getNumOccurrences() ? mmaTiles->first : blockM;
+    options.blockN =
+        mmaTiles && !blockN.getNumOccurrences() ? mmaTiles->second : blockN;
+  };
   if (explain) {
     PassManager pm(&context);
     pm.addPass(flashlight::attn::createAttnExplain());
@@ -570,8 +574,6 @@ int main(int argc, char **argv) {
   }
   manifest.update(json{{"kernel", kernelName},
                        {"abi", "memref-descriptor"},
-                       {"block_m", options.blockM},
-                       {"block_n", options.blockN},
                        {"grid_rule", "x = ceil(M / block_m), y = Hq, z = B "
                                      "(from q0's shape)"},
                        {"params", params},
@@ -590,6 +592,7 @@ int main(int argc, char **argv) {
   for (const std::string &chip : archs) {
     OwningOpRef<ModuleOp> kernels = cast<ModuleOp>((*module)->clone());
     options.chip = chip;
+    chooseTiles(chip);
     {
       PassManager pm(&context);
       configure(pm);
@@ -627,11 +630,14 @@ int main(int argc, char **argv) {
                    << block[0] << " threads per block for " << chip << "\n";
     json info = {{"block", block},
                  {"block_m", options.blockM},
+                 {"block_n", options.blockN},
                  {"codegen", codegen},
                  {"dynamic_shared_memory", dynamicShared},
                  {"kernel_ir", irFile}};
     if (first)
       manifest.update(json{{"block", block},
+                           {"block_m", options.blockM},
+                           {"block_n", options.blockN},
                            {"codegen", codegen},
                            {"dynamic_shared_memory", dynamicShared}});
     if (emit != "mlir") {

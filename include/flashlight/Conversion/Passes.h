@@ -34,13 +34,17 @@ tensorCoreIneligibility(unsigned branches, mlir::Type element,
                         int64_t blockN);
 
 /// The tensor-core generator's tiles (block-m, block-n) for `op`, from its
-/// structure: 128 x 64 (two m16 tiles per warp, so every K/V fragment read
-/// from shared memory feeds two mma) when there is no score region and the
-/// mask is none, causal or prefix-LM (partial tiles only on the diagonal);
-/// 64 x 64 otherwise, where per-element score code or a window's many
-/// partial tiles next to a 32-row warp's state spill registers and lose
-/// (measured on an H100; docs/benchmarks).
-std::pair<int64_t, int64_t> tensorCoreTiles(attn::AttentionOp op);
+/// structure and the generator (measured on an H100; docs/benchmarks):
+/// - "lean" programs (no score region; mask none, causal or prefix-LM, whose
+///   partial tiles are only on the diagonal): mma.sync 128 x 64 (two m16
+///   tiles per warp, so every K/V fragment read from shared memory feeds two
+///   mma); wgmma 128 x 128 at head dim 128 (two warpgroups; n128 halves the
+///   per-tile overhead) and 128 x 64 below;
+/// - otherwise 64 x 64, where per-element score code or a window's many
+///   partial tiles lose with more rows or keys per tile (32-row warps spill
+///   on mma.sync; on wgmma, 128-row and 128-key tiles measured slower).
+/// `wgmma`: the sm_90a generator will take it (head dims 64 or 128).
+std::pair<int64_t, int64_t> tensorCoreTiles(attn::AttentionOp op, bool wgmma);
 
 #define GEN_PASS_REGISTRATION
 #include "flashlight/Conversion/Passes.h.inc"

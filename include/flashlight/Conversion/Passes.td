@@ -42,7 +42,7 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
     Option<"tensorCores", "tensor-cores", "bool", /*default=*/"false",
            "Use the mma.sync code generator where the program fits (one "
            "branch, f16/bf16, head dims multiples of 16 up to 128, block-m "
-           "64, 128 or 256, block-n 32 or 64); otherwise, and with a remark "
+           "64, 128 or 256, block-n 32, 64 or 128); otherwise, and with a remark "
            "saying why, the reference one">,
     Option<"warpRows", "warp-rows", "int64_t", /*default=*/"0",
            "Query rows per warp of the tensor-core generator: 16 or 32 (one "

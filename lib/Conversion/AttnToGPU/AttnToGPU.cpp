@@ -38,19 +38,24 @@ flashlight::tensorCoreIneligibility(unsigned branches, Type element,
       return "head dim " + std::to_string(d) +
              " is not a multiple of 16 up to 128";
   if ((blockM != 64 && blockM != 128 && blockM != 256) ||
-      (blockN != 32 && blockN != 64))
+      (blockN != 32 && blockN != 64 && blockN != 128))
     return "tiles are " + std::to_string(blockM) + "x" +
            std::to_string(blockN) +
-           " (block-m 64, 128 or 256, block-n 32 or 64)";
+           " (block-m 64, 128 or 256, block-n 32, 64 or 128)";
   return std::nullopt;
 }
 
-std::pair<int64_t, int64_t> flashlight::tensorCoreTiles(attn::AttentionOp op) {
+std::pair<int64_t, int64_t> flashlight::tensorCoreTiles(attn::AttentionOp op,
+                                                        bool wgmma) {
   attn::MaskScoreAnalysis analysis(op);
   attn::MaskKind mask = analysis.getMask().kind;
   bool lean = op.getScore().empty() &&
               (mask == attn::MaskKind::None || mask == attn::MaskKind::Causal ||
                mask == attn::MaskKind::Prefix);
+  int64_t dqk = cast<RankedTensorType>(op.getKeys()[0].getType()).getDimSize(3);
+  int64_t dv = cast<RankedTensorType>(op.getValue().getType()).getDimSize(3);
+  if (lean && wgmma && dqk % 64 == 0 && dv % 64 == 0)
+    return {128, dqk >= 128 && dv >= 128 ? 128 : 64};
   return {lean ? 128 : 64, 64};
 }
 
