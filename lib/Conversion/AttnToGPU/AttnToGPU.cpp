@@ -177,7 +177,11 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     bool votes = false;
     forall.walk([&](OnlineStepOp s) { votes |= votesOnTiles(s); });
     bool roomy = mTiles == 1 && dv <= 64 && !votes;
-    int64_t blocksPerSM = threads > 128 ? 1 : (roomy && !useWgmma ? 3 : 2);
+    int64_t blocksPerSM = threads > 128 ? 1 : (roomy ? 3 : 2);
+    // wgmma keeps 16 rows per warp at any block size: with D = 64 its
+    // state fits twice in the register file at 256 threads (128 registers).
+    if (useWgmma && threads > 128 && dv <= 64)
+      blocksPerSM = 2;
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                     b.getI32IntegerAttr(blocksPerSM));
   }
