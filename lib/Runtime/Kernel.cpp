@@ -132,9 +132,11 @@ std::string flashlight::runtime::chooseArtifact(const KernelManifest &m,
   return best;
 }
 
-Kernel::Kernel(const KernelManifest &manifest, int computeCapability)
-    : loaded(chooseArtifact(manifest, computeCapability)),
-      manifest(manifest.forArtifact(loaded)) {
+// `all` is every arch's manifest; the member `manifest` holds the loaded
+// arch's geometry (the body reads only the member).
+Kernel::Kernel(const KernelManifest &all, int computeCapability)
+    : loaded(chooseArtifact(all, computeCapability)),
+      manifest(all.forArtifact(loaded)) {
   CudaDriver &cuda = CudaDriver::get();
   std::ifstream in(manifest.directory + "/" + loaded, std::ios::binary);
   if (!in)
