@@ -49,7 +49,8 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
            "or two m16 tiles); 0 picks 32 for block-m >= 128, else 16">,
     Option<"wgmma", "wgmma", "bool", /*default=*/"false",
            "With tensor-cores, use Hopper's warpgroup MMA (sm_90a only) for "
-           "block-m 64 or 128: one warpgroup per 64 query rows">,
+           "block-m 64 or 128 and head dims 64 or 128 (else mma.sync, with a "
+           "remark): one warpgroup per 64 query rows">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",
