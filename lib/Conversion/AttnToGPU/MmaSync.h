@@ -125,6 +125,11 @@ protected:
   /// Runs in each thread after its copies landed, before the barrier that
   /// shows them to the block.
   virtual void publishCopies() {}
+  /// Copy groups a step leaves in flight when it starts on S = Q K^T: V's,
+  /// which lands during S and the softmax.
+  virtual int32_t pendingAtStep() { return 1; }
+  /// Lets the current V tile land (the next K may still be in flight).
+  virtual void waitForValues() { waitCopies(valueGroup, 1); }
 
   /// ldmatrix of `tiles` 8x8 tiles at `tile[row, col]`, as packed i32s.
   SmallVector<Value> ldmatrix(Value tile, Value row, Value col, int tiles,
@@ -344,9 +349,8 @@ protected:
                ArrayRef<Value> acc, ArrayRef<Value> alpha, int64_t dv,
                int64_t bn) {
     int64_t accPerTile = dv / 8 * 4;
-    // V through ldmatrix.trans, once V has landed (the next K may still
-    // be in flight).
-    waitCopies(valueGroup, 1);
+    // V through ldmatrix.trans, once V has landed.
+    waitForValues();
     // One ldmatrix.x4.trans gives the B fragments of two column blocks:
     // lanes 0-15 address keys [16k, 16k + 16) at columns 8nd, lanes 16-31 at
     // columns 8(nd + 1).
@@ -444,7 +448,7 @@ protected:
           for (int64_t i = 0; i < 4; ++i)
             any = arith::OrIOp::create(b, loc, any, keeps(mt, nb, i));
       nvgpu::DeviceAsyncWaitOp::create(b, loc, valueGroup,
-                                       b.getI32IntegerAttr(1));
+                                       b.getI32IntegerAttr(pendingAtStep()));
       publishCopies();
       Value vote = NVVM::BarrierOp::create(
                        b, loc, b.getI32Type(), Value(), Value(),
@@ -455,7 +459,7 @@ protected:
       anyKept = cmpI(arith::CmpIPredicate::ne, vote,
                      arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0));
     } else {
-      waitCopies(valueGroup, 1);
+      waitCopies(valueGroup, pendingAtStep());
     }
     std::optional<OpBuilder::InsertionGuard> skipGuard;
     scf::IfOp skip;
@@ -467,7 +471,7 @@ protected:
       skipGuard.emplace(b);
       b.setInsertionPointToStart(&skip.getElseRegion().front());
       prefetchNextKey(bn);
-      waitCopies(valueGroup, 1);
+      waitForValues();
       scf::YieldOp::create(b, loc, state);
       b.setInsertionPointToStart(&skip.getThenRegion().front());
     }

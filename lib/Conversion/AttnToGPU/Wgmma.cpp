@@ -26,10 +26,9 @@
 // - K and V are double-buffered (tile t in buffer t % 2), and tile t + 1's
 //   copies are issued right after S = Q K_t^T, so that they have the whole
 //   softmax and P V (V) or the next S (K) to land: at wgmma's speed one
-//   buffer's latency is not hidden. Copy groups in flight, in order: K_t,
-//   V_t, then K_t+1, V_t+1; a step waits for K_t with one group pending and
-//   for V_t with two. The barrier after K_t lands also tells that every
-//   warpgroup is done with tile t - 1, whose buffers the prefetch refills.
+//   buffer's latency is not hidden. A step waits for K_t and V_t together
+//   (one barrier per step); that barrier also tells that every warpgroup is
+//   done with tile t - 1, whose buffers the prefetch then refills.
 //
 //===----------------------------------------------------------------------===//
 
@@ -56,8 +55,8 @@ public:
 
 protected:
   Value keyAddress, valueAddress, queryAddress;
-  /// The current tile's buffer (0 or 1), and the core-matrix offset that
-  /// stage() writes at.
+  /// The current tile's buffer (0 or 1), and the offset (in lines of 64
+  /// elements) of the buffer that stage() writes.
   Value parity, stageOffset;
   /// Rows of the tile being staged (per buffer).
   int64_t stagedRows = 0;
@@ -119,8 +118,13 @@ protected:
     return success();
   }
 
+  /// K_t and V_t both land before S: one barrier per step.
+  int32_t pendingAtStep() override { return 0; }
+  void waitForValues() override {}
+
   /// K and V of the next tile into the other buffers: no barrier, as the one
-  /// after K_t landed already ordered every read of them (tile t - 1).
+  /// after K_t and V_t landed already ordered every read of them (tile
+  /// t - 1).
   void prefetchNextKey(int64_t bn) override {
     Value next = arith::SubIOp::create(b, loc, idx(1), parity);
     View key = keyView, value = valueView;
@@ -135,7 +139,7 @@ protected:
   /// Tiles are [elements / 64, 64]: a line of 64 elements per (atom, row),
   /// chunks swizzled within the line.
   SmallVector<Value> tileIndices(Value row, Value col, int64_t d) override {
-    // Rows per buffer: the line index is atom * rows + row.
+    // The line index is atom * rows + row (rows per buffer).
     Value atom = arith::DivUIOp::create(b, loc, col, idx(64));
     Value line = addI(mulI(atom, stagedRows), row);
     if (stageOffset)
@@ -289,8 +293,6 @@ protected:
   valueProduct(ArrayRef<SmallVector<SmallVector<Value>>> pFrag,
                ArrayRef<Value> acc, ArrayRef<Value> alpha, int64_t dv,
                int64_t bn) override {
-    // In flight: V_t, K_t+1, V_t+1.
-    waitCopies(valueGroup, 2);
     Type type = accumulatorType(dv / 2);
     Value c = LLVM::PoisonOp::create(b, loc, type);
     for (int64_t j = 0; j < dv / 2; ++j) {

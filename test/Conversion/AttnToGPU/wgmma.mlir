@@ -22,8 +22,8 @@
 // CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
 // CHECK-NEXT: gpu.barrier
 // CHECK: scf.for
-// K_t has landed when at most V_t is still in flight.
-// CHECK: nvgpu.device_async_wait {{.*}} {numGroups = 1 : i32}
+// K_t and V_t land together: one barrier per step.
+// CHECK: nvgpu.device_async_wait {{.*}} {numGroups = 0 : i32}
 // CHECK-NEXT: nvvm.fence.proxy
 // CHECK-NEXT: gpu.barrier
 // S = Q K^T: D / 16 k steps, both operands from swizzled shared memory; the
@@ -36,8 +36,9 @@
 // The next tile's K and V go into the other buffers right away (no barrier).
 // CHECK-NOT: gpu.barrier
 // CHECK: nvgpu.device_async_copy
-// V_t has landed when at most K_t+1 and V_t+1 are in flight.
-// CHECK: nvgpu.device_async_wait {{.*}} {numGroups = 2 : i32}
+// P V needs no other wait or barrier.
+// CHECK-NOT: nvgpu.device_async_wait
+// CHECK-NOT: gpu.barrier
 // P V: P from registers (four i32 per k step), V transposed from shared
 // memory, as inline PTX (no NVVM op has the register-A form).
 // CHECK: nvvm.wgmma.fence.aligned
