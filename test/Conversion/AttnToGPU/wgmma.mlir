@@ -67,3 +67,4 @@ func.func @narrow(%q: tensor<1x2x256x96xbf16>, %k: tensor<1x2x256x96xbf16>,
       -> tensor<1x2x256x96xbf16>
   return %o : tensor<1x2x256x96xbf16>
 }
+
