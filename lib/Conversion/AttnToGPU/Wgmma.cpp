@@ -11,7 +11,7 @@
 //   chunk j of row r stored at chunk j ^ (r % 8); tiles start 1024-byte
 //   aligned. A warp's row-major cp.async copies and wgmma's reads are then
 //   free of bank conflicts (the unswizzled core-matrix layout, measured on an
-//   H100, left wgmma at a quarter of its rate). Head dims 64 and 128.
+//   H100, ran at 0.4-0.6x the swizzled rate). Head dims 64 and 128.
 // - S = Q K^T: wgmma m64n(block-n)k16 with Q and K from shared memory (both
 //   K-major: a k16 step moves 32 bytes within an atom; 8-row groups are 1024
 //   bytes apart).
