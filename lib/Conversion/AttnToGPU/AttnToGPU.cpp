@@ -217,9 +217,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
           arith::SubIOp::create(b, loc, atom,
                                 arith::RemUIOp::create(b, loc, address, atom)),
           atom);
-      bytes = 1024;
     }
-    int64_t reserved = bytes;
     auto tile = [&](Value of, int64_t rows) {
       auto t = cast<RankedTensorType>(of.getType());
       int64_t d = t.getDimSize(3);
@@ -230,9 +228,8 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                                   MemRefLayoutAttrInterface(), smem);
       Value view = memref::ViewOp::create(
           b, loc, type, base,
-          arith::AddIOp::create(
-              b, loc, shift,
-              arith::ConstantIndexOp::create(b, loc, bytes - reserved)),
+          arith::AddIOp::create(b, loc, shift,
+                                arith::ConstantIndexOp::create(b, loc, bytes)),
           ValueRange{});
       bytes += type.getNumElements() * t.getElementTypeBitWidth() / 8;
       return view;
@@ -242,8 +239,9 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     tiles.values = tile(step.getValue(), blockN);
     if (queryInSmem)
       tiles.queries = tile(step.getQueries()[0], blockM.getInt());
+    // wgmma: plus the 1024 bytes the alignment shift may skip.
     kernel->setAttr("flashlight.dynamic_shared_memory",
-                    b.getI64IntegerAttr(bytes));
+                    b.getI64IntegerAttr(bytes + (useWgmma ? 1024 : 0)));
     owner = useWgmma ? createWgmmaEmitter(b, loc, tiles, threads)
                      : createMmaSyncEmitter(b, loc, tiles, threads, mTiles);
   } else {

@@ -91,7 +91,7 @@ protected:
       Value srcElements =
           arith::SelectOp::create(b, loc, valid, idx(8), idx(0));
       tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
-          b, loc, tokenType, tile, tileIndices(row, col, d), view.memref,
+          b, loc, tokenType, tile, tileIndices(tile, row, col, d), view.memref,
           ValueRange{view.offsets[0], view.offsets[1], minI(globalRow, lastRow),
                      col},
           b.getIndexAttr(8), srcElements, /*bypassL1=*/b.getUnitAttr()));
@@ -118,8 +118,9 @@ protected:
     return {arith::DivUIOp::create(b, loc, c, idx(d / 8)),
             mulI(arith::RemUIOp::create(b, loc, c, idx(d / 8)), 8)};
   }
-  /// The shared-memory indices of tile element (row, col).
-  virtual SmallVector<Value> tileIndices(Value row, Value col, int64_t d) {
+  /// The shared-memory indices of element (row, col) of `tile`.
+  virtual SmallVector<Value> tileIndices(Value tile, Value row, Value col,
+                                         int64_t d) {
     return {row, col};
   }
   /// Runs in each thread after its copies landed, before the barrier that

@@ -58,8 +58,6 @@ protected:
   /// The current tile's buffer (0 or 1), and the offset (in lines of 64
   /// elements) of the buffer that stage() writes.
   Value parity, stageOffset;
-  /// Rows of the tile being staged (per buffer).
-  int64_t stagedRows = 0;
   View valueView;
 
   int64_t tileRows(Value tile, int64_t d) override {
@@ -69,8 +67,7 @@ protected:
 
   /// Copies `view` into buffer `buffer` of the double-buffered `tile`.
   Value stageBuffer(const View &view, Value tile, Value buffer, int64_t d) {
-    stagedRows = tileRows(tile, d);
-    stageOffset = mulI(buffer, stagedRows * d / 64);
+    stageOffset = mulI(buffer, tileRows(tile, d) * d / 64);
     Value group = stage(view, tile);
     stageOffset = Value();
     return group;
@@ -81,11 +78,8 @@ protected:
         v, [](OnlineStepOp s, Value x) { return s.getKeys()[0] == x; });
     bool isValue =
         feedsRole(v, [](OnlineStepOp s, Value x) { return s.getValue() == x; });
-    if (!isKey && !isValue) {
-      stagedRows = cast<MemRefType>(queryTile.getType()).getDimSize(0) /
-                   (cast<RankedTensorType>(v.getType()).getDimSize(3) / 64);
+    if (!isKey && !isValue)
       return MmaSyncEmitter::onSlice(v, view);
-    }
     // Waits count groups, and their token only has to dominate them: Q's,
     // from before the loop, serves every wait.
     valueGroup = queryGroup;
@@ -138,10 +132,11 @@ protected:
 
   /// Tiles are [elements / 64, 64]: a line of 64 elements per (atom, row),
   /// chunks swizzled within the line.
-  SmallVector<Value> tileIndices(Value row, Value col, int64_t d) override {
+  SmallVector<Value> tileIndices(Value tile, Value row, Value col,
+                                 int64_t d) override {
     // The line index is atom * rows + row (rows per buffer).
     Value atom = arith::DivUIOp::create(b, loc, col, idx(64));
-    Value line = addI(mulI(atom, stagedRows), row);
+    Value line = addI(mulI(atom, tileRows(tile, d)), row);
     if (stageOffset)
       line = addI(line, stageOffset);
     Value chunk = arith::DivUIOp::create(
