@@ -123,6 +123,22 @@ protected:
   Value dim(Value memref, int64_t d) {
     return memref::DimOp::create(b, loc, memref, d);
   }
+
+  /// Where a finalize stores: the output memref and the (batch, head)
+  /// offsets of its block.
+  struct FinalizeTarget {
+    Value out;
+    MemRefType type;
+    Value b0, h0;
+  };
+  FailureOr<FinalizeTarget> finalizeTarget(OnlineFinalizeOp fin) {
+    Value out = outputOf.lookup(fin.getOutput());
+    if (!out)
+      return fin.emitError("attn-to-gpu: finalize result is not an output");
+    return FinalizeTarget{out, cast<MemRefType>(out.getType()),
+                          map.lookup(fin.getBatchOffset()),
+                          map.lookup(fin.getHeadOffset())};
+  }
   /// Loads `memref[indices]` as f32.
   Value loadF32(Value memref, ValueRange indices) {
     Value v = memref::LoadOp::create(b, loc, memref, indices);

@@ -587,13 +587,11 @@ protected:
     nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
                                      b.getI32IntegerAttr(0));
     bool softmax = fin.getNormalizer() == Normalizer::softmax;
-    Value out = outputOf.lookup(fin.getOutput());
-    if (!out)
-      return fin.emitError("attn-to-gpu: finalize result is not an output");
-    auto outType = cast<MemRefType>(out.getType());
+    FailureOr<FinalizeTarget> target = finalizeTarget(fin);
+    if (failed(target))
+      return failure();
+    auto [out, outType, b0, h0] = *target;
     int64_t dv = outType.getDimSize(3);
-    Value b0 = map.lookup(fin.getBatchOffset());
-    Value h0 = map.lookup(fin.getHeadOffset());
     Value q0 = map.lookup(fin.getQueryOffset());
     Value rows = dim(out, 2);
     Value lastRow = arith::SubIOp::create(b, loc, rows, idx(1));

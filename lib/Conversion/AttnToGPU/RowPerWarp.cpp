@@ -183,14 +183,12 @@ protected:
   LogicalResult emitFinalize(OnlineFinalizeOp fin) override {
     unsigned nb = fin.getNumBranches();
     bool softmax = fin.getNormalizer() == Normalizer::softmax;
-    Value out = outputOf.lookup(fin.getOutput());
-    if (!out)
-      return fin.emitError("attn-to-gpu: finalize result is not an output");
-    auto outType = cast<MemRefType>(out.getType());
+    FailureOr<FinalizeTarget> target = finalizeTarget(fin);
+    if (failed(target))
+      return failure();
+    auto [out, outType, b0, h0] = *target;
     int64_t dv = outType.getDimSize(3);
     int64_t numChunks = chunksOf(dv);
-    Value b0 = map.lookup(fin.getBatchOffset());
-    Value h0 = map.lookup(fin.getHeadOffset());
     auto [row, rowClamped] = rowOf(map.lookup(fin.getQueryOffset()), out);
     Value rowValid = cmpI(arith::CmpIPredicate::slt, row, dim(out, 2));
 
