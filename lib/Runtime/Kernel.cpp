@@ -51,6 +51,8 @@ KernelManifest KernelManifest::load(const std::string &path) {
                                    "call_entry (Python)");
     m.kernel = j.at("kernel");
     m.blockM = j.at("block_m");
+    m.blockN = j.value("block_n", 0);
+    m.blockMask = j.value("block_mask", json(nullptr));
     for (int i = 0; i < 3; ++i)
       m.block[i] = j.at("block").at(i);
     m.dynamicSharedMemory = j.value("dynamic_shared_memory", 0u);
@@ -81,6 +83,9 @@ KernelManifest KernelManifest::forArtifact(const std::string &artifact) const {
       continue;
     try {
       m.blockM = info.value("block_m", blockM);
+      m.blockN = info.value("block_n", blockN);
+      if (info.contains("block_mask"))
+        m.blockMask = info.at("block_mask");
       if (info.contains("block"))
         for (int i = 0; i < 3; ++i)
           m.block[i] = info.at("block").at(i);
@@ -108,6 +113,24 @@ KernelManifest::grid(const std::vector<std::vector<int64_t>> &shapes) const {
   if (tiles > 0x7fffffff || s.at(1) > 65535 || s.at(0) > 65535)
     throw ManifestError("problem too large for the launch grid");
   return {unsigned(tiles), unsigned(s[1]), unsigned(s[0])};
+}
+
+std::vector<int64_t> KernelManifest::blockMaskShape(
+    const std::vector<std::vector<int64_t>> &shapes) const {
+  if (blockMask.is_null())
+    return {};
+  const std::vector<int64_t> &q = shapes.at(find("q0") - params.data());
+  const ParamInfo *key = find("k0");
+  if (!key || blockM <= 0 || blockN <= 0)
+    throw ManifestError(name + ": block mask without k0 or tile sizes");
+  const std::vector<int64_t> &k = shapes.at(key - params.data());
+  try {
+    return {blockMask.at("batch").get<bool>() ? q.at(0) : 1,
+            blockMask.at("heads").get<bool>() ? q.at(1) : 1,
+            (q.at(2) + blockM - 1) / blockM, (k.at(2) + blockN - 1) / blockN};
+  } catch (const json::exception &e) {
+    throw ManifestError(name + ": bad block_mask: " + e.what());
+  }
 }
 
 std::string flashlight::runtime::chooseArtifact(const KernelManifest &m,
@@ -157,11 +180,44 @@ Kernel::Kernel(const KernelManifest &all, int computeCapability)
     cuda.check(cuda.cuFuncSetAttribute(function, kMaxDynamicSharedSizeBytes,
                                        int(manifest.dynamicSharedMemory)),
                "cuFuncSetAttribute");
+  if (!manifest.blockMask.is_null())
+    cuda.check(cuda.cuModuleGetFunction(
+                   &maskFunction, module,
+                   manifest.blockMask.value("kernel", "").c_str()),
+               "cuModuleGetFunction (block mask)");
 }
 
 Kernel::~Kernel() {
+  if (maskBuffer)
+    CudaDriver::get().cuMemFree(maskBuffer);
   if (module)
     CudaDriver::get().cuModuleUnload(module);
+}
+
+/// Appends the flattened memref descriptor of a dense row-major buffer:
+/// allocated ptr, aligned ptr, offset, sizes[rank], strides[rank].
+static void appendDescriptor(std::vector<uint64_t> &words, CUdeviceptr pointer,
+                             const std::vector<int64_t> &shape) {
+  words.push_back(pointer);
+  words.push_back(pointer);
+  words.push_back(0);
+  for (int64_t d : shape)
+    words.push_back(uint64_t(d));
+  int64_t stride = 1;
+  std::vector<uint64_t> strides(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = uint64_t(stride);
+    stride *= shape[d];
+  }
+  words.insert(words.end(), strides.begin(), strides.end());
+}
+
+/// Pointers to each word, as cuLaunchKernel takes its arguments.
+static std::vector<void *> argumentsOf(std::vector<uint64_t> &words) {
+  std::vector<void *> args;
+  for (uint64_t &w : words)
+    args.push_back(&w);
+  return args;
 }
 
 void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
@@ -189,26 +245,49 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
     if (pointers[i] % dtypeSize(p.dtype) != 0)
       throw ManifestError(p.name + ": pointer not aligned to its " + p.dtype +
                           " elements");
-    words.push_back(pointers[i]);
-    words.push_back(pointers[i]);
-    words.push_back(0);
-    for (int64_t d : shape)
-      words.push_back(uint64_t(d));
-    int64_t stride = 1;
-    std::vector<uint64_t> strides(shape.size());
-    for (size_t d = shape.size(); d-- > 0;) {
-      strides[d] = uint64_t(stride);
-      stride *= shape[d];
-    }
-    words.insert(words.end(), strides.begin(), strides.end());
+    appendDescriptor(words, pointers[i], shape);
   }
-  std::vector<void *> args;
-  for (uint64_t &w : words)
-    args.push_back(&w);
   std::array<unsigned, 3> grid = manifest.grid(shapes);
   if (grid[0] == 0)
     return; // No query rows: nothing to compute.
   CudaDriver &cuda = CudaDriver::get();
+  if (maskFunction) {
+    // The pre-kernel takes the inputs' descriptors, then the mask's; the
+    // attention kernel takes the mask after its outputs.
+    std::vector<int64_t> shape = manifest.blockMaskShape(shapes);
+    size_t bytes = 1;
+    for (int64_t d : shape)
+      bytes *= size_t(d);
+    if (shape[2] * shape[3] > 0x7fffffff || shape[0] > 65535 ||
+        shape[1] > 65535)
+      throw ManifestError("problem too large for the block mask");
+    if (bytes > maskBytes) {
+      if (maskBuffer)
+        cuda.check(cuda.cuMemFree(maskBuffer), "cuMemFree");
+      maskBuffer = 0;
+      maskBytes = 0;
+      cuda.check(cuda.cuMemAlloc(&maskBuffer, bytes), "cuMemAlloc");
+      maskBytes = bytes;
+    }
+    std::vector<uint64_t> maskWords;
+    for (size_t i = 0; i < params.size(); ++i)
+      if (!params[i].output)
+        appendDescriptor(maskWords, pointers[i], shapes[i]);
+    appendDescriptor(maskWords, maskBuffer, shape);
+    appendDescriptor(words, maskBuffer, shape);
+    std::vector<void *> maskArgs = argumentsOf(maskWords);
+    const json &block = manifest.blockMask.at("block");
+    // No keys: no tile to classify (and none the attention reads).
+    if (bytes > 0)
+      cuda.check(cuda.cuLaunchKernel(
+                     maskFunction, unsigned(shape[2] * shape[3]),
+                     unsigned(shape[1]), unsigned(shape[0]),
+                     block.at(0).get<unsigned>(), block.at(1).get<unsigned>(),
+                     block.at(2).get<unsigned>(), 0, stream, maskArgs.data(),
+                     nullptr),
+                 "cuLaunchKernel (block mask)");
+  }
+  std::vector<void *> args = argumentsOf(words);
   cuda.check(cuda.cuLaunchKernel(
                  function, grid[0], grid[1], grid[2], manifest.block[0],
                  manifest.block[1], manifest.block[2],

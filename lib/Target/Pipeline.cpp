@@ -68,6 +68,7 @@ void flashlight::buildAttnToGPUPipeline(OpPassManager &pm,
   codegen.warpRows = options.warpRows;
   // Warpgroup MMA needs the arch-specific sm_90a target.
   codegen.wgmma = options.wgmma && options.chip == "sm_90a";
+  codegen.blockMask = options.blockMask;
   pm.addPass(createAttnToGPU(codegen));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -134,6 +135,10 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
   Option<bool> wgmma{*this, "wgmma",
                      llvm::cl::desc("With chip=sm_90a, use warpgroup MMA"),
                      llvm::cl::init(true)};
+  Option<bool> blockMask{
+      *this, "block-mask",
+      llvm::cl::desc("Build a block mask for data-dependent masks"),
+      llvm::cl::init(true)};
 
   flashlight::PipelineOptions get() const {
     flashlight::PipelineOptions o;
@@ -143,6 +148,7 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
     o.tensorCores = tensorCores;
     o.warpRows = warpRows;
     o.wgmma = wgmma;
+    o.blockMask = blockMask;
     o.libdevice = flashlight::findLibdevice();
     return o;
   }

@@ -73,7 +73,8 @@ def _geometry(manifest, artifact):
     """block_m, block and dynamic shared memory of the arch whose artifact
     was loaded (the code generator can differ per arch), else the top
     level's."""
-    geometry = {k: manifest.get(k) for k in ("block_m", "block", "dynamic_shared_memory")}
+    geometry = {k: manifest.get(k)
+                for k in ("block_m", "block_n", "block", "dynamic_shared_memory", "block_mask")}
     for info in manifest.get("archs", {}).values():
         if artifact in (info.get("cubin"), info.get("ptx")):
             geometry.update({k: info[k] for k in geometry if k in info})
@@ -116,7 +117,7 @@ class Kernel:
         torch.empty(1, device="cuda")  # make PyTorch's context current
         # The attention kernel (none for a program without attention), and
         # the reference path's kernels (entry steps), each a module.
-        self._function = None
+        self._function = self._mask_function = None
         if self.manifest.get("kernel"):
             self.artifact = _choose_artifact(self.manifest["archs"], cc)
             self._module = self._load_module(self.artifact)
@@ -130,6 +131,10 @@ class Kernel:
                 _get_driver().check(_get_driver().lib.cuFuncSetAttribute(
                     self._function, max_dynamic_shared_size_bytes,
                     ctypes.c_int(self._shared)), "cuFuncSetAttribute")
+            # Data-dependent masks: the block-mask pre-kernel.
+            if self.geometry.get("block_mask"):
+                self._mask_function = self._get_function(
+                    self._module, self.geometry["block_mask"]["kernel"])
         entry = self.manifest.get("entry") or {}
         self._host_module = None
         self._host_functions = {}
@@ -172,9 +177,7 @@ class Kernel:
         if not tensor.is_contiguous():
             raise ValueError(f"{name}: must be contiguous")
 
-    def __call__(self, *inputs):
-        import torch
-
+    def _check_inputs(self, inputs):
         if self._function is None:
             raise TypeError(f"{self.manifest['name']} has no attention kernel; "
                             "call it with call_entry")
@@ -183,6 +186,48 @@ class Kernel:
                             f"got {len(inputs)}")
         for t, p in zip(inputs, self.inputs):
             self._check(t, p)
+
+    def _block_mask_shape(self, inputs):
+        names = [p["name"] for p in self.inputs]
+        q, k = inputs[names.index("q0")], inputs[names.index("k0")]
+        info = self.geometry["block_mask"]
+        bm, bn = self.geometry["block_m"], self.geometry["block_n"]
+        return [q.shape[0] if info["batch"] else 1, q.shape[1] if info["heads"] else 1,
+                (q.shape[2] + bm - 1) // bm, (k.shape[2] + bn - 1) // bn]
+
+    def build_block_mask(self, *inputs):
+        """Runs the block-mask pre-kernel of a data-dependent mask on
+        `inputs` (as for a call) and returns the mask (an int8 tensor; 0
+        empty, 1 partial, 2 full per tile). A call given `block_mask=` skips
+        the pre-kernel: reuse a mask only with the same mask inputs (e.g.
+        document ids), as with FlexAttention's create_block_mask. None for
+        kernels without a block mask."""
+        import torch
+
+        self._check_inputs(inputs)
+        if self._mask_function is None:
+            return None
+        shape = self._block_mask_shape(inputs)
+        mask = torch.empty(shape, dtype=torch.int8, device=inputs[0].device)
+        grid = (shape[2] * shape[3], shape[1], shape[0])
+        _launch(self._mask_function, list(inputs) + [mask], grid,
+                self.geometry["block_mask"]["block"], inputs[0].device)
+        return mask
+
+    def __call__(self, *inputs, block_mask=None):
+        import torch
+
+        self._check_inputs(inputs)
+        if block_mask is not None:
+            if self._mask_function is None:
+                raise TypeError(f"{self.manifest['name']} takes no block mask")
+            expected = self._block_mask_shape(inputs)
+            if (block_mask.dtype != torch.int8 or list(block_mask.shape) != expected
+                    or not block_mask.is_contiguous()):
+                raise ValueError(f"block_mask: expected contiguous int8 {expected}, got "
+                                 f"{block_mask.dtype} {tuple(block_mask.shape)}")
+        elif self._mask_function is not None:
+            block_mask = self.build_block_mask(*inputs)
         device = inputs[0].device
         outputs = [torch.empty(p["shape"], dtype=_torch_dtypes()[p["dtype"]], device=device)
                    for p in self.outputs]
@@ -190,6 +235,8 @@ class Kernel:
             for o in outputs:
                 o.fill_(float("nan"))
         tensors = list(inputs) + outputs
+        if block_mask is not None:
+            tensors.append(block_mask)
         q = tensors[[p["name"] for p in self.params].index("q0")]
         block_m = self.geometry["block_m"]
         grid = ((q.shape[2] + block_m - 1) // block_m, q.shape[1], q.shape[0])

@@ -111,6 +111,12 @@ static cl::opt<bool>
           cl::desc("On sm_90a, use the warpgroup-MMA (wgmma) code generator "
                    "where the tensor-core one applies; =false keeps mma.sync"),
           cl::init(true));
+static cl::opt<bool> blockMask(
+    "block-mask",
+    cl::desc("For masks that read data (document ids, ...), on the "
+             "tensor-core path: build a block mask per call with a generated "
+             "pre-kernel; =false makes each block vote on its tiles instead"),
+    cl::init(true));
 static cl::opt<bool>
     explain("flashlight-explain",
             cl::desc("Say what the analysis found and which code generator was "
@@ -173,9 +179,10 @@ std::string findPtxas() {
   return "";
 }
 
-/// Runs ptxas on `ptx`; fills registers / spill bytes from its -v report.
+/// Runs ptxas on `ptx`; fills registers / spill bytes from its -v report,
+/// of the entry `kernel` (the module may also hold a block-mask kernel).
 LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
-                       StringRef cubin, json &info) {
+                       StringRef cubin, json &info, StringRef kernel = "") {
   SmallString<128> log;
   llvm::sys::fs::createTemporaryFile("ptxas", "log", log);
   std::string arch = ("-arch=" + chip).str();
@@ -192,6 +199,16 @@ LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
     llvm::errs() << report;
     fail("ptxas failed for " + chip + (error.empty() ? "" : ": " + error));
     return failure();
+  }
+  if (!kernel.empty()) {
+    std::string header = ("Compiling entry function '" + kernel + "'").str();
+    size_t start = report.find(header);
+    if (start != std::string::npos) {
+      size_t end = report.find("Compiling entry function", start + 1);
+      report = report.substr(start, end == std::string::npos
+                                        ? std::string::npos
+                                        : end - start);
+    }
   }
   SmallVector<StringRef> m;
   if (llvm::Regex("Used ([0-9]+) registers").match(report, &m))
@@ -545,6 +562,7 @@ int main(int argc, char **argv) {
   options.tensorCores = tensorCores;
   options.warpRows = warpRows;
   options.wgmma = wgmma;
+  options.blockMask = blockMask;
   auto chooseTiles = [&](const std::string &chip) {
     std::optional<std::pair<int64_t, int64_t>> mmaTiles;
     if (tensorCores)
@@ -615,7 +633,26 @@ int main(int argc, char **argv) {
     std::vector<int64_t> block = {1, 1, 1};
     std::string codegen;
     int64_t dynamicShared = 0;
+    json blockMaskInfo;
     kernels->walk([&](gpu::GPUFuncOp kernel) {
+      // The block-mask pre-kernel, if any, is described by the attention
+      // kernel's flashlight.block_mask.
+      if (kernel.getName() != kernelName)
+        return;
+      if (auto info =
+              kernel->getAttrOfType<DictionaryAttr>("flashlight.block_mask")) {
+        int64_t threads = info.getAs<IntegerAttr>("block").getInt();
+        blockMaskInfo = {
+            {"kernel", info.getAs<StringAttr>("kernel").str()},
+            {"block", {threads, 1, 1}},
+            {"batch", info.getAs<BoolAttr>("batch").getValue()},
+            {"heads", info.getAs<BoolAttr>("heads").getValue()},
+            {"grid_rule", "x = ceil(M / block_m) * ceil(N / block_n), y = "
+                          "(heads ? Hq : 1), z = (batch ? B : 1)"},
+            {"shape_rule", "i8 [batch ? B : 1, heads ? Hq : 1, "
+                           "ceil(M / block_m), ceil(N / block_n)], passed "
+                           "last to both kernels"}};
+      }
       if (auto bytes = kernel->getAttrOfType<IntegerAttr>(
               "flashlight.dynamic_shared_memory"))
         dynamicShared = bytes.getInt();
@@ -633,13 +670,15 @@ int main(int argc, char **argv) {
                  {"block_n", options.blockN},
                  {"codegen", codegen},
                  {"dynamic_shared_memory", dynamicShared},
-                 {"kernel_ir", irFile}};
+                 {"kernel_ir", irFile},
+                 {"block_mask", blockMaskInfo}};
     if (first)
       manifest.update(json{{"block", block},
                            {"block_m", options.blockM},
                            {"block_n", options.blockN},
                            {"codegen", codegen},
-                           {"dynamic_shared_memory", dynamicShared}});
+                           {"dynamic_shared_memory", dynamicShared},
+                           {"block_mask", blockMaskInfo}});
     if (emit != "mlir") {
       options.chip = chip;
       PassManager pm(&context);
@@ -668,7 +707,7 @@ int main(int argc, char **argv) {
         std::string cubin = outPath("." + chip + ".cubin");
         auto start = std::chrono::steady_clock::now();
         if (failed(assemble(ptxas, chip, outPath("." + chip + ".ptx"), cubin,
-                            info)))
+                            info, kernelName)))
           return 1;
         info["cubin"] = name + "." + chip + ".cubin";
         info["ptxas_ms"] = std::chrono::duration<double, std::milli>(

@@ -169,6 +169,35 @@ TEST_CASE("the launch grid is (query tiles, heads, batch)", "[runtime]") {
   CHECK(grid == std::array<unsigned, 3>{3, 5, 3});
 }
 
+TEST_CASE("the block mask is [B or 1, Hq or 1, query tiles, KV tiles] per "
+          "arch",
+          "[runtime]") {
+  json m = tinyManifest(nullptr);
+  std::vector<std::vector<int64_t>> shapes = {
+      {3, 5, 300, 2}, {3, 5, 129, 2}, {3, 5, 129, 2}, {}, {}};
+  // No block mask: nothing to allocate.
+  CHECK(manifestFrom(m).blockMaskShape(shapes).empty());
+  m["block_n"] = 32;
+  m["block_mask"] = {{"kernel", "tiny_block_mask"},
+                     {"block", {128, 1, 1}},
+                     {"batch", true},
+                     {"heads", false}};
+  // sm_90a: its own tiles and a mask that also reads the head.
+  m["archs"]["sm_90a"]["block_m"] = 128;
+  m["archs"]["sm_90a"]["block_n"] = 64;
+  m["archs"]["sm_90a"]["block_mask"] = {{"kernel", "tiny_block_mask"},
+                                        {"block", {128, 1, 1}},
+                                        {"batch", false},
+                                        {"heads", true}};
+  KernelManifest manifest = manifestFrom(m);
+  CHECK(manifest.forArtifact("tiny.sm_80.ptx").blockMaskShape(shapes) ==
+        std::vector<int64_t>{3, 1, 75, 5});
+  CHECK(manifest.forArtifact("tiny.sm_90a.cubin").blockMaskShape(shapes) ==
+        std::vector<int64_t>{1, 5, 3, 3});
+  m["block_mask"]["batch"] = "yes";
+  CHECK_THROWS_AS(manifestFrom(m).blockMaskShape(shapes), ManifestError);
+}
+
 TEST_CASE("reference softmax matches a hand computation", "[reference]") {
   KernelManifest m = manifestFrom(tinyManifest(program("softmax", nullptr)));
   std::vector<HostTensor> out = evaluateReference(m, tinyInputs(), {});

@@ -33,6 +33,16 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
     same structure with both products on warpgroup MMA: one warpgroup per 64
     query rows, Q/K/V tiles in core-matrix order, P V with P in registers.
 
+    Block mask. For a mask no bound describes (it reads captured data, or
+    matches no known shape), a second kernel, `<name>_block_mask`, is
+    generated from the same tiled loop nest: one block per (query tile, KV
+    tile) in the loop's range evaluates the mask region on the tile and
+    writes one byte (0 empty, 1 partial, 2 full) into a trailing `i8`
+    parameter `[B', H', M tiles, N tiles]` (B', H' are 1 when the region
+    does not read `b`, `h`). The attention kernel takes the same buffer as
+    its last parameter: it skips empty tiles and evaluates the mask only on
+    partial ones. Both kernels record it in `flashlight.block_mask`.
+
     Kernel parameters, in order: the function's arguments, then its results,
     each a memref of the same shape (dynamic dims allowed). The kernel gets
     `flashlight.kernel` attributes (block size, block_m, parameter roles)
@@ -51,6 +61,12 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
            "With tensor-cores, use Hopper's warpgroup MMA (sm_90a only) for "
            "block-m 64 or 128 and head dims 64 or 128 (else mma.sync, with a "
            "remark): one warpgroup per 64 query rows">,
+    Option<"blockMask", "block-mask", "bool", /*default=*/"true",
+           "With tensor-cores, for masks whose kept tiles no bound describes "
+           "(data-dependent ones): emit a block-mask pre-kernel that "
+           "classifies every (query tile, KV tile) once per call as empty, "
+           "partial or full, and have the attention kernel read it (else each "
+           "block votes on every tile of its range)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

@@ -43,8 +43,11 @@ struct ParamInfo {
 struct KernelManifest {
   std::string directory;
   std::string name, kernel;
-  int64_t blockM = 0;
+  int64_t blockM = 0, blockN = 0;
   std::array<unsigned, 3> block{};
+  /// The block-mask pre-kernel of a data-dependent mask ("kernel", "block",
+  /// "batch", "heads"); null when there is none.
+  nlohmann::json blockMask;
   /// Bytes of dynamic shared memory per block.
   unsigned dynamicSharedMemory = 0;
   std::vector<ParamInfo> params;
@@ -64,6 +67,10 @@ struct KernelManifest {
   /// from q0's shape.
   std::array<unsigned, 3>
   grid(const std::vector<std::vector<int64_t>> &shapes) const;
+  /// Shape of the block mask for the given parameter shapes: [B or 1,
+  /// Hq or 1, ceil(M / block_m), ceil(N / block_n)]; empty without one.
+  std::vector<int64_t>
+  blockMaskShape(const std::vector<std::vector<int64_t>> &shapes) const;
 };
 
 /// A loaded kernel, ready to launch on the current context.
@@ -81,6 +88,9 @@ public:
   /// Checks pointers and shapes against the manifest and launches. `shapes`
   /// gives each parameter's actual shape (it must agree with the static
   /// dims). Throws ManifestError on a mismatch, CudaError on a driver error.
+  /// A kernel with a block mask first runs its pre-kernel into a buffer the
+  /// Kernel owns (grown as needed): launches of one Kernel must then be
+  /// ordered (one stream, or synchronized).
   void launch(const std::vector<CUdeviceptr> &pointers,
               const std::vector<std::vector<int64_t>> &shapes,
               CUstream stream = nullptr) const;
@@ -90,7 +100,10 @@ private:
   /// The manifest with the loaded arch's launch geometry.
   KernelManifest manifest;
   CUmodule module = nullptr;
-  CUfunction function = nullptr;
+  CUfunction function = nullptr, maskFunction = nullptr;
+  /// The block mask's buffer and its size in bytes.
+  mutable CUdeviceptr maskBuffer = 0;
+  mutable size_t maskBytes = 0;
 };
 
 /// The artifact (cubin or PTX file name) `manifest` offers for a device of

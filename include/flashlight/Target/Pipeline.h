@@ -29,6 +29,8 @@ struct PipelineOptions {
   int64_t warpRows = 0;
   /// On sm_90a, use warpgroup MMA (wgmma) for the tensor-core generator.
   bool wgmma = true;
+  /// For data-dependent masks, a block-mask pre-kernel (else a tile vote).
+  bool blockMask = true;
   /// libdevice bitcode for math functions (tanh, log, ...); empty: none.
   std::string libdevice;
 };

@@ -76,10 +76,89 @@ std::optional<std::string> mmaIneligibility(OnlineStepOp step, int64_t blockM,
       blockM, blockN);
 }
 
+/// Walks `func` (a tiled attention) into `kernel`'s body with `emitter`, the
+/// builder being at the body's start. The forall's (b, h, query tile) are
+/// block ids (z, y, x); the block-mask kernel passes its `queryTile` for x
+/// (and has no output parameters).
+LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
+                             gpu::GPUFuncOp kernel, func::FuncOp func,
+                             scf::ForallOp forall, Value queryTile = Value()) {
+  Location loc = func.getLoc();
+  unsigned numArgs = func.getNumArguments();
+  for (unsigned i = 0; i < numArgs; ++i)
+    emitter.memrefOf[func.getArgument(i)] = kernel.getArgument(i);
+  // Each parallel_insert_slice names the output its source is stored to.
+  for (Operation &op : forall.getTerminator().getYieldingOps()) {
+    if (queryTile) // The block-mask kernel has no output parameters.
+      break;
+    auto insert = cast<tensor::ParallelInsertSliceOp>(op);
+    auto dest = cast<BlockArgument>(insert.getDest());
+    unsigned result = dest.getArgNumber() - forall.getRank();
+    Value source = insert.getSource();
+    while (auto cast = source.getDefiningOp<tensor::CastOp>())
+      source = cast.getSource();
+    emitter.outputOf[source] = kernel.getArgument(numArgs + result);
+  }
+  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value warpSize = arith::ConstantIndexOp::create(b, loc, kThreadsPerWarp);
+  emitter.warp = arith::DivUIOp::create(b, loc, tid, warpSize);
+  emitter.lane = arith::RemUIOp::create(b, loc, tid, warpSize);
+  gpu::Dimension dims[] = {gpu::Dimension::z, gpu::Dimension::y,
+                           gpu::Dimension::x};
+  for (auto [iv, d] : llvm::zip(forall.getInductionVars(), dims))
+    emitter.map.map(iv, d == gpu::Dimension::x && queryTile
+                            ? queryTile
+                            : gpu::BlockIdOp::create(b, loc, d).getResult());
+
+  // Values the loop nest uses from before the forall (sizes, constants).
+  if (failed(emitter.convertOps(func.getBody().front(), forall)) ||
+      failed(emitter.convertOps(*forall.getBody())))
+    return failure();
+  gpu::ReturnOp::create(b, loc);
+  return success();
+}
+
+/// Threads per block of the block-mask pre-kernel.
+constexpr int64_t kBlockMaskThreads = 128;
+
+/// Emits `<kernel>_block_mask`, the pre-kernel writing `mask`'s buffer for
+/// the tiled attention `func`. Its parameters are the function's arguments,
+/// then the buffer (`maskType`).
+LogicalResult emitBlockMaskKernel(OpBuilder &b, func::FuncOp func,
+                                  scf::ForallOp forall, Type maskType,
+                                  BlockMask mask) {
+  Location loc = func.getLoc();
+  SmallVector<Type> params;
+  for (Type t : func.getArgumentTypes()) {
+    auto tensor = cast<RankedTensorType>(t);
+    params.push_back(
+        MemRefType::get(tensor.getShape(), tensor.getElementType()));
+  }
+  params.push_back(maskType);
+  auto kernel =
+      gpu::GPUFuncOp::create(b, loc, (func.getName() + "_block_mask").str(),
+                             b.getFunctionType(params, {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  kernel.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({int32_t(kBlockMaskThreads), 1, 1}));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&kernel.getBody().front());
+  mask.memref = kernel.getArgument(params.size() - 1);
+  // Block id x = query tile * N tiles + KV tile.
+  Value tiles = memref::DimOp::create(b, loc, mask.memref, 3);
+  Value x = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+  Value kvTile = arith::RemUIOp::create(b, loc, x, tiles);
+  std::unique_ptr<KernelEmitter> emitter =
+      createBlockMaskEmitter(b, loc, mask, kvTile, kBlockMaskThreads);
+  return emitKernelBody(b, *emitter, kernel, func, forall,
+                        arith::DivUIOp::create(b, loc, x, tiles));
+}
+
 /// Converts one function whose body is a tiled attention.
 LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                               scf::ForallOp forall, bool tensorCores,
-                              int64_t warpRows, bool wgmma) {
+                              int64_t warpRows, bool wgmma,
+                              bool blockMaskOption) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   if (ValueRange(ret.getOperands()) != ValueRange(forall.getResults()))
     return func.emitError("attn-to-gpu: the function must return exactly the "
@@ -155,6 +234,18 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     queryInSmem = mTiles * dqk / 16 * 4 > 32;
   }
 
+  // A mask no bound describes gets a block mask (a trailing i8 parameter
+  // both kernels take) where the tensor-core generator would vote on tiles.
+  bool votes = false;
+  forall.walk([&](OnlineStepOp s) { votes |= votesOnTiles(s); });
+  BlockMask mask;
+  bool buildMask = useMma && votes && blockMaskOption &&
+                   isa<scf::ForOp>(step->getParentOp());
+  if (buildMask)
+    params.push_back(
+        MemRefType::get(SmallVector<int64_t>(4, ShapedType::kDynamic),
+                        IntegerType::get(func.getContext(), 8)));
+
   OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
   Location loc = func.getLoc();
   auto kernel = gpu::GPUFuncOp::create(b, loc, func.getName(),
@@ -174,8 +265,6 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // 32-row warps need 2 (up to 255 registers).
     int64_t dv =
         cast<RankedTensorType>(step.getValue().getType()).getDimSize(3);
-    bool votes = false;
-    forall.walk([&](OnlineStepOp s) { votes |= votesOnTiles(s); });
     bool roomy = mTiles == 1 && dv <= 64 && !votes;
     int64_t blocksPerSM = threads > 128 ? 1 : (roomy ? 3 : 2);
     // wgmma keeps 16 rows per warp at any block size: with D = 64 its
@@ -184,6 +273,19 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       blocksPerSM = 2;
     kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
                     b.getI32IntegerAttr(blocksPerSM));
+  }
+  if (buildMask) {
+    mask = blockMaskOf(step, blockM.getInt(), blockN);
+    mask.memref = kernel.getArgument(params.size() - 1);
+    kernel->setAttr(
+        "flashlight.block_mask",
+        b.getDictionaryAttr(
+            {b.getNamedAttr(
+                 "kernel",
+                 b.getStringAttr((func.getName() + "_block_mask").str())),
+             b.getNamedAttr("batch", b.getBoolAttr(mask.batch)),
+             b.getNamedAttr("heads", b.getBoolAttr(mask.heads)),
+             b.getNamedAttr("block", b.getI64IntegerAttr(kBlockMaskThreads))}));
   }
   kernel->setAttr("flashlight.block_m", blockM);
   kernel->setAttr("flashlight.codegen",
@@ -242,40 +344,18 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // wgmma: plus the 1024 bytes the alignment shift may skip.
     kernel->setAttr("flashlight.dynamic_shared_memory",
                     b.getI64IntegerAttr(bytes + (useWgmma ? 1024 : 0)));
-    owner = useWgmma ? createWgmmaEmitter(b, loc, tiles, threads)
-                     : createMmaSyncEmitter(b, loc, tiles, threads, mTiles);
+    owner = useWgmma
+                ? createWgmmaEmitter(b, loc, tiles, threads, mask)
+                : createMmaSyncEmitter(b, loc, tiles, threads, mTiles, mask);
   } else {
     owner = createRowPerWarpEmitter(b, loc);
   }
-  KernelEmitter &emitter = *owner;
-  unsigned numArgs = func.getNumArguments();
-  for (unsigned i = 0; i < numArgs; ++i)
-    emitter.memrefOf[func.getArgument(i)] = kernel.getArgument(i);
-  // Each parallel_insert_slice names the output its source is stored to.
-  for (Operation &op : forall.getTerminator().getYieldingOps()) {
-    auto insert = cast<tensor::ParallelInsertSliceOp>(op);
-    auto dest = cast<BlockArgument>(insert.getDest());
-    unsigned result = dest.getArgNumber() - forall.getRank();
-    Value source = insert.getSource();
-    while (auto cast = source.getDefiningOp<tensor::CastOp>())
-      source = cast.getSource();
-    emitter.outputOf[source] = kernel.getArgument(numArgs + result);
-  }
-  Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
-  Value warpSize = arith::ConstantIndexOp::create(b, loc, kThreadsPerWarp);
-  emitter.warp = arith::DivUIOp::create(b, loc, tid, warpSize);
-  emitter.lane = arith::RemUIOp::create(b, loc, tid, warpSize);
-  gpu::Dimension dims[] = {gpu::Dimension::z, gpu::Dimension::y,
-                           gpu::Dimension::x};
-  for (auto [iv, d] : llvm::zip(forall.getInductionVars(), dims))
-    emitter.map.map(iv, gpu::BlockIdOp::create(b, loc, d).getResult());
-
-  // Values the loop nest uses from before the forall (sizes, constants).
-  if (failed(emitter.convertOps(func.getBody().front(), forall)) ||
-      failed(emitter.convertOps(*forall.getBody())))
+  if (failed(emitKernelBody(b, *owner, kernel, func, forall)))
     return failure();
-  gpu::ReturnOp::create(b, loc);
-  return success();
+  if (!mask.memref)
+    return success();
+  b.setInsertionPointAfter(kernel);
+  return emitBlockMaskKernel(b, func, forall, params.back(), mask);
 }
 
 /// `math.absi x` -> `maxsi(x, 0 - x)`: convert-gpu-to-nvvm lowers float
@@ -320,7 +400,7 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
         gpu::GPUModuleOp::create(b, module.getLoc(), "flashlight_kernels");
     for (auto [func, forall] : work) {
       if (failed(convertFunction(func, gpuModule, forall, tensorCores, warpRows,
-                                 wgmma)))
+                                 wgmma, blockMask)))
         return signalPassFailure();
       func.erase();
     }

@@ -326,7 +326,7 @@ protected:
     return idx(cast<IntegerAttr>(cast<Attribute>(ofr)).getInt());
   }
 
-  LogicalResult convertFor(scf::ForOp loop) {
+  virtual LogicalResult convertFor(scf::ForOp loop) {
     SmallVector<Value> init = flatten(loop.getInitArgs());
     auto newLoop = scf::ForOp::create(b, loc, map.lookup(loop.getLowerBound()),
                                       map.lookup(loop.getUpperBound()),
@@ -381,17 +381,53 @@ struct MmaTiles {
   Value keys, values, queries;
 };
 
+/// A block mask (BlockMask.cpp): an i8 buffer [B', H', M tiles, N tiles]
+/// classifying each (query tile, KV tile) of a data-dependent mask once per
+/// call, written by a pre-kernel and read by the attention kernel.
+struct BlockMask {
+  /// What a tile's byte says.
+  enum Tile : int8_t { Empty = 0, Partial = 1, Full = 2 };
+  /// The buffer, a parameter of the kernel being emitted.
+  Value memref;
+  /// Whether the mask reads `b` / `h` (else that dim is 1, read at 0).
+  bool batch = false, heads = false;
+  int64_t blockM = 0, blockN = 0;
+
+  /// The byte's indices for the tile at (b0, h0, q0, k0).
+  SmallVector<Value> indices(OpBuilder &b, Location loc, Value b0, Value h0,
+                             Value q0, Value k0) const {
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    auto tile = [&](Value offset, int64_t size) -> Value {
+      return arith::DivUIOp::create(
+          b, loc, offset, arith::ConstantIndexOp::create(b, loc, size));
+    };
+    return {batch ? b0 : zero, heads ? h0 : zero, tile(q0, blockM),
+            tile(k0, blockN)};
+  }
+};
+
+/// The block mask `step` would use (without its memref): whether its mask
+/// region reads `b` and `h`.
+BlockMask blockMaskOf(OnlineStepOp step, int64_t blockM, int64_t blockN);
+
+/// The pre-kernel's code generator: a block of `threads` threads per
+/// (query tile, KV tile); block id x is `queryTile * N tiles + kvTile`.
+/// `kvTile` is that KV tile's index.
+std::unique_ptr<KernelEmitter>
+createBlockMaskEmitter(OpBuilder &b, Location loc, const BlockMask &mask,
+                       Value kvTile, int64_t threads);
+
 /// True when the tensor-core generator evaluates `step`'s mask on a whole
 /// KV tile first and skips the tile if nothing is kept: masks whose kept
 /// tiles no bound describes (data-dependent or of no known shape).
 bool votesOnTiles(OnlineStepOp step);
 
 /// Tensor cores (mma.sync m16n8k16, ldmatrix); `mTiles` m16 tiles (16 query
-/// rows each) per warp; `threads` is the block size.
-std::unique_ptr<KernelEmitter> createMmaSyncEmitter(OpBuilder &b, Location loc,
-                                                    const MmaTiles &tiles,
-                                                    int64_t threads,
-                                                    int64_t mTiles);
+/// rows each) per warp; `threads` is the block size. With `mask.memref`, a
+/// mask that votesOnTiles reads the block mask instead.
+std::unique_ptr<KernelEmitter>
+createMmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
+                     int64_t threads, int64_t mTiles, const BlockMask &mask);
 
 /// Hopper warpgroup MMA (sm_90a): the mma.sync generator's structure with
 /// both products on wgmma; one warpgroup (128 threads) per 64 query rows,
@@ -399,7 +435,8 @@ std::unique_ptr<KernelEmitter> createMmaSyncEmitter(OpBuilder &b, Location loc,
 /// ([rows / 8 * D / 8, 64]); Q is always in shared memory.
 std::unique_ptr<KernelEmitter> createWgmmaEmitter(OpBuilder &b, Location loc,
                                                   const MmaTiles &tiles,
-                                                  int64_t threads);
+                                                  int64_t threads,
+                                                  const BlockMask &mask);
 
 } // namespace flashlight::attn_to_gpu
 

@@ -18,9 +18,8 @@ bool flashlight::attn_to_gpu::votesOnTiles(OnlineStepOp step) {
   return kind == MaskKind::DataDependent || kind == MaskKind::Custom;
 }
 
-std::unique_ptr<KernelEmitter>
-flashlight::attn_to_gpu::createMmaSyncEmitter(OpBuilder &b, Location loc,
-                                              const MmaTiles &tiles,
-                                              int64_t threads, int64_t mTiles) {
-  return std::make_unique<MmaSyncEmitter>(b, loc, tiles, threads, mTiles);
+std::unique_ptr<KernelEmitter> flashlight::attn_to_gpu::createMmaSyncEmitter(
+    OpBuilder &b, Location loc, const MmaTiles &tiles, int64_t threads,
+    int64_t mTiles, const BlockMask &mask) {
+  return std::make_unique<MmaSyncEmitter>(b, loc, tiles, threads, mTiles, mask);
 }

@@ -35,9 +35,10 @@ namespace flashlight::attn_to_gpu {
 class MmaSyncEmitter : public KernelEmitter {
 public:
   MmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
-                 int64_t threads, int64_t mTiles)
+                 int64_t threads, int64_t mTiles, const BlockMask &mask)
       : KernelEmitter(b, loc), keyTile(tiles.keys), valueTile(tiles.values),
-        queryTile(tiles.queries), threads(threads), mTiles(mTiles) {}
+        queryTile(tiles.queries), threads(threads), mTiles(mTiles),
+        blockMask(mask) {}
 
 protected:
   /// Shared-memory staging tiles; without a query tile, Q goes through
@@ -47,6 +48,8 @@ protected:
   /// m16 tiles per warp, and the warp's query rows.
   int64_t mTiles;
   int64_t rowsPerWarp() const { return 16 * mTiles; }
+  /// The block mask that replaces the tile vote (null memref: none).
+  BlockMask blockMask;
   /// The cp.async groups filling the Q tile and the current V tile, and the
   /// current K tile's view (the step prefetches the next one).
   Value queryGroup, valueGroup;
@@ -425,13 +428,20 @@ protected:
                                     minI(addI(k0, col), lastKey)};
       return std::make_pair(col, indices);
     };
+    // maskBits, when set, holds the mask region's value per element
+    // [mt][nb][i] (flattened).
+    SmallVector<Value> maskBits;
+    auto maskOf = [&](int64_t mt, int64_t nb, int64_t i) {
+      if (!maskBits.empty())
+        return maskBits[(mt * blocks + nb) * 4 + i];
+      return inlineRegion(step.getMask(), {}, elementIndices(mt, nb, i).second,
+                          step.getCaptures())[0];
+    };
     auto keeps = [&](int64_t mt, int64_t nb, int64_t i) {
-      auto [col, indices] = elementIndices(mt, nb, i);
+      Value col = elementIndices(mt, nb, i).first;
       Value keep = cmpI(arith::CmpIPredicate::slt, col, kn);
       if (!step.getMask().empty())
-        keep = arith::AndIOp::create(
-            b, loc, keep,
-            inlineRegion(step.getMask(), {}, indices, step.getCaptures())[0]);
+        keep = arith::AndIOp::create(b, loc, keep, maskOf(mt, nb, i));
       return keep;
     };
 
@@ -441,8 +451,22 @@ protected:
     // is evaluated first on the whole tile: the barrier after the wait also
     // ORs every thread's "some element kept", and a tile with none skips
     // both products and the softmax -- for document masks, most tiles.
-    Value anyKept;
-    if (votesOnTiles(step)) {
+    Value anyKept, partial;
+    if (blockMask.memref && votesOnTiles(step)) {
+      // The block mask says it: skip empty tiles, evaluate the mask on
+      // partial ones only.
+      Value tile = memref::LoadOp::create(
+          b, loc, blockMask.memref, blockMask.indices(b, loc, b0, h0, q0, k0));
+      waitCopies(valueGroup, pendingAtStep());
+      auto is = [&](BlockMask::Tile t) {
+        return cmpI(arith::CmpIPredicate::eq, tile,
+                    arith::ConstantIntOp::create(b, loc, b.getI8Type(), t));
+      };
+      anyKept = arith::XOrIOp::create(
+          b, loc, is(BlockMask::Empty),
+          arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1));
+      partial = is(BlockMask::Partial);
+    } else if (votesOnTiles(step)) {
       Value any = arith::ConstantIntOp::create(b, loc, 0, 1);
       for (int64_t mt = 0; mt < mTiles; ++mt)
         for (int64_t nb = 0; nb < blocks; ++nb)
@@ -492,6 +516,28 @@ protected:
       scale *= kLog2e;
     bool rawMax = softmax && step.getScore().empty() && scale > 0;
     const double negInf = -std::numeric_limits<double>::infinity();
+    if (partial) {
+      // The mask of every element, evaluated on partial tiles only (a full
+      // tile keeps every element).
+      SmallVector<Type> types(mTiles * blocks * 4, b.getI1Type());
+      auto ifPartial = scf::IfOp::create(b, loc, types, partial,
+                                         /*withElseRegion=*/true);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifPartial.getThenRegion().front());
+      SmallVector<Value> bits;
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        for (int64_t nb = 0; nb < blocks; ++nb)
+          for (int64_t i = 0; i < 4; ++i)
+            bits.push_back(maskOf(mt, nb, i));
+      scf::YieldOp::create(b, loc, bits);
+      b.setInsertionPointToStart(&ifPartial.getElseRegion().front());
+      scf::YieldOp::create(
+          b, loc,
+          SmallVector<Value>(types.size(), arith::ConstantIntOp::create(
+                                               b, loc, b.getI1Type(), 1)));
+      maskBits.assign(ifPartial.getResults().begin(),
+                      ifPartial.getResults().end());
+    }
     SmallVector<SmallVector<SmallVector<Value>>> kept(
         mTiles, SmallVector<SmallVector<Value>>(blocks));
     for (int64_t mt = 0; mt < mTiles; ++mt)

@@ -41,8 +41,8 @@ namespace {
 class WgmmaEmitter : public MmaSyncEmitter {
 public:
   WgmmaEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
-               int64_t threads)
-      : MmaSyncEmitter(b, loc, tiles, threads, /*mTiles=*/1) {
+               int64_t threads, const BlockMask &mask)
+      : MmaSyncEmitter(b, loc, tiles, threads, /*mTiles=*/1, mask) {
     // Tile addresses in the shared window, once at the kernel's start.
     for (auto [tile, address] :
          {std::pair(keyTile, &keyAddress), std::pair(valueTile, &valueAddress),
@@ -314,6 +314,7 @@ protected:
 } // namespace
 
 std::unique_ptr<KernelEmitter> flashlight::attn_to_gpu::createWgmmaEmitter(
-    OpBuilder &b, Location loc, const MmaTiles &tiles, int64_t threads) {
-  return std::make_unique<WgmmaEmitter>(b, loc, tiles, threads);
+    OpBuilder &b, Location loc, const MmaTiles &tiles, int64_t threads,
+    const BlockMask &mask) {
+  return std::make_unique<WgmmaEmitter>(b, loc, tiles, threads, mask);
 }

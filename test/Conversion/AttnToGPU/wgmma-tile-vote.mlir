@@ -1,4 +1,4 @@
-// RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true block-mask=false" --canonicalize --cse | FileCheck %s
 
 // A data-dependent mask (document ids) on 64-row tiles: one warpgroup, 3
 // blocks per SM are too many next to the mask's registers, so 2. Each KV

@@ -1,0 +1,121 @@
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true" --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s --check-prefix=WGMMA
+
+// A mask that reads document ids (by batch, not by head): the attention
+// kernel takes a block mask [B, 1, M tiles, N tiles] after its output and
+// reads its tile's byte instead of voting.
+// CHECK-LABEL: gpu.func @document(
+// CHECK-SAME: %[[OUT:.*]]: memref<2x4x128x64xbf16>, %[[MASK:.*]]: memref<?x?x?x?xi8>)
+// CHECK-SAME: flashlight.block_mask = {batch = true, block = 128 : i64, heads = false, kernel = "document_block_mask"}
+// CHECK: scf.for %[[K0:.*]] = {{.*}} iter_args
+// the tile's byte: the batch's row, head 0, (query tile, KV tile)
+// CHECK: %[[KT:.*]] = arith.divui %[[K0]], %c64
+// CHECK: %[[TILE:.*]] = memref.load %[[MASK]][%block_id_z, %c0, %{{.*}}, %[[KT]]]
+// CHECK-NOT: nvvm.barrier #nvvm.reduction
+// CHECK: %[[EMPTY:.*]] = arith.cmpi eq, %[[TILE]], %c0_i8
+// CHECK: %[[PARTIAL:.*]] = arith.cmpi eq, %[[TILE]], %c1_i8
+// an empty tile skips the products and the softmax
+// CHECK: scf.if %[[EMPTY]]
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: } else {
+// CHECK: nvvm.mma.sync
+// the mask is evaluated on partial tiles only; a full tile keeps all
+// CHECK: scf.if %[[PARTIAL]] -> (i1,
+// CHECK: memref.load %arg3
+// CHECK: } else {
+// CHECK-NEXT: scf.yield %true,
+
+// The pre-kernel: the inputs then the mask; block x is (query tile, KV
+// tile), and a tile outside the KV loop's range is not written (nor read).
+// CHECK-LABEL: gpu.func @document_block_mask(
+// CHECK-SAME: %{{.*}}: memref<2x128xi32>, %[[M:.*]]: memref<?x?x?x?xi8>) kernel
+// CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
+// CHECK: %[[TILES:.*]] = memref.dim %[[M]], %c3
+// CHECK: %[[KV:.*]] = arith.remui %block_id_x, %[[TILES]]
+// CHECK: %[[QT:.*]] = arith.divui %block_id_x, %[[TILES]]
+// CHECK: %[[Q0:.*]] = arith.muli %[[QT]], %c64
+// CHECK: %[[KB:.*]] = arith.muli %[[KV]], %c64
+// CHECK: scf.if
+// every thread evaluates the region on a strided share of the tile's
+// elements, folding "any kept" and "all kept" (elements past the ends count
+// for neither)
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c4096 step %c128 iter_args(%{{.*}} = %false, %{{.*}} = %true)
+// CHECK: memref.load %arg3
+// CHECK: memref.load %arg3
+// CHECK: scf.yield
+// the barrier reduces both over the block; thread 0 writes 0, 1 or 2
+// CHECK: nvvm.barrier #nvvm.reduction<or>
+// CHECK: nvvm.barrier #nvvm.reduction<and>
+// CHECK: %[[PF:.*]] = arith.select %{{.*}}, %c2_i8, %c1_i8
+// CHECK: %[[BYTE:.*]] = arith.select %{{.*}}, %[[PF]], %c0_i8
+// CHECK: scf.if
+// CHECK: memref.store %[[BYTE]], %[[M]][%block_id_z, %c0, %{{.*}}, %{{.*}}]
+
+// wgmma reads the same byte (and keeps its one barrier per step).
+// WGMMA-LABEL: gpu.func @document(
+// WGMMA-SAME: flashlight.codegen = "wgmma"
+// WGMMA: memref.load %{{.*}}[%block_id_z, %c0, %{{.*}}, %{{.*}}] : memref<?x?x?x?xi8>
+// WGMMA-NOT: nvvm.barrier #nvvm.reduction
+// WGMMA: nvvm.wgmma.mma_async
+// WGMMA-LABEL: gpu.func @document_block_mask(
+func.func @document(%q: tensor<2x4x128x64xbf16>, %k: tensor<2x4x128x64xbf16>,
+                    %v: tensor<2x4x128x64xbf16>,
+                    %doc: tensor<2x128xi32>) -> tensor<2x4x128x64xbf16> {
+  %o = attn.attention q(%q : tensor<2x4x128x64xbf16>) k(%k : tensor<2x4x128x64xbf16>)
+      v(%v : tensor<2x4x128x64xbf16>) captures(%doc : tensor<2x128xi32>)
+      scale [0.125] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index, %ids: tensor<2x128xi32>):
+        %di = tensor.extract %ids[%b, %i] : tensor<2x128xi32>
+        %dj = tensor.extract %ids[%b, %j] : tensor<2x128xi32>
+        %keep = arith.cmpi eq, %di, %dj : i32
+        attn.yield %keep : i1
+      } -> tensor<2x4x128x64xbf16>
+  return %o : tensor<2x4x128x64xbf16>
+}
+
+// -----
+
+// A per-head key mask (read by head, not by batch): the block mask is
+// [1, H, M tiles, N tiles].
+// CHECK-LABEL: gpu.func @head_keys(
+// CHECK-SAME: batch = false, block = 128 : i64, heads = true
+// CHECK: memref.load %{{.*}}[%c0, %block_id_y, %{{.*}}, %{{.*}}] : memref<?x?x?x?xi8>
+// CHECK-LABEL: gpu.func @head_keys_block_mask(
+// CHECK: memref.store %{{.*}}, %{{.*}}[%c0, %block_id_y, %{{.*}}, %{{.*}}] : memref<?x?x?x?xi8>
+// WGMMA-LABEL: gpu.func @head_keys(
+func.func @head_keys(%q: tensor<2x4x128x64xbf16>, %k: tensor<2x4x128x64xbf16>,
+                     %v: tensor<2x4x128x64xbf16>,
+                     %keep: tensor<4x128xi1>) -> tensor<2x4x128x64xbf16> {
+  %o = attn.attention q(%q : tensor<2x4x128x64xbf16>) k(%k : tensor<2x4x128x64xbf16>)
+      v(%v : tensor<2x4x128x64xbf16>) captures(%keep : tensor<4x128xi1>)
+      scale [0.125] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index, %kk: tensor<4x128xi1>):
+        %x = tensor.extract %kk[%h, %j] : tensor<4x128xi1>
+        attn.yield %x : i1
+      } -> tensor<2x4x128x64xbf16>
+  return %o : tensor<2x4x128x64xbf16>
+}
+
+// -----
+
+// With block-mask=false the block votes instead (mma-sync-tile-vote.mlir);
+// masks a bound describes (causal) get neither.
+// CHECK-LABEL: gpu.func @causal(
+// CHECK-NOT: block_mask
+// CHECK: gpu.return
+// CHECK-NOT: gpu.func
+// WGMMA-LABEL: gpu.func @causal(
+func.func @causal(%q: tensor<2x4x128x64xbf16>, %k: tensor<2x4x128x64xbf16>,
+                  %v: tensor<2x4x128x64xbf16>) -> tensor<2x4x128x64xbf16> {
+  %o = attn.attention q(%q : tensor<2x4x128x64xbf16>) k(%k : tensor<2x4x128x64xbf16>)
+      v(%v : tensor<2x4x128x64xbf16>)
+      scale [0.125] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %keep = arith.cmpi sge, %i, %j : index
+        attn.yield %keep : i1
+      } -> tensor<2x4x128x64xbf16>
+  return %o : tensor<2x4x128x64xbf16>
+}
