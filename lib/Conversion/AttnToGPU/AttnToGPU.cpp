@@ -78,18 +78,19 @@ std::optional<std::string> mmaIneligibility(OnlineStepOp step, int64_t blockM,
 
 /// Walks `func` (a tiled attention) into `kernel`'s body with `emitter`, the
 /// builder being at the body's start. The forall's (b, h, query tile) are
-/// block ids (z, y, x); the block-mask kernel passes its `queryTile` for x
-/// (and has no output parameters).
+/// block ids (z, y) and `queryTile` (null: block id x). `outputs`: the
+/// kernel has the function's results as parameters.
 LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
                              gpu::GPUFuncOp kernel, func::FuncOp func,
-                             scf::ForallOp forall, Value queryTile = Value()) {
+                             scf::ForallOp forall, Value queryTile,
+                             bool outputs) {
   Location loc = func.getLoc();
   unsigned numArgs = func.getNumArguments();
   for (unsigned i = 0; i < numArgs; ++i)
     emitter.memrefOf[func.getArgument(i)] = kernel.getArgument(i);
   // Each parallel_insert_slice names the output its source is stored to.
   for (Operation &op : forall.getTerminator().getYieldingOps()) {
-    if (queryTile) // The block-mask kernel has no output parameters.
+    if (!outputs)
       break;
     auto insert = cast<tensor::ParallelInsertSliceOp>(op);
     auto dest = cast<BlockArgument>(insert.getDest());
@@ -116,6 +117,32 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
     return failure();
   gpu::ReturnOp::create(b, loc);
   return success();
+}
+
+/// True if `v` is computed from `iv`.
+bool dependsOn(Value v, Value iv) {
+  SmallVector<Value> work = {v};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (x == iv)
+      return true;
+    if (!seen.insert(x).second)
+      continue;
+    if (Operation *def = x.getDefiningOp())
+      llvm::append_range(work, def->getOperands());
+  }
+  return false;
+}
+
+/// True if the KV range of a query tile grows with the tile's index: the
+/// KV loop's upper bound depends on it and its lower bound does not (causal
+/// and prefix masks; not a sliding window, whose range moves).
+bool boundGrowsWithQueryTile(scf::ForallOp forall, OnlineStepOp step) {
+  auto loop = step->getParentOfType<scf::ForOp>();
+  Value tile = forall.getInductionVars().back();
+  return loop && dependsOn(loop.getUpperBound(), tile) &&
+         !dependsOn(loop.getLowerBound(), tile);
 }
 
 /// Threads per block of the block-mask pre-kernel.
@@ -151,7 +178,8 @@ LogicalResult emitBlockMaskKernel(OpBuilder &b, func::FuncOp func,
   std::unique_ptr<KernelEmitter> emitter =
       createBlockMaskEmitter(b, loc, mask, kvTile, kBlockMaskThreads);
   return emitKernelBody(b, *emitter, kernel, func, forall,
-                        arith::DivUIOp::create(b, loc, x, tiles));
+                        arith::DivUIOp::create(b, loc, x, tiles),
+                        /*outputs=*/false);
 }
 
 /// Converts one function whose body is a tiled attention.
@@ -240,7 +268,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   forall.walk([&](OnlineStepOp s) { votes |= votesOnTiles(s); });
   BlockMask mask;
   bool buildMask = useMma && votes && blockMaskOption &&
-                   isa<scf::ForOp>(step->getParentOp());
+                   step->getParentOfType<scf::ForOp>();
   if (buildMask)
     params.push_back(
         MemRefType::get(SmallVector<int64_t>(4, ShapedType::kDynamic),
@@ -350,7 +378,18 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   } else {
     owner = createRowPerWarpEmitter(b, loc);
   }
-  if (failed(emitKernelBody(b, *owner, kernel, func, forall)))
+  // When a query tile's KV range grows with its index (causal), the grid
+  // runs the longest tiles first, so that the short ones fill the tail.
+  Value queryTile;
+  if (useMma && step && boundGrowsWithQueryTile(forall, step)) {
+    Value x = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value last = arith::SubIOp::create(
+        b, loc, gpu::GridDimOp::create(b, loc, gpu::Dimension::x),
+        arith::ConstantIndexOp::create(b, loc, 1));
+    queryTile = arith::SubIOp::create(b, loc, last, x);
+  }
+  if (failed(emitKernelBody(b, *owner, kernel, func, forall, queryTile,
+                            /*outputs=*/true)))
     return failure();
   if (!mask.memref)
     return success();
