@@ -50,6 +50,30 @@ protected:
   int64_t rowsPerWarp() const { return 16 * mTiles; }
   /// The block mask that replaces the tile vote (null memref: none).
   BlockMask blockMask;
+  /// The step being emitted, and (when set) a condition stage() copies
+  /// under: where it is false, the tile is zero-filled without reading
+  /// global memory.
+  OnlineStepOp currentStep;
+  Value copyCondition;
+
+  /// Whether the block mask keeps anything of the KV tile after the current
+  /// one (the last tile stands in past the end: its rows are zero-filled
+  /// anyway); null without a block mask.
+  Value nextTileKept(int64_t bn) {
+    if (!blockMask.memref || !votesOnTiles(currentStep))
+      return Value();
+    SmallVector<Value> at =
+        blockMask.indices(b, loc, map.lookup(currentStep.getBatchOffset()),
+                          map.lookup(currentStep.getHeadOffset()),
+                          map.lookup(currentStep.getQueryOffset()),
+                          addI(keyView.offsets[2], idx(bn)));
+    at[3] = minI(
+        at[3], arith::SubIOp::create(b, loc, dim(blockMask.memref, 3), idx(1)));
+    Value tile = memref::LoadOp::create(b, loc, blockMask.memref, at);
+    return cmpI(
+        arith::CmpIPredicate::ne, tile,
+        arith::ConstantIntOp::create(b, loc, b.getI8Type(), BlockMask::Empty));
+  }
   /// The cp.async groups filling the Q tile and the current V tile, and the
   /// current K tile's view (the step prefetches the next one).
   Value queryGroup, valueGroup;
@@ -91,6 +115,8 @@ protected:
       auto [row, col] = chunkOrigin(c, d);
       Value globalRow = addI(view.offsets[2], row);
       Value valid = cmpI(arith::CmpIPredicate::slt, globalRow, limit);
+      if (copyCondition)
+        valid = arith::AndIOp::create(b, loc, valid, copyCondition);
       Value srcElements =
           arith::SelectOp::create(b, loc, valid, idx(8), idx(0));
       tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
@@ -286,7 +312,10 @@ protected:
     barrier();
     View nextKey = keyView;
     nextKey.offsets[2] = addI(keyView.offsets[2], idx(bn));
+    // A tile the block mask drops is not read from global memory.
+    copyCondition = nextTileKept(bn);
     stage(nextKey, keyTile);
+    copyCondition = Value();
   }
 
   /// This thread's query row for accumulator element `i` (0..3) of m16
@@ -391,6 +420,7 @@ protected:
   }
 
   LogicalResult emitStep(OnlineStepOp step) override {
+    currentStep = step;
     Normalizer normalizer = step.getNormalizer();
     bool softmax = normalizer == Normalizer::softmax;
     int64_t dqk =

@@ -126,8 +126,11 @@ protected:
     value.offsets[2] = addI(valueView.offsets[2], idx(bn));
     int64_t d = cast<MemRefType>(key.memref.getType()).getDimSize(3);
     int64_t dv = cast<MemRefType>(value.memref.getType()).getDimSize(3);
+    // A tile the block mask drops is not read from global memory.
+    copyCondition = nextTileKept(bn);
     stageBuffer(key, keyTile, next, d);
     stageBuffer(value, valueTile, next, dv);
+    copyCondition = Value();
   }
 
   /// Tiles are [elements / 64, 64]: a line of 64 elements per (atom, row),

@@ -56,6 +56,13 @@
 // WGMMA-SAME: flashlight.codegen = "wgmma"
 // WGMMA: memref.load %{{.*}}[%block_id_z, %c0, %{{.*}}, %{{.*}}] : memref<?x?x?x?xi8>
 // WGMMA-NOT: nvvm.barrier #nvvm.reduction
+// the next tile's copies zero-fill without reading global memory when the
+// block mask drops that tile
+// WGMMA: %[[NEXT:.*]] = memref.load %{{.*}}[%block_id_z, %c0, %{{.*}}, %{{.*}}] : memref<?x?x?x?xi8>
+// WGMMA-NEXT: %[[KEPT:.*]] = arith.cmpi ne, %[[NEXT]], %c0_i8
+// WGMMA: %[[VALID:.*]] = arith.andi %{{.*}}, %[[KEPT]]
+// WGMMA: %[[COUNT:.*]] = arith.select %[[VALID]], %c8, %c0
+// WGMMA: nvgpu.device_async_copy %arg1{{.*}}, 8, %[[COUNT]]
 // WGMMA: nvvm.wgmma.mma_async
 // WGMMA-LABEL: gpu.func @document_block_mask(
 func.func @document(%q: tensor<2x4x128x64xbf16>, %k: tensor<2x4x128x64xbf16>,
