@@ -55,6 +55,9 @@ protected:
   /// global memory.
   OnlineStepOp currentStep;
   Value copyCondition;
+  /// Set while the KV loop visits only the tiles the block mask keeps (the
+  /// loop then skips empty ones before the step).
+  bool keptTilesOnly = false;
 
   /// Whether the block mask keeps anything of the KV tile after the current
   /// one (the last tile stands in past the end: its rows are zero-filled
@@ -492,9 +495,10 @@ protected:
         return cmpI(arith::CmpIPredicate::eq, tile,
                     arith::ConstantIntOp::create(b, loc, b.getI8Type(), t));
       };
-      anyKept = arith::XOrIOp::create(
-          b, loc, is(BlockMask::Empty),
-          arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1));
+      if (!keptTilesOnly)
+        anyKept = arith::XOrIOp::create(
+            b, loc, is(BlockMask::Empty),
+            arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1));
       partial = is(BlockMask::Partial);
     } else if (votesOnTiles(step)) {
       Value any = arith::ConstantIntOp::create(b, loc, 0, 1);

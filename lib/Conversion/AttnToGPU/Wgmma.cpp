@@ -94,7 +94,16 @@ protected:
     int64_t dv = cast<RankedTensorType>(v.getType()).getDimSize(3);
     int64_t bn = tileRows(keyTile, d);
     std::optional<OpBuilder::InsertionGuard> guard;
-    if (loopLowerBounds.empty()) {
+    if (keptTilesOnly) {
+      // The loop carries the buffer; the first kept tile is staged here.
+      parity = keptParity;
+      auto ifFirst =
+          scf::IfOp::create(b, loc,
+                            cmpI(arith::CmpIPredicate::eq, keyView.offsets[2],
+                                 mulI(firstKeptTile, bn)));
+      guard.emplace(b);
+      b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+    } else if (loopLowerBounds.empty()) {
       parity = idx(0);
     } else {
       Value start = loopLowerBounds.back();
@@ -124,13 +133,128 @@ protected:
     View key = keyView, value = valueView;
     key.offsets[2] = addI(keyView.offsets[2], idx(bn));
     value.offsets[2] = addI(valueView.offsets[2], idx(bn));
+    if (keptTilesOnly) {
+      // The next tile the loop visits: the next one the block mask keeps.
+      Value tile = nextKeptTile(
+          addI(arith::DivUIOp::create(b, loc, keyView.offsets[2], idx(bn)),
+               idx(1)),
+          endTile);
+      key.offsets[2] = value.offsets[2] = mulI(tile, bn);
+    }
     int64_t d = cast<MemRefType>(key.memref.getType()).getDimSize(3);
     int64_t dv = cast<MemRefType>(value.memref.getType()).getDimSize(3);
-    // A tile the block mask drops is not read from global memory.
-    copyCondition = nextTileKept(bn);
+    // A tile the block mask drops (or past the loop's end) is not read from
+    // global memory.
+    copyCondition =
+        keptTilesOnly
+            ? cmpI(arith::CmpIPredicate::slt,
+                   arith::DivUIOp::create(b, loc, key.offsets[2], idx(bn)),
+                   endTile)
+            : nextTileKept(bn);
     stageBuffer(key, keyTile, next, d);
     stageBuffer(value, valueTile, next, dv);
     copyCondition = Value();
+  }
+
+  /// Sparse iteration (keptTilesOnly): the first kept tile, the loop's end
+  /// (in tiles) and the loop-carried buffer of the next kept tile.
+  Value firstKeptTile, endTile, keptParity;
+
+  /// The block mask's byte for KV tile `tile` of the current step's rows.
+  Value tileByte(OnlineStepOp step, Value tile) {
+    SmallVector<Value> at =
+        blockMask.indices(b, loc, map.lookup(step.getBatchOffset()),
+                          map.lookup(step.getHeadOffset()),
+                          map.lookup(step.getQueryOffset()), idx(0));
+    at[3] = tile;
+    return memref::LoadOp::create(b, loc, blockMask.memref, at);
+  }
+  Value isEmpty(Value byte) {
+    return cmpI(
+        arith::CmpIPredicate::eq, byte,
+        arith::ConstantIntOp::create(b, loc, b.getI8Type(), BlockMask::Empty));
+  }
+
+  /// The first tile in [from, end) the block mask keeps, else `end`.
+  Value nextKeptTile(Value from, Value end) {
+    Type index = b.getIndexType();
+    auto loop = scf::WhileOp::create(b, loc, TypeRange{index}, from);
+    OpBuilder::InsertionGuard guard(b);
+    Block *before = b.createBlock(&loop.getBefore(), {}, {index}, {loc});
+    Value t = before->getArgument(0);
+    auto ifIn = scf::IfOp::create(b, loc, TypeRange{b.getI1Type()},
+                                  cmpI(arith::CmpIPredicate::slt, t, end),
+                                  /*withElseRegion=*/true);
+    b.setInsertionPointToStart(&ifIn.getThenRegion().front());
+    scf::YieldOp::create(b, loc, isEmpty(tileByte(currentStep, t)));
+    b.setInsertionPointToStart(&ifIn.getElseRegion().front());
+    scf::YieldOp::create(
+        b, loc, ValueRange{arith::ConstantIntOp::create(b, loc, 0, 1)});
+    b.setInsertionPointAfter(ifIn);
+    scf::ConditionOp::create(b, loc, ifIn.getResult(0), t);
+    Block *after = b.createBlock(&loop.getAfter(), {}, {index}, {loc});
+    scf::YieldOp::create(b, loc, addI(after->getArgument(0), idx(1)));
+    return loop.getResult(0);
+  }
+
+  /// With a block mask, the KV loop visits the tiles it keeps only: an
+  /// empty tile costs a byte load, no copies, wait or barrier. Each kept
+  /// tile prefetches the next kept one into the other buffer, so the buffer
+  /// is loop-carried.
+  LogicalResult convertFor(scf::ForOp loop) override {
+    OnlineStepOp step;
+    for (Operation &op : loop.getBody()->without_terminator())
+      if (auto s = dyn_cast<OnlineStepOp>(op))
+        step = s;
+    if (!blockMask.memref || !step || !votesOnTiles(step))
+      return MmaSyncEmitter::convertFor(loop);
+    currentStep = step;
+    int64_t bn = blockMask.blockN;
+    Value lb = map.lookup(loop.getLowerBound());
+    Value ub = map.lookup(loop.getUpperBound());
+    endTile = arith::CeilDivUIOp::create(b, loc, ub, idx(bn));
+    firstKeptTile =
+        nextKeptTile(arith::DivUIOp::create(b, loc, lb, idx(bn)), endTile);
+
+    SmallVector<Value> init = flatten(loop.getInitArgs());
+    size_t stateSize = init.size();
+    init.push_back(idx(0));
+    auto newLoop =
+        scf::ForOp::create(b, loc, lb, ub, map.lookup(loop.getStep()), init);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(newLoop.getBody());
+    ValueRange args = newLoop.getRegionIterArgs();
+    Value iv = newLoop.getInductionVar();
+    Value kept = arith::XOrIOp::create(
+        b, loc,
+        isEmpty(tileByte(step, arith::DivUIOp::create(b, loc, iv, idx(bn)))),
+        arith::ConstantIntOp::create(b, loc, 1, 1));
+    auto ifKept = scf::IfOp::create(b, loc, TypeRange(ValueRange(init)), kept,
+                                    /*withElseRegion=*/true);
+    scf::YieldOp::create(b, loc, ifKept.getResults());
+    // An empty tile: the state and buffer go on unchanged.
+    b.setInsertionPointToStart(&ifKept.getElseRegion().front());
+    scf::YieldOp::create(b, loc, args);
+
+    b.setInsertionPointToStart(&ifKept.getThenRegion().front());
+    map.map(loop.getInductionVar(), iv);
+    distribute(loop.getRegionIterArgs(), args.take_front(stateSize));
+    keptParity = args.back();
+    keptTilesOnly = true;
+    loopLowerBounds.push_back(lb);
+    LogicalResult body = convertOps(*loop.getBody());
+    loopLowerBounds.pop_back();
+    keptTilesOnly = false;
+    if (failed(body))
+      return failure();
+    SmallVector<Value> next =
+        flatten(loop.getBody()->getTerminator()->getOperands());
+    next.push_back(arith::SubIOp::create(b, loc, idx(1), keptParity));
+    scf::YieldOp::create(b, loc, next);
+    b.setInsertionPointAfter(newLoop);
+    distribute(loop.getResults(),
+               ValueRange(newLoop.getResults()).take_front(stateSize));
+    return success();
   }
 
   /// Tiles are [elements / 64, 64]: a line of 64 elements per (atom, row),

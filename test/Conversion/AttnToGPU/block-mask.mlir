@@ -51,19 +51,35 @@
 // CHECK: scf.if
 // CHECK: memref.store %[[BYTE]], %[[M]][%block_id_z, %c0, %{{.*}}, %{{.*}}]
 
-// wgmma reads the same byte (and keeps its one barrier per step).
+// wgmma visits only the tiles the block mask keeps. The first kept tile is
+// found before the loop (a scan of the bytes of this query tile's row).
 // WGMMA-LABEL: gpu.func @document(
 // WGMMA-SAME: flashlight.codegen = "wgmma"
-// WGMMA: memref.load %{{.*}}[%block_id_z, %c0, %{{.*}}, %{{.*}}] : memref<?x?x?x?xi8>
+// WGMMA: %[[FIRST:.*]] = scf.while
+// WGMMA: memref.load %{{.*}} : memref<?x?x?x?xi8>
+// WGMMA: scf.condition
+// the loop also carries the buffer of the next kept tile; an empty tile
+// costs a byte load: no copies, wait or barrier
+// WGMMA: scf.for {{.*}} -> ({{.*}}, index)
+// WGMMA: %[[BYTE:.*]] = memref.load %{{.*}}[%block_id_z, %c0, %{{.*}}, %{{.*}}] : memref<?x?x?x?xi8>
+// WGMMA: %[[EMPTY:.*]] = arith.cmpi eq, %[[BYTE]], %c0_i8
+// WGMMA: scf.if %[[EMPTY]]
+// WGMMA-NEXT: scf.yield %arg
+// WGMMA-NEXT: } else {
+// the first kept tile is staged in the loop's first buffer
+// WGMMA: %[[AT:.*]] = arith.muli %[[FIRST]], %c64
+// WGMMA: arith.cmpi eq, %{{.*}}, %[[AT]]
 // WGMMA-NOT: nvvm.barrier #nvvm.reduction
-// the next tile's copies zero-fill without reading global memory when the
-// block mask drops that tile
-// WGMMA: %[[NEXT:.*]] = memref.load %{{.*}}[%block_id_z, %c0, %{{.*}}, %{{.*}}] : memref<?x?x?x?xi8>
-// WGMMA-NEXT: %[[KEPT:.*]] = arith.cmpi ne, %[[NEXT]], %c0_i8
-// WGMMA: %[[VALID:.*]] = arith.andi %{{.*}}, %[[KEPT]]
-// WGMMA: %[[COUNT:.*]] = arith.select %[[VALID]], %c8, %c0
-// WGMMA: nvgpu.device_async_copy %arg1{{.*}}, 8, %[[COUNT]]
+// WGMMA: nvgpu.device_async_wait {{.*}} {numGroups = 0 : i32}
 // WGMMA: nvvm.wgmma.mma_async
+// right after S, the next kept tile goes into the other buffer; past the
+// loop's end, its copies zero-fill without reading global memory
+// WGMMA: %[[OTHER:.*]] = arith.subi %c1, %{{.*}} : index
+// WGMMA: %[[NEXT:.*]] = scf.while
+// WGMMA: %[[NEXTAT:.*]] = arith.muli %[[NEXT]], %c64
+// WGMMA: nvgpu.device_async_copy %arg1
+// the buffer flips with each kept tile
+// WGMMA: scf.yield {{.*}}, %[[OTHER]] : {{.*}}, index
 // WGMMA-LABEL: gpu.func @document_block_mask(
 func.func @document(%q: tensor<2x4x128x64xbf16>, %k: tensor<2x4x128x64xbf16>,
                     %v: tensor<2x4x128x64xbf16>,
