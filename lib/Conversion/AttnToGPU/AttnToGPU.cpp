@@ -12,6 +12,8 @@
 #include "flashlight/Conversion/Passes.h"
 #include "flashlight/Dialect/Attn/Analysis/MaskScoreAnalysis.h"
 
+#include "mlir/Analysis/DataFlow/IntegerRangeAnalysis.h"
+#include "mlir/Analysis/DataFlow/Utils.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/IR/PatternMatch.h"
@@ -85,6 +87,16 @@ std::optional<std::string> mmaIneligibility(OnlineStepOp step, int64_t blockM,
       blockM, blockN);
 }
 
+/// The block id along `d` of a grid that is `gridSize` blocks along it:
+/// when that is a constant, it bounds the id (integer range analysis then
+/// knows the index math of static shapes).
+gpu::BlockIdOp blockId(OpBuilder &b, Location loc, gpu::Dimension d,
+                       OpFoldResult gridSize) {
+  std::optional<int64_t> size = getConstantIntValue(gridSize);
+  return gpu::BlockIdOp::create(b, loc, d,
+                                size ? b.getIndexAttr(*size) : IntegerAttr());
+}
+
 /// Walks `func` (a tiled attention) into `kernel`'s body with `emitter`, the
 /// builder being at the body's start. The forall's (b, h, query tile) are
 /// block ids (z, y) and `queryTile` (null: block id x). `outputs`: the
@@ -115,10 +127,11 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
   emitter.lane = arith::RemUIOp::create(b, loc, tid, warpSize);
   gpu::Dimension dims[] = {gpu::Dimension::z, gpu::Dimension::y,
                            gpu::Dimension::x};
-  for (auto [iv, d] : llvm::zip(forall.getInductionVars(), dims))
+  for (auto [iv, d, bound] :
+       llvm::zip(forall.getInductionVars(), dims, forall.getMixedUpperBound()))
     emitter.map.map(iv, d == gpu::Dimension::x && queryTile
                             ? queryTile
-                            : gpu::BlockIdOp::create(b, loc, d).getResult());
+                            : blockId(b, loc, d, bound).getResult());
 
   // Values the loop nest uses from before the forall (sizes, constants).
   if (failed(emitter.convertOps(func.getBody().front(), forall)) ||
@@ -391,10 +404,14 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   // runs the longest tiles first, so that the short ones fill the tail.
   Value queryTile;
   if (useMma && step && boundGrowsWithQueryTile(forall, step)) {
-    Value x = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    OpFoldResult tiles = forall.getMixedUpperBound().back();
+    std::optional<int64_t> size = getConstantIntValue(tiles);
+    Value x = blockId(b, loc, gpu::Dimension::x, tiles);
+    Value gridSize =
+        size ? Value(arith::ConstantIndexOp::create(b, loc, *size))
+             : Value(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
     Value last = arith::SubIOp::create(
-        b, loc, gpu::GridDimOp::create(b, loc, gpu::Dimension::x),
-        arith::ConstantIndexOp::create(b, loc, 1));
+        b, loc, gridSize, arith::ConstantIndexOp::create(b, loc, 1));
     queryTile = arith::SubIOp::create(b, loc, last, x);
   }
   if (failed(emitKernelBody(b, *owner, kernel, func, forall, queryTile,
@@ -404,6 +421,54 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     return success();
   b.setInsertionPointAfter(kernel);
   return emitBlockMaskKernel(b, func, forall, params.back(), mask);
+}
+
+/// Index math is 64-bit, and so is an `index_cast` a user region converts
+/// to a float (ALiBi's `(j - i) as f32`): on the GPU, a 64-bit integer to
+/// float conversion runs at a quarter of the 32-bit rate, per element. Where
+/// integer range analysis proves the integer fits in 32 bits (static shapes,
+/// bounded block ids), convert from 32 bits instead.
+LogicalResult narrowIntToFloat(Operation *root) {
+  DataFlowSolver solver;
+  dataflow::loadBaselineAnalyses(solver);
+  solver.load<dataflow::IntegerRangeAnalysis>();
+  if (failed(solver.initializeAndRun(root)))
+    return failure();
+  // Signed conversions need the value in i32's range, unsigned ones in
+  // [0, INT32_MAX] (the same bits then mean the same number).
+  auto fitsIn32 = [&](Value v, bool isSigned) {
+    auto *lattice = solver.lookupState<dataflow::IntegerValueRangeLattice>(v);
+    if (!lattice || lattice->getValue().isUninitialized())
+      return false;
+    const ConstantIntRanges &range = lattice->getValue().getValue();
+    return range.smin().getSExtValue() >= (isSigned ? INT32_MIN : 0) &&
+           range.smax().getSExtValue() <= INT32_MAX;
+  };
+  SmallVector<std::pair<Operation *, Value>> work;
+  root->walk([&](Operation *op) {
+    if (!isa<arith::SIToFPOp, arith::UIToFPOp>(op))
+      return;
+    // index -> i64 is the identity (index is 64-bit in the kernels).
+    auto cast = op->getOperand(0).getDefiningOp<arith::IndexCastOp>();
+    if (cast && cast.getType().getIntOrFloatBitWidth() == 64 &&
+        fitsIn32(cast.getIn(), isa<arith::SIToFPOp>(op)))
+      work.push_back({op, cast.getIn()});
+  });
+  for (auto [op, index] : work) {
+    OpBuilder b(op);
+    Value narrow =
+        arith::IndexCastOp::create(b, op->getLoc(), b.getI32Type(), index);
+    Value wide = isa<arith::SIToFPOp>(op)
+                     ? arith::SIToFPOp::create(
+                           b, op->getLoc(), op->getResult(0).getType(), narrow)
+                           .getResult()
+                     : arith::UIToFPOp::create(
+                           b, op->getLoc(), op->getResult(0).getType(), narrow)
+                           .getResult();
+    op->getResult(0).replaceAllUsesWith(wide);
+    op->erase();
+  }
+  return success();
 }
 
 /// `math.absi x` -> `maxsi(x, 0 - x)`: convert-gpu-to-nvvm lowers float
@@ -454,7 +519,8 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
     }
     RewritePatternSet patterns(&getContext());
     patterns.add<ExpandAbsI>(&getContext());
-    if (failed(applyPatternsGreedily(gpuModule, std::move(patterns))))
+    if (failed(applyPatternsGreedily(gpuModule, std::move(patterns))) ||
+        failed(narrowIntToFloat(gpuModule)))
       return signalPassFailure();
   }
 };
