@@ -72,7 +72,9 @@ Options parse(int argc, char **argv) {
 }
 
 /// Random contents for an input: normal floats rounded to the dtype, small
-/// non-negative integers (ids, buckets), random bits for i1.
+/// non-negative integers (ids, buckets) non-decreasing along the last dim
+/// (document ids are contiguous runs, so a document mask has empty, partial
+/// and full tiles), random bits for i1.
 HostTensor randomInput(const ParamInfo &p, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
@@ -86,6 +88,10 @@ HostTensor randomInput(const ParamInfo &p, uint64_t seed) {
     else
       x = roundToDType(normal(rng), p.dtype);
   }
+  int64_t last = p.shape.empty() ? 1 : std::max<int64_t>(p.shape.back(), 1);
+  if (p.dtype[0] == 'i' && p.dtype != "i1")
+    for (size_t row = 0; row < t.data.size(); row += size_t(last))
+      std::sort(t.data.begin() + row, t.data.begin() + row + last);
   return t;
 }
 
