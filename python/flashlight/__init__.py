@@ -81,6 +81,16 @@ def _geometry(manifest, artifact):
     return geometry
 
 
+def _block_mask_shape(geometry, q_shape, k_shape):
+    """[B or 1, Hq or 1, query tiles, KV tiles]: the block mask's shape for
+    the loaded arch's geometry (manifest `block_mask` says whether the mask
+    reads b and h)."""
+    info = geometry["block_mask"]
+    bm, bn = geometry["block_m"], geometry["block_n"]
+    return [q_shape[0] if info["batch"] else 1, q_shape[1] if info["heads"] else 1,
+            (q_shape[2] + bm - 1) // bm, (k_shape[2] + bn - 1) // bn]
+
+
 def _choose_artifact(archs, cc):
     own = f"sm_{cc}"
     for arch in (own + "a", own):
@@ -189,11 +199,8 @@ class Kernel:
 
     def _block_mask_shape(self, inputs):
         names = [p["name"] for p in self.inputs]
-        q, k = inputs[names.index("q0")], inputs[names.index("k0")]
-        info = self.geometry["block_mask"]
-        bm, bn = self.geometry["block_m"], self.geometry["block_n"]
-        return [q.shape[0] if info["batch"] else 1, q.shape[1] if info["heads"] else 1,
-                (q.shape[2] + bm - 1) // bm, (k.shape[2] + bn - 1) // bn]
+        return _block_mask_shape(self.geometry, inputs[names.index("q0")].shape,
+                                 inputs[names.index("k0")].shape)
 
     def build_block_mask(self, *inputs):
         """Runs the block-mask pre-kernel of a data-dependent mask on
