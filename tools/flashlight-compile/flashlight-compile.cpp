@@ -205,9 +205,8 @@ LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
     size_t start = report.find(header);
     if (start != std::string::npos) {
       size_t end = report.find("Compiling entry function", start + 1);
-      report = report.substr(start, end == std::string::npos
-                                        ? std::string::npos
-                                        : end - start);
+      report = report.substr(start, end == std::string::npos ? std::string::npos
+                                                             : end - start);
     }
   }
   SmallVector<StringRef> m;
