@@ -205,8 +205,8 @@ class Kernel:
     def build_block_mask(self, *inputs):
         """Runs the block-mask pre-kernel of a data-dependent mask on
         `inputs` (as for a call) and returns the mask (an int8 tensor; 0
-        empty, 1 partial, 2 full per tile). A call given `block_mask=` skips
-        the pre-kernel: reuse a mask only with the same mask inputs (e.g.
+        empty, 1 partial, 2 full per tile; tiles the KV loop never reaches
+        are empty). A call given `block_mask=` skips the pre-kernel: reuse a mask only with the same mask inputs (e.g.
         document ids), as with FlexAttention's create_block_mask. None for
         kernels without a block mask."""
         import torch
@@ -230,9 +230,11 @@ class Kernel:
                 raise TypeError(f"{self.manifest['name']} takes no block mask")
             expected = self._block_mask_shape(inputs)
             if (block_mask.dtype != torch.int8 or list(block_mask.shape) != expected
-                    or not block_mask.is_contiguous()):
-                raise ValueError(f"block_mask: expected contiguous int8 {expected}, got "
-                                 f"{block_mask.dtype} {tuple(block_mask.shape)}")
+                    or not block_mask.is_contiguous()
+                    or block_mask.device != inputs[0].device):
+                raise ValueError(f"block_mask: expected contiguous int8 {expected} on "
+                                 f"{inputs[0].device}, got {block_mask.dtype} "
+                                 f"{tuple(block_mask.shape)} on {block_mask.device}")
         elif self._mask_function is not None:
             block_mask = self.build_block_mask(*inputs)
         device = inputs[0].device

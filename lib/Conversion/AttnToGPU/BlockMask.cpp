@@ -48,8 +48,25 @@ protected:
   LogicalResult onSlice(Value, const View &) override { return success(); }
   LogicalResult emitFinalize(OnlineFinalizeOp) override { return success(); }
 
+  /// Thread 0 stores `tile` as the byte of the tile at (b0, h0, q0, k0).
+  void storeTile(Value tile, Value b0, Value h0, Value q0, Value k0) {
+    Value tid =
+        addI(arith::MulIOp::create(b, loc, warp, idx(kThreadsPerWarp)), lane);
+    auto first =
+        scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, idx(0)));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&first.getThenRegion().front());
+    memref::StoreOp::create(b, loc, tile, mask.memref,
+                            mask.indices(b, loc, b0, h0, q0, k0));
+  }
+  Value byte(BlockMask::Tile t) {
+    return arith::ConstantIntOp::create(b, loc, b.getI8Type(), t);
+  }
+
   /// The KV loop: this block's tile, if the loop reaches it (the loop's
-  /// lower bound is a multiple of its step, a tile).
+  /// lower bound is a multiple of its step, a tile). A tile out of its
+  /// range is empty: every byte of the buffer is written, so a reader may
+  /// look at any tile.
   LogicalResult convertFor(scf::ForOp loop) override {
     Value lb = map.lookup(loop.getLowerBound());
     Value ub = map.lookup(loop.getUpperBound());
@@ -58,8 +75,16 @@ protected:
     Value inRange =
         arith::AndIOp::create(b, loc, cmpI(arith::CmpIPredicate::sge, k0, lb),
                               cmpI(arith::CmpIPredicate::slt, k0, ub));
-    auto ifIn = scf::IfOp::create(b, loc, inRange);
+    OnlineStepOp step;
+    loop.walk([&](OnlineStepOp s) { step = s; });
+    auto ifIn = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
+    if (step) {
+      b.setInsertionPointToStart(&ifIn.getElseRegion().front());
+      storeTile(byte(BlockMask::Empty), map.lookup(step.getBatchOffset()),
+                map.lookup(step.getHeadOffset()),
+                map.lookup(step.getQueryOffset()), k0);
+    }
     b.setInsertionPointToStart(&ifIn.getThenRegion().front());
     map.map(loop.getInductionVar(), k0);
     distribute(loop.getRegionIterArgs(), {});
@@ -122,19 +147,10 @@ protected:
     };
     Value any = reduce(loop.getResult(0), NVVM::BarrierReduction::OR);
     Value all = reduce(loop.getResult(1), NVVM::BarrierReduction::AND);
-    Type i8 = b.getI8Type();
-    auto byte = [&](BlockMask::Tile t) {
-      return arith::ConstantIntOp::create(b, loc, i8, t);
-    };
     Value tile = select(
         any, select(all, byte(BlockMask::Full), byte(BlockMask::Partial)),
         byte(BlockMask::Empty));
-    auto first =
-        scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, idx(0)));
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&first.getThenRegion().front());
-    memref::StoreOp::create(b, loc, tile, mask.memref,
-                            mask.indices(b, loc, b0, h0, q0, k0));
+    storeTile(tile, b0, h0, q0, k0);
     return success();
   }
 };

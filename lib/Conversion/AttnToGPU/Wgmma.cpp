@@ -212,7 +212,11 @@ protected:
     int64_t bn = blockMask.blockN;
     Value lb = map.lookup(loop.getLowerBound());
     Value ub = map.lookup(loop.getUpperBound());
-    endTile = arith::CeilDivUIOp::create(b, loc, ub, idx(bn));
+    // The loop's end in tiles: an empty range (ub may even be negative for
+    // early query tiles) scans nothing, and no scan leaves this row.
+    endTile = minI(arith::CeilDivUIOp::create(
+                       b, loc, arith::MaxSIOp::create(b, loc, ub, lb), idx(bn)),
+                   dim(blockMask.memref, 3));
     firstKeptTile =
         nextKeptTile(arith::DivUIOp::create(b, loc, lb, idx(bn)), endTile);
 

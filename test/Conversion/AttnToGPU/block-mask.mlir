@@ -50,12 +50,19 @@
 // CHECK: %[[BYTE:.*]] = arith.select %{{.*}}, %[[PF]], %c0_i8
 // CHECK: scf.if
 // CHECK: memref.store %[[BYTE]], %[[M]][%block_id_z, %c0, %{{.*}}, %{{.*}}]
+// a tile outside the KV loop's range is written empty: every byte is set
+// CHECK: } else {
+// CHECK: memref.store %c0_i8, %[[M]][%block_id_z, %c0, %{{.*}}, %{{.*}}]
 
 // wgmma visits only the tiles the block mask keeps. The first kept tile is
 // found before the loop (a scan of the bytes of this query tile's row).
 // WGMMA-LABEL: gpu.func @document(
 // WGMMA-SAME: flashlight.codegen = "wgmma"
+// The scans stop at the loop's end, clamped into the buffer's row.
+// WGMMA: %[[TILES:.*]] = memref.dim %{{.*}}, %c3 : memref<?x?x?x?xi8>
+// WGMMA-NEXT: %[[END:.*]] = arith.minsi %[[TILES]], %c2
 // WGMMA: %[[FIRST:.*]] = scf.while
+// WGMMA-NEXT: arith.cmpi slt, %{{.*}}, %[[END]]
 // WGMMA: memref.load %{{.*}} : memref<?x?x?x?xi8>
 // WGMMA: scf.condition
 // the loop also carries the buffer of the next kept tile; an empty tile
@@ -141,4 +148,38 @@ func.func @causal(%q: tensor<2x4x128x64xbf16>, %k: tensor<2x4x128x64xbf16>,
         attn.yield %keep : i1
       } -> tensor<2x4x128x64xbf16>
   return %o : tensor<2x4x128x64xbf16>
+}
+
+// -----
+
+// Documents, and at least 400 positions back: the KV loop's upper bound is
+// negative for the first query tiles. The kept-tile scans then cover
+// nothing (the end is at least the lower bound) rather than reading other
+// rows' bytes.
+// WGMMA-LABEL: gpu.func @lagged(
+// WGMMA: %[[UB:.*]] = arith.minsi %{{.*}}, %c600 : index
+// WGMMA: %[[AT_LEAST_LB:.*]] = arith.maxsi %[[UB]], %c0 : index
+// WGMMA: %[[TILES:.*]] = arith.ceildivui %[[AT_LEAST_LB]], %c64 : index
+// WGMMA: %[[END:.*]] = arith.minsi %[[TILES]], %{{.*}} : index
+// WGMMA: scf.while
+// WGMMA-NEXT: arith.cmpi slt, %{{.*}}, %[[END]]
+// CHECK-LABEL: gpu.func @lagged(
+func.func @lagged(%q: tensor<1x2x1000x64xbf16>, %k: tensor<1x2x600x64xbf16>,
+                  %v: tensor<1x2x600x64xbf16>,
+                  %doc: tensor<1000xi32>) -> tensor<1x2x1000x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x1000x64xbf16>) k(%k : tensor<1x2x600x64xbf16>)
+      v(%v : tensor<1x2x600x64xbf16>) captures(%doc : tensor<1000xi32>)
+      scale [0.125] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index, %ids: tensor<1000xi32>):
+        %di = tensor.extract %ids[%i] : tensor<1000xi32>
+        %dj = tensor.extract %ids[%j] : tensor<1000xi32>
+        %same = arith.cmpi eq, %di, %dj : i32
+        %c400 = arith.constant 400 : index
+        %j400 = arith.addi %j, %c400 : index
+        %lag = arith.cmpi sge, %i, %j400 : index
+        %keep = arith.andi %same, %lag : i1
+        attn.yield %keep : i1
+      } -> tensor<1x2x1000x64xbf16>
+  return %o : tensor<1x2x1000x64xbf16>
 }
