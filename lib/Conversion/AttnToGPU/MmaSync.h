@@ -65,17 +65,26 @@ protected:
   Value nextTileKept(int64_t bn) {
     if (!blockMask.memref || !votesOnTiles(currentStep))
       return Value();
+    Value next = addI(
+        arith::DivUIOp::create(b, loc, keyView.offsets[2], idx(bn)), idx(1));
+    Value last =
+        arith::SubIOp::create(b, loc, dim(blockMask.memref, 3), idx(1));
+    return tileIs(arith::CmpIPredicate::ne, BlockMask::Empty,
+                  tileByte(currentStep, minI(next, last)));
+  }
+  /// The block mask's byte for KV tile `tile` of `step`'s rows.
+  Value tileByte(OnlineStepOp step, Value tile) {
     SmallVector<Value> at =
-        blockMask.indices(b, loc, map.lookup(currentStep.getBatchOffset()),
-                          map.lookup(currentStep.getHeadOffset()),
-                          map.lookup(currentStep.getQueryOffset()),
-                          addI(keyView.offsets[2], idx(bn)));
-    at[3] = minI(
-        at[3], arith::SubIOp::create(b, loc, dim(blockMask.memref, 3), idx(1)));
-    Value tile = memref::LoadOp::create(b, loc, blockMask.memref, at);
-    return cmpI(
-        arith::CmpIPredicate::ne, tile,
-        arith::ConstantIntOp::create(b, loc, b.getI8Type(), BlockMask::Empty));
+        blockMask.indices(b, loc, map.lookup(step.getBatchOffset()),
+                          map.lookup(step.getHeadOffset()),
+                          map.lookup(step.getQueryOffset()), idx(0));
+    at[3] = tile;
+    return memref::LoadOp::create(b, loc, blockMask.memref, at);
+  }
+  /// `byte` compared (`pred`) with what `t` says.
+  Value tileIs(arith::CmpIPredicate pred, BlockMask::Tile t, Value byte) {
+    return cmpI(pred, byte,
+                arith::ConstantIntOp::create(b, loc, b.getI8Type(), t));
   }
   /// The cp.async groups filling the Q tile and the current V tile, and the
   /// current K tile's view (the step prefetches the next one).
@@ -492,8 +501,7 @@ protected:
           b, loc, blockMask.memref, blockMask.indices(b, loc, b0, h0, q0, k0));
       waitCopies(valueGroup, pendingAtStep());
       auto is = [&](BlockMask::Tile t) {
-        return cmpI(arith::CmpIPredicate::eq, tile,
-                    arith::ConstantIntOp::create(b, loc, b.getI8Type(), t));
+        return tileIs(arith::CmpIPredicate::eq, t, tile);
       };
       if (!keptTilesOnly)
         anyKept = arith::XOrIOp::create(

@@ -160,19 +160,8 @@ protected:
   /// (in tiles) and the loop-carried buffer of the next kept tile.
   Value firstKeptTile, endTile, keptParity;
 
-  /// The block mask's byte for KV tile `tile` of the current step's rows.
-  Value tileByte(OnlineStepOp step, Value tile) {
-    SmallVector<Value> at =
-        blockMask.indices(b, loc, map.lookup(step.getBatchOffset()),
-                          map.lookup(step.getHeadOffset()),
-                          map.lookup(step.getQueryOffset()), idx(0));
-    at[3] = tile;
-    return memref::LoadOp::create(b, loc, blockMask.memref, at);
-  }
   Value isEmpty(Value byte) {
-    return cmpI(
-        arith::CmpIPredicate::eq, byte,
-        arith::ConstantIntOp::create(b, loc, b.getI8Type(), BlockMask::Empty));
+    return tileIs(arith::CmpIPredicate::eq, BlockMask::Empty, byte);
   }
 
   /// The first tile in [from, end) the block mask keeps, else `end`.
