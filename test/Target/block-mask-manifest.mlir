@@ -31,7 +31,10 @@
 // PYTHON: [2, 1, 8, 8]
 // PYTHON-NEXT: [2, 1, 16, 16]
 
-// VOTE: "block_mask": null
+// Without the block mask, the tile vote keeps 64 x 64 tiles.
+// VOTE: "block_m": 64,
+// VOTE-NEXT: "block_mask": null,
+// VOTE-NEXT: "block_n": 64,
 
 func.func @doc(%q: tensor<2x4x1000x64xbf16>, %k: tensor<2x4x1000x64xbf16>,
                %v: tensor<2x4x1000x64xbf16>,

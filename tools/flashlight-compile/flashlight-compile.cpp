@@ -569,8 +569,8 @@ int main(int argc, char **argv) {
         SmallVector<int64_t> dims;
         for (Value v : SmallVector<Value, 2>{op.getKeys()[0], op.getValue()})
           dims.push_back(cast<RankedTensorType>(v.getType()).getDimSize(3));
-        std::pair<int64_t, int64_t> tiles =
-            flashlight::tensorCoreTiles(op, wgmma && chip == "sm_90a");
+        std::pair<int64_t, int64_t> tiles = flashlight::tensorCoreTiles(
+            op, wgmma && chip == "sm_90a", blockMask);
         if (!flashlight::tensorCoreIneligibility(
                 op.getNumBranches(),
                 cast<RankedTensorType>(op.getValue().getType())

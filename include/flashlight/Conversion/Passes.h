@@ -40,11 +40,14 @@ tensorCoreIneligibility(unsigned branches, mlir::Type element,
 ///   tiles per warp, so every K/V fragment read from shared memory feeds two
 ///   mma); wgmma 128 x 128 at head dim 128 (two warpgroups; n128 halves the
 ///   per-tile overhead) and 128 x 64 below;
+/// - block-masked programs (a data-dependent mask, no score region) on
+///   wgmma: 128 x 128 (with `blockMask`; the tile vote keeps 64 x 64);
 /// - otherwise 64 x 64, where per-element score code or a window's many
 ///   partial tiles lose with more rows or keys per tile (32-row warps spill
 ///   on mma.sync; on wgmma, 128-row and 128-key tiles measured slower).
 /// `wgmma`: the sm_90a generator will take it (head dims 64 or 128).
-std::pair<int64_t, int64_t> tensorCoreTiles(attn::AttentionOp op, bool wgmma);
+std::pair<int64_t, int64_t> tensorCoreTiles(attn::AttentionOp op, bool wgmma,
+                                            bool blockMask = true);
 
 #define GEN_PASS_REGISTRATION
 #include "flashlight/Conversion/Passes.h.inc"

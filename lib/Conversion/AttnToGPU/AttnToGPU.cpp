@@ -47,8 +47,8 @@ flashlight::tensorCoreIneligibility(unsigned branches, Type element,
   return std::nullopt;
 }
 
-std::pair<int64_t, int64_t> flashlight::tensorCoreTiles(attn::AttentionOp op,
-                                                        bool wgmma) {
+std::pair<int64_t, int64_t>
+flashlight::tensorCoreTiles(attn::AttentionOp op, bool wgmma, bool blockMask) {
   attn::MaskScoreAnalysis analysis(op);
   attn::MaskKind mask = analysis.getMask().kind;
   bool lean = op.getScore().empty() &&
@@ -57,11 +57,12 @@ std::pair<int64_t, int64_t> flashlight::tensorCoreTiles(attn::AttentionOp op,
   int64_t dqk = cast<RankedTensorType>(op.getKeys()[0].getType()).getDimSize(3);
   int64_t dv = cast<RankedTensorType>(op.getValue().getType()).getDimSize(3);
   // Data-dependent masks without a score region get a block mask (unless
-  // disabled): the kernel then evaluates the mask on partial tiles only, and
-  // 128x128 tiles ran fastest for document masks at D = 64 and 128 (64x64:
-  // 0.6-0.7x, 128x64: 0.75-0.85x; docs/benchmarks).
+  // `blockMask` is off; the tile vote keeps 64x64): the kernel then
+  // evaluates the mask on partial tiles only, and 128x128 tiles ran fastest
+  // for document masks at D = 64 and 128 (64x64: 0.6-0.7x, 128x64:
+  // 0.75-0.85x; docs/benchmarks).
   bool blockMasked =
-      op.getScore().empty() &&
+      blockMask && op.getScore().empty() &&
       (mask == attn::MaskKind::DataDependent || mask == attn::MaskKind::Custom);
   if (blockMasked && wgmma && dqk % 64 == 0 && dv % 64 == 0)
     return {128, 128};
