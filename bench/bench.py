@@ -2,6 +2,7 @@
 """Flashlight vs FlexAttention vs SDPA (flash, cuDNN), in one process.
 
     bench/bench.py <kernels-dir> <out-dir> [--variants a,b] [--dims 64,128]
+                   [--compare LABEL=DIR ...]
 
 Kernels come from bench/prepare.sh. For every variant, head dim and sequence
 length (B*N = 16k, H*D = 2048, bf16), the same random inputs go to every
@@ -10,7 +11,9 @@ PyTorch math where Flex is absent) before it is timed. Times are the median
 of triton.testing.do_bench; TFLOP/s count 4*B*H*N^2*D times the fraction of
 (query, key) pairs the mask keeps. Writes <out>/<date>-<gpu>.json (records
 {variant, B, H, N, D, dtype, system, ms, tflops, rel_err}), a markdown
-table and one PNG per variant.
+table and one PNG per variant. --compare times the kernels of another
+bench/prepare.sh directory (e.g. built with EXTRA="--overlap-softmax=false")
+in the same process, as system "flashlight_<LABEL>": same-run experiments.
 """
 
 import argparse
@@ -84,7 +87,7 @@ def random_documents(B, N, gen):
     return doc
 
 
-def run_config(kernels, variant, D, N, records):
+def run_config(kernels, variant, D, N, records, compare=()):
     B, H = 16384 // N, 2048 // D
     Hkv = H // 4 if variant == "gqa" else H
     path = os.path.join(kernels, f"{variant}.d{D}.n{N}.json")
@@ -115,6 +118,11 @@ def run_config(kernels, variant, D, N, records):
     }
     if kernel_mask is not None:
         systems["flashlight_mask_per_call"] = lambda: kernel(q, k, v, *extra)
+    for label, other_dir in compare:
+        other = flashlight.load(os.path.join(other_dir, f"{variant}.d{D}.n{N}.json"))
+        other_mask = other.build_block_mask(q, k, v, *extra)
+        systems[f"flashlight_{label}"] = \
+            lambda other=other, m=other_mask: other(q, k, v, *extra, block_mask=m)
     if variant in ("vanilla", "causal", "gqa"):
         causal = variant != "vanilla"
         for name, backend in (("sdpa_flash", SDPBackend.FLASH_ATTENTION),
@@ -186,8 +194,8 @@ def write_outputs(records, out):
             "command": " ".join(sys.argv), "records": records}
     json.dump(meta, open(stem + ".json", "w"), indent=1)
     systems = ["flashlight", "flex", "sdpa_flash", "sdpa_cudnn"]
-    if any(r["system"] == "flashlight_mask_per_call" for r in records):
-        systems.append("flashlight_mask_per_call")
+    systems += sorted({r["system"] for r in records
+                       if r["system"].startswith("flashlight_")})
     lines = [f"GPU: {meta['gpu']}; torch {meta['torch']}; bf16; B*N = 16k; H*D = 2048; "
              "TFLOP/s (median of do_bench), ratio = flashlight / best other", "",
              "| variant | D | N | " + " | ".join(systems) + " | ratio |",
@@ -213,13 +221,16 @@ def main():
                         "sliding_window_256,document_mask,prefix_lm_256,gqa")
     parser.add_argument("--dims", default="64,128")
     parser.add_argument("--lengths", default="1024,2048,4096,8192,16384")
+    parser.add_argument("--compare", action="append", default=[],
+                        metavar="LABEL=DIR", help="more kernels to time, same run")
     args = parser.parse_args()
+    compare = [tuple(c.split("=", 1)) for c in args.compare]
     records = []
     for variant in args.variants.split(","):
         for D in map(int, args.dims.split(",")):
             for N in map(int, args.lengths.split(",")):
                 try:
-                    run_config(args.kernels, variant, D, N, records)
+                    run_config(args.kernels, variant, D, N, records, compare)
                 except Exception:
                     traceback.print_exc()
                     records.append({"variant": variant, "D": D, "N": N,

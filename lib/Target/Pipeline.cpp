@@ -69,6 +69,7 @@ void flashlight::buildAttnToGPUPipeline(OpPassManager &pm,
   // Warpgroup MMA needs the arch-specific sm_90a target.
   codegen.wgmma = options.wgmma && options.chip == "sm_90a";
   codegen.blockMask = options.blockMask;
+  codegen.overlapSoftmax = options.overlapSoftmax;
   pm.addPass(createAttnToGPU(codegen));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -139,6 +140,11 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
       *this, "block-mask",
       llvm::cl::desc("Build a block mask for data-dependent masks"),
       llvm::cl::init(true)};
+  Option<bool> overlapSoftmax{
+      *this, "overlap-softmax",
+      llvm::cl::desc("With wgmma, software-pipeline the KV loop (softmax of "
+                     "tile t overlaps P V of tile t - 1)"),
+      llvm::cl::init(true)};
 
   flashlight::PipelineOptions get() const {
     flashlight::PipelineOptions o;
@@ -149,6 +155,7 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
     o.warpRows = warpRows;
     o.wgmma = wgmma;
     o.blockMask = blockMask;
+    o.overlapSoftmax = overlapSoftmax;
     o.libdevice = flashlight::findLibdevice();
     return o;
   }

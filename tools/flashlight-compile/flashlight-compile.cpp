@@ -117,6 +117,12 @@ static cl::opt<bool> blockMask(
              "tensor-core path: build a block mask per call with a generated "
              "pre-kernel; =false makes each block vote on its tiles instead"),
     cl::init(true));
+static cl::opt<bool> overlapSoftmax(
+    "overlap-softmax",
+    cl::desc("With wgmma: software-pipeline the KV loop so that each "
+             "warpgroup's softmax of a tile overlaps its P V of the previous "
+             "one; =false keeps the plain loop"),
+    cl::init(true));
 static cl::opt<bool>
     explain("flashlight-explain",
             cl::desc("Say what the analysis found and which code generator was "
@@ -562,6 +568,7 @@ int main(int argc, char **argv) {
   options.warpRows = warpRows;
   options.wgmma = wgmma;
   options.blockMask = blockMask;
+  options.overlapSoftmax = overlapSoftmax;
   auto chooseTiles = [&](const std::string &chip) {
     std::optional<std::pair<int64_t, int64_t>> mmaTiles;
     if (tensorCores)

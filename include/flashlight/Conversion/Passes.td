@@ -67,6 +67,11 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
            "classifies every (query tile, KV tile) once per call as empty, "
            "partial or full, and have the attention kernel read it (else each "
            "block votes on every tile of its range)">,
+    Option<"overlapSoftmax", "overlap-softmax", "bool", /*default=*/"true",
+           "With wgmma, software-pipeline the KV loop: each step issues "
+           "S_t = Q K_t^T and then the P V of tile t - 1, and computes "
+           "softmax_t while that P V runs (programs with a tile vote or "
+           "block mask keep the plain loop)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

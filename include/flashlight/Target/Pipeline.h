@@ -31,6 +31,8 @@ struct PipelineOptions {
   bool wgmma = true;
   /// For data-dependent masks, a block-mask pre-kernel (else a tile vote).
   bool blockMask = true;
+  /// With wgmma, overlap each warpgroup's softmax with its previous P V.
+  bool overlapSoftmax = true;
   /// libdevice bitcode for math functions (tanh, log, ...); empty: none.
   std::string libdevice;
 };

@@ -209,7 +209,7 @@ LogicalResult emitBlockMaskKernel(OpBuilder &b, func::FuncOp func,
 LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                               scf::ForallOp forall, bool tensorCores,
                               int64_t warpRows, bool wgmma,
-                              bool blockMaskOption) {
+                              bool blockMaskOption, bool overlapSoftmax) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   if (ValueRange(ret.getOperands()) != ValueRange(forall.getResults()))
     return func.emitError("attn-to-gpu: the function must return exactly the "
@@ -395,8 +395,13 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // wgmma: plus the 1024 bytes the alignment shift may skip.
     kernel->setAttr("flashlight.dynamic_shared_memory",
                     b.getI64IntegerAttr(bytes + (useWgmma ? 1024 : 0)));
+    // wgmma's software-pipelined KV loop needs a loop (not folded away)
+    // that visits every tile of its range (no tile vote or block mask).
+    bool pipelined = useWgmma && overlapSoftmax && !votes &&
+                     step->getParentOfType<scf::ForOp>();
     owner = useWgmma
-                ? createWgmmaEmitter(b, loc, tiles, threads, mask)
+                ? createWgmmaEmitter(b, loc, tiles, threads, mask,
+                                     pipelined ? blockN : 0)
                 : createMmaSyncEmitter(b, loc, tiles, threads, mTiles, mask);
   } else {
     owner = createRowPerWarpEmitter(b, loc);
@@ -514,7 +519,7 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
         gpu::GPUModuleOp::create(b, module.getLoc(), "flashlight_kernels");
     for (auto [func, forall] : work) {
       if (failed(convertFunction(func, gpuModule, forall, tensorCores, warpRows,
-                                 wgmma, blockMask)))
+                                 wgmma, blockMask, overlapSoftmax)))
         return signalPassFailure();
       func.erase();
     }

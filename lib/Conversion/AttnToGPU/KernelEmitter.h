@@ -432,11 +432,12 @@ createMmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
 /// Hopper warpgroup MMA (sm_90a): the mma.sync generator's structure with
 /// both products on wgmma; one warpgroup (128 threads) per 64 query rows,
 /// `threads` in all. `tiles` are stored as 8x8 core matrices
-/// ([rows / 8 * D / 8, 64]); Q is always in shared memory.
-std::unique_ptr<KernelEmitter> createWgmmaEmitter(OpBuilder &b, Location loc,
-                                                  const MmaTiles &tiles,
-                                                  int64_t threads,
-                                                  const BlockMask &mask);
+/// ([rows / 8 * D / 8, 64]); Q is always in shared memory. With
+/// `pipelinedN` (the block-n; 0: off), the KV loop is software-pipelined:
+/// each warpgroup's softmax of tile t overlaps its P V of tile t - 1.
+std::unique_ptr<KernelEmitter>
+createWgmmaEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
+                   int64_t threads, const BlockMask &mask, int64_t pipelinedN);
 
 } // namespace flashlight::attn_to_gpu
 

@@ -385,14 +385,30 @@ protected:
     return s;
   }
 
+  /// P's A fragments from its f32 fragments `p`: [mt][k] for keys
+  /// [16k, 16k + 16), blocks 2k and 2k + 1.
+  Fragments packWeights(const Fragments &p, int64_t bn) {
+    Fragments pFrag(mTiles, SmallVector<SmallVector<Value>>(bn / 16));
+    for (int64_t mt = 0; mt < mTiles; ++mt)
+      for (int64_t k = 0; k < bn / 16; ++k) {
+        ArrayRef<SmallVector<Value>> t = p[mt];
+        pFrag[mt][k] = {pack(t[2 * k][0], t[2 * k][1]),
+                        pack(t[2 * k][2], t[2 * k][3]),
+                        pack(t[2 * k + 1][0], t[2 * k + 1][1]),
+                        pack(t[2 * k + 1][2], t[2 * k + 1][3])};
+      }
+    return pFrag;
+  }
+
   /// O = alpha * O + P V over the current V tile (`bn` keys), once V has
-  /// landed; `pFrag[mt][k]` are P's A fragments for keys [16k, 16k + 16),
+  /// landed; `p` holds the weights as f32 fragments (as scoreProduct's),
   /// `alpha[r]` the rescale of row r (null: 1). Returns the new
   /// accumulators.
-  virtual SmallVector<Value>
-  valueProduct(ArrayRef<SmallVector<SmallVector<Value>>> pFrag,
-               ArrayRef<Value> acc, ArrayRef<Value> alpha, int64_t dv,
-               int64_t bn) {
+  virtual SmallVector<Value> valueProduct(const Fragments &p,
+                                          ArrayRef<Value> acc,
+                                          ArrayRef<Value> alpha, int64_t dv,
+                                          int64_t bn) {
+    Fragments pFrag = packWeights(p, bn);
     int64_t accPerTile = dv / 8 * 4;
     // V through ldmatrix.trans, once V has landed.
     waitForValues();
@@ -646,18 +662,7 @@ protected:
       for (int64_t r = 0; r < rows; ++r)
         newSum.push_back(add(mul(l[r], alpha[r]), rowSum[r]));
 
-    // P as A fragments: keys [16k, 16k + 16) are blocks 2k and 2k + 1.
-    Fragments pFrag(mTiles, SmallVector<SmallVector<Value>>(bn / 16));
-    for (int64_t mt = 0; mt < mTiles; ++mt)
-      for (int64_t k = 0; k < bn / 16; ++k) {
-        ArrayRef<SmallVector<Value>> t = s[mt];
-        pFrag[mt][k] = {pack(t[2 * k][0], t[2 * k][1]),
-                        pack(t[2 * k][2], t[2 * k][3]),
-                        pack(t[2 * k + 1][0], t[2 * k + 1][1]),
-                        pack(t[2 * k + 1][2], t[2 * k + 1][3])};
-      }
-
-    SmallVector<Value> newAcc = valueProduct(pFrag, acc, alpha, dv, bn);
+    SmallVector<Value> newAcc = valueProduct(s, acc, alpha, dv, bn);
     SmallVector<Value> next = newMax;
     llvm::append_range(next, newSum);
     llvm::append_range(next, newAcc);

@@ -41,8 +41,9 @@ namespace {
 class WgmmaEmitter : public MmaSyncEmitter {
 public:
   WgmmaEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
-               int64_t threads, const BlockMask &mask)
-      : MmaSyncEmitter(b, loc, tiles, threads, /*mTiles=*/1, mask) {
+               int64_t threads, const BlockMask &mask, int64_t pipelinedN)
+      : MmaSyncEmitter(b, loc, tiles, threads, /*mTiles=*/1, mask),
+        pipelinedN(pipelinedN) {
     // Tile addresses in the shared window, once at the kernel's start.
     for (auto [tile, address] :
          {std::pair(keyTile, &keyAddress), std::pair(valueTile, &valueAddress),
@@ -55,6 +56,23 @@ public:
 
 protected:
   Value keyAddress, valueAddress, queryAddress;
+  /// Software-pipelined KV loop (0: off; else block-n): a step issues
+  /// S_t = Q K_t^T, then the P V of tile t - 1, and computes softmax_t while
+  /// that P V runs. P_{t-1} is loop-carried after the accumulators (as
+  /// f32 bit patterns), and tile t's V is copied one step after its K.
+  int64_t pipelinedN;
+  /// Set while emitting a step that owes the previous tile's P V, and the
+  /// first (peeled) step, which copies K_0 alone.
+  bool owesValueProduct = false, peeled = false;
+  /// The owed P V's accumulator struct while it is in flight.
+  Value inflight;
+
+  int64_t laneCount(Type type) override {
+    int64_t n = MmaSyncEmitter::laneCount(type);
+    if (pipelinedN && cast<RankedTensorType>(type).getRank() == 4)
+      n += pipelinedN / 16 * 4;
+    return n;
+  }
   /// The current tile's buffer (0 or 1), and the offset (in lines of 64
   /// elements) of the buffer that stage() writes.
   Value parity, stageOffset;
@@ -94,6 +112,19 @@ protected:
     int64_t dv = cast<RankedTensorType>(v.getType()).getDimSize(3);
     int64_t bn = tileRows(keyTile, d);
     std::optional<OpBuilder::InsertionGuard> guard;
+    if (pipelinedN && !loopLowerBounds.empty()) {
+      // The peeled first step copies K_0; every step copies its V and the
+      // next K (prefetchNextKey).
+      Value tile = arith::DivUIOp::create(
+          b, loc,
+          arith::SubIOp::create(b, loc, keyView.offsets[2],
+                                loopLowerBounds.back()),
+          idx(bn));
+      parity = arith::RemUIOp::create(b, loc, tile, idx(2));
+      if (peeled)
+        stageBuffer(keyView, keyTile, parity, d);
+      return success();
+    }
     if (keptTilesOnly) {
       // The loop carries the buffer; the first kept tile is staged here.
       parity = keptParity;
@@ -143,6 +174,13 @@ protected:
     }
     int64_t d = cast<MemRefType>(key.memref.getType()).getDimSize(3);
     int64_t dv = cast<MemRefType>(value.memref.getType()).getDimSize(3);
+    if (pipelinedN) {
+      // V_t goes where V_{t-2} was: its P V finished before this step's
+      // barrier, and V_{t-1}'s (in flight now) is in the other buffer.
+      stageBuffer(key, keyTile, next, d);
+      stageBuffer(valueView, valueTile, parity, dv);
+      return;
+    }
     // A tile the block mask drops (or past the loop's end) is not read from
     // global memory.
     copyCondition =
@@ -195,6 +233,11 @@ protected:
     for (Operation &op : loop.getBody()->without_terminator())
       if (auto s = dyn_cast<OnlineStepOp>(op))
         step = s;
+    // The KV loop: a step in its body, or in its full/partial scf.if.
+    bool kvLoop = false;
+    loop.getBody()->walk([&](OnlineStepOp) { kvLoop = true; });
+    if (pipelinedN && kvLoop)
+      return convertPipelinedFor(loop);
     if (!blockMask.memref || !step || !votesOnTiles(step))
       return MmaSyncEmitter::convertFor(loop);
     currentStep = step;
@@ -247,6 +290,76 @@ protected:
     b.setInsertionPointAfter(newLoop);
     distribute(loop.getResults(),
                ValueRange(newLoop.getResults()).take_front(stateSize));
+    return success();
+  }
+
+  /// The KV loop, software-pipelined: when it runs at all, its first step
+  /// (peeled) computes S_0 and P_0; each later step t issues S_t and the
+  /// P V of tile t - 1; after the loop, the last tile's P V.
+  LogicalResult convertPipelinedFor(scf::ForOp loop) {
+    Value lb = map.lookup(loop.getLowerBound());
+    Value ub = map.lookup(loop.getUpperBound());
+    Value stepSize = map.lookup(loop.getStep());
+    SmallVector<Value> init = flatten(loop.getInitArgs());
+    auto ifAny = scf::IfOp::create(b, loc, TypeRange(ValueRange(init)),
+                                   cmpI(arith::CmpIPredicate::slt, lb, ub),
+                                   /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifAny.getElseRegion().front());
+    scf::YieldOp::create(b, loc, init);
+    b.setInsertionPointToStart(&ifAny.getThenRegion().front());
+    loopLowerBounds.push_back(lb);
+    auto convertBody = [&](Value iv, ValueRange state) {
+      map.map(loop.getInductionVar(), iv);
+      distribute(loop.getRegionIterArgs(), state);
+      if (failed(convertOps(*loop.getBody())))
+        return std::optional<SmallVector<Value>>();
+      return std::optional(
+          flatten(loop.getBody()->getTerminator()->getOperands()));
+    };
+    peeled = true;
+    std::optional<SmallVector<Value>> first = convertBody(lb, init);
+    peeled = false;
+    if (!first)
+      return failure();
+    auto newLoop =
+        scf::ForOp::create(b, loc, addI(lb, stepSize), ub, stepSize, *first);
+    {
+      OpBuilder::InsertionGuard loopGuard(b);
+      b.setInsertionPointToStart(newLoop.getBody());
+      owesValueProduct = true;
+      std::optional<SmallVector<Value>> next =
+          convertBody(newLoop.getInductionVar(), newLoop.getRegionIterArgs());
+      owesValueProduct = false;
+      if (!next)
+        return failure();
+      scf::YieldOp::create(b, loc, *next);
+    }
+    loopLowerBounds.pop_back();
+    // The last tile's P V, once its V has landed.
+    distribute(loop.getResults(), newLoop.getResults());
+    Value last = arith::DivUIOp::create(
+        b, loc,
+        arith::SubIOp::create(b, loc, arith::SubIOp::create(b, loc, ub, idx(1)),
+                              lb),
+        stepSize);
+    waitCopies(queryGroup, 0);
+    for (Value result : loop.getResults()) {
+      auto type = cast<RankedTensorType>(result.getType());
+      if (type.getRank() != 4)
+        continue;
+      SmallVector<Value> &acc = lanes[result];
+      int64_t dv = type.getDimSize(3);
+      Value o =
+          issueValueProduct(ArrayRef<Value>(acc).drop_front(dv / 2),
+                            ArrayRef<Value>(acc).take_front(dv / 2),
+                            arith::RemUIOp::create(b, loc, last, idx(2)), dv);
+      finishProducts();
+      llvm::copy(unpack(o, dv / 2), acc.begin());
+    }
+    scf::YieldOp::create(b, loc, flatten(loop.getResults()));
+    b.setInsertionPointAfter(ifAny);
+    distribute(loop.getResults(), ifAny.getResults());
     return success();
   }
 
@@ -348,7 +461,21 @@ protected:
           NVVM::MMALayout::row, NVVM::MMALayout::col,
           /*satfinite=*/nullptr);
     }
-    finishProducts();
+    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    if (owesValueProduct) {
+      // P_{t-1} V_{t-1} runs while this warpgroup computes softmax_t: wait
+      // for S_t only (groups complete in order).
+      SmallVector<Value> state = flatten(currentStep.getAccState());
+      int64_t accLanes = int64_t(state.size()) - bn / 16 * 4;
+      inflight = issueValueProduct(
+          ArrayRef<Value>(state).drop_front(accLanes),
+          ArrayRef<Value>(state).take_front(accLanes),
+          arith::SubIOp::create(b, loc, idx(1), parity), 2 * accLanes);
+      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
+    } else {
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+    }
     SmallVector<Value> d = unpack(acc, n);
     Fragments s(1, SmallVector<SmallVector<Value>>(bn / 8));
     for (int64_t nb = 0; nb < bn / 8; ++nb)
@@ -398,36 +525,86 @@ protected:
         .getRes();
   }
 
-  /// Byte offset of the current buffer of a tile of `bytes` bytes.
-  Value bufferBytes(int64_t bytes) {
+  /// Byte offset of buffer `buffer` (default: the current one) of a tile of
+  /// `bytes` bytes.
+  Value bufferBytes(int64_t bytes, Value buffer = Value()) {
     return arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
-                                        mulI(parity, bytes));
+                                        mulI(buffer ? buffer : parity, bytes));
   }
 
-  SmallVector<Value>
-  valueProduct(ArrayRef<SmallVector<SmallVector<Value>>> pFrag,
-               ArrayRef<Value> acc, ArrayRef<Value> alpha, int64_t dv,
-               int64_t bn) override {
-    Type type = accumulatorType(dv / 2);
-    Value c = LLVM::PoisonOp::create(b, loc, type);
-    for (int64_t j = 0; j < dv / 2; ++j) {
-      Value f = alpha[(j % 4) / 2];
-      c = LLVM::InsertValueOp::create(b, loc, c, f ? mul(acc[j], f) : acc[j],
-                                      j);
-    }
+  /// Issues acc + P V over V's buffer `buffer` (uncommitted): `p` holds P's
+  /// A fragments, 4 registers per 16 keys (i32, or f32 bit patterns), `acc`
+  /// the dv / 2 accumulators. Returns the accumulator struct.
+  Value issueValueProduct(ArrayRef<Value> p, ArrayRef<Value> acc, Value buffer,
+                          int64_t dv) {
+    int64_t bn = int64_t(p.size()) / 4 * 16;
+    Value c = LLVM::PoisonOp::create(b, loc, accumulatorType(dv / 2));
+    for (int64_t j = 0; j < dv / 2; ++j)
+      c = LLVM::InsertValueOp::create(b, loc, c, acc[j], j);
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     // Keys [16k, 16k + 16) are rows 16k.. of every atom (128 bytes a row).
     int64_t bytes = elementType().getIntOrFloatBitWidth() / 8;
     for (int64_t k = 0; k < bn / 16; ++k) {
-      Value vDesc =
-          descriptor(valueAddress,
-                     arith::AddIOp::create(b, loc, bufferBytes(bn * dv * bytes),
-                                           i64(16 * 128 * k)),
-                     /*leading=*/bn * 128, /*stride=*/1024);
-      c = registerWgmma(pFrag[0][k], vDesc, c, dv);
+      Value vDesc = descriptor(
+          valueAddress,
+          arith::AddIOp::create(b, loc, bufferBytes(bn * dv * bytes, buffer),
+                                i64(16 * 128 * k)),
+          /*leading=*/bn * 128, /*stride=*/1024);
+      SmallVector<Value> a;
+      for (Value reg : p.slice(4 * k, 4))
+        a.push_back(reg.getType().isF32()
+                        ? arith::BitcastOp::create(b, loc, b.getI32Type(), reg)
+                        : reg);
+      c = registerWgmma(a, vDesc, c, dv);
     }
-    finishProducts();
-    return unpack(c, dv / 2);
+    return c;
+  }
+
+  SmallVector<Value> valueProduct(const Fragments &weights, ArrayRef<Value> acc,
+                                  ArrayRef<Value> alpha, int64_t dv,
+                                  int64_t bn) override {
+    auto rescale = [&](SmallVector<Value> o) {
+      for (int64_t j = 0; j < dv / 2; ++j)
+        if (Value f = alpha[(j % 4) / 2])
+          o[j] = mul(o[j], f);
+      return o;
+    };
+    if (!pipelinedN) {
+      Fragments pFrag = packWeights(weights, bn);
+      SmallVector<Value> p;
+      for (const SmallVector<Value> &k : pFrag[0])
+        llvm::append_range(p, k);
+      Value c = issueValueProduct(
+          p, rescale(SmallVector<Value>(acc.take_front(dv / 2))), Value(), dv);
+      finishProducts();
+      return unpack(c, dv / 2);
+    }
+    // Pipelined: the owed P V (tile t - 1) lands, the accumulators take
+    // softmax_t's rescale, and P_t is carried to the next step. P_t is
+    // converted to 16 bits only now: ptxas gives it the registers of
+    // P_{t-1}, which the P V in flight reads (writing them earlier
+    // serializes every wgmma, ptxas's C7513).
+    SmallVector<Value> o(acc.take_front(dv / 2));
+    if (inflight) {
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+      o = unpack(inflight, dv / 2);
+      inflight = Value();
+    }
+    SmallVector<Value> out = rescale(o);
+    Fragments pFrag = packWeights(weights, bn);
+    SmallVector<Value> p;
+    for (const SmallVector<Value> &k : pFrag[0])
+      for (Value reg : k) {
+        if (reg.getType() != b.getI32Type()) { // f16: vector<2xf16>
+          reg = vector::BitCastOp::create(
+              b, loc, VectorType::get({1}, b.getI32Type()), reg);
+          reg = vector::ExtractOp::create(b, loc, reg, 0);
+        }
+        p.push_back(reg);
+      }
+    for (Value reg : p)
+      out.push_back(arith::BitcastOp::create(b, loc, b.getF32Type(), reg));
+    return out;
   }
 };
 
@@ -435,6 +612,7 @@ protected:
 
 std::unique_ptr<KernelEmitter> flashlight::attn_to_gpu::createWgmmaEmitter(
     OpBuilder &b, Location loc, const MmaTiles &tiles, int64_t threads,
-    const BlockMask &mask) {
-  return std::make_unique<WgmmaEmitter>(b, loc, tiles, threads, mask);
+    const BlockMask &mask, int64_t pipelinedN) {
+  return std::make_unique<WgmmaEmitter>(b, loc, tiles, threads, mask,
+                                        pipelinedN);
 }
