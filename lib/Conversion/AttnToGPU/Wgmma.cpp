@@ -58,9 +58,27 @@ protected:
   Value keyAddress, valueAddress, queryAddress;
   /// Software-pipelined KV loop (0: off; else block-n): a step issues
   /// S_t = Q K_t^T, then the P V of tile t - 1, and computes softmax_t while
-  /// that P V runs. P_{t-1} is loop-carried after the accumulators (as
-  /// f32 bit patterns), and tile t's V is copied one step after its K.
+  /// that P V runs. Tile t's V is copied one step after its K.
   int64_t pipelinedN;
+  /// The pipelined loop's accumulator lanes: O, not yet rescaled by
+  /// alpha_{t-1}, then P_{t-1} (bn / 4 registers as f32 bit patterns), then
+  /// alpha_{t-1} (two rows). The rescale runs while S_t does, before P V.
+  struct Carried {
+    SmallVector<Value> o, p, alpha;
+  };
+  Carried split(ArrayRef<Value> lanes) {
+    int64_t pn = pipelinedN / 4, on = int64_t(lanes.size()) - pn - 2;
+    return {SmallVector<Value>(lanes.take_front(on)),
+            SmallVector<Value>(lanes.slice(on, pn)),
+            SmallVector<Value>(lanes.take_back(2))};
+  }
+  /// The carried O times the carried alpha of its rows.
+  SmallVector<Value> rescaled(const Carried &c) {
+    SmallVector<Value> o = c.o;
+    for (auto [j, v] : llvm::enumerate(o))
+      v = mul(v, c.alpha[(j % 4) / 2]);
+    return o;
+  }
   /// Set while emitting a step that owes the previous tile's P V, and the
   /// first (peeled) step, which copies K_0 alone.
   bool owesValueProduct = false, peeled = false;
@@ -70,7 +88,7 @@ protected:
   int64_t laneCount(Type type) override {
     int64_t n = MmaSyncEmitter::laneCount(type);
     if (pipelinedN && cast<RankedTensorType>(type).getRank() == 4)
-      n += pipelinedN / 16 * 4;
+      n += pipelinedN / 4 + 2;
     return n;
   }
   /// The current tile's buffer (0 or 1), and the offset (in lines of 64
@@ -350,9 +368,9 @@ protected:
         continue;
       SmallVector<Value> &acc = lanes[result];
       int64_t dv = type.getDimSize(3);
+      Carried carried = split(acc);
       Value o =
-          issueValueProduct(ArrayRef<Value>(acc).drop_front(dv / 2),
-                            ArrayRef<Value>(acc).take_front(dv / 2),
+          issueValueProduct(carried.p, rescaled(carried),
                             arith::RemUIOp::create(b, loc, last, idx(2)), dv);
       finishProducts();
       llvm::copy(unpack(o, dv / 2), acc.begin());
@@ -465,12 +483,10 @@ protected:
     if (owesValueProduct) {
       // P_{t-1} V_{t-1} runs while this warpgroup computes softmax_t: wait
       // for S_t only (groups complete in order).
-      SmallVector<Value> state = flatten(currentStep.getAccState());
-      int64_t accLanes = int64_t(state.size()) - bn / 16 * 4;
+      Carried carried = split(flatten(currentStep.getAccState()));
       inflight = issueValueProduct(
-          ArrayRef<Value>(state).drop_front(accLanes),
-          ArrayRef<Value>(state).take_front(accLanes),
-          arith::SubIOp::create(b, loc, idx(1), parity), 2 * accLanes);
+          carried.p, rescaled(carried),
+          arith::SubIOp::create(b, loc, idx(1), parity), 2 * carried.o.size());
       NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
     } else {
@@ -579,18 +595,17 @@ protected:
       finishProducts();
       return unpack(c, dv / 2);
     }
-    // Pipelined: the owed P V (tile t - 1) lands, the accumulators take
-    // softmax_t's rescale, and P_t is carried to the next step. P_t is
-    // converted to 16 bits only now: ptxas gives it the registers of
-    // P_{t-1}, which the P V in flight reads (writing them earlier
-    // serializes every wgmma, ptxas's C7513).
-    SmallVector<Value> o(acc.take_front(dv / 2));
+    // Pipelined: the owed P V (tile t - 1) lands; P_t and softmax_t's
+    // rescale are carried to the next step. P_t is converted to 16 bits
+    // only now: ptxas gives it the registers of P_{t-1}, which the P V in
+    // flight reads (writing them earlier serializes every wgmma, ptxas's
+    // C7513).
+    SmallVector<Value> out(acc.take_front(dv / 2));
     if (inflight) {
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-      o = unpack(inflight, dv / 2);
+      out = unpack(inflight, dv / 2);
       inflight = Value();
     }
-    SmallVector<Value> out = rescale(o);
     Fragments pFrag = packWeights(weights, bn);
     SmallVector<Value> p;
     for (const SmallVector<Value> &k : pFrag[0])
@@ -604,6 +619,8 @@ protected:
       }
     for (Value reg : p)
       out.push_back(arith::BitcastOp::create(b, loc, b.getF32Type(), reg));
+    for (Value f : alpha)
+      out.push_back(f ? f : f32(1));
     return out;
   }
 };

@@ -1,8 +1,13 @@
 // RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse 2>&1 | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse 2>&1 | FileCheck %s --check-prefix=WIDE
 
 // wgmma's software-pipelined KV loop: each step issues S_t = Q K_t^T and the
 // P V of tile t - 1, and computes softmax_t while that P V runs.
 // CHECK-LABEL: gpu.func @vanilla
+// 128 x 128 tiles keep the plain loop (measured slower pipelined).
+// WIDE-LABEL: gpu.func @vanilla
+// WIDE-NOT: nvvm.wgmma.wait.group.sync.aligned 1
+// WIDE: gpu.return
 // The peeled first step: S_0 alone, then K_1 and V_0 are copied (V one step
 // behind K) and P_0 is converted.
 // CHECK: nvvm.wgmma.fence.aligned
@@ -18,10 +23,11 @@
 // CHECK-NEXT: nvvm.fence.proxy
 // CHECK-NEXT: gpu.barrier
 // S_t first, then the owed P_{t-1} V_{t-1}, each its own group; the wait
-// lets P V run on.
+// lets P V run on. O takes the previous step's rescale while S_t runs.
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-8: nvvm.wgmma.mma_async
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// CHECK: arith.mulf
 // CHECK: nvvm.wgmma.fence.aligned
 // CHECK: arith.bitcast %{{.*}} : f32 to i32
 // CHECK-COUNT-4: llvm.inline_asm has_side_effects {{.*}}"wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
@@ -35,11 +41,13 @@
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: arith.truncf {{.*}} to vector<2xbf16>
 // CHECK: scf.yield
-// After the loop: the last tile's P V, once its V has landed.
+// After the loop: the last tile's P V, once its V has landed (and O has
+// taken the last rescale).
 // CHECK: nvgpu.device_async_wait
 // CHECK-NEXT: nvvm.fence.proxy
 // CHECK-NEXT: gpu.barrier
-// CHECK-NEXT: nvvm.wgmma.fence.aligned
+// CHECK: arith.mulf
+// CHECK: nvvm.wgmma.fence.aligned
 // CHECK-COUNT-4: llvm.inline_asm has_side_effects {{.*}}"wgmma.mma_async
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
