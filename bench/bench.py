@@ -119,7 +119,10 @@ def run_config(kernels, variant, D, N, records, compare=()):
     if kernel_mask is not None:
         systems["flashlight_mask_per_call"] = lambda: kernel(q, k, v, *extra)
     for label, other_dir in compare:
-        other = flashlight.load(os.path.join(other_dir, f"{variant}.d{D}.n{N}.json"))
+        other_path = os.path.join(other_dir, f"{variant}.d{D}.n{N}.json")
+        if not os.path.exists(other_path):  # a subset was prepared there
+            continue
+        other = flashlight.load(other_path)
         other_mask = other.build_block_mask(q, k, v, *extra)
         systems[f"flashlight_{label}"] = \
             lambda other=other, m=other_mask: other(q, k, v, *extra, block_mask=m)
