@@ -499,6 +499,18 @@ protected:
     return s;
   }
 
+  /// An A-fragment register as i32: two 16-bit elements (i32 for bf16,
+  /// vector<2xf16> for f16) or their f32 bit pattern (loop-carried).
+  Value asI32(Value reg) {
+    if (reg.getType().isF32())
+      return arith::BitcastOp::create(b, loc, b.getI32Type(), reg);
+    if (reg.getType() == b.getI32Type())
+      return reg;
+    Value word = vector::BitCastOp::create(
+        b, loc, VectorType::get({1}, b.getI32Type()), reg);
+    return vector::ExtractOp::create(b, loc, word, 0);
+  }
+
   /// One wgmma with A from registers: acc += a * B, B from the descriptor.
   /// `transposeB`: B's rows are the contraction dimension (MN-major).
   Value registerWgmma(ArrayRef<Value> a, Value bDesc, Value acc, int64_t n) {
@@ -518,14 +530,8 @@ protected:
             ", 1, 1, 1, 1;"; // scale-d, scale-a, scale-b, transpose-b
     constraints += ",r,r,r,r,l";
     SmallVector<Value> operands;
-    for (Value reg : a) {
-      if (reg.getType() != b.getI32Type()) { // f16: vector<2xf16>
-        reg = vector::BitCastOp::create(
-            b, loc, VectorType::get({1}, b.getI32Type()), reg);
-        reg = vector::ExtractOp::create(b, loc, reg, 0);
-      }
-      operands.push_back(reg);
-    }
+    for (Value reg : a)
+      operands.push_back(asI32(reg));
     operands.push_back(bDesc);
     for (int64_t i = 0; i < n / 2; ++i) {
       operands.push_back(LLVM::ExtractValueOp::create(b, loc, acc, i));
@@ -566,12 +572,7 @@ protected:
           arith::AddIOp::create(b, loc, bufferBytes(bn * dv * bytes, buffer),
                                 i64(16 * 128 * k)),
           /*leading=*/bn * 128, /*stride=*/1024);
-      SmallVector<Value> a;
-      for (Value reg : p.slice(4 * k, 4))
-        a.push_back(reg.getType().isF32()
-                        ? arith::BitcastOp::create(b, loc, b.getI32Type(), reg)
-                        : reg);
-      c = registerWgmma(a, vDesc, c, dv);
+      c = registerWgmma(p.slice(4 * k, 4), vDesc, c, dv);
     }
     return c;
   }
@@ -607,18 +608,10 @@ protected:
       inflight = Value();
     }
     Fragments pFrag = packWeights(weights, bn);
-    SmallVector<Value> p;
     for (const SmallVector<Value> &k : pFrag[0])
-      for (Value reg : k) {
-        if (reg.getType() != b.getI32Type()) { // f16: vector<2xf16>
-          reg = vector::BitCastOp::create(
-              b, loc, VectorType::get({1}, b.getI32Type()), reg);
-          reg = vector::ExtractOp::create(b, loc, reg, 0);
-        }
-        p.push_back(reg);
-      }
-    for (Value reg : p)
-      out.push_back(arith::BitcastOp::create(b, loc, b.getF32Type(), reg));
+      for (Value reg : k)
+        out.push_back(
+            arith::BitcastOp::create(b, loc, b.getF32Type(), asI32(reg)));
     for (Value f : alpha)
       out.push_back(f ? f : f32(1));
     return out;
