@@ -2,6 +2,7 @@
 
 #include "flashlight/Runtime/Kernel.h"
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
@@ -25,6 +26,29 @@ int64_t ParamInfo::numElements() const {
   for (int64_t d : shape)
     n *= d;
   return n;
+}
+
+/// A manifest's `block_mask` entry: null, or the pre-kernel's name, block
+/// size and whether the mask reads the batch / head index. Checked when the
+/// manifest is read, so that a launch never meets a malformed one.
+static const json &checkedBlockMask(const json &mask,
+                                    const std::string &where) {
+  if (mask.is_null())
+    return mask;
+  const json *block =
+      mask.is_object() && mask.contains("block") ? &mask.at("block") : nullptr;
+  bool ok = mask.is_object() && mask.value("kernel", json()).is_string() &&
+            mask.value("batch", json()).is_boolean() &&
+            mask.value("heads", json()).is_boolean() && block &&
+            block->is_array() && block->size() == 3 &&
+            std::all_of(block->begin(), block->end(),
+                        [](const json &d) { return d.is_number_unsigned(); });
+  if (!ok)
+    throw ManifestError(where +
+                        ": bad block_mask (want kernel, block [3], "
+                        "batch, heads): " +
+                        mask.dump());
+  return mask;
 }
 
 KernelManifest KernelManifest::load(const std::string &path) {
@@ -52,7 +76,8 @@ KernelManifest KernelManifest::load(const std::string &path) {
     m.kernel = j.at("kernel");
     m.blockM = j.at("block_m");
     m.blockN = j.value("block_n", 0);
-    m.blockMask = j.value("block_mask", json(nullptr));
+    m.blockMask = checkedBlockMask(j.value("block_mask", json(nullptr)),
+                                   "manifest " + path);
     for (int i = 0; i < 3; ++i)
       m.block[i] = j.at("block").at(i);
     m.dynamicSharedMemory = j.value("dynamic_shared_memory", 0u);
@@ -85,7 +110,8 @@ KernelManifest KernelManifest::forArtifact(const std::string &artifact) const {
       m.blockM = info.value("block_m", blockM);
       m.blockN = info.value("block_n", blockN);
       if (info.contains("block_mask"))
-        m.blockMask = info.at("block_mask");
+        m.blockMask = checkedBlockMask(info.at("block_mask"),
+                                       "manifest entry for " + arch);
       if (info.contains("block"))
         for (int i = 0; i < 3; ++i)
           m.block[i] = info.at("block").at(i);

@@ -196,6 +196,17 @@ TEST_CASE("the block mask is [B or 1, Hq or 1, query tiles, KV tiles] per "
         std::vector<int64_t>{1, 5, 3, 3});
   m["block_mask"]["batch"] = "yes";
   CHECK_THROWS_AS(manifestFrom(m).blockMaskShape(shapes), ManifestError);
+  // Malformed entries are refused when the manifest is read, with the
+  // runtime's error, not the JSON library's.
+  m["block_mask"] = "tiny_block_mask";
+  CHECK_THROWS_AS(manifestFrom(m), ManifestError);
+  m["block_mask"] = nullptr;
+  m["archs"]["sm_90a"]["block_mask"] = {{"kernel", "tiny_block_mask"},
+                                        {"block", {128, 1}},
+                                        {"batch", false},
+                                        {"heads", true}};
+  CHECK_THROWS_AS(manifestFrom(m).forArtifact("tiny.sm_90a.cubin"),
+                  ManifestError);
 }
 
 TEST_CASE("reference softmax matches a hand computation", "[reference]") {
