@@ -70,6 +70,7 @@ void flashlight::buildAttnToGPUPipeline(OpPassManager &pm,
   codegen.wgmma = options.wgmma && options.chip == "sm_90a";
   codegen.blockMask = options.blockMask;
   codegen.overlapSoftmax = options.overlapSoftmax;
+  codegen.decoupleWarpgroups = options.decoupleWarpgroups;
   pm.addPass(createAttnToGPU(codegen));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -145,6 +146,11 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::desc("With wgmma, software-pipeline the KV loop (softmax of "
                      "tile t overlaps P V of tile t - 1)"),
       llvm::cl::init(true)};
+  Option<bool> decoupleWarpgroups{
+      *this, "decouple-warpgroups",
+      llvm::cl::desc("With wgmma, mbarriers instead of a block-wide barrier "
+                     "per step (causal-like programs)"),
+      llvm::cl::init(true)};
 
   flashlight::PipelineOptions get() const {
     flashlight::PipelineOptions o;
@@ -156,6 +162,7 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
     o.wgmma = wgmma;
     o.blockMask = blockMask;
     o.overlapSoftmax = overlapSoftmax;
+    o.decoupleWarpgroups = decoupleWarpgroups;
     o.libdevice = flashlight::findLibdevice();
     return o;
   }

@@ -123,6 +123,12 @@ static cl::opt<bool> overlapSoftmax(
              "warpgroup's softmax of a tile overlaps its P V of the previous "
              "one; =false keeps the plain loop"),
     cl::init(true));
+static cl::opt<bool> decoupleWarpgroups(
+    "decouple-warpgroups",
+    cl::desc("With wgmma, causal-like programs: mbarriers (buffer full / "
+             "empty) instead of a block-wide barrier per step; =false keeps "
+             "the barrier"),
+    cl::init(true));
 static cl::opt<bool>
     explain("flashlight-explain",
             cl::desc("Say what the analysis found and which code generator was "
@@ -569,6 +575,7 @@ int main(int argc, char **argv) {
   options.wgmma = wgmma;
   options.blockMask = blockMask;
   options.overlapSoftmax = overlapSoftmax;
+  options.decoupleWarpgroups = decoupleWarpgroups;
   auto chooseTiles = [&](const std::string &chip) {
     std::optional<std::pair<int64_t, int64_t>> mmaTiles;
     if (tensorCores)

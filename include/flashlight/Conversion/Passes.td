@@ -72,6 +72,12 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
            "S_t = Q K_t^T and then the P V of tile t - 1, and computes "
            "softmax_t while that P V runs (programs with a tile vote or "
            "block mask keep the plain loop)">,
+    Option<"decoupleWarpgroups", "decouple-warpgroups", "bool",
+           /*default=*/"true",
+           "With wgmma, two warpgroups on the plain KV loop and a KV range "
+           "that grows with the query tile (causal, prefix-LM): mbarriers "
+           "say when a K/V buffer is full and empty, instead of a "
+           "block-wide barrier per step">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

@@ -33,6 +33,8 @@ struct PipelineOptions {
   bool blockMask = true;
   /// With wgmma, overlap each warpgroup's softmax with its previous P V.
   bool overlapSoftmax = true;
+  /// With wgmma, mbarriers instead of a block-wide barrier per step.
+  bool decoupleWarpgroups = true;
   /// libdevice bitcode for math functions (tanh, log, ...); empty: none.
   std::string libdevice;
 };

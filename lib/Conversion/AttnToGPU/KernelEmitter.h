@@ -83,7 +83,7 @@ protected:
   /// Per-thread values of state tensors and of register-held tiles.
   DenseMap<Value, SmallVector<Value>> lanes;
   /// Lower bounds of the (converted) loops around the op being converted.
-  SmallVector<Value> loopLowerBounds;
+  SmallVector<Value> loopLowerBounds, loopUpperBounds;
 
   //===--------------------------------------------------------------------===//
   // Small builders
@@ -336,8 +336,10 @@ protected:
     map.map(loop.getInductionVar(), newLoop.getInductionVar());
     distribute(loop.getRegionIterArgs(), newLoop.getRegionIterArgs());
     loopLowerBounds.push_back(newLoop.getLowerBound());
+    loopUpperBounds.push_back(newLoop.getUpperBound());
     LogicalResult body = convertOps(*loop.getBody());
     loopLowerBounds.pop_back();
+    loopUpperBounds.pop_back();
     if (failed(body))
       return failure();
     scf::YieldOp::create(
@@ -379,6 +381,9 @@ std::unique_ptr<KernelEmitter> createRowPerWarpEmitter(OpBuilder &b,
 /// rather than held in registers, Q ([block-m, D + 8]; else null).
 struct MmaTiles {
   Value keys, values, queries;
+  /// wgmma without a block-wide barrier per step: 4 mbarriers (i64) in
+  /// shared memory, K/V buffer 0 and 1 full, then empty; else null.
+  Value barriers;
 };
 
 /// A block mask (BlockMask.cpp): an i8 buffer [B', H', M tiles, N tiles]

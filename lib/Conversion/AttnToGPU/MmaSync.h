@@ -172,6 +172,8 @@ protected:
   virtual int32_t pendingAtStep() { return 1; }
   /// Lets the current V tile land (the next K may still be in flight).
   virtual void waitForValues() { waitCopies(valueGroup, 1); }
+  /// Lets the step's tiles land and shows them to every warp.
+  virtual void waitForStep() { waitCopies(valueGroup, pendingAtStep()); }
 
   /// ldmatrix of `tiles` 8x8 tiles at `tile[row, col]`, as packed i32s.
   SmallVector<Value> ldmatrix(Value tile, Value row, Value col, int tiles,
@@ -542,7 +544,7 @@ protected:
       anyKept = cmpI(arith::CmpIPredicate::ne, vote,
                      arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0));
     } else {
-      waitCopies(valueGroup, pendingAtStep());
+      waitForStep();
     }
     std::optional<OpBuilder::InsertionGuard> skipGuard;
     scf::IfOp skip;

@@ -43,7 +43,7 @@ public:
   WgmmaEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
                int64_t threads, const BlockMask &mask, int64_t pipelinedN)
       : MmaSyncEmitter(b, loc, tiles, threads, /*mTiles=*/1, mask),
-        pipelinedN(pipelinedN) {
+        pipelinedN(pipelinedN), barriers(tiles.barriers) {
     // Tile addresses in the shared window, once at the kernel's start.
     for (auto [tile, address] :
          {std::pair(keyTile, &keyAddress), std::pair(valueTile, &valueAddress),
@@ -84,6 +84,48 @@ protected:
   bool owesValueProduct = false, peeled = false;
   /// The owed P V's accumulator struct while it is in flight.
   Value inflight;
+  /// Decoupled warpgroups (null: off): mbarriers say when a K/V buffer is
+  /// full (every thread's copies landed: cp.async.mbarrier.arrive) and when
+  /// it is empty again (every thread is done with its P V), so that no
+  /// block-wide barrier ties the warpgroups to the same step.
+  Value barriers, barrierBase;
+  /// The current tile's index in the KV loop.
+  Value tileIndex;
+
+  Value i32(int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+  }
+  /// mbarrier `i` (0, 1: buffer full; 2, 3: buffer empty) as a shared
+  /// pointer.
+  Value barrierAt(int64_t i, Value buffer = Value()) {
+    Value offset = i64(8 * i);
+    if (buffer)
+      offset =
+          arith::AddIOp::create(b, loc, offset,
+                                arith::IndexCastUIOp::create(
+                                    b, loc, b.getI64Type(), mulI(buffer, 8)));
+    Value address = arith::AddIOp::create(b, loc, barrierBase, offset);
+    return LLVM::IntToPtrOp::create(
+        b, loc, LLVM::LLVMPointerType::get(b.getContext(), 3), address);
+  }
+  /// Waits for the phase of parity `(use / 2) % 2` of mbarrier `kind` (0
+  /// full, 2 empty) of buffer `use % 2`: the use-th fill or release of it.
+  void waitBarrier(int64_t kind, Value use) {
+    Value buffer = arith::RemUIOp::create(b, loc, use, idx(2));
+    Value phase = arith::RemUIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, use, idx(2)), idx(2));
+    NVVM::MBarrierTryWaitParityOp::create(
+        b, loc, barrierAt(kind, buffer),
+        arith::IndexCastUIOp::create(b, loc, b.getI32Type(), phase), i32(0));
+  }
+  void waitForStep() override {
+    if (!barriers)
+      return MmaSyncEmitter::waitForStep();
+    // K_t and V_t landed (every thread's copies); the async proxy (wgmma)
+    // then reads them after this thread's proxy fence.
+    waitBarrier(0, tileIndex);
+    publishCopies();
+  }
 
   int64_t laneCount(Type type) override {
     int64_t n = MmaSyncEmitter::laneCount(type);
@@ -109,7 +151,26 @@ protected:
     return group;
   }
 
+  /// Thread 0 sets up the mbarriers, before Q's copies: the barrier after
+  /// them shows the mbarriers to every thread before their first use.
+  void initBarriers() {
+    barrierBase = arith::IndexCastUIOp::create(
+        b, loc, b.getI64Type(),
+        memref::ExtractAlignedPointerAsIndexOp::create(b, loc, barriers));
+    Value tid = addI(mulI(warp, kThreadsPerWarp), lane);
+    auto ifFirst =
+        scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, idx(0)));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+    // One arrival per thread: its copies landed (full), it is done with
+    // the tile (empty). (One per warp for empty measured slower.)
+    for (int64_t i = 0; i < 4; ++i)
+      NVVM::MBarrierInitOp::create(b, loc, barrierAt(i), i32(threads), Value());
+  }
+
   LogicalResult onSlice(Value v, const View &view) override {
+    if (barriers && !barrierBase)
+      initBarriers();
     bool isKey = feedsRole(
         v, [](OnlineStepOp s, Value x) { return s.getKeys()[0] == x; });
     bool isValue =
@@ -160,6 +221,7 @@ protected:
           b, loc, arith::SubIOp::create(b, loc, keyView.offsets[2], start),
           idx(bn));
       parity = arith::RemUIOp::create(b, loc, tile, idx(2));
+      tileIndex = tile;
       auto ifFirst = scf::IfOp::create(
           b, loc, cmpI(arith::CmpIPredicate::eq, keyView.offsets[2], start));
       guard.emplace(b);
@@ -167,6 +229,9 @@ protected:
     }
     stageBuffer(keyView, keyTile, parity, d);
     stageBuffer(valueView, valueTile, parity, dv);
+    if (barriers && !loopLowerBounds.empty())
+      NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrierAt(0, parity),
+                                            /*noinc=*/true);
     return success();
   }
 
@@ -207,8 +272,19 @@ protected:
                    arith::DivUIOp::create(b, loc, key.offsets[2], idx(bn)),
                    endTile)
             : nextTileKept(bn);
+    if (barriers) {
+      // The other buffer held tile t - 1: every thread must be done with it.
+      auto ifUsed = scf::IfOp::create(
+          b, loc, cmpI(arith::CmpIPredicate::ugt, tileIndex, idx(0)));
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
+      waitBarrier(2, arith::SubIOp::create(b, loc, tileIndex, idx(1)));
+    }
     stageBuffer(key, keyTile, next, d);
     stageBuffer(value, valueTile, next, dv);
+    if (barriers)
+      NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrierAt(0, next),
+                                            /*noinc=*/true);
     copyCondition = Value();
   }
 
@@ -594,6 +670,9 @@ protected:
       Value c = issueValueProduct(
           p, rescale(SmallVector<Value>(acc.take_front(dv / 2))), Value(), dv);
       finishProducts();
+      if (barriers) // This thread is done with tile t's buffers.
+        NVVM::MBarrierArriveOp::create(b, loc, Type(), barrierAt(2, parity),
+                                       Value());
       return unpack(c, dv / 2);
     }
     // Pipelined: the owed P V (tile t - 1) lands; P_t and softmax_t's
