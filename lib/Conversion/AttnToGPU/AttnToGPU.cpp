@@ -402,8 +402,8 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                      step->getParentOfType<scf::ForOp>();
     // Two warpgroups on the plain loop, where a query tile's KV range grows
     // with its index (causal, prefix-LM): mbarriers instead of the per-step
-    // block-wide barrier (Wgmma.cpp). Measured on an H100: +3-9 % there;
-    // vanilla lost 2-6 % (its warpgroups' steps are alike, and the
+    // block-wide barrier (Wgmma.cpp). Measured on an H100: +0-9 % there;
+    // vanilla lost 2-8 % (its warpgroups' steps are alike, and the
     // block-wide barrier is cheaper than the mbarriers).
     if (useWgmma && decoupleWarpgroups && !pipelined && !votes &&
         blockM.getInt() == 128 && step->getParentOfType<scf::ForOp>() &&
