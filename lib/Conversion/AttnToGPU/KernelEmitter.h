@@ -83,7 +83,7 @@ protected:
   /// Per-thread values of state tensors and of register-held tiles.
   DenseMap<Value, SmallVector<Value>> lanes;
   /// Lower bounds of the (converted) loops around the op being converted.
-  SmallVector<Value> loopLowerBounds, loopUpperBounds;
+  SmallVector<Value> loopLowerBounds;
 
   //===--------------------------------------------------------------------===//
   // Small builders
@@ -336,10 +336,8 @@ protected:
     map.map(loop.getInductionVar(), newLoop.getInductionVar());
     distribute(loop.getRegionIterArgs(), newLoop.getRegionIterArgs());
     loopLowerBounds.push_back(newLoop.getLowerBound());
-    loopUpperBounds.push_back(newLoop.getUpperBound());
     LogicalResult body = convertOps(*loop.getBody());
     loopLowerBounds.pop_back();
-    loopUpperBounds.pop_back();
     if (failed(body))
       return failure();
     scf::YieldOp::create(

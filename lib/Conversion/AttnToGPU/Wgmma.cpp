@@ -76,12 +76,14 @@ protected:
             SmallVector<Value>(lanes.slice(on, pn)),
             SmallVector<Value>(lanes.take_back(2))};
   }
-  /// The carried O times the carried alpha of its rows.
-  SmallVector<Value> rescaled(const Carried &c) {
-    SmallVector<Value> o = c.o;
-    for (auto [j, v] : llvm::enumerate(o))
-      v = mul(v, c.alpha[(j % 4) / 2]);
-    return o;
+  /// The accumulators `o` times the rescale of their rows (`alpha[r]`;
+  /// null: 1).
+  SmallVector<Value> rescaled(ArrayRef<Value> o, ArrayRef<Value> alpha) {
+    SmallVector<Value> out(o);
+    for (auto [j, v] : llvm::enumerate(out))
+      if (Value f = alpha[(j % 4) / 2])
+        v = mul(v, f);
+    return out;
   }
   /// Set while emitting a step that owes the previous tile's P V, and the
   /// first (peeled) step, which copies K_0 alone.
@@ -450,7 +452,7 @@ protected:
       int64_t dv = type.getDimSize(3);
       Carried carried = split(acc);
       Value o =
-          issueValueProduct(carried.p, rescaled(carried),
+          issueValueProduct(carried.p, rescaled(carried.o, carried.alpha),
                             arith::RemUIOp::create(b, loc, last, idx(2)), dv);
       finishProducts();
       llvm::copy(unpack(o, dv / 2), acc.begin());
@@ -565,7 +567,7 @@ protected:
       // for S_t only (groups complete in order).
       Carried carried = split(flatten(currentStep.getAccState()));
       inflight = issueValueProduct(
-          carried.p, rescaled(carried),
+          carried.p, rescaled(carried.o, carried.alpha),
           arith::SubIOp::create(b, loc, idx(1), parity), 2 * carried.o.size());
       NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
@@ -660,19 +662,13 @@ protected:
   SmallVector<Value> valueProduct(const Fragments &weights, ArrayRef<Value> acc,
                                   ArrayRef<Value> alpha, int64_t dv,
                                   int64_t bn) override {
-    auto rescale = [&](SmallVector<Value> o) {
-      for (int64_t j = 0; j < dv / 2; ++j)
-        if (Value f = alpha[(j % 4) / 2])
-          o[j] = mul(o[j], f);
-      return o;
-    };
     if (!pipelinedN) {
       Fragments pFrag = packWeights(weights, bn);
       SmallVector<Value> p;
       for (const SmallVector<Value> &k : pFrag[0])
         llvm::append_range(p, k);
-      Value c = issueValueProduct(
-          p, rescale(SmallVector<Value>(acc.take_front(dv / 2))), Value(), dv);
+      Value c = issueValueProduct(p, rescaled(acc.take_front(dv / 2), alpha),
+                                  Value(), dv);
       finishProducts();
       if (barriers) // This thread is done with tile t's buffers.
         NVVM::MBarrierArriveOp::create(b, loc, Type(), barrierAt(2, parity),
