@@ -317,7 +317,14 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // 32-row warps need 2 (up to 255 registers).
     int64_t dv =
         cast<RankedTensorType>(step.getValue().getType()).getDimSize(3);
-    bool roomy = mTiles == 1 && dv <= 64 && !votes;
+    // A score region that gathers from a captured tensor per element (T5's
+    // bucket table) keeps addresses live across the tile: at 3 blocks (168
+    // registers) T5 spilled 8 bytes once exp2 became one instruction.
+    bool gathers = !step.getScore().empty() &&
+                   step.getScore()
+                       .walk([](tensor::ExtractOp) { return WalkResult::interrupt(); })
+                       .wasInterrupted();
+    bool roomy = mTiles == 1 && dv <= 64 && !votes && !gathers;
     int64_t blocksPerSM = threads > 128 ? 1 : (roomy ? 3 : 2);
     // wgmma keeps 16 rows per warp at any block size: with D = 64 its
     // state fits twice in the register file at 256 threads (128 registers).

@@ -17,6 +17,7 @@
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -111,6 +112,16 @@ protected:
   Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
   Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
   Value exp2(Value x) { return math::Exp2Op::create(b, loc, x); }
+  /// exp2 that flushes subnormal results to 0: one MUFU.EX2, where math.exp2
+  /// (ex2.approx.f32) costs a compare and two predicated multiplies around it
+  /// to scale subnormals. For softmax weights and rescales (exponents <= 0),
+  /// anything below 2^-126 is 0 next to the row max's weight of 1.
+  Value exp2Ftz(Value x) {
+    return LLVM::CallIntrinsicOp::create(
+               b, loc, x.getType(),
+               b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
+        .getResult(0);
+  }
   Value select(Value c, Value x, Value y) {
     return arith::SelectOp::create(b, loc, c, x, y);
   }

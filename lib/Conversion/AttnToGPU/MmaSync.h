@@ -634,7 +634,7 @@ protected:
         Value mNew = arith::MaximumFOp::create(b, loc, m[r], rowMax);
         // 1 when the max did not move (also while it is -inf).
         alpha[r] = select(cmpF(arith::CmpFPredicate::OEQ, m[r], mNew), f32(1),
-                          exp2(sub(m[r], mNew)));
+                          exp2Ftz(sub(m[r], mNew)));
         newMax.push_back(mNew);
         offset.push_back(select(
             cmpF(arith::CmpFPredicate::OEQ, mNew, f32(negInf)), f32(0), mNew));
@@ -648,7 +648,7 @@ protected:
           int64_t r = 2 * mt + i / 2;
           if (softmax) {
             Value scaled = rawMax ? mul(x, f32(scale)) : x;
-            p = exp2(sub(scaled, offset[r]));
+            p = exp2Ftz(sub(scaled, offset[r]));
             rowSum[r] = add(rowSum[r], p);
           } else {
             Value w =

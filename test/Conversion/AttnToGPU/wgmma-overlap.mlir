@@ -36,7 +36,8 @@
 // Softmax_t overlaps P V: no conversion of P_t to 16 bits before P V has
 // landed (it takes P_{t-1}'s registers).
 // CHECK-NOT: arith.truncf
-// CHECK: math.exp2
+// exp2 flushes subnormal weights to 0: one MUFU instruction each
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK-NOT: arith.truncf
 // CHECK: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: arith.truncf {{.*}} to vector<2xbf16>
