@@ -149,7 +149,7 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
   Option<bool> decoupleWarpgroups{
       *this, "decouple-warpgroups",
       llvm::cl::desc("With wgmma, mbarriers instead of a block-wide barrier "
-                     "per step (causal-like programs)"),
+                     "per step (two warpgroups, plain loop)"),
       llvm::cl::init(true)};
 
   flashlight::PipelineOptions get() const {

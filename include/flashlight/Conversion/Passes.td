@@ -74,8 +74,7 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
            "block mask keep the plain loop)">,
     Option<"decoupleWarpgroups", "decouple-warpgroups", "bool",
            /*default=*/"true",
-           "With wgmma, two warpgroups on the plain KV loop and a KV range "
-           "that grows with the query tile (causal, prefix-LM): mbarriers "
+           "With wgmma, two warpgroups on the plain KV loop: mbarriers "
            "say when a K/V buffer is full and empty, instead of a "
            "block-wide barrier per step">,
   ];

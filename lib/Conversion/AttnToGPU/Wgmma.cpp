@@ -30,8 +30,8 @@
 //   (one barrier per step); that barrier also tells that every warpgroup is
 //   done with tile t - 1, whose buffers the prefetch then refills.
 // - Two loop forms beyond that (docs/design.md): with 64-key tiles the loop
-//   is software-pipelined (softmax_t overlaps P_{t-1} V_{t-1}); causal-like
-//   programs on two warpgroups replace the per-step barrier by mbarriers
+//   is software-pipelined (softmax_t overlaps P_{t-1} V_{t-1}); otherwise
+//   two warpgroups replace the per-step barrier by mbarriers
 //   (buffer full / empty), so that the warpgroups need not run in lockstep.
 //
 //===----------------------------------------------------------------------===//

@@ -53,10 +53,14 @@ func.func @causal(%q: tensor<1x2x512x128xbf16>, %k: tensor<1x2x512x128xbf16>,
 
 // -----
 
-// Vanilla keeps the block-wide barrier (its warpgroups' steps are alike;
-// mbarriers measured slower).
+// Vanilla too: its steps are alike, but the warpgroups still need not
+// issue their products at the same time.
 // CHECK-LABEL: gpu.func @vanilla
-// CHECK-NOT: mbarrier
+// CHECK-COUNT-4: nvvm.mbarrier.init %{{.*}}, %c256_i32
+// CHECK: scf.for
+// CHECK-NOT: gpu.barrier
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK-NOT: gpu.barrier
 // CHECK: gpu.return
 func.func @vanilla(%q: tensor<1x2x512x128xbf16>, %k: tensor<1x2x512x128xbf16>,
                    %v: tensor<1x2x512x128xbf16>) -> tensor<1x2x512x128xbf16> {

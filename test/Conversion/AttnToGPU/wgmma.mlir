@@ -1,6 +1,7 @@
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true overlap-softmax=false" --canonicalize --cse 2>&1 | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true overlap-softmax=false decouple-warpgroups=false" --canonicalize --cse 2>&1 | FileCheck %s
 
-// The plain KV loop (wgmma-overlap.mlir has the default, pipelined one).
+// The plain KV loop with its block-wide barrier per step (wgmma-overlap.mlir
+// has the pipelined loop, wgmma-mbarrier.mlir the mbarriers).
 // Hopper's warpgroup MMA: 128 query rows are two warpgroups (256 threads),
 // one block per SM. Q, K and V live in 128-byte swizzled tiles whose start
 // is aligned to 1024 bytes at run time (1024 bytes reserved), K and V
