@@ -321,15 +321,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // bucket table; not ALiBi's slope[h]) keeps addresses live across the
     // tile: at 3 blocks (168 registers) T5 spilled 8 bytes once exp2 became
     // one instruction.
-    bool gathers = false;
-    if (!step.getScore().empty())
-      step.getScore().walk([&](tensor::ExtractOp extract) {
-        // Block arguments 1 and 2 are the batch and head: uniform per tile.
-        gathers |= llvm::any_of(extract.getIndices(), [](Value index) {
-          auto arg = dyn_cast<BlockArgument>(index);
-          return !arg || (arg.getArgNumber() != 1 && arg.getArgNumber() != 2);
-        });
-      });
+    bool gathers = gathersPerElement(step.getScore());
     bool roomy = mTiles == 1 && dv <= 64 && !votes && !gathers;
     int64_t blocksPerSM = threads > 128 ? 1 : (roomy ? 3 : 2);
     // wgmma keeps 16 rows per warp at any block size: with D = 64 its

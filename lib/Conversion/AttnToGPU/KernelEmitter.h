@@ -436,6 +436,10 @@ createBlockMaskEmitter(OpBuilder &b, Location loc, const BlockMask &mask,
 /// tiles no bound describes (data-dependent or of no known shape).
 bool votesOnTiles(OnlineStepOp step);
 
+/// True when `region` (a score or mask region) reads a captured tensor at an
+/// index other than the batch and head arguments: a gather per element.
+bool gathersPerElement(Region &region);
+
 /// Tensor cores (mma.sync m16n8k16, ldmatrix); `mTiles` m16 tiles (16 query
 /// rows each) per warp; `threads` is the block size. With `mask.memref`, a
 /// mask that votesOnTiles reads the block mask instead.

@@ -18,6 +18,19 @@ bool flashlight::attn_to_gpu::votesOnTiles(OnlineStepOp step) {
   return kind == MaskKind::DataDependent || kind == MaskKind::Custom;
 }
 
+bool flashlight::attn_to_gpu::gathersPerElement(Region &region) {
+  // Block arguments 1 and 2 are the batch and head: uniform per tile.
+  return region
+      .walk([](tensor::ExtractOp extract) {
+        bool perElement = llvm::any_of(extract.getIndices(), [](Value index) {
+          auto arg = dyn_cast<BlockArgument>(index);
+          return !arg || (arg.getArgNumber() != 1 && arg.getArgNumber() != 2);
+        });
+        return perElement ? WalkResult::interrupt() : WalkResult::advance();
+      })
+      .wasInterrupted();
+}
+
 std::unique_ptr<KernelEmitter> flashlight::attn_to_gpu::createMmaSyncEmitter(
     OpBuilder &b, Location loc, const MmaTiles &tiles, int64_t threads,
     int64_t mTiles, const BlockMask &mask) {
