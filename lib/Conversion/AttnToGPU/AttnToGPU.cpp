@@ -412,7 +412,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // instruction; before, vanilla lost 2-8 %), ALiBi +-2 %. The pipelined
     // 64-key loop keeps its barrier: with mbarriers (V a step behind K, so
     // 8 of them) it lost 0-9 %.
-    if (useWgmma && decoupleWarpgroups && !pipelined && !votes &&
+    if (useWgmma && decoupleWarpgroups && !pipelined && (!votes || buildMask) &&
         blockM.getInt() == 128 && step->getParentOfType<scf::ForOp>()) {
       auto type = MemRefType::get({4}, b.getI64Type(),
                                   MemRefLayoutAttrInterface(), smem);

@@ -517,7 +517,7 @@ protected:
       // partial ones only.
       Value tile = memref::LoadOp::create(
           b, loc, blockMask.memref, blockMask.indices(b, loc, b0, h0, q0, k0));
-      waitCopies(valueGroup, pendingAtStep());
+      waitForStep();
       auto is = [&](BlockMask::Tile t) {
         return tileIs(arith::CmpIPredicate::eq, t, tile);
       };

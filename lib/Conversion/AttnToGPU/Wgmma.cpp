@@ -95,7 +95,8 @@ protected:
   /// it is empty again (every thread is done with its P V), so that no
   /// block-wide barrier ties the warpgroups to the same step.
   Value barriers, barrierBase;
-  /// The current tile's index in the KV loop.
+  /// The current tile's index in the KV loop (the sparse loop: among the
+  /// kept tiles).
   Value tileIndex;
 
   Value i32(int64_t v) {
@@ -355,6 +356,10 @@ protected:
     SmallVector<Value> init = flatten(loop.getInitArgs());
     size_t stateSize = init.size();
     init.push_back(idx(0));
+    // With mbarriers, the number of kept tiles visited so far says which
+    // phase of a buffer's barriers a step waits for.
+    if (barriers)
+      init.push_back(idx(0));
     auto newLoop =
         scf::ForOp::create(b, loc, lb, ub, map.lookup(loop.getStep()), init);
     OpBuilder::InsertionGuard guard(b);
@@ -375,7 +380,9 @@ protected:
     b.setInsertionPointToStart(&ifKept.getThenRegion().front());
     map.map(loop.getInductionVar(), iv);
     distribute(loop.getRegionIterArgs(), args.take_front(stateSize));
-    keptParity = args.back();
+    keptParity = args[stateSize];
+    if (barriers)
+      tileIndex = args[stateSize + 1];
     keptTilesOnly = true;
     loopLowerBounds.push_back(lb);
     LogicalResult body = convertOps(*loop.getBody());
@@ -386,6 +393,8 @@ protected:
     SmallVector<Value> next =
         flatten(loop.getBody()->getTerminator()->getOperands());
     next.push_back(arith::SubIOp::create(b, loc, idx(1), keptParity));
+    if (barriers)
+      next.push_back(addI(tileIndex, idx(1)));
     scf::YieldOp::create(b, loc, next);
     b.setInsertionPointAfter(newLoop);
     distribute(loop.getResults(),

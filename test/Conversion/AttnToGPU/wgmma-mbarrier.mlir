@@ -69,3 +69,32 @@ func.func @vanilla(%q: tensor<1x2x512x128xbf16>, %k: tensor<1x2x512x128xbf16>,
       -> tensor<1x2x512x128xbf16>
   return %o : tensor<1x2x512x128xbf16>
 }
+
+// -----
+
+// The block-masked (sparse) loop too: it carries the number of kept tiles
+// visited, whose parity picks the buffer and the barriers' phase.
+// CHECK-LABEL: gpu.func @documents
+// CHECK-COUNT-4: nvvm.mbarrier.init %{{.*}}, %c256_i32
+// CHECK: scf.for {{.*}} iter_args({{.*}}%[[VISITS:.*]] = %c0) -> ({{.*}}index, index)
+// CHECK-NOT: gpu.barrier
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK-NOT: gpu.barrier
+// CHECK: arith.addi %[[VISITS]], %c1
+// CHECK-NOT: gpu.barrier
+// CHECK: gpu.return
+func.func @documents(%q: tensor<1x2x512x128xbf16>, %k: tensor<1x2x512x128xbf16>,
+                     %v: tensor<1x2x512x128xbf16>, %doc: tensor<1x512xi32>)
+    -> tensor<1x2x512x128xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x512x128xbf16>) k(%k : tensor<1x2x512x128xbf16>)
+      v(%v : tensor<1x2x512x128xbf16>) captures(%doc : tensor<1x512xi32>)
+      scale [0.088] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index, %ids: tensor<1x512xi32>):
+        %di = tensor.extract %ids[%b, %i] : tensor<1x512xi32>
+        %dj = tensor.extract %ids[%b, %j] : tensor<1x512xi32>
+        %keep = arith.cmpi eq, %di, %dj : i32
+        attn.yield %keep : i1
+      } -> tensor<1x2x512x128xbf16>
+  return %o : tensor<1x2x512x128xbf16>
+}
