@@ -405,13 +405,14 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // warpgroups' products already interleave) lost 1-4 %.
     bool pipelined = useWgmma && overlapSoftmax && !votes && blockN < 128 &&
                      step->getParentOfType<scf::ForOp>();
-    // Two warpgroups on the plain loop: mbarriers instead of the per-step
-    // block-wide barrier (Wgmma.cpp), so that the warpgroups need not run
-    // the same step. Measured on an H100 (docs/benchmarks): +0-9 % for
-    // causal-like programs, +8-13 % vanilla at D = 128 (once exp2 was one
-    // instruction; before, vanilla lost 2-8 %), ALiBi +-2 %. The pipelined
-    // 64-key loop keeps its barrier: with mbarriers (V a step behind K, so
-    // 8 of them) it lost 0-9 %.
+    // Two warpgroups on the plain loop (dense, or sparse over a block
+    // mask): mbarriers instead of the per-step block-wide barrier
+    // (Wgmma.cpp), so that the warpgroups need not run the same step.
+    // Measured on an H100 (docs/benchmarks): +0-9 % for causal-like
+    // programs, document mask +1-18 %, vanilla D = 128 +8-13 % (once exp2
+    // was one instruction; before, vanilla lost 2-8 %), ALiBi +-2 %. The
+    // pipelined 64-key loop keeps its barrier: with mbarriers (V a step
+    // behind K, so 8 of them) it lost 0-9 %.
     if (useWgmma && decoupleWarpgroups && !pipelined && (!votes || buildMask) &&
         blockM.getInt() == 128 && step->getParentOfType<scf::ForOp>()) {
       auto type = MemRefType::get({4}, b.getI64Type(),
