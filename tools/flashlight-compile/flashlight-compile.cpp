@@ -126,9 +126,8 @@ static cl::opt<bool> overlapSoftmax(
 static cl::opt<bool> decoupleWarpgroups(
     "decouple-warpgroups",
     cl::desc("With wgmma, two warpgroups on the plain KV loop: mbarriers "
-             "(buffer full / "
-             "empty) instead of a block-wide barrier per step; =false keeps "
-             "the barrier"),
+             "(buffer full / empty) instead of a block-wide barrier per "
+             "step; =false keeps the barrier"),
     cl::init(true));
 static cl::opt<bool>
     explain("flashlight-explain",

@@ -81,7 +81,7 @@ flashlight::tensorCoreTiles(attn::AttentionOp op, bool wgmma, bool blockMask) {
       !attn_to_gpu::gathersPerElement(op.getScore()) &&
       !op.getScore()
            .walk([](Operation *o) {
-             return o->getDialect() && o->getDialect()->getNamespace() == "math"
+             return isa_and_nonnull<math::MathDialect>(o->getDialect())
                         ? WalkResult::interrupt()
                         : WalkResult::advance();
            })
