@@ -81,6 +81,7 @@ KernelManifest KernelManifest::load(const std::string &path) {
     for (int i = 0; i < 3; ++i)
       m.block[i] = j.at("block").at(i);
     m.dynamicSharedMemory = j.value("dynamic_shared_memory", 0u);
+    m.pointerAlignment = j.value("pointer_alignment", 1u);
     for (const json &p : j.at("params")) {
       ParamInfo info;
       info.name = p.at("name");
@@ -117,6 +118,7 @@ KernelManifest KernelManifest::forArtifact(const std::string &artifact) const {
           m.block[i] = info.at("block").at(i);
       m.dynamicSharedMemory =
           info.value("dynamic_shared_memory", dynamicSharedMemory);
+      m.pointerAlignment = info.value("pointer_alignment", pointerAlignment);
     } catch (const json::exception &e) {
       throw ManifestError("bad manifest entry for " + arch + ": " + e.what());
     }
@@ -246,17 +248,12 @@ static std::vector<void *> argumentsOf(std::vector<uint64_t> &words) {
   return args;
 }
 
-void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
-                    const std::vector<std::vector<int64_t>> &shapes,
-                    CUstream stream) const {
-  const auto &params = manifest.params;
+void KernelManifest::checkLaunch(
+    const std::vector<CUdeviceptr> &pointers,
+    const std::vector<std::vector<int64_t>> &shapes) const {
   if (pointers.size() != params.size() || shapes.size() != params.size())
-    throw ManifestError(manifest.name + " takes " +
-                        std::to_string(params.size()) + " tensors, got " +
-                        std::to_string(pointers.size()));
-  // Each memref parameter is passed as its descriptor, flattened:
-  // allocated ptr, aligned ptr, offset, sizes[rank], strides[rank].
-  std::vector<uint64_t> words;
+    throw ManifestError(name + " takes " + std::to_string(params.size()) +
+                        " tensors, got " + std::to_string(pointers.size()));
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamInfo &p = params[i];
     const std::vector<int64_t> &shape = shapes[i];
@@ -271,8 +268,22 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
     if (pointers[i] % dtypeSize(p.dtype) != 0)
       throw ManifestError(p.name + ": pointer not aligned to its " + p.dtype +
                           " elements");
-    appendDescriptor(words, pointers[i], shape);
+    if (pointers[i] % std::max(1u, pointerAlignment) != 0)
+      throw ManifestError(p.name + ": pointer not aligned to " +
+                          std::to_string(pointerAlignment) +
+                          " bytes, as this kernel's copies need");
   }
+}
+
+void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
+                    const std::vector<std::vector<int64_t>> &shapes,
+                    CUstream stream) const {
+  manifest.checkLaunch(pointers, shapes);
+  // Each memref parameter is passed as its descriptor, flattened:
+  // allocated ptr, aligned ptr, offset, sizes[rank], strides[rank].
+  std::vector<uint64_t> words;
+  for (size_t i = 0; i < manifest.params.size(); ++i)
+    appendDescriptor(words, pointers[i], shapes[i]);
   std::array<unsigned, 3> grid = manifest.grid(shapes);
   if (grid[0] == 0)
     return; // No query rows: nothing to compute.
@@ -296,8 +307,8 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
       maskBytes = bytes;
     }
     std::vector<uint64_t> maskWords;
-    for (size_t i = 0; i < params.size(); ++i)
-      if (!params[i].output)
+    for (size_t i = 0; i < manifest.params.size(); ++i)
+      if (!manifest.params[i].output)
         appendDescriptor(maskWords, pointers[i], shapes[i]);
     appendDescriptor(maskWords, maskBuffer, shape);
     appendDescriptor(words, maskBuffer, shape);

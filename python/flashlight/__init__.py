@@ -74,7 +74,8 @@ def _geometry(manifest, artifact):
     was loaded (the code generator can differ per arch), else the top
     level's."""
     geometry = {k: manifest.get(k)
-                for k in ("block_m", "block_n", "block", "dynamic_shared_memory", "block_mask")}
+                for k in ("block_m", "block_n", "block", "dynamic_shared_memory", "block_mask",
+                      "pointer_alignment")}
     for info in manifest.get("archs", {}).values():
         if artifact in (info.get("cubin"), info.get("ptx")):
             geometry.update({k: info[k] for k in geometry if k in info})
@@ -186,6 +187,10 @@ class Kernel:
             raise ValueError(f"{name}: shape {tuple(tensor.shape)}, expected {expected}")
         if not tensor.is_contiguous():
             raise ValueError(f"{name}: must be contiguous")
+        align = self.geometry.get("pointer_alignment") or 1
+        if tensor.data_ptr() % align:
+            raise ValueError(f"{name}: data pointer not aligned to {align} bytes, "
+                             "as this kernel's copies need (pass a fresh tensor)")
 
     def _check_inputs(self, inputs):
         if self._function is None:

@@ -28,13 +28,14 @@
 // MANIFEST: "codegen": "wgmma"
 // MANIFEST: "dynamic_shared_memory": 164896
 // MANIFEST: "kernel_ir": "causal.sm_90a.mlir"
+// MANIFEST: "pointer_alignment": 16
 // MANIFEST: "codegen": "mma.sync"
 
 // HOPPER-IR: flashlight.codegen = "wgmma"
 // HOPPER-IR: nvvm.wgmma.mma_async
 
-// PYTHON: {'block_m': 128, 'block_n': 128, 'block': [256, 1, 1], 'dynamic_shared_memory': 164896, 'block_mask': None}
-// PYTHON-NEXT: {'block_m': 128, 'block_n': 64, 'block': [128, 1, 1], 'dynamic_shared_memory': 69632, 'block_mask': None}
+// PYTHON: {'block_m': 128, 'block_n': 128, 'block': [256, 1, 1], 'dynamic_shared_memory': 164896, 'block_mask': None, 'pointer_alignment': 16}
+// PYTHON-NEXT: {'block_m': 128, 'block_n': 64, 'block': [128, 1, 1], 'dynamic_shared_memory': 69632, 'block_mask': None, 'pointer_alignment': 16}
 
 // NOWGMMA: code generator mma.sync, tiles 128x64, 128 threads per block for sm_80
 // NOWGMMA: code generator mma.sync, tiles 128x64, 128 threads per block for sm_90a

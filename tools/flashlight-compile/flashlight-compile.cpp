@@ -646,6 +646,8 @@ int main(int argc, char **argv) {
     std::vector<int64_t> block = {1, 1, 1};
     std::string codegen;
     int64_t dynamicShared = 0;
+    // Bytes every tensor pointer must be aligned to, beyond its element.
+    int64_t pointerAlignment = 1;
     json blockMaskInfo;
     kernels->walk([&](gpu::GPUFuncOp kernel) {
       // The block-mask pre-kernel, if any, is described by the attention
@@ -669,6 +671,9 @@ int main(int argc, char **argv) {
       if (auto bytes = kernel->getAttrOfType<IntegerAttr>(
               "flashlight.dynamic_shared_memory"))
         dynamicShared = bytes.getInt();
+      if (auto bytes = kernel->getAttrOfType<IntegerAttr>(
+              "flashlight.pointer_alignment"))
+        pointerAlignment = bytes.getInt();
       if (auto known = kernel.getKnownBlockSizeAttr())
         block = {known[0], known[1], known[2]};
       if (auto name = kernel->getAttrOfType<StringAttr>("flashlight.codegen"))
@@ -683,6 +688,7 @@ int main(int argc, char **argv) {
                  {"block_n", options.blockN},
                  {"codegen", codegen},
                  {"dynamic_shared_memory", dynamicShared},
+                 {"pointer_alignment", pointerAlignment},
                  {"kernel_ir", irFile},
                  {"block_mask", blockMaskInfo}};
     if (first)
@@ -691,6 +697,7 @@ int main(int argc, char **argv) {
                            {"block_n", options.blockN},
                            {"codegen", codegen},
                            {"dynamic_shared_memory", dynamicShared},
+                           {"pointer_alignment", pointerAlignment},
                            {"block_mask", blockMaskInfo}});
     if (emit != "mlir") {
       options.chip = chip;

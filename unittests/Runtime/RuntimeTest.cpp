@@ -135,6 +135,33 @@ TEST_CASE("dynamic shared memory comes from the manifest", "[runtime]") {
   CHECK_THROWS_AS(manifestFrom(m), ManifestError);
 }
 
+TEST_CASE("launch pointers are checked against the manifest's alignment",
+          "[runtime]") {
+  // Tensor-core kernels copy 16 bytes at a time and store element pairs:
+  // their manifests ask for 16-byte aligned tensors; older ones for none.
+  json m = tinyManifest(nullptr);
+  std::vector<std::vector<int64_t>> shapes = {
+      {1, 1, 2, 2}, {1, 1, 3, 2}, {1, 1, 3, 2}, {1, 1, 2, 2}, {1, 1, 2}};
+  std::vector<CUdeviceptr> aligned(5, 0x1000), offByFour = aligned;
+  offByFour[3] += 4;
+  KernelManifest plain = manifestFrom(m);
+  CHECK(plain.pointerAlignment == 1);
+  CHECK_NOTHROW(plain.checkLaunch(offByFour, shapes));
+  m["archs"]["sm_90a"]["pointer_alignment"] = 16;
+  KernelManifest hopper = manifestFrom(m).forArtifact("tiny.sm_90a.cubin");
+  CHECK(hopper.pointerAlignment == 16);
+  CHECK_NOTHROW(hopper.checkLaunch(aligned, shapes));
+  CHECK_THROWS_WITH(hopper.checkLaunch(offByFour, shapes),
+                    Catch::Contains("out: pointer not aligned to 16 bytes"));
+  // f32 elements: 2 bytes off is misaligned whatever the manifest says.
+  offByFour[3] -= 2;
+  CHECK_THROWS_WITH(plain.checkLaunch(offByFour, shapes),
+                    Catch::Contains("not aligned to its f32 elements"));
+  shapes[0] = {1, 1, 2, 3};
+  CHECK_THROWS_WITH(plain.checkLaunch(aligned, shapes),
+                    Catch::Contains("q0: dim 3 is 3, expected 2"));
+}
+
 TEST_CASE("each arch's artifact launches with that arch's geometry",
           "[runtime]") {
   // sm_90a's wgmma kernel takes 256 threads and more shared memory than the

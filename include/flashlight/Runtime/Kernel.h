@@ -50,6 +50,9 @@ struct KernelManifest {
   nlohmann::json blockMask;
   /// Bytes of dynamic shared memory per block.
   unsigned dynamicSharedMemory = 0;
+  /// Bytes every tensor pointer must be aligned to (besides its element
+  /// size): 16 for the tensor-core kernels' 16-byte copies.
+  unsigned pointerAlignment = 1;
   std::vector<ParamInfo> params;
   nlohmann::json program;
   nlohmann::json archs;
@@ -71,6 +74,11 @@ struct KernelManifest {
   /// Hq or 1, ceil(M / block_m), ceil(N / block_n)]; empty without one.
   std::vector<int64_t>
   blockMaskShape(const std::vector<std::vector<int64_t>> &shapes) const;
+  /// Checks a launch's pointers and shapes against the parameters: count,
+  /// rank, static dims, and pointer alignment (element size and
+  /// `pointerAlignment`). Throws ManifestError.
+  void checkLaunch(const std::vector<CUdeviceptr> &pointers,
+                   const std::vector<std::vector<int64_t>> &shapes) const;
 };
 
 /// A loaded kernel, ready to launch on the current context.

@@ -448,6 +448,8 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // wgmma: plus the 1024 bytes the alignment shift may skip.
     kernel->setAttr("flashlight.dynamic_shared_memory",
                     b.getI64IntegerAttr(bytes + (useWgmma ? 1024 : 0)));
+    // cp.async copies 16 bytes, and the output is stored in element pairs.
+    kernel->setAttr("flashlight.pointer_alignment", b.getI64IntegerAttr(16));
     owner = useWgmma
                 ? createWgmmaEmitter(b, loc, tiles, threads, mask,
                                      pipelined ? blockN : 0)
