@@ -677,6 +677,31 @@ protected:
     return success();
   }
 
+  /// Stores the output block: `pairs` holds the thread's column pairs
+  /// (d, d + 1), ordered [m16 tile][8 columns][row half]. Here, one aligned
+  /// two-element store each (per-element stores made the epilogue
+  /// store-bound); the manifest asks for 16-byte aligned tensors.
+  virtual void storeOutput(const FinalizeTarget &target, Value q0,
+                           ArrayRef<Value> pairs) {
+    auto [out, outType, b0, h0] = target;
+    int64_t dv = outType.getDimSize(3);
+    llvm::Align pairAlign(outType.getElementTypeBitWidth() / 4);
+    Value rows = dim(out, 2);
+    const Value *pair = pairs.begin();
+    for (int64_t mt = 0; mt < mTiles; ++mt)
+      for (int64_t nd = 0; nd < dv / 8; ++nd)
+        for (int64_t half = 0; half < 2; ++half, ++pair) {
+          Value row = rowOf(q0, mt, 2 * half);
+          auto guard = scf::IfOp::create(
+              b, loc, cmpI(arith::CmpIPredicate::slt, row, rows));
+          OpBuilder::InsertionGuard g(b);
+          b.setInsertionPointToStart(&guard.getThenRegion().front());
+          vector::StoreOp::create(b, loc, *pair, out,
+                                  {b0, h0, row, addI(idx(8 * nd), mulI(quad(), 2))},
+                                  /*nontemporal=*/false, pairAlign);
+        }
+  }
+
   LogicalResult emitFinalize(OnlineFinalizeOp fin) override {
     // The last step prefetched a K tile nobody reads: let it land.
     nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
@@ -715,12 +740,11 @@ protected:
       }
     }
 
-    // A thread holds columns (d, d + 1) of each of its rows: one aligned
-    // two-element store per pair halves the store instructions (the
-    // manifest asks for 16-byte aligned tensors).
+    // A thread holds columns (d, d + 1) of each of its rows: one pair per
+    // (m16 tile, 8 columns, row half).
     Type outElement = outType.getElementType();
     auto pairType = VectorType::get({2}, outElement);
-    llvm::Align pairAlign(2 * outElement.getIntOrFloatBitWidth() / 8);
+    SmallVector<Value> pairs;
     for (int64_t mt = 0; mt < mTiles; ++mt)
       for (int64_t nd = 0; nd < dv / 8; ++nd)
         for (int64_t half = 0; half < 2; ++half) {
@@ -738,14 +762,10 @@ protected:
               value = arith::TruncFOp::create(b, loc, outElement, value);
             pair.push_back(value);
           }
-          Value packed = vector::FromElementsOp::create(b, loc, pairType, pair);
-          auto guard = scf::IfOp::create(
-              b, loc, cmpI(arith::CmpIPredicate::slt, row, rows));
-          OpBuilder::InsertionGuard g(b);
-          b.setInsertionPointToStart(&guard.getThenRegion().front());
-          vector::StoreOp::create(b, loc, packed, out, {b0, h0, row, d},
-                                  /*nontemporal=*/false, pairAlign);
+          pairs.push_back(
+              vector::FromElementsOp::create(b, loc, pairType, pair));
         }
+    storeOutput(*target, q0, pairs);
     return success();
   }
 };

@@ -489,6 +489,65 @@ protected:
                        arith::RemUIOp::create(b, loc, col, idx(8)))};
   }
 
+  /// The output block through shared memory: each warpgroup writes its 64
+  /// rows into its own rows of the Q tile (its last S = Q K^T has completed;
+  /// the other warpgroup's rows are disjoint, so no block barrier), then
+  /// stores whole 16-byte chunks, row-contiguous. Pairs went out as 8-byte
+  /// sector pieces; this store count is a quarter of theirs.
+  void storeOutput(const FinalizeTarget &target, Value q0,
+                   ArrayRef<Value> pairs) override {
+    auto [out, outType, b0, h0] = target;
+    int64_t dv = outType.getDimSize(3);
+    auto tileType = queryTile ? cast<MemRefType>(queryTile.getType())
+                              : MemRefType();
+    // The Q tile holds [block-m, D] in 64-column atoms: it takes the output
+    // when Dv = D and the element types agree.
+    if (!tileType || tileType.getElementType() != outType.getElementType() ||
+        tileType.getNumElements() != threads / 2 * dv || dv % 64)
+      return MmaSyncEmitter::storeOutput(target, q0, pairs);
+    Type element = outType.getElementType();
+    int64_t bytes = outType.getElementTypeBitWidth() / 8;
+    Value localRow = addI(mulI(warp, 16), group());
+    const Value *pair = pairs.begin();
+    for (int64_t nd = 0; nd < dv / 8; ++nd)
+      for (int64_t half = 0; half < 2; ++half, ++pair)
+        vector::StoreOp::create(
+            b, loc, *pair, queryTile,
+            tileIndices(queryTile, addI(localRow, idx(8 * half)),
+                        addI(idx(8 * nd), mulI(quad(), 2)), dv),
+            /*nontemporal=*/false, llvm::Align(2 * bytes));
+    // The warpgroup's 128 threads see each other's writes.
+    Value warpgroup = arith::DivUIOp::create(b, loc, warp, idx(4));
+    NVVM::BarrierOp::create(
+        b, loc, TypeRange{},
+        arith::IndexCastUIOp::create(b, loc, b.getI32Type(),
+                                     addI(warpgroup, idx(1))),
+        i32(128), NVVM::BarrierReductionAttr(), Value());
+    int64_t chunksPerRow = dv * bytes / 16, perChunk = 16 / bytes;
+    auto chunkType = VectorType::get({perChunk}, element);
+    Value tid = addI(mulI(arith::RemUIOp::create(b, loc, warp, idx(4)),
+                          kThreadsPerWarp),
+                     lane);
+    Value rows = dim(out, 2);
+    for (int64_t i = 0; i < 64 * chunksPerRow / 128; ++i) {
+      Value flat = addI(idx(128 * i), tid);
+      Value row = addI(mulI(warpgroup, 64),
+                       arith::DivUIOp::create(b, loc, flat, idx(chunksPerRow)));
+      Value col = mulI(arith::RemUIOp::create(b, loc, flat, idx(chunksPerRow)),
+                       perChunk);
+      Value chunk = vector::LoadOp::create(
+          b, loc, chunkType, queryTile, tileIndices(queryTile, row, col, dv),
+          /*nontemporal=*/false, llvm::Align(16));
+      Value globalRow = addI(q0, row);
+      auto guard = scf::IfOp::create(
+          b, loc, cmpI(arith::CmpIPredicate::slt, globalRow, rows));
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&guard.getThenRegion().front());
+      vector::StoreOp::create(b, loc, chunk, out, {b0, h0, globalRow, col},
+                              /*nontemporal=*/false, llvm::Align(16));
+    }
+  }
+
   void publishCopies() override {
     NVVM::FenceProxyOp::create(
         b, loc, NVVM::ProxyKind::async_shared,

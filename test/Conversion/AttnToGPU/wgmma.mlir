@@ -17,6 +17,8 @@
 // CHECK: %[[PAD:.*]] = arith.subi %c1024, %[[MIS]]
 // CHECK: %[[SHIFT:.*]] = arith.remui %[[PAD]], %c1024
 // CHECK: memref.view %[[SMEM]][%[[SHIFT]]][] {{.*}} to memref<256x64xbf16
+// CHECK: memref.view
+// CHECK: %[[QS:.*]] = memref.view
 // Q lands before the loop; cp.async writes through the generic proxy and
 // wgmma reads through the async one, so each thread fences before the
 // barrier.
@@ -47,6 +49,16 @@
 // CHECK-COUNT-4: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, 1, 1, 1, 1;"
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// The output goes through the warpgroup's own rows of the Q tile: column
+// pairs in, a barrier of the warpgroup's 128 threads (not the block's), then
+// 16-byte chunks out, row-contiguous.
+// CHECK: scf.yield
+// CHECK: vector.store %{{.*}}, %[[QS]]{{.*}} {alignment = 4 : i64} {{.*}}, vector<2xbf16>
+// CHECK-NOT: gpu.barrier
+// CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
+// CHECK: vector.load %[[QS]]{{.*}} {alignment = 16 : i64} {{.*}}, vector<8xbf16>
+// CHECK: vector.store %{{.*}}, %arg3{{.*}} {alignment = 16 : i64} : memref<1x2x256x128xbf16>, vector<8xbf16>
+// CHECK-NOT: vector<2xbf16>
 func.func @vanilla(%q: tensor<1x2x256x128xbf16>, %k: tensor<1x2x256x128xbf16>,
                    %v: tensor<1x2x256x128xbf16>) -> tensor<1x2x256x128xbf16> {
   %o = attn.attention q(%q : tensor<1x2x256x128xbf16>) k(%k : tensor<1x2x256x128xbf16>)
