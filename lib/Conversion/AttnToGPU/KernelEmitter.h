@@ -215,6 +215,20 @@ protected:
         continue;
       }
       flashlight::cloneForKernel(b, op, rm);
+      // As nvcc does by default (-fmad=true), a product feeding a sum may
+      // become one FMA: a bias term (ALiBi's slope * (j - i) + s) is one
+      // instruction per element instead of two.
+      if (op.getNumResults() == 1)
+        if (auto math = rm.lookup(op.getResult(0))
+                            .getDefiningOp<arith::ArithFastMathInterface>()) {
+          arith::FastMathFlagsAttr flags = math.getFastMathFlagsAttr();
+          math->setAttr(
+              math.getFastMathAttrName(),
+              arith::FastMathFlagsAttr::get(
+                  b.getContext(), (flags ? flags.getValue()
+                                         : arith::FastMathFlags::none) |
+                                      arith::FastMathFlags::contract));
+        }
     }
     SmallVector<Value> out;
     for (Value v : block.getTerminator()->getOperands())

@@ -9,7 +9,11 @@
 // CHECK: gpu.block_id  x upper_bound 2
 // CHECK-NOT: arith.sitofp %{{.*}} : i64 to f32
 // CHECK: %[[REL:.*]] = arith.index_cast %{{.*}} : index to i32
-// CHECK-NEXT: arith.sitofp %[[REL]] : i32 to f32
+// CHECK-NEXT: %[[RELF:.*]] = arith.sitofp %[[REL]] : i32 to f32
+// The region's float ops may contract (as nvcc's default -fmad=true): the
+// bias and the score become one FMA.
+// CHECK-NEXT: %[[BIAS:.*]] = arith.mulf %{{.*}}, %[[RELF]] fastmath<contract> : f32
+// CHECK-NEXT: arith.addf %{{.*}}, %[[BIAS]] fastmath<contract> : f32
 // CHECK-NOT: arith.sitofp %{{.*}} : i64 to f32
 // CHECK: gpu.return
 func.func @alibi(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
