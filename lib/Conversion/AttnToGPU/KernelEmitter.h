@@ -208,10 +208,21 @@ protected:
         SmallVector<Value> ids;
         for (Value id : extract.getIndices())
           ids.push_back(rm.lookup(id));
-        rm.map(
-            extract.getResult(),
-            memref::LoadOp::create(b, loc, rm.lookup(extract.getTensor()), ids)
-                .getResult());
+        Value memref = rm.lookup(extract.getTensor());
+        // Indexed by batch, head and constants only (ALiBi's slope[h]): one
+        // load per kernel, not one per element and step.
+        bool uniform = llvm::all_of(extract.getIndices(), [&](Value id) {
+          auto arg = dyn_cast<BlockArgument>(id);
+          return (arg && arg.getOwner() == &block &&
+                  (arg.getArgNumber() == leading.size() ||
+                   arg.getArgNumber() == leading.size() + 1)) ||
+                 id.getDefiningOp<arith::ConstantOp>();
+        });
+        Value hoisted = uniform ? loadOnce(memref, ids) : Value();
+        rm.map(extract.getResult(),
+               hoisted ? hoisted
+                       : memref::LoadOp::create(b, loc, memref, ids)
+                             .getResult());
         continue;
       }
       flashlight::cloneForKernel(b, op, rm);
@@ -235,6 +246,52 @@ protected:
       out.push_back(rm.lookup(v));
     return out;
   }
+
+  /// `memref[ids]` loaded once where its indices are all defined, outside
+  /// any loop (the kernel's entry block), and reused; null when an index is
+  /// defined elsewhere. Captures are read-only inputs, so the load may move.
+  Value loadOnce(Value memref, ArrayRef<Value> ids) {
+    for (auto &[key, loaded] : loadedOnce)
+      if (key.front() == memref && ArrayRef<Value>(key).drop_front() == ids)
+        return loaded;
+    auto func = b.getInsertionBlock()->getParent()->getParentOfType<
+        gpu::GPUFuncOp>();
+    if (!func)
+      return Value();
+    Block *entry = &func.getBody().front();
+    Operation *after = nullptr;
+    for (Value id : ids) {
+      if (id.getDefiningOp<arith::ConstantOp>())
+        continue;
+      if (auto arg = dyn_cast<BlockArgument>(id)) {
+        if (arg.getOwner() != entry)
+          return Value();
+        continue;
+      }
+      Operation *def = id.getDefiningOp();
+      if (def->getBlock() != entry)
+        return Value();
+      if (!after || after->isBeforeInBlock(def))
+        after = def;
+    }
+    OpBuilder::InsertionGuard guard(b);
+    if (after)
+      b.setInsertionPointAfter(after);
+    else
+      b.setInsertionPointToStart(entry);
+    SmallVector<Value> here;
+    for (Value id : ids)
+      here.push_back(id.getDefiningOp<arith::ConstantOp>()
+                         ? b.clone(*id.getDefiningOp())->getResult(0)
+                         : id);
+    Value loaded = memref::LoadOp::create(b, loc, memref, here);
+    SmallVector<Value> key = {memref};
+    llvm::append_range(key, ids);
+    loadedOnce.push_back({std::move(key), loaded});
+    return loaded;
+  }
+  /// loadOnce's loads: ({memref, indices...}, value).
+  SmallVector<std::pair<SmallVector<Value>, Value>> loadedOnce;
 
   /// Flattens the per-lane values of `values`.
   SmallVector<Value> flatten(ValueRange values) {

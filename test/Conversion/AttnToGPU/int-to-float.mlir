@@ -5,8 +5,13 @@
 // range analysis proves j - i fits in 32 bits: the conversion is from i32
 // (a 64-bit one runs at a quarter of the rate on the GPU).
 // CHECK-LABEL: gpu.func @alibi
+// slope[h] depends on the head only: loaded once, before the KV loop, not
+// per element and step
+// CHECK: memref.load %arg3[%block_id_y]
 // the grid's size bounds the block ids
 // CHECK: gpu.block_id  x upper_bound 2
+// CHECK: scf.for
+// CHECK-NOT: memref.load %arg3
 // CHECK-NOT: arith.sitofp %{{.*}} : i64 to f32
 // CHECK: %[[REL:.*]] = arith.index_cast %{{.*}} : index to i32
 // CHECK-NEXT: %[[RELF:.*]] = arith.sitofp %[[REL]] : i32 to f32
@@ -15,6 +20,7 @@
 // CHECK-NEXT: %[[BIAS:.*]] = arith.mulf %{{.*}}, %[[RELF]] fastmath<contract> : f32
 // CHECK-NEXT: arith.addf %{{.*}}, %[[BIAS]] fastmath<contract> : f32
 // CHECK-NOT: arith.sitofp %{{.*}} : i64 to f32
+// CHECK-NOT: memref.load %arg3
 // CHECK: gpu.return
 func.func @alibi(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
                  %v: tensor<1x2x128x64xbf16>, %slopes: tensor<2xf32>)
