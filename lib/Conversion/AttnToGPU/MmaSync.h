@@ -167,6 +167,8 @@ protected:
   /// Runs in each thread after its copies landed, before the barrier that
   /// shows them to the block.
   virtual void publishCopies() {}
+  /// Runs once Q's copies are issued: here, lets them land.
+  virtual void afterQueryCopies() { waitCopies(queryGroup, 0); }
   /// Copy groups a step leaves in flight when it starts on S = Q K^T: V's,
   /// which lands during S and the softmax.
   virtual int32_t pendingAtStep() { return 1; }
@@ -258,7 +260,7 @@ protected:
     if (isQuery && queryTile) {
       // Q stays in shared memory; the step reads its fragments.
       queryGroup = stage(view, queryTile);
-      waitCopies(queryGroup, 0);
+      afterQueryCopies();
       return success();
     }
     if (isQuery) {

@@ -19,16 +19,16 @@
 // CHECK: memref.view %[[SMEM]][%[[SHIFT]]][] {{.*}} to memref<256x64xbf16
 // CHECK: memref.view
 // CHECK: %[[QS:.*]] = memref.view
-// Q lands before the loop; cp.async writes through the generic proxy and
-// wgmma reads through the async one, so each thread fences before the
-// barrier.
+// Q's copies are not waited for before the loop (two warpgroups: their
+// latency overlaps the first K/V tile's).
+// CHECK: nvgpu.device_async_create_group
+// CHECK-NOT: nvgpu.device_async_wait
+// CHECK: scf.for
+// K_t and V_t (and, first, Q) land together: one barrier per step.
+// cp.async writes through the generic proxy and wgmma reads through the
+// async one, so each thread fences before the barrier.
 // CHECK: nvgpu.device_async_wait {{.*}} {numGroups = 0 : i32}
 // CHECK-NEXT: nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}
-// CHECK-NEXT: gpu.barrier
-// CHECK: scf.for
-// K_t and V_t land together: one barrier per step.
-// CHECK: nvgpu.device_async_wait {{.*}} {numGroups = 0 : i32}
-// CHECK-NEXT: nvvm.fence.proxy
 // CHECK-NEXT: gpu.barrier
 // S = Q K^T: D / 16 k steps, both operands from swizzled shared memory; the
 // first step overwrites the accumulator.
@@ -49,10 +49,12 @@
 // CHECK-COUNT-4: llvm.inline_asm has_side_effects asm_dialect = att "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {{.*}}, 1, 1, 1, 1;"
 // CHECK-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
-// The output goes through the warpgroup's own rows of the Q tile: column
-// pairs in, a barrier of the warpgroup's 128 threads (not the block's), then
-// 16-byte chunks out, row-contiguous.
+// The output goes through the warpgroup's own rows of the Q tile: once
+// every Q copy has landed (a block whose loop ran no step has not
+// synchronized), column pairs in, a barrier of the warpgroup's 128 threads
+// (not the block's), then 16-byte chunks out, row-contiguous.
 // CHECK: scf.yield
+// CHECK: gpu.barrier
 // CHECK: vector.store %{{.*}}, %[[QS]]{{.*}} {alignment = 4 : i64} {{.*}}, vector<2xbf16>
 // CHECK-NOT: gpu.barrier
 // CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
