@@ -220,9 +220,9 @@ protected:
         });
         Value hoisted = uniform ? loadOnce(memref, ids) : Value();
         rm.map(extract.getResult(),
-               hoisted ? hoisted
-                       : memref::LoadOp::create(b, loc, memref, ids)
-                             .getResult());
+               hoisted
+                   ? hoisted
+                   : memref::LoadOp::create(b, loc, memref, ids).getResult());
         continue;
       }
       flashlight::cloneForKernel(b, op, rm);
@@ -236,9 +236,9 @@ protected:
           math->setAttr(
               math.getFastMathAttrName(),
               arith::FastMathFlagsAttr::get(
-                  b.getContext(), (flags ? flags.getValue()
-                                         : arith::FastMathFlags::none) |
-                                      arith::FastMathFlags::contract));
+                  b.getContext(),
+                  (flags ? flags.getValue() : arith::FastMathFlags::none) |
+                      arith::FastMathFlags::contract));
         }
     }
     SmallVector<Value> out;
@@ -254,8 +254,8 @@ protected:
     for (auto &[key, loaded] : loadedOnce)
       if (key.front() == memref && ArrayRef<Value>(key).drop_front() == ids)
         return loaded;
-    auto func = b.getInsertionBlock()->getParent()->getParentOfType<
-        gpu::GPUFuncOp>();
+    auto func =
+        b.getInsertionBlock()->getParent()->getParentOfType<gpu::GPUFuncOp>();
     if (!func)
       return Value();
     Block *entry = &func.getBody().front();

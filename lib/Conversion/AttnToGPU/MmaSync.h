@@ -698,9 +698,10 @@ protected:
               b, loc, cmpI(arith::CmpIPredicate::slt, row, rows));
           OpBuilder::InsertionGuard g(b);
           b.setInsertionPointToStart(&guard.getThenRegion().front());
-          vector::StoreOp::create(b, loc, *pair, out,
-                                  {b0, h0, row, addI(idx(8 * nd), mulI(quad(), 2))},
-                                  /*nontemporal=*/false, pairAlign);
+          vector::StoreOp::create(
+              b, loc, *pair, out,
+              {b0, h0, row, addI(idx(8 * nd), mulI(quad(), 2))},
+              /*nontemporal=*/false, pairAlign);
         }
   }
 
@@ -757,9 +758,10 @@ protected:
             Value value = mul(acc[mt * accPerTile + 4 * nd + 2 * half + j],
                               outScale[2 * mt + half]);
             if (!fin.getEpilogue().empty())
-              value = inlineRegion(fin.getEpilogue(), {value},
-                                   {b0, h0, minI(row, lastRow), addI(d, idx(j))},
-                                   fin.getCaptures())[0];
+              value =
+                  inlineRegion(fin.getEpilogue(), {value},
+                               {b0, h0, minI(row, lastRow), addI(d, idx(j))},
+                               fin.getCaptures())[0];
             if (value.getType() != outElement)
               value = arith::TruncFOp::create(b, loc, outElement, value);
             pair.push_back(value);

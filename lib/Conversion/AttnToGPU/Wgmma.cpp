@@ -499,8 +499,8 @@ protected:
                    ArrayRef<Value> pairs) override {
     auto [out, outType, b0, h0] = target;
     int64_t dv = outType.getDimSize(3);
-    auto tileType = queryTile ? cast<MemRefType>(queryTile.getType())
-                              : MemRefType();
+    auto tileType =
+        queryTile ? cast<MemRefType>(queryTile.getType()) : MemRefType();
     // The Q tile holds [block-m, D] in 64-column atoms: it takes the output
     // when Dv = D and the element types agree.
     if (!tileType || tileType.getElementType() != outType.getElementType() ||
@@ -530,9 +530,9 @@ protected:
         i32(128), NVVM::BarrierReductionAttr(), Value());
     int64_t chunksPerRow = dv * bytes / 16, perChunk = 16 / bytes;
     auto chunkType = VectorType::get({perChunk}, element);
-    Value tid = addI(mulI(arith::RemUIOp::create(b, loc, warp, idx(4)),
-                          kThreadsPerWarp),
-                     lane);
+    Value tid = addI(
+        mulI(arith::RemUIOp::create(b, loc, warp, idx(4)), kThreadsPerWarp),
+        lane);
     Value rows = dim(out, 2);
     for (int64_t i = 0; i < 64 * chunksPerRow / 128; ++i) {
       Value flat = addI(idx(128 * i), tid);
