@@ -260,7 +260,9 @@ protected:
       return Value();
     Block *entry = &func.getBody().front();
     Operation *after = nullptr;
-    for (Value id : ids) {
+    SmallVector<Value> operands = {memref};
+    llvm::append_range(operands, ids);
+    for (Value id : operands) {
       if (id.getDefiningOp<arith::ConstantOp>())
         continue;
       if (auto arg = dyn_cast<BlockArgument>(id)) {
