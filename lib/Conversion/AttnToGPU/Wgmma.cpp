@@ -491,10 +491,10 @@ protected:
   }
 
   /// The output block through shared memory: each warpgroup writes its 64
-  /// rows into its own rows of the Q tile (its last S = Q K^T has completed;
-  /// the other warpgroup's rows are disjoint, so no block barrier), then
-  /// stores whole 16-byte chunks, row-contiguous. Pairs went out as 8-byte
-  /// sector pieces; this store count is a quarter of theirs.
+  /// rows into its own rows of the Q tile (its last S = Q K^T has completed,
+  /// and the other warpgroup's rows are disjoint), then stores whole 16-byte
+  /// chunks, row-contiguous. A warp's pair stores wrote 16-byte pieces of 8
+  /// rows; these are a quarter as many stores, each a full 16 bytes.
   void storeOutput(const FinalizeTarget &target, Value q0,
                    ArrayRef<Value> pairs) override {
     auto [out, outType, b0, h0] = target;
