@@ -4,8 +4,9 @@
 #   scripts/gpu-check.sh prepare <dir>   # here (needs the build): compile
 #   scripts/gpu-check.sh run <dir>       # on the GPU machine (driver only)
 #
-# `prepare` compiles each example, with each code generator (reference and
-# tensor cores), as written and re-shaped (attn-specialize)
+# `prepare` compiles each example (EXAMPLES: a space-separated subset), with
+# each code generator (reference and tensor cores), as written and re-shaped
+# (attn-specialize)
 # to N = M in {1, 17, 128, 1000, 4096}, D in {64, 128}, bf16 and fp16, B = 2,
 # 8 query heads over 2 KV heads (GQA 4:1), for sm_80 and sm_90a, and copies
 # flashlight-run beside the kernels. `run` checks every kernel against the
@@ -50,6 +51,7 @@ if [ "$mode" = prepare ]; then
     mkdir -p "$dir/$codegen-examples" "$dir/$codegen-matrix"
     for example in "$root"/examples/*.mlir; do
       name=$(basename "$example" .mlir)
+      case " ${EXAMPLES:-$name} " in *" $name "*) ;; *) continue ;; esac
       "$build/bin/flashlight-compile" "$example" -o "$dir/$codegen-examples" \
         --arch=sm_80,sm_90a "${flags[@]}" 2>/dev/null
       for n in 1 17 128 1000 4096; do

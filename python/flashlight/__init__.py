@@ -341,7 +341,7 @@ def _to_kernel_layout(x, index, shape):
         if "const" in index[p]:
             x = x.select(p, index[p]["const"])
     dims = [e["dim"] for e in index if "dim" in e]
-    x = x.permute(*sorted(range(len(dims)), key=lambda p: dims[p]))
+    x = x.permute(tuple(sorted(range(len(dims)), key=lambda p: dims[p])))
     for k in range(len(shape)):  # kernel dims the user tensor broadcasts
         if k not in dims:
             x = x.unsqueeze(k)
@@ -355,7 +355,7 @@ def _to_user_layout(y, index, shape):
         if "const" in index[k]:
             y = y.select(k, index[k]["const"])
     dims = [e["dim"] for e in index if "dim" in e]
-    y = y.permute(*sorted(range(len(dims)), key=lambda k: dims[k]))
+    y = y.permute(tuple(sorted(range(len(dims)), key=lambda k: dims[k])))
     for u in range(len(shape)):  # unit user dims no kernel dim reads
         if u not in dims:
             y = y.unsqueeze(u)

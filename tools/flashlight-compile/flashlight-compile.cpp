@@ -580,16 +580,10 @@ int main(int argc, char **argv) {
     std::optional<std::pair<int64_t, int64_t>> mmaTiles;
     if (tensorCores)
       funcs.front().walk([&](flashlight::attn::AttentionOp op) {
-        SmallVector<int64_t> dims;
-        for (Value v : SmallVector<Value, 2>{op.getKeys()[0], op.getValue()})
-          dims.push_back(cast<RankedTensorType>(v.getType()).getDimSize(3));
         std::pair<int64_t, int64_t> tiles = flashlight::tensorCoreTiles(
             op, wgmma && chip == "sm_90a", blockMask);
-        if (!flashlight::tensorCoreIneligibility(
-                op.getNumBranches(),
-                cast<RankedTensorType>(op.getValue().getType())
-                    .getElementType(),
-                dims, tiles.first, tiles.second))
+        if (!flashlight::tensorCoreIneligibility(op.getKeys(), op.getValue(),
+                                                 tiles.first, tiles.second))
           mmaTiles = tiles;
       });
     options.blockM =

@@ -26,13 +26,19 @@ namespace flashlight {
 
 using namespace mlir;
 
-std::optional<std::string>
-flashlight::tensorCoreIneligibility(unsigned branches, Type element,
-                                    ArrayRef<int64_t> headDims, int64_t blockM,
-                                    int64_t blockN) {
-  if (branches != 1)
-    return "it has " + std::to_string(branches) +
-           " logit branches (one is supported)";
+/// Dynamic shared memory a block may use on sm_80 (163 KB; sm_90a allows
+/// 227 KB): the tensor-core tiles must fit on either.
+constexpr int64_t kMaxSharedMemory = 166912;
+
+std::optional<std::string> flashlight::tensorCoreIneligibility(ValueRange keys,
+                                                               Value value,
+                                                               int64_t blockM,
+                                                               int64_t blockN) {
+  unsigned branches = keys.size();
+  Type element = cast<RankedTensorType>(value.getType()).getElementType();
+  SmallVector<int64_t> headDims;
+  for (Value v : llvm::concat<const Value>(keys, ValueRange(value)))
+    headDims.push_back(cast<RankedTensorType>(v.getType()).getDimSize(3));
   if (!element.isF16() && !element.isBF16())
     return std::string("Q/K/V are not f16 or bf16");
   for (int64_t d : headDims)
@@ -44,17 +50,45 @@ flashlight::tensorCoreIneligibility(unsigned branches, Type element,
     return "tiles are " + std::to_string(blockM) + "x" +
            std::to_string(blockN) +
            " (block-m 64, 128 or 256, block-n 32, 64 or 128)";
+  // Shared memory, as the larger of the two generators lays it out: wgmma
+  // has per branch a Q tile and two K tiles, and two V tiles; mma.sync pads
+  // rows by 8 elements and has one K and V tile (Q's at most). Plus 1024
+  // bytes of alignment slack and the mbarriers.
+  int64_t dv = headDims.back();
+  int64_t wgmma = 2 * blockN * dv, mma = blockN * (dv + 8);
+  for (int64_t d : ArrayRef<int64_t>(headDims).drop_back()) {
+    wgmma += (blockM + 2 * blockN) * d;
+    mma += (blockM + blockN) * (d + 8);
+  }
+  int64_t elements = std::max(wgmma, mma);
+  int64_t bytes = elements * element.getIntOrFloatBitWidth() / 8 + 1024 + 32;
+  if (bytes > kMaxSharedMemory)
+    return "its tiles (" + std::to_string(branches) + " logit branches) need " +
+           std::to_string(bytes) + " bytes of shared memory (at most " +
+           std::to_string(kMaxSharedMemory) + ")";
   return std::nullopt;
 }
 
-std::pair<int64_t, int64_t>
-flashlight::tensorCoreTiles(attn::AttentionOp op, bool wgmma, bool blockMask) {
+/// tensorCoreTiles' choice by the program's structure, before the shared
+/// memory check.
+static std::pair<int64_t, int64_t>
+preferredTiles(flashlight::attn::AttentionOp op, bool wgmma, bool blockMask) {
+  using namespace flashlight;
   attn::MaskScoreAnalysis analysis(op);
   attn::MaskKind mask = analysis.getMask().kind;
   bool lean = op.getScore().empty() &&
               (mask == attn::MaskKind::None || mask == attn::MaskKind::Causal ||
                mask == attn::MaskKind::Prefix);
-  int64_t dqk = cast<RankedTensorType>(op.getKeys()[0].getType()).getDimSize(3);
+  // The smallest head dim, and whether every one is whole 64-column atoms
+  // (wgmma's).
+  int64_t dqk = std::numeric_limits<int64_t>::max();
+  bool atoms = true;
+  Value value = op.getValue();
+  for (Value v : llvm::concat<const Value>(op.getKeys(), ValueRange(value))) {
+    int64_t d = cast<RankedTensorType>(v.getType()).getDimSize(3);
+    dqk = std::min(dqk, d);
+    atoms &= d % 64 == 0;
+  }
   int64_t dv = cast<RankedTensorType>(op.getValue().getType()).getDimSize(3);
   // Data-dependent masks without a score region get a block mask (unless
   // `blockMask` is off; the tile vote keeps 64x64): the kernel then
@@ -64,9 +98,9 @@ flashlight::tensorCoreTiles(attn::AttentionOp op, bool wgmma, bool blockMask) {
   bool blockMasked =
       blockMask && op.getScore().empty() &&
       (mask == attn::MaskKind::DataDependent || mask == attn::MaskKind::Custom);
-  if (blockMasked && wgmma && dqk % 64 == 0 && dv % 64 == 0)
+  if (blockMasked && wgmma && atoms)
     return {128, 128};
-  if (lean && wgmma && dqk % 64 == 0 && dv % 64 == 0)
+  if (lean && wgmma && atoms)
     return {128, dqk >= 128 && dv >= 128 ? 128 : 64};
   // A score region of plain arithmetic (ALiBi's slope[h] * (j - i)): no
   // math-dialect op, no per-element gather. With a lean mask at D = 128 it
@@ -86,10 +120,20 @@ flashlight::tensorCoreTiles(attn::AttentionOp op, bool wgmma, bool blockMask) {
                         : WalkResult::advance();
            })
            .wasInterrupted();
-  if (arithmeticScore && plainMask && wgmma && dqk >= 128 && dv >= 128 &&
-      dqk % 64 == 0 && dv % 64 == 0)
+  if (arithmeticScore && plainMask && wgmma && dqk >= 128 && dv >= 128 && atoms)
     return {128, 128};
   return {lean ? 128 : 64, 64};
+}
+
+std::pair<int64_t, int64_t>
+flashlight::tensorCoreTiles(attn::AttentionOp op, bool wgmma, bool blockMask) {
+  std::pair<int64_t, int64_t> tiles = preferredTiles(op, wgmma, blockMask);
+  // Each logit branch stages its own Q and K tiles: with several, 128-key
+  // tiles may not fit in shared memory, 64-key ones do up to D = 128.
+  if (tiles.second > 64 && tensorCoreIneligibility(op.getKeys(), op.getValue(),
+                                                   tiles.first, tiles.second))
+    tiles.second = 64;
+  return tiles;
 }
 
 using namespace flashlight::attn;
@@ -100,13 +144,8 @@ namespace {
 /// Why the tensor-core generator cannot take `step`, or nothing if it can.
 std::optional<std::string> mmaIneligibility(OnlineStepOp step, int64_t blockM,
                                             int64_t blockN) {
-  SmallVector<int64_t> dims;
-  for (Value v : SmallVector<Value, 2>{step.getKeys()[0], step.getValue()})
-    dims.push_back(cast<RankedTensorType>(v.getType()).getDimSize(3));
-  return flashlight::tensorCoreIneligibility(
-      step.getNumBranches(),
-      cast<RankedTensorType>(step.getValue().getType()).getElementType(), dims,
-      blockM, blockN);
+  return flashlight::tensorCoreIneligibility(step.getKeys(), step.getValue(),
+                                             blockM, blockN);
 }
 
 /// The block id along `d` of a grid that is `gridSize` blocks along it:
@@ -274,17 +313,22 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   // Hopper's warpgroup MMA takes 64 query rows per warpgroup, up to two
   // warpgroups (more would leave under 128 registers per thread), and head
   // dims of whole 128-byte swizzle atoms.
+  auto headDim = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getDimSize(3);
+  };
+  unsigned branches = step ? step.getNumBranches() : 1;
   bool useWgmma = false;
   if (useMma && wgmma) {
-    auto headDim = [](Value v) {
-      return cast<RankedTensorType>(v.getType()).getDimSize(3);
-    };
-    int64_t dqk = headDim(step.getKeys()[0]), dv = headDim(step.getValue());
+    std::optional<int64_t> partial;
+    Value value = step.getValue();
+    for (Value v : llvm::concat<const Value>(step.getKeys(), ValueRange(value)))
+      if (headDim(v) % 64)
+        partial = headDim(v);
     if (blockM.getInt() != 64 && blockM.getInt() != 128)
       func.emitRemark() << "wgmma not used: block-m " << blockM.getInt()
                         << " (it takes 64 or 128); using mma.sync";
-    else if (dqk % 64 || dv % 64)
-      func.emitRemark() << "wgmma not used: head dims " << dqk << "/" << dv
+    else if (partial)
+      func.emitRemark() << "wgmma not used: head dim " << *partial
                         << " (it takes 64 or 128); using mma.sync";
     else
       useWgmma = true;
@@ -296,14 +340,19 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   int64_t mTiles = 1;
   bool queryInSmem = useWgmma;
   if (useMma && !useWgmma) {
-    int64_t rows = warpRows ? warpRows : (blockM.getInt() >= 128 ? 32 : 16);
+    // Several branches each hold accumulators and a live S: one m16 tile
+    // per warp (two spilled with two branches).
+    int64_t rows = warpRows                                  ? warpRows
+                   : blockM.getInt() >= 128 && branches == 1 ? 32
+                                                             : 16;
     if ((rows != 16 && rows != 32) || blockM.getInt() % rows)
       return func.emitError()
              << "attn-to-gpu: warp-rows " << rows
              << " must be 16 or 32 and divide block-m " << blockM.getInt();
     mTiles = rows / 16;
-    int64_t dqk =
-        cast<RankedTensorType>(step.getKeys()[0].getType()).getDimSize(3);
+    int64_t dqk = 0;
+    for (Value key : step.getKeys())
+      dqk += headDim(key);
     queryInSmem = mTiles * dqk / 16 * 4 > 32;
   }
 
@@ -335,9 +384,9 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // and spills. Measured on an H100 (docs/benchmarks): 16-row warps run
     // best at 3 blocks of 128 threads up to D = 64 and at 2 beyond (3 spill
     // there, as they do when the mask is also evaluated for a tile vote);
-    // 32-row warps need 2 (up to 255 registers).
-    int64_t dv =
-        cast<RankedTensorType>(step.getValue().getType()).getDimSize(3);
+    // 32-row warps need 2 (up to 255 registers). Each branch holds its
+    // own accumulators: what counts is their columns in all.
+    int64_t dv = headDim(step.getValue()) * branches;
     // A score region that gathers from a captured tensor per element (T5's
     // bucket table; not ALiBi's slope[h]) keeps addresses live across the
     // tile: at 3 blocks (168 registers) T5 spilled 8 bytes once exp2 became
@@ -403,7 +452,9 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       int64_t d = t.getDimSize(3);
       SmallVector<int64_t, 2> shape = {rows, d + 8};
       if (useWgmma) // K and V double-buffered: 2 tiles each.
-        shape = {(of == step.getQueries()[0] ? 1 : 2) * rows * d / 64, 64};
+        shape = {(llvm::is_contained(step.getQueries(), of) ? 1 : 2) * rows *
+                     d / 64,
+                 64};
       auto type = MemRefType::get(shape, t.getElementType(),
                                   MemRefLayoutAttrInterface(), smem);
       Value view = memref::ViewOp::create(
@@ -415,17 +466,20 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       return view;
     };
     MmaTiles tiles;
-    tiles.keys = tile(step.getKeys()[0], blockN);
+    for (Value key : step.getKeys())
+      tiles.keys.push_back(tile(key, blockN));
     tiles.values = tile(step.getValue(), blockN);
-    if (queryInSmem)
-      tiles.queries = tile(step.getQueries()[0], blockM.getInt());
+    for (Value query : step.getQueries())
+      if (queryInSmem)
+        tiles.queries.push_back(tile(query, blockM.getInt()));
     // wgmma's software-pipelined KV loop needs a loop (not folded away)
     // that visits every tile of its range (no tile vote or block mask).
     // Measured on an H100 (docs/benchmarks): it gains up to 8 % with
     // 64-key tiles; 128 x 128 tiles (255 registers, where the two
     // warpgroups' products already interleave) lost 1-4 %.
+    // One branch only: the loop carries one P.
     bool pipelined = useWgmma && overlapSoftmax && !votes && blockN < 128 &&
-                     step->getParentOfType<scf::ForOp>();
+                     branches == 1 && step->getParentOfType<scf::ForOp>();
     // Two warpgroups on the plain loop (dense, or sparse over a block
     // mask): mbarriers instead of the per-step block-wide barrier
     // (Wgmma.cpp), so that the warpgroups need not run the same step.

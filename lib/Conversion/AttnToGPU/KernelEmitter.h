@@ -458,11 +458,13 @@ protected:
 std::unique_ptr<KernelEmitter> createRowPerWarpEmitter(OpBuilder &b,
                                                        Location loc);
 
-/// The shared-memory tiles of the tensor-core generator: K and V
-/// ([block-n, D + 8]) and, when Q is read from shared memory each step
-/// rather than held in registers, Q ([block-m, D + 8]; else null).
+/// The shared-memory tiles of the tensor-core generator: one K tile per
+/// logit branch and V ([block-n, D + 8]) and, when Q is read from shared
+/// memory each step rather than held in registers, one Q tile per branch
+/// ([block-m, D + 8]; else none).
 struct MmaTiles {
-  Value keys, values, queries;
+  SmallVector<Value, 2> keys, queries;
+  Value values;
   /// wgmma without a block-wide barrier per step: 4 mbarriers (i64) in
   /// shared memory, K/V buffer 0 and 1 full, then empty; else null.
   Value barriers;

@@ -36,14 +36,23 @@ class MmaSyncEmitter : public KernelEmitter {
 public:
   MmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
                  int64_t threads, int64_t mTiles, const BlockMask &mask)
-      : KernelEmitter(b, loc), keyTile(tiles.keys), valueTile(tiles.values),
-        queryTile(tiles.queries), threads(threads), mTiles(mTiles),
+      : KernelEmitter(b, loc), keyTiles(tiles.keys), queryTiles(tiles.queries),
+        valueTile(tiles.values), threads(threads), mTiles(mTiles),
         blockMask(mask) {}
 
 protected:
-  /// Shared-memory staging tiles; without a query tile, Q goes through
-  /// keyTile into registers.
-  Value keyTile, valueTile, queryTile;
+  /// Shared-memory staging tiles: one K (and Q) tile per logit branch, V
+  /// shared. Without Q tiles, Q goes through the first K tile into
+  /// registers.
+  SmallVector<Value, 2> keyTiles, queryTiles;
+  Value valueTile;
+  /// The logit branch whose product is being emitted: keyTile() and
+  /// queryTile() are its tiles.
+  unsigned branch = 0;
+  Value keyTile() { return keyTiles[branch]; }
+  Value queryTile() {
+    return queryTiles.empty() ? Value() : queryTiles[branch];
+  }
   int64_t threads;
   /// m16 tiles per warp, and the warp's query rows.
   int64_t mTiles;
@@ -65,8 +74,9 @@ protected:
   Value nextTileKept(int64_t bn) {
     if (!blockMask.memref || !votesOnTiles(currentStep))
       return Value();
-    Value next = addI(
-        arith::DivUIOp::create(b, loc, keyView.offsets[2], idx(bn)), idx(1));
+    Value next =
+        addI(arith::DivUIOp::create(b, loc, keyViews[0].offsets[2], idx(bn)),
+             idx(1));
     Value last =
         arith::SubIOp::create(b, loc, dim(blockMask.memref, 3), idx(1));
     return tileIs(arith::CmpIPredicate::ne, BlockMask::Empty,
@@ -87,9 +97,14 @@ protected:
                 arith::ConstantIntOp::create(b, loc, b.getI8Type(), t));
   }
   /// The cp.async groups filling the Q tile and the current V tile, and the
-  /// current K tile's view (the step prefetches the next one).
+  /// current K tiles' views, one per branch (the step prefetches the next
+  /// ones).
   Value queryGroup, valueGroup;
-  View keyView;
+  SmallVector<View, 2> keyViews;
+  /// Copy groups issued after the current V tile's (the next K tiles'), and
+  /// whether this step already waited for V.
+  int32_t keyGroupsInFlight = 0;
+  bool valuesLanded = false;
 
   /// [1, 1, rows] (max, sum): the thread's two rows per m16 tile;
   /// [1, 1, rows, D] (accumulator): D / 8 fragments of 4 per m16 tile, tile
@@ -100,7 +115,7 @@ protected:
   }
 
   Type elementType() {
-    return cast<MemRefType>(keyTile.getType()).getElementType();
+    return cast<MemRefType>(keyTiles[0].getType()).getElementType();
   }
   Value group() { return arith::DivUIOp::create(b, loc, lane, idx(4)); }
   Value quad() { return arith::RemUIOp::create(b, loc, lane, idx(4)); }
@@ -172,8 +187,14 @@ protected:
   /// Copy groups a step leaves in flight when it starts on S = Q K^T: V's,
   /// which lands during S and the softmax.
   virtual int32_t pendingAtStep() { return 1; }
-  /// Lets the current V tile land (the next K may still be in flight).
-  virtual void waitForValues() { waitCopies(valueGroup, 1); }
+  /// Lets the current V tile land (the next K tiles may still be in
+  /// flight), once per step.
+  virtual void waitForValues() {
+    if (valuesLanded)
+      return;
+    waitCopies(valueGroup, keyGroupsInFlight);
+    valuesLanded = true;
+  }
   /// Lets the step's tiles land and shows them to every warp.
   virtual void waitForStep() { waitCopies(valueGroup, pendingAtStep()); }
 
@@ -238,45 +259,75 @@ protected:
     return x;
   }
 
-  static bool feedsRole(Value v, function_ref<bool(OnlineStepOp, Value)> is) {
-    return llvm::any_of(v.getUsers(), [&](Operation *user) {
-      if (auto cast = dyn_cast<tensor::CastOp>(user))
-        return feedsRole(cast.getResult(), is);
-      auto step = dyn_cast<OnlineStepOp>(user);
-      return step && is(step, v);
-    });
+  /// What a slice feeds in a step: the query or key of one of the step's
+  /// `branches` logit branches, or the value.
+  struct Role {
+    enum Kind { Query, Key, Values } kind;
+    unsigned branch, branches;
+  };
+  /// The roles of `v` (directly or through tensor.cast), queries first,
+  /// then keys, then the value: one slice may feed several (a K shared by
+  /// two branches; K and V of the same tensor, merged by CSE).
+  static SmallVector<Role> rolesOf(Value v) {
+    SmallVector<Role> roles;
+    SmallVector<Value> work = {v};
+    OnlineStepOp step;
+    SmallVector<Value> same;
+    while (!work.empty()) {
+      Value x = work.pop_back_val();
+      same.push_back(x);
+      for (Operation *user : x.getUsers()) {
+        if (auto cast = dyn_cast<tensor::CastOp>(user))
+          work.push_back(cast.getResult());
+        else if (auto s = dyn_cast<OnlineStepOp>(user))
+          step = s;
+      }
+    }
+    if (!step)
+      return roles;
+    unsigned n = step.getNumBranches();
+    for (Role::Kind kind : {Role::Query, Role::Key})
+      for (unsigned r = 0; r < n; ++r)
+        if (llvm::is_contained(same, kind == Role::Query ? step.getQueries()[r]
+                                                         : step.getKeys()[r]))
+          roles.push_back({kind, r, n});
+    if (llvm::is_contained(same, step.getValue()))
+      roles.push_back({Role::Values, 0, n});
+    return roles;
   }
 
   LogicalResult onSlice(Value v, const View &view) override {
-    bool isQuery = feedsRole(v, [](OnlineStepOp s, Value x) {
-      return llvm::is_contained(s.getQueries(), x);
-    });
-    bool isKey = feedsRole(
-        v, [](OnlineStepOp s, Value x) { return s.getKeys()[0] == x; });
-    bool isValue =
-        feedsRole(v, [](OnlineStepOp s, Value x) { return s.getValue() == x; });
-    if (!isQuery && !isKey && !isValue)
-      return success();
-    if (isQuery && queryTile) {
+    for (Role role : rolesOf(v))
+      if (failed(onRole(v, view, role)))
+        return failure();
+    return success();
+  }
+
+  /// Stages slice `v` for one of its roles.
+  virtual LogicalResult onRole(Value v, const View &view, Role role) {
+    if (role.kind == Role::Query && !queryTiles.empty()) {
       // Q stays in shared memory; the step reads its fragments.
-      queryGroup = stage(view, queryTile);
-      afterQueryCopies();
+      queryGroup = stage(view, queryTiles[role.branch]);
+      if (role.branch + 1 == role.branches)
+        afterQueryCopies();
       return success();
     }
-    if (isQuery) {
-      // Q goes through the K tile in chunks of block-n rows; the warps whose
-      // m16 tiles a chunk holds take their A fragments from it.
+    if (role.kind == Role::Query) {
+      // Q goes through the first K tile in chunks of block-n rows; the warps
+      // whose m16 tiles a chunk holds take their A fragments from it.
       int64_t d = cast<RankedTensorType>(v.getType()).getDimSize(3);
-      int64_t bn = tileRows(keyTile, d);
+      Value staging = keyTiles[0];
+      int64_t bn = tileRows(staging, d);
       int64_t rows = threads / kThreadsPerWarp * rowsPerWarp();
       Value colHalf = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
       SmallVector<Value> regs(mTiles * d / 16 * 4);
       for (int64_t chunk = 0; chunk * bn < rows; ++chunk) {
-        if (chunk > 0)
+        // Every warp is done with the previous chunk (or branch).
+        if (chunk > 0 || role.branch > 0)
           barrier();
         View part = view;
         part.offsets[2] = addI(view.offsets[2], idx(chunk * bn));
-        queryGroup = stage(part, keyTile);
+        queryGroup = stage(part, staging);
         waitCopies(queryGroup, 0);
         for (int64_t mt = 0; mt < mTiles; ++mt) {
           Value first = addI(mulI(warp, rowsPerWarp()), idx(16 * mt));
@@ -287,7 +338,7 @@ protected:
                    arith::DivUIOp::create(b, loc, first, idx(bn)), idx(chunk));
           for (int64_t k = 0; k < d / 16; ++k) {
             SmallVector<Value> frag =
-                ldmatrix(keyTile, tileRow, addI(colHalf, idx(16 * k)), 4,
+                ldmatrix(staging, tileRow, addI(colHalf, idx(16 * k)), 4,
                          /*transpose=*/false);
             for (int64_t i = 0; i < 4; ++i) {
               Value &reg = regs[(mt * (d / 16) + k) * 4 + i];
@@ -299,39 +350,44 @@ protected:
       lanes[v] = regs;
       return success();
     }
-    if (isKey) {
+    if (role.kind == Role::Key) {
       // Every warp must be done with the previous tile (its P V reads V)
       // before V is refilled; K was prefetched by the previous step, except
       // on the loop's first tile.
-      barrier();
-      keyView = view;
+      if (role.branch == 0)
+        barrier();
+      keyViews.resize(role.branches);
+      keyViews[role.branch] = view;
       if (loopLowerBounds.empty()) {
         // A single KV tile: canonicalization removed the loop.
-        stage(view, keyTile);
+        stage(view, keyTiles[role.branch]);
       } else {
         Value first = cmpI(arith::CmpIPredicate::eq, view.offsets[2],
                            loopLowerBounds.back());
         auto ifFirst = scf::IfOp::create(b, loc, first);
         OpBuilder::InsertionGuard guard(b);
         b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
-        stage(view, keyTile);
+        stage(view, keyTiles[role.branch]);
       }
-    } else {
-      valueGroup = stage(view, valueTile);
+      return success();
     }
+    valueGroup = stage(view, valueTile);
     return success();
   }
 
-  /// Once every warp is done reading the K tile, refills it with the next
-  /// `bn` keys (rows past the end are zero-filled).
+  /// Once every warp is done reading the K tiles, refills them with the
+  /// next `bn` keys (rows past the end are zero-filled).
   virtual void prefetchNextKey(int64_t bn) {
     barrier();
-    View nextKey = keyView;
-    nextKey.offsets[2] = addI(keyView.offsets[2], idx(bn));
     // A tile the block mask drops is not read from global memory.
     copyCondition = nextTileKept(bn);
-    stage(nextKey, keyTile);
+    for (auto [tile, view] : llvm::zip_equal(keyTiles, keyViews)) {
+      View next = view;
+      next.offsets[2] = addI(view.offsets[2], idx(bn));
+      stage(next, tile);
+    }
     copyCondition = Value();
+    keyGroupsInFlight = keyTiles.size();
   }
 
   /// This thread's query row for accumulator element `i` (0..3) of m16
@@ -344,8 +400,8 @@ protected:
   /// Fragments of 4 f32 per m16 tile and 8-column block: [mt][block][i].
   using Fragments = SmallVector<SmallVector<SmallVector<Value>>>;
 
-  /// S = Q K^T for the current K tile (`bn` keys); `q` holds Q's A
-  /// fragments when Q is not read from its shared-memory tile.
+  /// S = Q K^T of the current branch for its K tile (`bn` keys); `q` holds
+  /// Q's A fragments when Q is not read from its shared-memory tile.
   virtual Fragments scoreProduct(ArrayRef<Value> q, int64_t dqk, int64_t bn) {
     // Per m16 tile and 8-key block, a 16x8 fragment. One
     // ldmatrix.x4 gives the B fragments of two key blocks: lanes 0-15 address
@@ -365,18 +421,18 @@ protected:
     for (int64_t k = 0; k < dqk / 16; ++k) {
       SmallVector<SmallVector<Value>> qFrag(mTiles);
       for (int64_t mt = 0; mt < mTiles; ++mt) {
-        if (!queryTile) {
+        if (!queryTile()) {
           qFrag[mt] = SmallVector<Value>(
               ArrayRef<Value>(q).slice((mt * (dqk / 16) + k) * 4, 4));
           continue;
         }
         Value row = addI(mulI(warp, rowsPerWarp()), addI(qRow, idx(16 * mt)));
-        qFrag[mt] = ldmatrix(queryTile, row, addI(qColHalf, idx(16 * k)), 4,
+        qFrag[mt] = ldmatrix(queryTile(), row, addI(qColHalf, idx(16 * k)), 4,
                              /*transpose=*/false);
       }
       for (int64_t nb = 0; nb < blocks; nb += 2) {
         SmallVector<Value> kFrag =
-            ldmatrix(keyTile, addI(keyRow, idx(8 * nb)),
+            ldmatrix(keyTile(), addI(keyRow, idx(8 * nb)),
                      addI(keyCol, idx(16 * k)), 4, /*transpose=*/false);
         for (int64_t mt = 0; mt < mTiles; ++mt) {
           s[mt][nb] =
@@ -451,15 +507,57 @@ protected:
     return newAcc;
   }
 
+  /// The logit branches in the order their products are emitted: each
+  /// branch alone (S, softmax and P V of one branch before the next S, so
+  /// that one S is live at a time) when the score region's logit r reads
+  /// s_r only; else all S first, in one group.
+  static SmallVector<SmallVector<unsigned>> branchGroups(OnlineStepOp step) {
+    unsigned n = step.getNumBranches();
+    SmallVector<SmallVector<unsigned>> groups;
+    bool separable = true;
+    if (!step.getScore().empty()) {
+      Block &block = step.getScore().front();
+      for (auto [r, logit] :
+           llvm::enumerate(block.getTerminator()->getOperands())) {
+        SmallVector<Value> work = {logit};
+        DenseSet<Value> seen;
+        while (!work.empty() && separable) {
+          Value x = work.pop_back_val();
+          if (!seen.insert(x).second)
+            continue;
+          if (auto arg = dyn_cast<BlockArgument>(x)) {
+            separable = arg.getOwner() != &block || arg.getArgNumber() >= n ||
+                        arg.getArgNumber() == r;
+            continue;
+          }
+          // Region ops only: the score region is isolated from above.
+          Operation *def = x.getDefiningOp();
+          llvm::append_range(work, def->getOperands());
+        }
+      }
+    }
+    for (unsigned r = 0; r < n; ++r) {
+      if (separable || groups.empty())
+        groups.emplace_back();
+      groups.back().push_back(r);
+    }
+    return groups;
+  }
+
+  /// Set while emitting the step's last P V (the wgmma generator then
+  /// releases the step's buffers).
+  bool lastValueProduct = true;
+
   LogicalResult emitStep(OnlineStepOp step) override {
     currentStep = step;
     Normalizer normalizer = step.getNormalizer();
     bool softmax = normalizer == Normalizer::softmax;
-    int64_t dqk =
-        cast<RankedTensorType>(step.getKeys()[0].getType()).getDimSize(3);
-    int64_t dv =
-        cast<RankedTensorType>(step.getValue().getType()).getDimSize(3);
-    int64_t bn = tileRows(keyTile, dqk);
+    unsigned branches = step.getNumBranches();
+    auto headDim = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getDimSize(3);
+    };
+    int64_t dv = headDim(step.getValue());
+    int64_t bn = tileRows(keyTiles[0], headDim(step.getKeys()[0]));
     View vView = views.lookup(step.getValue());
     Value kn = vView.sizes[2];
     Value b0 = map.lookup(step.getBatchOffset());
@@ -469,17 +567,23 @@ protected:
     Value lastRow = arith::SubIOp::create(
         b, loc, dim(views.lookup(step.getQueries()[0]).memref, 2), idx(1));
     Value lastKey = arith::SubIOp::create(b, loc, dim(vView.memref, 2), idx(1));
-    SmallVector<Value> q = lanes.lookup(step.getQueries()[0]);
     SmallVector<Value> state = flatten(step->getOperands().slice(
         step.getMaxState().getBeginOperandIndex(),
         step.getMaxState().size() + step.getSumState().size() +
             step.getAccState().size()));
-    // Rows are indexed [m16 tile][half], accumulators [m16 tile][nd][i].
+    // Per branch r: rows are indexed [m16 tile][half], accumulators
+    // [m16 tile][nd][i].
     int64_t rows = 2 * mTiles;
-    unsigned stats = softmax ? rows : 0;
-    SmallVector<Value> m(state.begin(), state.begin() + stats);
-    SmallVector<Value> l(state.begin() + stats, state.begin() + 2 * stats);
-    SmallVector<Value> acc(state.begin() + 2 * stats, state.end());
+    SmallVector<SmallVector<Value>> m(branches), l(branches), acc(branches);
+    for (unsigned r = 0; r < branches; ++r) {
+      if (softmax) {
+        m[r] = lanes.lookup(step.getMaxState()[r]);
+        l[r] = lanes.lookup(step.getSumState()[r]);
+      }
+      acc[r] = lanes.lookup(step.getAccState()[r]);
+    }
+    keyGroupsInFlight = 0;
+    valuesLanded = false;
 
     int64_t blocks = bn / 8;
     // This thread's (row, key) indices of element i of block nb of m16 tile
@@ -507,12 +611,12 @@ protected:
       return keep;
     };
 
-    // K's copies (the older of the two groups in flight) are done. (A wait
-    // counts groups; its token only names one of them.) A mask whose kept
-    // tiles no bound describes (it reads data, or matches no known shape)
-    // is evaluated first on the whole tile: the barrier after the wait also
+    // K's copies (the older groups in flight) are done. (A wait counts
+    // groups; its token only names one of them.) A mask whose kept tiles no
+    // bound describes (it reads data, or matches no known shape) is
+    // evaluated first on the whole tile: the barrier after the wait also
     // ORs every thread's "some element kept", and a tile with none skips
-    // both products and the softmax -- for document masks, most tiles.
+    // the products and the softmax -- for document masks, most tiles.
     Value anyKept, partial;
     if (blockMask.memref && votesOnTiles(step)) {
       // The block mask says it: skip empty tiles, evaluate the mask on
@@ -561,115 +665,147 @@ protected:
       waitForValues();
       scf::YieldOp::create(b, loc, state);
       b.setInsertionPointToStart(&skip.getThenRegion().front());
+      keyGroupsInFlight = 0;
+      valuesLanded = false;
     }
-
-    Fragments s = scoreProduct(q, dqk, bn);
-
-    // Every warp has read K: prefetch the next tile's K so that its load
-    // overlaps the softmax and P V.
-    prefetchNextKey(bn);
 
     // Per element: scale, score region, mask region (and the tile's end);
     // a dropped element becomes -inf under softmax. Without a score region
     // and with a positive scale, softmax takes the row max of the raw
     // scores and folds the scale into the exponent (one fma per element).
-    double scale = step.getScale()[0];
-    if (softmax && step.getScore().empty())
-      scale *= kLog2e;
-    bool rawMax = softmax && step.getScore().empty() && scale > 0;
+    SmallVector<double> scale(step.getScale());
+    SmallVector<bool> rawMax(branches);
+    for (unsigned r = 0; r < branches; ++r) {
+      if (softmax && step.getScore().empty())
+        scale[r] *= kLog2e;
+      rawMax[r] = softmax && step.getScore().empty() && scale[r] > 0;
+    }
     const double negInf = -std::numeric_limits<double>::infinity();
-    if (partial) {
-      // The mask of every element, evaluated on partial tiles only (a full
-      // tile keeps every element).
-      SmallVector<Type> types(mTiles * blocks * 4, b.getI1Type());
-      auto ifPartial = scf::IfOp::create(b, loc, types, partial,
-                                         /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&ifPartial.getThenRegion().front());
-      SmallVector<Value> bits;
+    SmallVector<SmallVector<Value>> newMax(branches), newSum(branches),
+        newAcc(branches);
+    SmallVector<SmallVector<unsigned>> groups = branchGroups(step);
+    for (auto [g, group] : llvm::enumerate(groups)) {
+      SmallVector<Fragments> s(branches);
+      for (unsigned r : group) {
+        branch = r;
+        s[r] = scoreProduct(lanes.lookup(step.getQueries()[r]),
+                            headDim(step.getKeys()[r]), bn);
+      }
+      branch = 0;
+      // Every warp has read the K tiles: prefetch the next tile's so that
+      // their load overlaps the softmax and P V.
+      if (g + 1 == groups.size())
+        prefetchNextKey(bn);
+
+      if (partial && maskBits.empty()) {
+        // The mask of every element, evaluated on partial tiles only (a full
+        // tile keeps every element).
+        SmallVector<Type> types(mTiles * blocks * 4, b.getI1Type());
+        auto ifPartial = scf::IfOp::create(b, loc, types, partial,
+                                           /*withElseRegion=*/true);
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPointToStart(&ifPartial.getThenRegion().front());
+        SmallVector<Value> bits;
+        for (int64_t mt = 0; mt < mTiles; ++mt)
+          for (int64_t nb = 0; nb < blocks; ++nb)
+            for (int64_t i = 0; i < 4; ++i)
+              bits.push_back(maskOf(mt, nb, i));
+        scf::YieldOp::create(b, loc, bits);
+        b.setInsertionPointToStart(&ifPartial.getElseRegion().front());
+        scf::YieldOp::create(
+            b, loc,
+            SmallVector<Value>(types.size(), arith::ConstantIntOp::create(
+                                                 b, loc, b.getI1Type(), 1)));
+        maskBits.assign(ifPartial.getResults().begin(),
+                        ifPartial.getResults().end());
+      }
+      SmallVector<SmallVector<SmallVector<Value>>> kept(
+          mTiles, SmallVector<SmallVector<Value>>(blocks));
       for (int64_t mt = 0; mt < mTiles; ++mt)
         for (int64_t nb = 0; nb < blocks; ++nb)
-          for (int64_t i = 0; i < 4; ++i)
-            bits.push_back(maskOf(mt, nb, i));
-      scf::YieldOp::create(b, loc, bits);
-      b.setInsertionPointToStart(&ifPartial.getElseRegion().front());
-      scf::YieldOp::create(
-          b, loc,
-          SmallVector<Value>(types.size(), arith::ConstantIntOp::create(
-                                               b, loc, b.getI1Type(), 1)));
-      maskBits.assign(ifPartial.getResults().begin(),
-                      ifPartial.getResults().end());
-    }
-    SmallVector<SmallVector<SmallVector<Value>>> kept(
-        mTiles, SmallVector<SmallVector<Value>>(blocks));
-    for (int64_t mt = 0; mt < mTiles; ++mt)
-      for (int64_t nb = 0; nb < blocks; ++nb)
-        for (int64_t i = 0; i < 4; ++i) {
-          Value x = rawMax ? s[mt][nb][i] : mul(s[mt][nb][i], f32(scale));
-          if (!step.getScore().empty()) {
-            x = inlineRegion(step.getScore(), {x},
-                             elementIndices(mt, nb, i).second,
-                             step.getCaptures())[0];
-            if (softmax)
-              x = mul(x, f32(kLog2e));
+          for (int64_t i = 0; i < 4; ++i) {
+            // The score region sees every branch's logit; those of other
+            // groups (whose logits it does not read) as 0.
+            SmallVector<Value> x(branches, Value());
+            for (unsigned r : group)
+              x[r] = rawMax[r] ? s[r][mt][nb][i]
+                               : mul(s[r][mt][nb][i], f32(scale[r]));
+            if (!step.getScore().empty()) {
+              for (Value &v : x)
+                if (!v)
+                  v = f32(0);
+              SmallVector<Value> logits = inlineRegion(
+                  step.getScore(), x, elementIndices(mt, nb, i).second,
+                  step.getCaptures());
+              for (unsigned r : group)
+                x[r] = softmax ? mul(logits[r], f32(kLog2e)) : logits[r];
+            }
+            Value keep = keeps(mt, nb, i);
+            for (unsigned r : group)
+              s[r][mt][nb][i] =
+                  softmax ? select(keep, x[r], f32(negInf)) : x[r];
+            kept[mt][nb].push_back(keep);
           }
-          Value keep = keeps(mt, nb, i);
-          s[mt][nb][i] = softmax ? select(keep, x, f32(negInf)) : x;
-          kept[mt][nb].push_back(keep);
-        }
 
-    // Weights p and, for softmax, the new row max / sum and the rescale.
-    // The exponent's offset is 0 for a row with no kept key yet, so that
-    // exp2(-inf - offset) is 0 rather than NaN.
-    SmallVector<Value> alpha(rows, Value());
-    SmallVector<Value> newMax, newSum, offset;
-    if (softmax) {
-      for (int64_t r = 0; r < rows; ++r) {
-        int64_t mt = r / 2, half = r % 2;
-        Value rowMax = f32(negInf);
-        for (int64_t nb = 0; nb < blocks; ++nb)
-          for (int64_t i = 2 * half; i < 2 * half + 2; ++i)
-            rowMax = arith::MaximumFOp::create(b, loc, rowMax, s[mt][nb][i]);
-        rowMax = quadReduce(rowMax, true);
-        if (rawMax)
-          rowMax = mul(rowMax, f32(scale));
-        Value mNew = arith::MaximumFOp::create(b, loc, m[r], rowMax);
-        // 1 when the max did not move (also while it is -inf).
-        alpha[r] = select(cmpF(arith::CmpFPredicate::OEQ, m[r], mNew), f32(1),
-                          exp2Ftz(sub(m[r], mNew)));
-        newMax.push_back(mNew);
-        offset.push_back(select(
-            cmpF(arith::CmpFPredicate::OEQ, mNew, f32(negInf)), f32(0), mNew));
+      for (unsigned r : group) {
+        // Weights p and, for softmax, the new row max / sum and the
+        // rescale. The exponent's offset is 0 for a row with no kept key
+        // yet, so that exp2(-inf - offset) is 0 rather than NaN.
+        SmallVector<Value> alpha(rows, Value()), offset;
+        if (softmax) {
+          for (int64_t row = 0; row < rows; ++row) {
+            int64_t mt = row / 2, half = row % 2;
+            Value rowMax = f32(negInf);
+            for (int64_t nb = 0; nb < blocks; ++nb)
+              for (int64_t i = 2 * half; i < 2 * half + 2; ++i)
+                rowMax =
+                    arith::MaximumFOp::create(b, loc, rowMax, s[r][mt][nb][i]);
+            rowMax = quadReduce(rowMax, true);
+            if (rawMax[r])
+              rowMax = mul(rowMax, f32(scale[r]));
+            Value mNew = arith::MaximumFOp::create(b, loc, m[r][row], rowMax);
+            // 1 when the max did not move (also while it is -inf).
+            alpha[row] =
+                select(cmpF(arith::CmpFPredicate::OEQ, m[r][row], mNew), f32(1),
+                       exp2Ftz(sub(m[r][row], mNew)));
+            newMax[r].push_back(mNew);
+            offset.push_back(
+                select(cmpF(arith::CmpFPredicate::OEQ, mNew, f32(negInf)),
+                       f32(0), mNew));
+          }
+        }
+        SmallVector<Value> rowSum(rows, f32(0));
+        for (int64_t mt = 0; mt < mTiles; ++mt)
+          for (int64_t nb = 0; nb < blocks; ++nb)
+            for (int64_t i = 0; i < 4; ++i) {
+              Value x = s[r][mt][nb][i], p;
+              int64_t row = 2 * mt + i / 2;
+              if (softmax) {
+                Value scaled = rawMax[r] ? mul(x, f32(scale[r])) : x;
+                p = exp2Ftz(sub(scaled, offset[row]));
+                rowSum[row] = add(rowSum[row], p);
+              } else {
+                Value w = normalizer == Normalizer::sigmoid
+                              ? div(f32(1),
+                                    add(f32(1),
+                                        exp(arith::NegFOp::create(b, loc, x))))
+                              : x;
+                p = select(kept[mt][nb][i], w, f32(0));
+              }
+              s[r][mt][nb][i] = p;
+            }
+        if (softmax)
+          for (int64_t row = 0; row < rows; ++row)
+            newSum[r].push_back(add(mul(l[r][row], alpha[row]), rowSum[row]));
+        lastValueProduct = g + 1 == groups.size() && r == group.back();
+        newAcc[r] = valueProduct(s[r], acc[r], alpha, dv, bn);
+        lastValueProduct = true;
       }
     }
-    SmallVector<Value> rowSum(rows, f32(0));
-    for (int64_t mt = 0; mt < mTiles; ++mt)
-      for (int64_t nb = 0; nb < blocks; ++nb)
-        for (int64_t i = 0; i < 4; ++i) {
-          Value x = s[mt][nb][i], p;
-          int64_t r = 2 * mt + i / 2;
-          if (softmax) {
-            Value scaled = rawMax ? mul(x, f32(scale)) : x;
-            p = exp2Ftz(sub(scaled, offset[r]));
-            rowSum[r] = add(rowSum[r], p);
-          } else {
-            Value w =
-                normalizer == Normalizer::sigmoid
-                    ? div(f32(1),
-                          add(f32(1), exp(arith::NegFOp::create(b, loc, x))))
-                    : x;
-            p = select(kept[mt][nb][i], w, f32(0));
-          }
-          s[mt][nb][i] = p;
-        }
-    if (softmax)
-      for (int64_t r = 0; r < rows; ++r)
-        newSum.push_back(add(mul(l[r], alpha[r]), rowSum[r]));
-
-    SmallVector<Value> newAcc = valueProduct(s, acc, alpha, dv, bn);
-    SmallVector<Value> next = newMax;
-    llvm::append_range(next, newSum);
-    llvm::append_range(next, newAcc);
+    SmallVector<Value> next;
+    for (auto *part : {&newMax, &newSum, &newAcc})
+      for (SmallVector<Value> &values : *part)
+        llvm::append_range(next, values);
     if (skip) {
       scf::YieldOp::create(b, loc, next);
       skipGuard.reset();
@@ -706,10 +842,11 @@ protected:
   }
 
   LogicalResult emitFinalize(OnlineFinalizeOp fin) override {
-    // The last step prefetched a K tile nobody reads: let it land.
+    // The last step prefetched K tiles nobody reads: let them land.
     nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
                                      b.getI32IntegerAttr(0));
     bool softmax = fin.getNormalizer() == Normalizer::softmax;
+    unsigned branches = fin.getNumBranches();
     FailureOr<FinalizeTarget> target = finalizeTarget(fin);
     if (failed(target))
       return failure();
@@ -718,33 +855,38 @@ protected:
     Value q0 = map.lookup(fin.getQueryOffset());
     Value rows = dim(out, 2);
     Value lastRow = arith::SubIOp::create(b, loc, rows, idx(1));
-    SmallVector<Value> acc = lanes.lookup(fin.getAccState()[0]);
 
+    // Per branch, the factor of each row that turns its accumulator into
+    // o_r (and the row's LSE, when asked).
     int64_t rowCount = 2 * mTiles, accPerTile = dv / 8 * 4;
-    SmallVector<Value> outScale(rowCount, f32(1));
-    for (int64_t r = 0; r < rowCount && softmax; ++r) {
-      Value m = lanes.lookup(fin.getMaxState()[0])[r];
-      Value l = quadReduce(lanes.lookup(fin.getSumState()[0])[r], false);
-      Value lse;
-      std::tie(outScale[r], lse) = normalizeRow(
-          m, l,
-          fin.getSinks().empty() ? Value() : memrefOf.lookup(fin.getSinks()[0]),
-          h0);
-      if (!fin.getLse().empty()) {
-        Value row = rowOf(q0, r / 2, 2 * (r % 2));
+    SmallVector<SmallVector<Value>> outScale(
+        branches, SmallVector<Value>(rowCount, f32(1)));
+    for (unsigned r = 0; r < branches && softmax; ++r)
+      for (int64_t row = 0; row < rowCount; ++row) {
+        Value m = lanes.lookup(fin.getMaxState()[r])[row];
+        Value l = quadReduce(lanes.lookup(fin.getSumState()[r])[row], false);
+        Value lse;
+        std::tie(outScale[r][row], lse) = normalizeRow(
+            m, l,
+            fin.getSinks().empty() ? Value()
+                                   : memrefOf.lookup(fin.getSinks()[r]),
+            h0);
+        if (fin.getLse().empty())
+          continue;
+        Value at = rowOf(q0, row / 2, 2 * (row % 2));
         Value store = arith::AndIOp::create(
-            b, loc, cmpI(arith::CmpIPredicate::slt, row, rows),
+            b, loc, cmpI(arith::CmpIPredicate::slt, at, rows),
             cmpI(arith::CmpIPredicate::eq, quad(), idx(0)));
         auto guard = scf::IfOp::create(b, loc, store);
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(&guard.getThenRegion().front());
-        memref::StoreOp::create(b, loc, lse, outputOf.lookup(fin.getLse()[0]),
-                                {b0, h0, row});
+        memref::StoreOp::create(b, loc, lse, outputOf.lookup(fin.getLse()[r]),
+                                {b0, h0, at});
       }
-    }
 
     // A thread holds columns (d, d + 1) of each of its rows: one pair per
-    // (m16 tile, 8 columns, row half).
+    // (m16 tile, 8 columns, row half). The epilogue combines the branches'
+    // o_r there (without one, the output is o_0).
     Type outElement = outType.getElementType();
     auto pairType = VectorType::get({2}, outElement);
     SmallVector<Value> pairs;
@@ -755,11 +897,16 @@ protected:
           Value d = addI(idx(8 * nd), mulI(quad(), 2));
           SmallVector<Value, 2> pair;
           for (int64_t j = 0; j < 2; ++j) {
-            Value value = mul(acc[mt * accPerTile + 4 * nd + 2 * half + j],
-                              outScale[2 * mt + half]);
+            SmallVector<Value> o;
+            for (unsigned r = 0; r < branches; ++r)
+              o.push_back(
+                  mul(lanes.lookup(fin.getAccState()[r])[mt * accPerTile +
+                                                         4 * nd + 2 * half + j],
+                      outScale[r][2 * mt + half]));
+            Value value = o[0];
             if (!fin.getEpilogue().empty())
               value =
-                  inlineRegion(fin.getEpilogue(), {value},
+                  inlineRegion(fin.getEpilogue(), o,
                                {b0, h0, minI(row, lastRow), addI(d, idx(j))},
                                fin.getCaptures())[0];
             if (value.getType() != outElement)

@@ -49,17 +49,22 @@ public:
       : MmaSyncEmitter(b, loc, tiles, threads, /*mTiles=*/1, mask),
         pipelinedN(pipelinedN), barriers(tiles.barriers) {
     // Tile addresses in the shared window, once at the kernel's start.
-    for (auto [tile, address] :
-         {std::pair(keyTile, &keyAddress), std::pair(valueTile, &valueAddress),
-          std::pair(queryTile, &queryAddress)}) {
+    auto address = [&](Value tile) -> Value {
       Value pointer =
           memref::ExtractAlignedPointerAsIndexOp::create(b, loc, tile);
-      *address = arith::IndexCastUIOp::create(b, loc, b.getI64Type(), pointer);
-    }
+      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), pointer);
+    };
+    for (Value tile : keyTiles)
+      keyAddresses.push_back(address(tile));
+    for (Value tile : queryTiles)
+      queryAddresses.push_back(address(tile));
+    valueAddress = address(valueTile);
   }
 
 protected:
-  Value keyAddress, valueAddress, queryAddress;
+  /// The tiles' shared-memory addresses, one K and Q tile per branch.
+  SmallVector<Value, 2> keyAddresses, queryAddresses;
+  Value valueAddress;
   /// Software-pipelined KV loop (0: off; else block-n): a step issues
   /// S_t = Q K_t^T, then the P V of tile t - 1, and computes softmax_t while
   /// that P V runs. Tile t's V is copied one step after its K.
@@ -146,7 +151,7 @@ protected:
   View valueView;
 
   int64_t tileRows(Value tile, int64_t d) override {
-    int64_t buffers = tile == queryTile ? 1 : 2;
+    int64_t buffers = llvm::is_contained(queryTiles, tile) ? 1 : 2;
     return cast<MemRefType>(tile.getType()).getNumElements() / d / buffers;
   }
 
@@ -176,28 +181,38 @@ protected:
       NVVM::MBarrierInitOp::create(b, loc, barrierAt(i), i32(threads), Value());
   }
 
-  LogicalResult onSlice(Value v, const View &view) override {
+  /// Copies the K tiles of every branch at `offset` (null: the current
+  /// ones) into buffer `buffer`.
+  void stageKeys(Value offset, Value buffer) {
+    for (auto [tile, view] : llvm::zip_equal(keyTiles, keyViews)) {
+      View at = view;
+      if (offset)
+        at.offsets[2] = offset;
+      stageBuffer(at, tile, buffer,
+                  cast<MemRefType>(view.memref.getType()).getDimSize(3));
+    }
+  }
+
+  LogicalResult onRole(Value v, const View &view, Role role) override {
     if (barriers && !barrierBase)
       initBarriers();
-    bool isKey = feedsRole(
-        v, [](OnlineStepOp s, Value x) { return s.getKeys()[0] == x; });
-    bool isValue =
-        feedsRole(v, [](OnlineStepOp s, Value x) { return s.getValue() == x; });
-    if (!isKey && !isValue)
-      return MmaSyncEmitter::onSlice(v, view);
+    if (role.kind == Role::Query)
+      return MmaSyncEmitter::onRole(v, view, role);
     // Waits count groups, and their token only has to dominate them: Q's,
     // from before the loop, serves every wait.
     valueGroup = queryGroup;
-    if (isKey) {
-      keyView = view;
+    if (role.kind == Role::Key) {
+      keyViews.resize(role.branches);
+      keyViews[role.branch] = view;
       return success();
     }
-    // V's slice follows K's: the first tile's K and V are copied here, later
-    // ones by the previous step's prefetch.
+    // V's slice follows the K slices: the first tile's K and V are copied
+    // here, later ones by the previous step's prefetch.
     valueView = view;
+    const View &keyView = keyViews[0];
     int64_t d = cast<MemRefType>(keyView.memref.getType()).getDimSize(3);
     int64_t dv = cast<RankedTensorType>(v.getType()).getDimSize(3);
-    int64_t bn = tileRows(keyTile, d);
+    int64_t bn = tileRows(keyTiles[0], d);
     std::optional<OpBuilder::InsertionGuard> guard;
     if (pipelinedN && !loopLowerBounds.empty()) {
       // The peeled first step copies K_0; every step copies its V and the
@@ -209,7 +224,7 @@ protected:
           idx(bn));
       parity = arith::RemUIOp::create(b, loc, tile, idx(2));
       if (peeled)
-        stageBuffer(keyView, keyTile, parity, d);
+        stageKeys(Value(), parity);
       return success();
     }
     if (keptTilesOnly) {
@@ -235,7 +250,7 @@ protected:
       guard.emplace(b);
       b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
     }
-    stageBuffer(keyView, keyTile, parity, d);
+    stageKeys(Value(), parity);
     stageBuffer(valueView, valueTile, parity, dv);
     if (barriers && !loopLowerBounds.empty())
       NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrierAt(0, parity),
@@ -252,23 +267,22 @@ protected:
   /// t - 1).
   void prefetchNextKey(int64_t bn) override {
     Value next = arith::SubIOp::create(b, loc, idx(1), parity);
-    View key = keyView, value = valueView;
-    key.offsets[2] = addI(keyView.offsets[2], idx(bn));
-    value.offsets[2] = addI(valueView.offsets[2], idx(bn));
+    View value = valueView;
+    Value offset = addI(keyViews[0].offsets[2], idx(bn));
     if (keptTilesOnly) {
       // The next tile the loop visits: the next one the block mask keeps.
       Value tile = nextKeptTile(
-          addI(arith::DivUIOp::create(b, loc, keyView.offsets[2], idx(bn)),
+          addI(arith::DivUIOp::create(b, loc, keyViews[0].offsets[2], idx(bn)),
                idx(1)),
           endTile);
-      key.offsets[2] = value.offsets[2] = mulI(tile, bn);
+      offset = mulI(tile, bn);
     }
-    int64_t d = cast<MemRefType>(key.memref.getType()).getDimSize(3);
+    value.offsets[2] = offset;
     int64_t dv = cast<MemRefType>(value.memref.getType()).getDimSize(3);
     if (pipelinedN) {
       // V_t goes where V_{t-2} was: its P V finished before this step's
       // barrier, and V_{t-1}'s (in flight now) is in the other buffer.
-      stageBuffer(key, keyTile, next, d);
+      stageKeys(offset, next);
       stageBuffer(valueView, valueTile, parity, dv);
       return;
     }
@@ -277,8 +291,7 @@ protected:
     copyCondition =
         keptTilesOnly
             ? cmpI(arith::CmpIPredicate::slt,
-                   arith::DivUIOp::create(b, loc, key.offsets[2], idx(bn)),
-                   endTile)
+                   arith::DivUIOp::create(b, loc, offset, idx(bn)), endTile)
             : nextTileKept(bn);
     if (barriers) {
       // The other buffer held tile t - 1: every thread must be done with it.
@@ -288,7 +301,7 @@ protected:
       b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
       waitBarrier(2, arith::SubIOp::create(b, loc, tileIndex, idx(1)));
     }
-    stageBuffer(key, keyTile, next, d);
+    stageKeys(offset, next);
     stageBuffer(value, valueTile, next, dv);
     if (barriers)
       NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrierAt(0, next),
@@ -499,8 +512,10 @@ protected:
                    ArrayRef<Value> pairs) override {
     auto [out, outType, b0, h0] = target;
     int64_t dv = outType.getDimSize(3);
+    // Branch 0's Q tile (every branch's last S = Q K^T has completed).
+    Value staging = queryTiles.empty() ? Value() : queryTiles.front();
     auto tileType =
-        queryTile ? cast<MemRefType>(queryTile.getType()) : MemRefType();
+        staging ? cast<MemRefType>(staging.getType()) : MemRefType();
     // The Q tile holds [block-m, D] in 64-column atoms: it takes the output
     // when Dv = D and the element types agree.
     if (!tileType || tileType.getElementType() != outType.getElementType() ||
@@ -517,8 +532,8 @@ protected:
     for (int64_t nd = 0; nd < dv / 8; ++nd)
       for (int64_t half = 0; half < 2; ++half, ++pair)
         vector::StoreOp::create(
-            b, loc, *pair, queryTile,
-            tileIndices(queryTile, addI(localRow, idx(8 * half)),
+            b, loc, *pair, staging,
+            tileIndices(staging, addI(localRow, idx(8 * half)),
                         addI(idx(8 * nd), mulI(quad(), 2)), dv),
             /*nontemporal=*/false, llvm::Align(2 * bytes));
     // The warpgroup's 128 threads see each other's writes.
@@ -541,7 +556,7 @@ protected:
       Value col = mulI(arith::RemUIOp::create(b, loc, flat, idx(chunksPerRow)),
                        perChunk);
       Value chunk = vector::LoadOp::create(
-          b, loc, chunkType, queryTile, tileIndices(queryTile, row, col, dv),
+          b, loc, chunkType, staging, tileIndices(staging, row, col, dv),
           /*nontemporal=*/false, llvm::Align(16));
       Value globalRow = addI(q0, row);
       auto guard = scf::IfOp::create(
@@ -615,7 +630,7 @@ protected:
     // atom of its tile.
     int64_t bytes = elementType().getIntOrFloatBitWidth() / 8;
     int64_t queryRows =
-        cast<MemRefType>(queryTile.getType()).getDimSize(0) / (dqk / 64);
+        cast<MemRefType>(queryTile().getType()).getDimSize(0) / (dqk / 64);
     Value group = arith::DivUIOp::create(b, loc, warp, idx(4));
     Value rowsOffset = arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
                                                     mulI(group, 64 * 128));
@@ -629,12 +644,12 @@ protected:
     for (int64_t k = 0; k < dqk / 16; ++k) {
       int64_t atom = k / 4, within = (k % 4) * 32;
       Value qDesc = descriptor(
-          queryAddress,
+          queryAddresses[branch],
           arith::AddIOp::create(b, loc, rowsOffset,
                                 i64(atom * queryRows * 128 + within)),
           16, 1024);
       Value kDesc = descriptor(
-          keyAddress,
+          keyAddresses[branch],
           arith::AddIOp::create(b, loc, bufferBytes(bn * dqk * bytes),
                                 i64(atom * bn * 128 + within)),
           16, 1024);
@@ -756,7 +771,9 @@ protected:
       Value c = issueValueProduct(p, rescaled(acc.take_front(dv / 2), alpha),
                                   Value(), dv);
       finishProducts();
-      if (barriers) // This thread is done with tile t's buffers.
+      // This thread is done with tile t's buffers (after the step's last
+      // P V).
+      if (barriers && lastValueProduct)
         NVVM::MBarrierArriveOp::create(b, loc, Type(), barrierAt(2, parity),
                                        Value());
       return unpack(c, dv / 2);

@@ -67,17 +67,12 @@ func.func @causal(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
 // -----
 
 // The reference generator cannot take 64-row tiles (64 warps per block).
-// expected-remark @+2 {{tensor-core path not taken}}
+// expected-remark @+2 {{tensor-core path not taken: Q/K/V are not f16 or bf16}}
 // expected-error @+1 {{attn-to-gpu: block-m 64 needs 2048 threads per block with the reference code generator (at most 1024)}}
-func.func @two_branches(%q: tensor<1x2x64x64xf16>, %k: tensor<1x2x64x64xf16>,
-                        %v: tensor<1x2x64x64xf16>) -> tensor<1x2x64x64xf16> {
-  %o = attn.attention q(%q, %q : tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>)
-      k(%k, %k : tensor<1x2x64x64xf16>, tensor<1x2x64x64xf16>)
-      v(%v : tensor<1x2x64x64xf16>) scale [0.125, 0.125] normalizer softmax
-      epilogue {
-      ^bb0(%o1: f32, %o2: f32, %b: index, %h: index, %i: index, %d: index):
-        %r = arith.subf %o1, %o2 : f32
-        attn.yield %r : f32
-      } -> tensor<1x2x64x64xf16>
-  return %o : tensor<1x2x64x64xf16>
+func.func @f32_inputs(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>,
+                      %v: tensor<1x2x64x64xf32>) -> tensor<1x2x64x64xf32> {
+  %o = attn.attention q(%q : tensor<1x2x64x64xf32>) k(%k : tensor<1x2x64x64xf32>)
+      v(%v : tensor<1x2x64x64xf32>) scale [0.125] normalizer softmax
+      -> tensor<1x2x64x64xf32>
+  return %o : tensor<1x2x64x64xf32>
 }

@@ -73,7 +73,7 @@ func.func @vanilla(%q: tensor<1x2x256x128xbf16>, %k: tensor<1x2x256x128xbf16>,
 
 // Head dims that are not whole 64-column swizzle atoms keep mma.sync, and
 // say why.
-// CHECK: remark: wgmma not used: head dims 96/96 (it takes 64 or 128); using mma.sync
+// CHECK: remark: wgmma not used: head dim 96 (it takes 64 or 128); using mma.sync
 // CHECK-LABEL: gpu.func @narrow
 // CHECK-SAME: flashlight.codegen = "mma.sync"
 func.func @narrow(%q: tensor<1x2x256x96xbf16>, %k: tensor<1x2x256x96xbf16>,
