@@ -345,7 +345,7 @@ def _to_kernel_layout(x, index, shape):
     for k in range(len(shape)):  # kernel dims the user tensor broadcasts
         if k not in dims:
             x = x.unsqueeze(k)
-    return x.expand(*shape).contiguous()
+    return x.expand(tuple(shape)).contiguous()
 
 
 def _to_user_layout(y, index, shape):
