@@ -91,6 +91,16 @@ public:
   // ATen ops.
   FailureOr<Value> lowerOp(StringRef target, RankedTensorType out);
   FailureOr<Value> sdpa(RankedTensorType out);
+  FailureOr<Value> index(Value self, const json &indices, RankedTensorType out);
+  /// `out[p] = self[at(p)]`: a generic over `out`'s dims reading the index
+  /// tensors `indexTensors` through `maps`; `at` gives self's indices from
+  /// the elements read.
+  Value gather(
+      Value self, RankedTensorType out, ArrayRef<Value> indexTensors,
+      ArrayRef<AffineMap> maps,
+      function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)> at);
+  /// Fails unless `t` is a tensor of integers (an index tensor).
+  LogicalResult checkIndexTensor(Value t);
 
   MLIRContext *ctx;
   OpBuilder b;
@@ -393,6 +403,131 @@ Value ATenLowering::Impl::whereKeep(Value keep, Value x, double otherwise) {
 }
 
 //===----------------------------------------------------------------------===//
+// Gathers
+//===----------------------------------------------------------------------===//
+
+/// Integer `i`, read from an index tensor, as an index into a dim of `size`:
+/// negative values count from the end (PyTorch's rule). The result is then
+/// clamped into the dim, so that an index PyTorch would reject still reads
+/// in bounds on the GPU.
+static Value dimIndex(OpBuilder &b, Location loc, Value i, int64_t size) {
+  Value x = arith::IndexCastOp::create(b, loc, b.getIndexType(), i);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value negative =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, x, zero);
+  Value wrapped = arith::AddIOp::create(
+      b, loc, x, arith::ConstantIndexOp::create(b, loc, size));
+  x = arith::SelectOp::create(b, loc, negative, wrapped, x);
+  x = arith::MaxSIOp::create(b, loc, x, zero);
+  return arith::MinSIOp::create(
+      b, loc, x, arith::ConstantIndexOp::create(b, loc, size - 1));
+}
+
+LogicalResult ATenLowering::Impl::checkIndexTensor(Value t) {
+  Type e = cast<RankedTensorType>(t.getType()).getElementType();
+  if (!isa<IntegerType>(e) || e.isInteger(1))
+    return fail("index tensors must hold integers (a boolean mask selects a "
+                "data-dependent number of elements)");
+  return success();
+}
+
+Value ATenLowering::Impl::gather(
+    Value self, RankedTensorType out, ArrayRef<Value> indexTensors,
+    ArrayRef<AffineMap> maps,
+    function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)> at) {
+  // Self is read with tensor.extract in the body, not as an input: its
+  // indices are data. attn-raise sees a capture read at computed indices.
+  return mapElements(b, loc, out, indexTensors, maps,
+                     [&](OpBuilder &nb, Location l, ValueRange loaded) {
+                       return tensor::ExtractOp::create(nb, l, self,
+                                                        at(nb, l, loaded))
+                           .getResult();
+                     });
+}
+
+/// index.Tensor(self, indices): PyTorch's advanced indexing. `indices` has
+/// one entry per leading dim of self, null for a dim taken whole (what
+/// `x[:, idx]` exports as). The index tensors broadcast together; their
+/// dims replace the indexed dims when those are adjacent, and come first
+/// otherwise.
+FailureOr<Value> ATenLowering::Impl::index(Value self, const json &indices,
+                                           RankedTensorType out) {
+  auto st = cast<RankedTensorType>(self.getType());
+  int64_t rank = st.getRank();
+  if (!indices.is_array() || indices.empty() || (int64_t)indices.size() > rank)
+    return fail("index needs a list of at most " + Twine(rank) +
+                " indices (null for a dim taken whole)");
+  SmallVector<Value> tensors;
+  SmallVector<int64_t> dims; // the indexed dims of self
+  for (auto [d, entry] : llvm::enumerate(indices)) {
+    if (entry.is_null())
+      continue;
+    FailureOr<Value> t = tensor(entry);
+    if (failed(t) || failed(checkIndexTensor(*t)))
+      return failure();
+    tensors.push_back(*t);
+    dims.push_back(d);
+  }
+  if (tensors.empty())
+    return fail("index needs at least one index tensor");
+  SmallVector<int64_t> shape; // the index tensors broadcast together
+  for (Value t : tensors) {
+    ArrayRef<int64_t> s = cast<RankedTensorType>(t.getType()).getShape();
+    if (s.size() > shape.size())
+      shape.insert(shape.begin(), s.size() - shape.size(), 1);
+    for (auto [k, size] : llvm::enumerate(s)) {
+      int64_t &r = shape[shape.size() - s.size() + k];
+      if (r == 1)
+        r = size;
+      else if (size != 1 && size != r)
+        return fail("the index tensors do not broadcast together");
+    }
+  }
+  bool adjacent = dims.back() - dims.front() + 1 == (int64_t)dims.size();
+  int64_t first = adjacent ? dims.front() : 0;
+  SmallVector<int64_t> outShape, outDimOf(rank, -1);
+  auto keep = [&](int64_t d) {
+    outDimOf[d] = outShape.size();
+    outShape.push_back(st.getDimSize(d));
+  };
+  for (int64_t d = 0; d < first; ++d)
+    keep(d);
+  int64_t at = outShape.size();
+  llvm::append_range(outShape, shape);
+  for (int64_t d = first; d < rank; ++d)
+    if (!llvm::is_contained(dims, d))
+      keep(d);
+  if (ArrayRef<int64_t>(outShape) != out.getShape() ||
+      out.getElementType() != st.getElementType())
+    return fail("index: the declared output is not self indexed by the "
+                "broadcast index tensors");
+  SmallVector<AffineMap> maps;
+  for (Value t : tensors) {
+    auto tt = cast<RankedTensorType>(t.getType());
+    SmallVector<AffineExpr> exprs;
+    int64_t lead = at + shape.size() - tt.getRank();
+    for (int64_t k = 0; k < tt.getRank(); ++k)
+      exprs.push_back(tt.getDimSize(k) == 1 && out.getDimSize(lead + k) != 1
+                          ? b.getAffineConstantExpr(0)
+                          : b.getAffineDimExpr(lead + k));
+    maps.push_back(AffineMap::get(out.getRank(), 0, exprs, ctx));
+  }
+  return gather(
+      self, out, tensors, maps,
+      [&](OpBuilder &nb, Location l, ValueRange loaded) {
+        SmallVector<Value> idx;
+        for (int64_t d = 0; d < rank; ++d) {
+          auto *it = llvm::find(dims, d);
+          idx.push_back(
+              it != dims.end()
+                  ? dimIndex(nb, l, loaded[it - dims.begin()], st.getDimSize(d))
+                  : Value(linalg::IndexOp::create(nb, l, outDimOf[d])));
+        }
+        return idx;
+      });
+}
+
+//===----------------------------------------------------------------------===//
 // ATen ops
 //===----------------------------------------------------------------------===//
 
@@ -595,8 +730,15 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
     return unaryF(math::SqrtOp());
   if (op == "rsqrt")
     return unaryF(math::RsqrtOp());
-  if (op == "abs")
+  if (op == "abs") {
+    // Integers stay integers (a relative position's distance): through f32
+    // they would round past 2^24.
+    if (isa<IntegerType>(elt) && !elt.isInteger(1))
+      return apply({x}, elt, [](OpBuilder &nb, Location l, ValueRange s) {
+        return math::AbsIOp::create(nb, l, s[0]).getResult();
+      });
     return unaryF(math::AbsFOp());
+  }
   if (op == "sigmoid" || op == "reciprocal")
     return apply(
         {x}, isa<FloatType>(elt) ? elt : b.getF32Type(),
@@ -936,6 +1078,65 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
     if (total != out.getDimSize(dim))
       return fail("cat sizes do not add up to the result");
     return Value(tensor::ConcatOp::create(b, loc, dim, parts));
+  }
+  if (op == "index") {
+    if (failed(needSelf()))
+      return failure();
+    return index(*self, arg(1, "indices"), out);
+  }
+  if (op == "embedding") {
+    // embedding(weight, indices, ...): rows of weight; the other arguments
+    // only change the gradient.
+    if (failed(needSelf()))
+      return failure();
+    if (selfType.getRank() != 2)
+      return fail("embedding needs a two-dimensional weight");
+    return index(*self, json::array({arg(1, "indices")}), out);
+  }
+  if (op == "gather" || op == "index_select") {
+    // gather: out[p] = self[p with p[dim] = index[p]], out shaped as index;
+    // index_select: self with dim read at index[p[dim]].
+    if (failed(needSelf()))
+      return failure();
+    int64_t rank = selfType.getRank();
+    FailureOr<int64_t> dimOr = dimArg(arg(1, "dim"), rank);
+    FailureOr<Value> idx = tensor(arg(2, "index"));
+    if (failed(dimOr) || failed(idx) || failed(checkIndexTensor(*idx)))
+      return failure();
+    int64_t dim = *dimOr;
+    auto indexType = cast<RankedTensorType>(idx->getType());
+    bool isGather = op == "gather";
+    SmallVector<int64_t> shape(selfType.getShape());
+    if (isGather) {
+      if (indexType.getRank() != rank)
+        return fail("gather: index and self differ in rank");
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != dim && indexType.getDimSize(d) > selfType.getDimSize(d))
+          return fail("gather: index is larger than self in dim " + Twine(d));
+      shape.assign(indexType.getShape().begin(), indexType.getShape().end());
+    } else {
+      if (indexType.getRank() > 1)
+        return fail("index_select: index must have at most one dim");
+      shape[dim] = indexType.getNumElements();
+    }
+    if (ArrayRef<int64_t>(shape) != out.getShape() ||
+        out.getElementType() != elt || selfType.getElementType() != elt)
+      return fail("'" + target +
+                  "' declares a different result than it computes");
+    AffineMap map = isGather ? b.getMultiDimIdentityMap(rank)
+                    : indexType.getRank() == 0
+                        ? AffineMap::get(rank, 0, {}, ctx)
+                        : AffineMap::get(rank, 0, b.getAffineDimExpr(dim));
+    return gather(
+        *self, out, *idx, map,
+        [&](OpBuilder &nb, Location l, ValueRange loaded) {
+          SmallVector<Value> at;
+          for (int64_t d = 0; d < rank; ++d)
+            at.push_back(
+                d == dim ? dimIndex(nb, l, loaded[0], selfType.getDimSize(d))
+                         : Value(linalg::IndexOp::create(nb, l, d)));
+          return at;
+        });
   }
   if (op == "repeat_interleave") {
     if (failed(needSelf()))

@@ -132,3 +132,73 @@ func.func @undecomposed_causal(%q: !torch.vtensor<[2,4,16,8],f32>, %k: !torch.vt
   // CHECK-NOT: torch.
   return %o, %os : !torch.vtensor<[2,4,16,8],f32>, !torch.vtensor<[2,4,16,8],f32>
 }
+
+// -----
+
+// Advanced indexing as torch.export writes `table[:, bucket]`: a null entry
+// takes dim 0 whole; the index tensor's dims replace the indexed dim. The
+// source is read in the body at the loaded index, negative indices counted
+// from the end, then clamped into the dim.
+// CHECK-LABEL: func @index_leading_none
+// CHECK: linalg.generic {indexing_maps = [#[[IDX:.+]], #{{.+}}], iterator_types = ["parallel", "parallel", "parallel"]} ins(%[[B:.+]] : tensor<3x5xi64>) outs(%{{.*}} : tensor<4x3x5xf32>)
+// CHECK: ^bb0(%[[I:.+]]: i64, %{{.*}}: f32):
+// CHECK: %[[H:.+]] = linalg.index 0
+// CHECK: %[[X:.+]] = arith.index_cast %[[I]] : i64 to index
+// CHECK: %[[NEG:.+]] = arith.cmpi slt, %[[X]], %c0
+// CHECK: %[[UP:.+]] = arith.addi %[[X]], %c8
+// CHECK: %[[W:.+]] = arith.select %[[NEG]], %[[UP]], %[[X]]
+// CHECK: %[[LO:.+]] = arith.maxsi %[[W]], %c0
+// CHECK: %[[HI:.+]] = arith.minsi %[[LO]], %c7
+// CHECK: tensor.extract %{{.*}}[%[[H]], %[[HI]]] : tensor<4x8xf32>
+func.func @index_leading_none(%table: !torch.vtensor<[4,8],f32>, %bucket: !torch.vtensor<[3,5],si64>) -> !torch.vtensor<[4,3,5],f32> {
+  %none = torch.constant.none
+  %list = torch.prim.ListConstruct %none, %bucket : (!torch.none, !torch.vtensor<[3,5],si64>) -> !torch.list<optional<vtensor>>
+  %0 = torch.aten.index.Tensor %table, %list : !torch.vtensor<[4,8],f32>, !torch.list<optional<vtensor>> -> !torch.vtensor<[4,3,5],f32>
+  return %0 : !torch.vtensor<[4,3,5],f32>
+}
+
+// -----
+
+// Index tensors broadcast together ([3, 1] with [1, 4]); separated by a
+// dim taken whole, their dims come first (x[i, :, j] is [3, 4, 6]).
+// CHECK-DAG: #[[ROWS:.+]] = affine_map<(d0, d1, d2) -> (d0, 0)>
+// CHECK-DAG: #[[COLS:.+]] = affine_map<(d0, d1, d2) -> (0, d1)>
+// CHECK-LABEL: func @index_broadcast_apart
+// CHECK: linalg.generic {indexing_maps = [#[[ROWS]], #[[COLS]], #{{.+}}], {{.*}} ins(%{{.*}}, %{{.*}} : tensor<3x1xi64>, tensor<1x4xi32>) outs(%{{.*}} : tensor<3x4x6xf32>)
+// CHECK: ^bb0(%[[I:.+]]: i64, %[[J:.+]]: i32, %{{.*}}: f32):
+// CHECK: arith.index_cast %[[I]] : i64 to index
+// CHECK: %[[K:.+]] = linalg.index 2
+// CHECK: arith.index_cast %[[J]] : i32 to index
+// CHECK: tensor.extract %{{.*}}[%{{.*}}, %[[K]], %{{.*}}] : tensor<5x6x7xf32>
+func.func @index_broadcast_apart(%x: !torch.vtensor<[5,6,7],f32>, %i: !torch.vtensor<[3,1],si64>, %j: !torch.vtensor<[1,4],si32>) -> !torch.vtensor<[3,4,6],f32> {
+  %none = torch.constant.none
+  %list = torch.prim.ListConstruct %i, %none, %j : (!torch.vtensor<[3,1],si64>, !torch.none, !torch.vtensor<[1,4],si32>) -> !torch.list<optional<vtensor>>
+  %0 = torch.aten.index.Tensor %x, %list : !torch.vtensor<[5,6,7],f32>, !torch.list<optional<vtensor>> -> !torch.vtensor<[3,4,6],f32>
+  return %0 : !torch.vtensor<[3,4,6],f32>
+}
+
+// -----
+
+// embedding: rows of the weight; gather: out[i][j] = x[i][index[i][j]];
+// index_select: x read at index[i] along dim 0. Integer abs stays integer.
+// CHECK-LABEL: func @embedding_gather_index_select
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<2x3xi64>) outs(%{{.*}} : tensor<2x3x4xbf16>)
+// CHECK: tensor.extract %{{.*}} : tensor<10x4xbf16>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<3x2xi64>) outs(%{{.*}} : tensor<3x2xf32>)
+// CHECK: %[[R:.+]] = linalg.index 0
+// CHECK: tensor.extract %{{.*}}[%[[R]], %{{.*}}] : tensor<3x4xf32>
+// CHECK: linalg.generic {{.*}} ins(%{{.*}} : tensor<5xi64>) outs(%{{.*}} : tensor<5x4xf32>)
+// CHECK: %[[C:.+]] = linalg.index 1
+// CHECK: tensor.extract %{{.*}}[%{{.*}}, %[[C]]] : tensor<3x4xf32>
+// CHECK: math.absi %{{.*}} : i64
+func.func @embedding_gather_index_select(%w: !torch.vtensor<[10,4],bf16>, %ids: !torch.vtensor<[2,3],si64>, %x: !torch.vtensor<[3,4],f32>, %g: !torch.vtensor<[3,2],si64>, %s: !torch.vtensor<[5],si64>) -> (!torch.vtensor<[2,3,4],bf16>, !torch.vtensor<[3,2],f32>, !torch.vtensor<[5,4],f32>, !torch.vtensor<[5],si64>) {
+  %int-1 = torch.constant.int -1
+  %int0 = torch.constant.int 0
+  %int1 = torch.constant.int 1
+  %false = torch.constant.bool false
+  %0 = torch.aten.embedding %w, %ids, %int-1, %false, %false : !torch.vtensor<[10,4],bf16>, !torch.vtensor<[2,3],si64>, !torch.int, !torch.bool, !torch.bool -> !torch.vtensor<[2,3,4],bf16>
+  %1 = torch.aten.gather %x, %int1, %g, %false : !torch.vtensor<[3,4],f32>, !torch.int, !torch.vtensor<[3,2],si64>, !torch.bool -> !torch.vtensor<[3,2],f32>
+  %2 = torch.aten.index_select %x, %int0, %s : !torch.vtensor<[3,4],f32>, !torch.int, !torch.vtensor<[5],si64> -> !torch.vtensor<[5,4],f32>
+  %3 = torch.aten.abs %s : !torch.vtensor<[5],si64> -> !torch.vtensor<[5],si64>
+  return %0, %1, %2, %3 : !torch.vtensor<[2,3,4],bf16>, !torch.vtensor<[3,2],f32>, !torch.vtensor<[5,4],f32>, !torch.vtensor<[5],si64>
+}
