@@ -71,6 +71,7 @@ void flashlight::buildAttnToGPUPipeline(OpPassManager &pm,
   codegen.blockMask = options.blockMask;
   codegen.overlapSoftmax = options.overlapSoftmax;
   codegen.decoupleWarpgroups = options.decoupleWarpgroups;
+  codegen.branchLookahead = options.branchLookahead;
   pm.addPass(createAttnToGPU(codegen));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -151,6 +152,11 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::desc("With wgmma, mbarriers instead of a block-wide barrier "
                      "per step (two warpgroups, plain loop)"),
       llvm::cl::init(true)};
+  Option<bool> branchLookahead{
+      *this, "branch-lookahead",
+      llvm::cl::desc("With wgmma and several branches, issue the next "
+                     "branch's S before this branch's softmax"),
+      llvm::cl::init(false)};
 
   flashlight::PipelineOptions get() const {
     flashlight::PipelineOptions o;
@@ -163,6 +169,7 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
     o.blockMask = blockMask;
     o.overlapSoftmax = overlapSoftmax;
     o.decoupleWarpgroups = decoupleWarpgroups;
+    o.branchLookahead = branchLookahead;
     o.libdevice = flashlight::findLibdevice();
     return o;
   }

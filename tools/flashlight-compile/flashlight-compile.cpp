@@ -129,6 +129,11 @@ static cl::opt<bool> decoupleWarpgroups(
              "(buffer full / empty) instead of a block-wide barrier per "
              "step; =false keeps the barrier"),
     cl::init(true));
+static cl::opt<bool> branchLookahead(
+    "branch-lookahead",
+    cl::desc("With wgmma and several logit branches: issue the next "
+             "branch's S = Q K^T before this branch's softmax"),
+    cl::init(false));
 static cl::opt<bool>
     explain("flashlight-explain",
             cl::desc("Say what the analysis found and which code generator was "
@@ -576,6 +581,7 @@ int main(int argc, char **argv) {
   options.blockMask = blockMask;
   options.overlapSoftmax = overlapSoftmax;
   options.decoupleWarpgroups = decoupleWarpgroups;
+  options.branchLookahead = branchLookahead;
   auto chooseTiles = [&](const std::string &chip) {
     std::optional<std::pair<int64_t, int64_t>> mmaTiles;
     if (tensorCores)

@@ -77,6 +77,11 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
            "With wgmma, two warpgroups on the plain KV loop: mbarriers "
            "say when a K/V buffer is full and empty, instead of a "
            "block-wide barrier per step">,
+    Option<"branchLookahead", "branch-lookahead", "bool", /*default=*/"false",
+           "With wgmma and several logit branches run one after the other: "
+           "issue the next branch's S = Q K^T before this branch's softmax, "
+           "and leave this branch's P V in flight behind it (off until "
+           "checked on a GPU)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

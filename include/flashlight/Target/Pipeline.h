@@ -35,6 +35,8 @@ struct PipelineOptions {
   bool overlapSoftmax = true;
   /// With wgmma, mbarriers instead of a block-wide barrier per step.
   bool decoupleWarpgroups = true;
+  /// With wgmma and several branches, issue the next branch's S early.
+  bool branchLookahead = false;
   /// libdevice bitcode for math functions (tanh, log, ...); empty: none.
   std::string libdevice;
 };

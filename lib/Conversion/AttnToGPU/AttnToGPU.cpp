@@ -270,7 +270,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                               scf::ForallOp forall, bool tensorCores,
                               int64_t warpRows, bool wgmma,
                               bool blockMaskOption, bool overlapSoftmax,
-                              bool decoupleWarpgroups) {
+                              bool decoupleWarpgroups, bool branchLookahead) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   if (ValueRange(ret.getOperands()) != ValueRange(forall.getResults()))
     return func.emitError("attn-to-gpu: the function must return exactly the "
@@ -506,7 +506,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     kernel->setAttr("flashlight.pointer_alignment", b.getI64IntegerAttr(16));
     owner = useWgmma
                 ? createWgmmaEmitter(b, loc, tiles, threads, mask,
-                                     pipelined ? blockN : 0)
+                                     pipelined ? blockN : 0, branchLookahead)
                 : createMmaSyncEmitter(b, loc, tiles, threads, mTiles, mask);
   } else {
     owner = createRowPerWarpEmitter(b, loc);
@@ -625,7 +625,7 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
     for (auto [func, forall] : work) {
       if (failed(convertFunction(func, gpuModule, forall, tensorCores, warpRows,
                                  wgmma, blockMask, overlapSoftmax,
-                                 decoupleWarpgroups)))
+                                 decoupleWarpgroups, branchLookahead)))
         return signalPassFailure();
       func.erase();
     }

@@ -122,6 +122,18 @@ protected:
                b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
         .getResult(0);
   }
+  /// 1 / (1 + 2^(-x log2 e)) with ex2.approx.ftz and rcp.approx.ftz: two
+  /// MUFU instructions and an FMA, where math.exp and an IEEE division cost
+  /// a dozen (the division's slow path included). Both approximations are
+  /// within a few ulp; a large -x gives rcp(inf) = 0, a large x 1.
+  Value sigmoid(Value x) {
+    Value e = exp2Ftz(mul(x, f32(-kLog2e)));
+    return LLVM::CallIntrinsicOp::create(
+               b, loc, x.getType(),
+               b.getStringAttr("llvm.nvvm.rcp.approx.ftz.f"),
+               ValueRange{add(e, f32(1))})
+        .getResult(0);
+  }
   Value select(Value c, Value x, Value y) {
     return arith::SelectOp::create(b, loc, c, x, y);
   }
@@ -190,61 +202,93 @@ protected:
   }
 
   /// Inlines a region of an attn op: `leading` then the four indices then
-  /// the captures (as memrefs; tensor.extract becomes memref.load).
+  /// the captures (as memrefs; tensor.extract becomes memref.load). With
+  /// `pre` (inlineIndependent's), the ops it holds are not cloned again.
   SmallVector<Value> inlineRegion(Region &region, ValueRange leading,
-                                  ArrayRef<Value> indices,
-                                  ValueRange captures) {
+                                  ArrayRef<Value> indices, ValueRange captures,
+                                  const IRMapping *pre = nullptr) {
     Block &block = region.front();
-    IRMapping rm;
+    IRMapping rm = pre ? *pre : IRMapping();
     unsigned i = 0;
     for (Value v : leading)
       rm.map(block.getArgument(i++), v);
-    for (Value v : indices)
-      rm.map(block.getArgument(i++), v);
-    for (Value capture : captures)
-      rm.map(block.getArgument(i++), memrefOf.lookup(capture));
+    mapIndicesAndCaptures(block, rm, i, indices, captures);
     for (Operation &op : block.without_terminator()) {
-      if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
-        SmallVector<Value> ids;
-        for (Value id : extract.getIndices())
-          ids.push_back(rm.lookup(id));
-        Value memref = rm.lookup(extract.getTensor());
-        // Indexed by batch, head and constants only (ALiBi's slope[h]): one
-        // load per kernel, not one per element and step.
-        bool uniform = llvm::all_of(extract.getIndices(), [&](Value id) {
-          auto arg = dyn_cast<BlockArgument>(id);
-          return (arg && arg.getOwner() == &block &&
-                  (arg.getArgNumber() == leading.size() ||
-                   arg.getArgNumber() == leading.size() + 1)) ||
-                 id.getDefiningOp<arith::ConstantOp>();
-        });
-        Value hoisted = uniform ? loadOnce(memref, ids) : Value();
-        rm.map(extract.getResult(),
-               hoisted
-                   ? hoisted
-                   : memref::LoadOp::create(b, loc, memref, ids).getResult());
+      if (pre && llvm::all_of(op.getResults(),
+                              [&](Value r) { return pre->contains(r); }))
         continue;
-      }
-      flashlight::cloneForKernel(b, op, rm);
-      // As nvcc does by default (-fmad=true), a product feeding a sum may
-      // become one FMA: a bias term (ALiBi's slope * (j - i) + s) is one
-      // instruction per element instead of two.
-      if (op.getNumResults() == 1)
-        if (auto math = rm.lookup(op.getResult(0))
-                            .getDefiningOp<arith::ArithFastMathInterface>()) {
-          arith::FastMathFlagsAttr flags = math.getFastMathFlagsAttr();
-          math->setAttr(
-              math.getFastMathAttrName(),
-              arith::FastMathFlagsAttr::get(
-                  b.getContext(),
-                  (flags ? flags.getValue() : arith::FastMathFlags::none) |
-                      arith::FastMathFlags::contract));
-        }
+      inlineOp(op, rm, leading.size());
     }
     SmallVector<Value> out;
     for (Value v : block.getTerminator()->getOperands())
       out.push_back(rm.lookup(v));
     return out;
+  }
+
+  /// The ops of `region` that do not depend on its first `numLeading` block
+  /// arguments (a score region's logits), inlined here: inlineRegion then
+  /// completes them. A per-element gather (a bias table) issued before
+  /// S = Q K^T has its latency hidden behind the product.
+  IRMapping inlineIndependent(Region &region, unsigned numLeading,
+                              ArrayRef<Value> indices, ValueRange captures) {
+    Block &block = region.front();
+    IRMapping rm;
+    mapIndicesAndCaptures(block, rm, numLeading, indices, captures);
+    for (Operation &op : block.without_terminator())
+      if (llvm::all_of(op.getOperands(),
+                       [&](Value v) { return rm.contains(v); }))
+        inlineOp(op, rm, numLeading);
+    return rm;
+  }
+
+  /// Maps a region's index then capture block arguments, from `first` on.
+  void mapIndicesAndCaptures(Block &block, IRMapping &rm, unsigned first,
+                             ArrayRef<Value> indices, ValueRange captures) {
+    unsigned i = first;
+    for (Value v : indices)
+      rm.map(block.getArgument(i++), v);
+    for (Value capture : captures)
+      rm.map(block.getArgument(i++), memrefOf.lookup(capture));
+  }
+
+  /// Clones one op of a region whose first `numLeading` block arguments
+  /// precede the indices.
+  void inlineOp(Operation &op, IRMapping &rm, unsigned numLeading) {
+    Block &block = *op.getBlock();
+    if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
+      SmallVector<Value> ids;
+      for (Value id : extract.getIndices())
+        ids.push_back(rm.lookup(id));
+      Value memref = rm.lookup(extract.getTensor());
+      // Indexed by batch, head and constants only (ALiBi's slope[h]): one
+      // load per kernel, not one per element and step.
+      bool uniform = llvm::all_of(extract.getIndices(), [&](Value id) {
+        auto arg = dyn_cast<BlockArgument>(id);
+        return (arg && arg.getOwner() == &block &&
+                (arg.getArgNumber() == numLeading ||
+                 arg.getArgNumber() == numLeading + 1)) ||
+               id.getDefiningOp<arith::ConstantOp>();
+      });
+      Value hoisted = uniform ? loadOnce(memref, ids) : Value();
+      rm.map(extract.getResult(),
+             hoisted ? hoisted
+                     : memref::LoadOp::create(b, loc, memref, ids).getResult());
+      return;
+    }
+    flashlight::cloneForKernel(b, op, rm);
+    // As nvcc does by default (-fmad=true), a product feeding a sum may
+    // become one FMA: a bias term (ALiBi's slope * (j - i) + s) is one
+    // instruction per element instead of two.
+    if (op.getNumResults() == 1)
+      if (auto math = rm.lookup(op.getResult(0))
+                          .getDefiningOp<arith::ArithFastMathInterface>()) {
+        arith::FastMathFlagsAttr flags = math.getFastMathFlagsAttr();
+        math->setAttr(math.getFastMathAttrName(),
+                      arith::FastMathFlagsAttr::get(
+                          b.getContext(), (flags ? flags.getValue()
+                                                 : arith::FastMathFlags::none) |
+                                              arith::FastMathFlags::contract));
+      }
   }
 
   /// `memref[ids]` loaded once where its indices are all defined, outside
@@ -527,10 +571,13 @@ createMmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
 /// `threads` in all. `tiles` are stored as 8x8 core matrices
 /// ([rows / 8 * D / 8, 64]); Q is always in shared memory. With
 /// `pipelinedN` (the block-n; 0: off), the KV loop is software-pipelined:
-/// each warpgroup's softmax of tile t overlaps its P V of tile t - 1.
+/// each warpgroup's softmax of tile t overlaps its P V of tile t - 1. With
+/// `lookahead`, branches run one after the other issue the next one's S
+/// before this one's softmax.
 std::unique_ptr<KernelEmitter>
 createWgmmaEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
-                   int64_t threads, const BlockMask &mask, int64_t pipelinedN);
+                   int64_t threads, const BlockMask &mask, int64_t pipelinedN,
+                   bool lookahead);
 
 } // namespace flashlight::attn_to_gpu
 

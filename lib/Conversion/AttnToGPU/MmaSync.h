@@ -547,6 +547,9 @@ protected:
   /// Set while emitting the step's last P V (the wgmma generator then
   /// releases the step's buffers).
   bool lastValueProduct = true;
+  /// While a branch's S is emitted: the branch whose S comes next in the
+  /// step, if another group follows (wgmma issues it ahead).
+  std::optional<unsigned> nextScoreBranch;
 
   LogicalResult emitStep(OnlineStepOp step) override {
     currentStep = step;
@@ -684,12 +687,26 @@ protected:
     SmallVector<SmallVector<Value>> newMax(branches), newSum(branches),
         newAcc(branches);
     SmallVector<SmallVector<unsigned>> groups = branchGroups(step);
+    // A score region that gathers per element (a bias table): what does not
+    // depend on the logits (the loads, index math) runs before the S
+    // products, which then hide its latency.
+    bool early = !step.getScore().empty() && gathersPerElement(step.getScore());
     for (auto [g, group] : llvm::enumerate(groups)) {
+      SmallVector<IRMapping> pre;
+      for (int64_t mt = 0; early && mt < mTiles; ++mt)
+        for (int64_t nb = 0; nb < blocks; ++nb)
+          for (int64_t i = 0; i < 4; ++i)
+            pre.push_back(inlineIndependent(step.getScore(), branches,
+                                            elementIndices(mt, nb, i).second,
+                                            step.getCaptures()));
       SmallVector<Fragments> s(branches);
       for (unsigned r : group) {
         branch = r;
+        if (r == group.back() && g + 1 < groups.size())
+          nextScoreBranch = groups[g + 1].front();
         s[r] = scoreProduct(lanes.lookup(step.getQueries()[r]),
                             headDim(step.getKeys()[r]), bn);
+        nextScoreBranch.reset();
       }
       branch = 0;
       // Every warp has read the K tiles: prefetch the next tile's so that
@@ -736,7 +753,8 @@ protected:
                   v = f32(0);
               SmallVector<Value> logits = inlineRegion(
                   step.getScore(), x, elementIndices(mt, nb, i).second,
-                  step.getCaptures());
+                  step.getCaptures(),
+                  early ? &pre[(mt * blocks + nb) * 4 + i] : nullptr);
               for (unsigned r : group)
                 x[r] = softmax ? mul(logits[r], f32(kLog2e)) : logits[r];
             }
@@ -785,11 +803,7 @@ protected:
                 p = exp2Ftz(sub(scaled, offset[row]));
                 rowSum[row] = add(rowSum[row], p);
               } else {
-                Value w = normalizer == Normalizer::sigmoid
-                              ? div(f32(1),
-                                    add(f32(1),
-                                        exp(arith::NegFOp::create(b, loc, x))))
-                              : x;
+                Value w = normalizer == Normalizer::sigmoid ? sigmoid(x) : x;
                 p = select(kept[mt][nb][i], w, f32(0));
               }
               s[r][mt][nb][i] = p;

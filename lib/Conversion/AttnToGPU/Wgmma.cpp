@@ -45,9 +45,10 @@ namespace {
 class WgmmaEmitter : public MmaSyncEmitter {
 public:
   WgmmaEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
-               int64_t threads, const BlockMask &mask, int64_t pipelinedN)
+               int64_t threads, const BlockMask &mask, int64_t pipelinedN,
+               bool lookahead)
       : MmaSyncEmitter(b, loc, tiles, threads, /*mTiles=*/1, mask),
-        pipelinedN(pipelinedN), barriers(tiles.barriers) {
+        pipelinedN(pipelinedN), lookahead(lookahead), barriers(tiles.barriers) {
     // Tile addresses in the shared window, once at the kernel's start.
     auto address = [&](Value tile) -> Value {
       Value pointer =
@@ -69,6 +70,8 @@ protected:
   /// S_t = Q K_t^T, then the P V of tile t - 1, and computes softmax_t while
   /// that P V runs. Tile t's V is copied one step after its K.
   int64_t pipelinedN;
+  /// Whether the next branch's S is issued ahead (branch-lookahead).
+  bool lookahead;
   /// The pipelined loop's accumulator lanes: O, not yet rescaled by
   /// alpha_{t-1}, then P_{t-1} (bn / 4 registers as f32 bit patterns), then
   /// alpha_{t-1} (two rows). The rescale runs while S_t does, before P V.
@@ -625,17 +628,18 @@ protected:
     NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
   }
 
-  Fragments scoreProduct(ArrayRef<Value>, int64_t dqk, int64_t bn) override {
+  /// Issues branch `r`'s S = Q K^T (`dqk` columns, `bn` keys) as one
+  /// committed wgmma group; returns its accumulator struct.
+  Value issueScore(unsigned r, int64_t dqk, int64_t bn) {
     // The warpgroup's 64 rows of Q start 64 rows (of 128 bytes) into each
     // atom of its tile.
     int64_t bytes = elementType().getIntOrFloatBitWidth() / 8;
     int64_t queryRows =
-        cast<MemRefType>(queryTile().getType()).getDimSize(0) / (dqk / 64);
+        cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) / (dqk / 64);
     Value group = arith::DivUIOp::create(b, loc, warp, idx(4));
     Value rowsOffset = arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
                                                     mulI(group, 64 * 128));
-    int64_t n = bn / 2;
-    Type type = accumulatorType(n);
+    Type type = accumulatorType(bn / 2);
     auto wgmmaType =
         elementType().isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
     Value acc = LLVM::PoisonOp::create(b, loc, type);
@@ -644,12 +648,12 @@ protected:
     for (int64_t k = 0; k < dqk / 16; ++k) {
       int64_t atom = k / 4, within = (k % 4) * 32;
       Value qDesc = descriptor(
-          queryAddresses[branch],
+          queryAddresses[r],
           arith::AddIOp::create(b, loc, rowsOffset,
                                 i64(atom * queryRows * 128 + within)),
           16, 1024);
       Value kDesc = descriptor(
-          keyAddresses[branch],
+          keyAddresses[r],
           arith::AddIOp::create(b, loc, bufferBytes(bn * dqk * bytes),
                                 i64(atom * bn * 128 + within)),
           16, 1024);
@@ -663,6 +667,25 @@ protected:
           /*satfinite=*/nullptr);
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    return acc;
+  }
+
+  /// An S product issued ahead (lookahead): its branch and accumulator;
+  /// and whether a P V was issued after it and is still in flight.
+  unsigned aheadBranch = 0;
+  Value ahead;
+  bool valueInFlight = false;
+
+  Fragments scoreProduct(ArrayRef<Value>, int64_t dqk, int64_t bn) override {
+    bool wasAhead = ahead && aheadBranch == branch;
+    Value acc = wasAhead ? ahead : issueScore(branch, dqk, bn);
+    ahead = Value();
+    // Issuing the next branch's S early keeps its accumulators live through
+    // this branch's softmax: where every branch's accumulators already take
+    // 128 registers (D = 128 differential), that spilled (216 bytes).
+    int64_t accumulators =
+        cast<RankedTensorType>(currentStep.getValue().getType()).getDimSize(3) *
+        currentStep.getNumBranches();
     if (owesValueProduct) {
       // P_{t-1} V_{t-1} runs while this warpgroup computes softmax_t: wait
       // for S_t only (groups complete in order).
@@ -672,10 +695,23 @@ protected:
           arith::SubIOp::create(b, loc, idx(1), parity), 2 * carried.o.size());
       NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
+    } else if (lookahead && nextScoreBranch && accumulators <= 128) {
+      // The next branch's S runs on the tensor cores while this branch's
+      // softmax runs (and the P V before it, still in flight, completes).
+      aheadBranch = *nextScoreBranch;
+      ahead = issueScore(
+          aheadBranch,
+          cast<RankedTensorType>(currentStep.getKeys()[aheadBranch].getType())
+              .getDimSize(3),
+          bn);
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
     } else {
-      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+      // S issued ahead, then the previous branch's P V: that one may run on.
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc,
+                                         wasAhead && valueInFlight ? 1 : 0);
+      valueInFlight = false;
     }
-    SmallVector<Value> d = unpack(acc, n);
+    SmallVector<Value> d = unpack(acc, bn / 2);
     Fragments s(1, SmallVector<SmallVector<Value>>(bn / 8));
     for (int64_t nb = 0; nb < bn / 8; ++nb)
       s[0][nb].assign(d.begin() + 4 * nb, d.begin() + 4 * nb + 4);
@@ -770,7 +806,15 @@ protected:
         llvm::append_range(p, k);
       Value c = issueValueProduct(p, rescaled(acc.take_front(dv / 2), alpha),
                                   Value(), dv);
-      finishProducts();
+      NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+      // With the next branch's S issued ahead, this P V completes behind
+      // that branch's softmax; the step's last one waits for every group.
+      if (!lastValueProduct && ahead) {
+        valueInFlight = true;
+        return unpack(c, dv / 2);
+      }
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+      valueInFlight = false;
       // This thread is done with tile t's buffers (after the step's last
       // P V).
       if (barriers && lastValueProduct)
@@ -804,7 +848,7 @@ protected:
 
 std::unique_ptr<KernelEmitter> flashlight::attn_to_gpu::createWgmmaEmitter(
     OpBuilder &b, Location loc, const MmaTiles &tiles, int64_t threads,
-    const BlockMask &mask, int64_t pipelinedN) {
+    const BlockMask &mask, int64_t pipelinedN, bool lookahead) {
   return std::make_unique<WgmmaEmitter>(b, loc, tiles, threads, mask,
-                                        pipelinedN);
+                                        pipelinedN, lookahead);
 }

@@ -1,5 +1,6 @@
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s --check-prefix=WGMMA
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true branch-lookahead=true" --canonicalize --cse | FileCheck %s --check-prefix=WGMMA
 // RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true" --canonicalize --cse | FileCheck %s --check-prefix=MMA
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s --check-prefix=SEQ
 
 // Differential attention on tensor cores: two logit branches, each with its
 // own Q and K tiles, online-softmax state and accumulators, sharing one V
@@ -24,16 +25,26 @@
 // WGMMA: nvgpu.device_async_copy %arg3
 // WGMMA: nvgpu.device_async_copy %arg4
 // WGMMA: nvvm.cp.async.mbarrier.arrive
-// Branch 1: S_1 = Q_1 K_1^T (four k16 steps), its softmax, then P_1 V.
+// S_1 = Q_1 K_1^T (four k16 steps), then S_2 issued ahead: the tensor cores
+// compute it during softmax_1 (wait for all groups but the newest).
 // WGMMA: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
 // WGMMA-COUNT-3: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
-// WGMMA: llvm.inline_asm {{.*}}m64n64k16
-// Branch 2 only then: one S live at a time.
+// WGMMA-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // WGMMA: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// WGMMA-COUNT-3: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
+// WGMMA-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// WGMMA-NEXT: nvvm.wgmma.wait.group.sync.aligned 1
+// P_1 V, left in flight while S_2 is waited for (softmax_2 then runs
+// alongside it).
+// WGMMA-COUNT-4: llvm.inline_asm {{.*}}m64n64k16
+// WGMMA-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// WGMMA-NOT: nvvm.wgmma.mma_async
+// WGMMA: nvvm.wgmma.wait.group.sync.aligned 1
 // The next tile's K of both branches and V go to the other buffers.
 // WGMMA: nvgpu.device_async_copy %arg2
 // WGMMA: nvgpu.device_async_copy %arg3
 // WGMMA: nvgpu.device_async_copy %arg4
+// P_2 V.
 // WGMMA: llvm.inline_asm {{.*}}m64n64k16
 // The buffers are released once, after the last P V.
 // WGMMA: nvvm.wgmma.wait.group.sync.aligned 0
@@ -44,6 +55,19 @@
 // The epilogue: o_1 - lambda * o_2 per element.
 // WGMMA: %[[SCALED:.*]] = arith.mulf %[[LAMBDA]], %{{.*}} fastmath<contract> : f32
 // WGMMA: arith.subf %{{.*}}, %[[SCALED]] fastmath<contract> : f32
+
+// Without branch-lookahead (the default until checked on a GPU), each
+// branch's S, softmax and P V complete before the next branch's S.
+// SEQ-LABEL: gpu.func @differential
+// SEQ: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// SEQ-COUNT-3: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
+// SEQ-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// SEQ-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// SEQ-COUNT-4: llvm.inline_asm {{.*}}m64n64k16
+// SEQ-NEXT: nvvm.wgmma.commit.group.sync.aligned
+// SEQ-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// SEQ: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// SEQ-LABEL: gpu.func @mixed
 
 // mma.sync: Q of both branches in registers (128 columns in all), staged
 // through the first K tile one branch after the other.

@@ -1,0 +1,45 @@
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true" --canonicalize --cse | FileCheck %s
+
+// Per-element weights and score regions on the tensor-core generator.
+
+// Sigmoid weights as 1 / (1 + 2^(-x log2 e)): ex2.approx.ftz and
+// rcp.approx.ftz, no IEEE division.
+// CHECK-LABEL: gpu.func @sigmoid
+// CHECK: scf.for
+// CHECK: %[[E:.*]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
+// CHECK: %[[D:.*]] = arith.addf %[[E]], %{{.*}} fastmath<contract> : f32
+// CHECK: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"(%[[D]])
+// CHECK-NOT: arith.divf
+// CHECK: gpu.return
+func.func @sigmoid(%q: tensor<1x2x128x64xf16>, %k: tensor<1x2x128x64xf16>,
+                   %v: tensor<1x2x128x64xf16>) -> tensor<1x2x128x64xf16> {
+  %o = attn.attention q(%q : tensor<1x2x128x64xf16>) k(%k : tensor<1x2x128x64xf16>)
+      v(%v : tensor<1x2x128x64xf16>) scale [0.125] normalizer sigmoid
+      -> tensor<1x2x128x64xf16>
+  return %o : tensor<1x2x128x64xf16>
+}
+
+// -----
+
+// A bias gathered per element ([B, H, N, N]): its loads are issued before
+// the tile's S = Q K^T, whose mma.sync then hide their latency.
+// CHECK-LABEL: gpu.func @pair_bias
+// CHECK: scf.for
+// CHECK-NOT: nvvm.mma.sync
+// CHECK: memref.load %arg3
+// CHECK: nvvm.mma.sync
+func.func @pair_bias(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
+                     %v: tensor<1x2x128x64xbf16>, %pair: tensor<1x2x128x128xbf16>)
+    -> tensor<1x2x128x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x128x64xbf16>) k(%k : tensor<1x2x128x64xbf16>)
+      v(%v : tensor<1x2x128x64xbf16>) captures(%pair : tensor<1x2x128x128xbf16>)
+      scale [0.125] normalizer softmax
+      score {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %p: tensor<1x2x128x128xbf16>):
+        %x = tensor.extract %p[%b, %h, %i, %j] : tensor<1x2x128x128xbf16>
+        %y = arith.extf %x : bf16 to f32
+        %r = arith.addf %s, %y : f32
+        attn.yield %r : f32
+      } -> tensor<1x2x128x64xbf16>
+  return %o : tensor<1x2x128x64xbf16>
+}
