@@ -11,12 +11,13 @@ Layouts: BHND is [batch, heads, seq, dim], the layout of
 description says otherwise: batch 2, 4 query heads, sequence 128, head dim
 64, bf16.
 
-    python3 scripts/torch_fixtures.py OUTDIR [--device cpu|cuda]
+    python3 scripts/torch_fixtures.py OUTDIR [--device cpu|cuda] [NAME ...]
 
 writes OUTDIR/<name>.json (flashlight-graph v1, docs/json-graph.md), the
 constants a program captures as OUTDIR/<name>.<constant>.bin, and
 OUTDIR/index.json ({name: {"inputs": [{"name", "dtype", "shape"}, ...],
-"constants": [...], "targets": [...], "description"}}), and prints the
+"constants": [...], "targets": [...], "description"}}; with NAMEs given,
+the other programs' entries already there are kept), and prints the
 distinct ATen targets of each program. Export traces with fake tensors, so
 the CPU is enough (the default); a program whose CPU export fails is
 exported on CUDA when CUDA is there.
@@ -217,6 +218,45 @@ def captured_bias(q, k, v):
     return torch.softmax(s, dim=-1).to(v.dtype) @ v
 
 
+def t5_bucket(rel, num_buckets=32, max_distance=128):
+    """T5's bidirectional relative-position bucket of rel = kv - q (HF
+    transformers' T5Attention._relative_position_bucket), on int64 tensors."""
+    num_buckets //= 2
+    base = (rel > 0).to(torch.int64) * num_buckets
+    dist = torch.abs(rel)
+    max_exact = num_buckets // 2
+    large = max_exact + (
+        torch.log(dist.float() / max_exact) / math.log(max_distance / max_exact)
+        * (num_buckets - max_exact)
+    ).to(torch.int64)
+    large = torch.minimum(large, torch.full_like(large, num_buckets - 1))
+    return base + torch.where(dist < max_exact, dist, large)
+
+
+@program(qkv() + [((H, 32), "f32")],
+         "BHND, T5 relative bias: table[:, bucket(kv - q)] (advanced indexing), "
+         "table [H, 32] f32, T5's log-spaced buckets; no scale, no mask")
+def t5_bias(q, k, v, table):
+    s = q @ k.transpose(-2, -1)
+    n = s.shape[-1]
+    pos = torch.arange(n, device=q.device)
+    s = s + table[:, t5_bucket(pos[None, :] - pos[:, None])]
+    return torch.softmax(s, dim=-1).to(v.dtype) @ v
+
+
+@program(qkv() + [((H,), "f32")],
+         "BHND, gpt-oss-style sinks: softmax over cat(s, sinks[h] column) in f32, "
+         "the sink column dropped ([..., :-1]); causal")
+def attention_sink(q, k, v, sinks):
+    b, h, n, _ = q.shape
+    s = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5
+    causal = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
+    s = s.masked_fill(~causal, float("-inf"))
+    col = sinks.reshape(1, -1, 1, 1).expand(b, h, n, 1)
+    p = torch.softmax(torch.cat([s.to(sinks.dtype), col], dim=-1), dim=-1)[..., :-1]
+    return p.to(v.dtype) @ v
+
+
 # --- Beyond attention: the reference path ------------------------------------
 
 
@@ -279,8 +319,16 @@ def export(outdir, device="cpu", names=None):
             "description": prog.description + ("" if used == "cpu" else f" (exported on {used})"),
         }
         print(f"{name}: {' '.join(targets)}")
-    with open(os.path.join(outdir, "index.json"), "w") as f:
-        entries = [f"  {json.dumps(name)}: {json.dumps(entry)}" for name, entry in index.items()]
+    index_path = os.path.join(outdir, "index.json")
+    listed = index
+    if names and os.path.exists(index_path):
+        # Only some programs re-exported: keep the others' entries.
+        with open(index_path) as f:
+            listed = json.load(f)
+        listed.update(index)
+        listed = {name: listed[name] for name in PROGRAMS if name in listed}
+    with open(index_path, "w") as f:
+        entries = [f"  {json.dumps(name)}: {json.dumps(entry)}" for name, entry in listed.items()]
         f.write("{\n" + ",\n".join(entries) + "\n}\n")
     return index, failed
 

@@ -373,7 +373,10 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
     for (Value piece : concat.getInputs()) {
       int64_t size = cast<RankedTensorType>(piece.getType()).getDimSize(dim);
       SmallVector<AffineExpr> at(indices);
-      at[dim] = simplify(indices[dim] - offset);
+      // A piece is read only where the index lies in it: in a piece one
+      // wide (a column appended to the keys) the index is 0.
+      at[dim] = size == 1 ? getAffineConstantExpr(0, ctx)
+                          : simplify(indices[dim] - offset);
       // An index that stays inside one piece reads just that piece.
       if (range && range->first >= offset && range->second < offset + size) {
         result = element(piece, at);
