@@ -88,7 +88,11 @@ RankedTensorType staticTensor(Value v) {
   return t && t.hasStaticShape() ? t : RankedTensorType();
 }
 
-/// `extract_slice` as a generic reading through `(d) -> (offset + d * stride)`.
+/// `extract_slice` as a generic whose body reads source element `offset +
+/// d * stride` (tensor.extract of the captured source). Read as an input
+/// through that map instead, the source would fix the loops' extents where
+/// the map is a plain dim (a zero offset, stride 1: `x[..., :-1]`), and
+/// those are the slice's, not the source's.
 LogicalResult sliceToGeneric(IRRewriter &rewriter,
                              tensor::ExtractSliceOp slice) {
   RankedTensorType src = staticTensor(slice.getSource()),
@@ -99,24 +103,28 @@ LogicalResult sliceToGeneric(IRRewriter &rewriter,
       !slice.getSizes().empty())
     return slice.emitError("only static, rank-preserving slices are "
                            "supported on the reference path");
-  MLIRContext *ctx = slice.getContext();
-  SmallVector<AffineExpr> exprs;
-  for (int64_t d = 0; d < src.getRank(); ++d)
-    exprs.push_back(getAffineConstantExpr(slice.getStaticOffsets()[d], ctx) +
-                    getAffineDimExpr(d, ctx) * slice.getStaticStrides()[d]);
   rewriter.setInsertionPoint(slice);
   Location loc = slice.getLoc();
   Value empty = tensor::EmptyOp::create(rewriter, loc, dst.getShape(),
                                         dst.getElementType());
-  SmallVector<AffineMap> maps = {
-      AffineMap::get(src.getRank(), 0, exprs, ctx),
-      rewriter.getMultiDimIdentityMap(dst.getRank())};
   auto generic = linalg::GenericOp::create(
-      rewriter, loc, dst, slice.getSource(), empty, maps,
+      rewriter, loc, dst, ValueRange(), empty,
+      rewriter.getMultiDimIdentityMap(dst.getRank()),
       SmallVector<utils::IteratorType>(dst.getRank(),
                                        utils::IteratorType::parallel),
-      [](OpBuilder &b, Location l, ValueRange args) {
-        linalg::YieldOp::create(b, l, args[0]);
+      [&](OpBuilder &b, Location l, ValueRange) {
+        SmallVector<Value> at;
+        for (int64_t d = 0; d < src.getRank(); ++d) {
+          Value i = linalg::IndexOp::create(b, l, d);
+          Value stride =
+              arith::ConstantIndexOp::create(b, l, slice.getStaticStrides()[d]);
+          Value offset =
+              arith::ConstantIndexOp::create(b, l, slice.getStaticOffsets()[d]);
+          at.push_back(arith::AddIOp::create(
+              b, l, offset, arith::MulIOp::create(b, l, i, stride)));
+        }
+        Value v = tensor::ExtractOp::create(b, l, slice.getSource(), at);
+        linalg::YieldOp::create(b, l, v);
       });
   rewriter.replaceOp(slice, generic.getResults());
   return success();
