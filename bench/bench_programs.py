@@ -29,7 +29,9 @@ error the remaining systems are recorded as skipped.
 Writes <out>/<date>-<gpu>-programs[-<tag>].json ({gpu, torch, triton,
 command, kernels, records: [{variant, B, H, N, D, dtype, system, ms, tflops,
 rel_err, err}]}) after every case, and a markdown table (.md) with the
-speedups flashlight/compile and flashlight/flex. --merge keeps the records of
+speedups flashlight/compile and flashlight/flex. --compare LABEL=DIR times
+another build's kernels in the same process (system flashlight_LABEL; a
+table of its speed over the default build's). --merge keeps the records of
 an existing output file for the cases not run now (split a sweep over
 several invocations). TFLOP/s count 4 * B * H * N^2 * D per softmax branch
 times the fraction of (query, key) pairs the mask keeps (differential: two
@@ -175,6 +177,9 @@ def run_case(args, variant, D, N, records, state, prepared):
         print(f"  {name:<28} {system:<11} {rate} {rel_s} {err or ''}", flush=True)
 
     systems = [s for s in SYSTEMS if s in args.systems]
+    if "flashlight" in systems:  # --compare builds right after it
+        at = systems.index("flashlight") + 1
+        systems[at:at] = [f"flashlight_{label}" for label in args.compare]
     if state.lost:
         for s in systems:
             record(s, err=f"skipped: CUDA context lost earlier ({state.lost[:200]})")
@@ -195,10 +200,13 @@ def run_case(args, variant, D, N, records, state, prepared):
     for system in systems:
         extra, fn, kernel = {}, None, None
         try:
-            if system == "flashlight":
+            if system.startswith("flashlight"):
                 if device != "cuda":
                     raise RuntimeError("needs CUDA")
-                kernel, call, codegen = flashlight_system(args.kernels, name, prepared)
+                label = system[len("flashlight_"):]
+                kernels = args.compare[label] if label else args.kernels
+                kernel, call, codegen = flashlight_system(
+                    kernels, name, prepared if not label else prepared_status(kernels))
                 extra["codegen"] = codegen
                 fn = functools.partial(call, *inputs)
             elif system == "eager":
@@ -233,7 +241,7 @@ def run_case(args, variant, D, N, records, state, prepared):
                 kernel.poison = False
             rel = P.rel_err(out, ref)
             del out
-            if system == "flashlight" and not rel <= TOLERANCE:
+            if system.startswith("flashlight") and not rel <= TOLERANCE:
                 err = f"wrong: rel_err {rel:.3e} > {TOLERANCE:g} vs the {ref_dtype} reference"
             ms = bench(fn)
         except Exception as e:
@@ -353,6 +361,21 @@ def markdown(meta, records):
         lines.append(f"| {key[0]} | {key[1]} | {key[2]} | {any_r['B']} | {any_r['H']} | "
                      f"{codegen} | " + " | ".join(cells)
                      + f" | {ratio('compile')} | {ratio('flex')} | {rels} |")
+    compared = sorted({r["system"] for r in records if r["system"].startswith("flashlight_")})
+    if compared:
+        # Same-run experiments (--compare): each build's speed over the
+        # default build's.
+        lines += ["", "| variant | D | N | " + " | ".join(f"×{c}" for c in compared) + " |",
+                  "| --- | ---: | ---: |" + " ---: |" * len(compared)]
+        for key in keys:
+            by = {r["system"]: r for r in records if (r["variant"], r["D"], r["N"]) == key}
+            base_r = by.get("flashlight")
+            cells = []
+            for c in compared:
+                r = by.get(c)
+                ok = base_r and r and base_r["ms"] and r["ms"] and not r["err"]
+                cells.append(f"{base_r['ms'] / r['ms']:.3f}" if ok else "–")
+            lines.append(f"| {key[0]} | {key[1]} | {key[2]} | " + " | ".join(cells) + " |")
     if errors:
         lines += ["", "Errors and notes:", ""]
         lines += [f"{n}. {e}" for e, n in errors.items()]
@@ -380,12 +403,17 @@ def main():
     parser.add_argument("--merge", action="store_true",
                         help="keep an existing output file's records of other cases")
     parser.add_argument("--tag", default="", help="output file suffix")
+    parser.add_argument("--compare", action="append", default=[], metavar="LABEL=DIR",
+                        help="also time DIR's kernels (another prepare_programs.sh "
+                             "build, e.g. EXTRA=--branch-lookahead) as system "
+                             "flashlight_LABEL, in the same process")
     parser.add_argument("--tokens", type=int, default=P.TOKENS, help="B * N")
     parser.add_argument("--width", type=int, default=P.WIDTH, help="H * D")
     parser.add_argument("--device", default="cuda",
                         help="cpu: a smoke test of the harness (no flashlight, no Triton)")
     args = parser.parse_args()
     args.systems = args.systems.split(",")
+    args.compare = dict(c.split("=", 1) for c in args.compare)
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("bench_programs: no CUDA device (--device cpu for a smoke test)")
 
@@ -436,7 +464,8 @@ def main():
         write_outputs(args, env, records, stem)
     print(write_outputs(args, env, records, stem))
     print(f"wrote {stem}.json and {stem}.md")
-    bad = [r for r in records if r["system"] in ("flashlight", "reference") and r["err"]]
+    bad = [r for r in records
+           if (r["system"].startswith("flashlight") or r["system"] == "reference") and r["err"]]
     print(f"bench_programs: {len(bad)} flashlight/reference failure(s)")
     sys.exit(1 if bad else 0)
 
