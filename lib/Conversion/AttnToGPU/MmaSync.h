@@ -259,43 +259,6 @@ protected:
     return x;
   }
 
-  /// What a slice feeds in a step: the query or key of one of the step's
-  /// `branches` logit branches, or the value.
-  struct Role {
-    enum Kind { Query, Key, Values } kind;
-    unsigned branch, branches;
-  };
-  /// The roles of `v` (directly or through tensor.cast), queries first,
-  /// then keys, then the value: one slice may feed several (a K shared by
-  /// two branches; K and V of the same tensor, merged by CSE).
-  static SmallVector<Role> rolesOf(Value v) {
-    SmallVector<Role> roles;
-    SmallVector<Value> work = {v};
-    OnlineStepOp step;
-    SmallVector<Value> same;
-    while (!work.empty()) {
-      Value x = work.pop_back_val();
-      same.push_back(x);
-      for (Operation *user : x.getUsers()) {
-        if (auto cast = dyn_cast<tensor::CastOp>(user))
-          work.push_back(cast.getResult());
-        else if (auto s = dyn_cast<OnlineStepOp>(user))
-          step = s;
-      }
-    }
-    if (!step)
-      return roles;
-    unsigned n = step.getNumBranches();
-    for (Role::Kind kind : {Role::Query, Role::Key})
-      for (unsigned r = 0; r < n; ++r)
-        if (llvm::is_contained(same, kind == Role::Query ? step.getQueries()[r]
-                                                         : step.getKeys()[r]))
-          roles.push_back({kind, r, n});
-    if (llvm::is_contained(same, step.getValue()))
-      roles.push_back({Role::Values, 0, n});
-    return roles;
-  }
-
   LogicalResult onSlice(Value v, const View &view) override {
     for (Role role : rolesOf(v))
       if (failed(onRole(v, view, role)))

@@ -55,7 +55,8 @@ protected:
   LogicalResult onSlice(Value sliced, const View &view) override {
     Value memref = view.memref;
     // Query tiles are loaded into registers once, here, outside the KV loop.
-    if (!feedsQuery(sliced))
+    SmallVector<Role> roles = rolesOf(sliced);
+    if (roles.empty() || roles.front().kind != Role::Query)
       return success();
     int64_t d = cast<RankedTensorType>(sliced.getType()).getDimSize(3);
     auto [row, rowClamped] = rowOf(view.offsets[2], memref);
