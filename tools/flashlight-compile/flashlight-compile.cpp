@@ -589,7 +589,8 @@ int main(int argc, char **argv) {
         std::pair<int64_t, int64_t> tiles = flashlight::tensorCoreTiles(
             op, wgmma && chip == "sm_90a", blockMask);
         if (!flashlight::tensorCoreIneligibility(op.getKeys(), op.getValue(),
-                                                 tiles.first, tiles.second))
+                                                 op.getScore(), tiles.first,
+                                                 tiles.second))
           mmaTiles = tiles;
       });
     options.blockM =

@@ -27,12 +27,11 @@ class AttentionOp;
 #include "flashlight/Conversion/Passes.h.inc"
 
 /// Why the tensor-core code generator cannot take an attention with these
-/// keys (one per logit branch) and value, tiled block-m x block-n, or
-/// nothing if it can.
-std::optional<std::string> tensorCoreIneligibility(mlir::ValueRange keys,
-                                                   mlir::Value value,
-                                                   int64_t blockM,
-                                                   int64_t blockN);
+/// keys (one per logit branch), value and score region, tiled block-m x
+/// block-n, or nothing if it can.
+std::optional<std::string>
+tensorCoreIneligibility(mlir::ValueRange keys, mlir::Value value,
+                        mlir::Region &score, int64_t blockM, int64_t blockN);
 
 /// The tensor-core generator's tiles (block-m, block-n) for `op`, from its
 /// structure and the generator (measured on an H100; docs/benchmarks):

@@ -30,10 +30,9 @@ using namespace mlir;
 /// 227 KB): the tensor-core tiles must fit on either.
 constexpr int64_t kMaxSharedMemory = 166912;
 
-std::optional<std::string> flashlight::tensorCoreIneligibility(ValueRange keys,
-                                                               Value value,
-                                                               int64_t blockM,
-                                                               int64_t blockN) {
+std::optional<std::string>
+flashlight::tensorCoreIneligibility(ValueRange keys, Value value, Region &score,
+                                    int64_t blockM, int64_t blockN) {
   unsigned branches = keys.size();
   Type element = cast<RankedTensorType>(value.getType()).getElementType();
   SmallVector<int64_t> headDims;
@@ -53,7 +52,8 @@ std::optional<std::string> flashlight::tensorCoreIneligibility(ValueRange keys,
   // Shared memory, as the larger of the two generators lays it out: wgmma
   // has per branch a Q tile and two K tiles, and two V tiles; mma.sync pads
   // rows by 8 elements and has one K and V tile (Q's at most). Plus 1024
-  // bytes of alignment slack and the mbarriers.
+  // bytes of alignment slack, the mbarriers and the relative-position
+  // tables.
   int64_t dv = headDims.back();
   int64_t wgmma = 2 * blockN * dv, mma = blockN * (dv + 8);
   for (int64_t d : ArrayRef<int64_t>(headDims).drop_back()) {
@@ -61,7 +61,9 @@ std::optional<std::string> flashlight::tensorCoreIneligibility(ValueRange keys,
     mma += (blockM + blockN) * (d + 8);
   }
   int64_t elements = std::max(wgmma, mma);
-  int64_t bytes = elements * element.getIntOrFloatBitWidth() / 8 + 1024 + 32;
+  int64_t bytes =
+      elements * element.getIntOrFloatBitWidth() / 8 + 1024 + 32 +
+      attn_to_gpu::relativeTableBytes(score, branches, blockM, blockN);
   if (bytes > kMaxSharedMemory)
     return "its tiles (" + std::to_string(branches) + " logit branches) need " +
            std::to_string(bytes) + " bytes of shared memory (at most " +
@@ -130,8 +132,9 @@ flashlight::tensorCoreTiles(attn::AttentionOp op, bool wgmma, bool blockMask) {
   std::pair<int64_t, int64_t> tiles = preferredTiles(op, wgmma, blockMask);
   // Each logit branch stages its own Q and K tiles: with several, 128-key
   // tiles may not fit in shared memory, 64-key ones do up to D = 128.
-  if (tiles.second > 64 && tensorCoreIneligibility(op.getKeys(), op.getValue(),
-                                                   tiles.first, tiles.second))
+  if (tiles.second > 64 &&
+      tensorCoreIneligibility(op.getKeys(), op.getValue(), op.getScore(),
+                              tiles.first, tiles.second))
     tiles.second = 64;
   return tiles;
 }
@@ -145,7 +148,7 @@ namespace {
 std::optional<std::string> mmaIneligibility(OnlineStepOp step, int64_t blockM,
                                             int64_t blockN) {
   return flashlight::tensorCoreIneligibility(step.getKeys(), step.getValue(),
-                                             blockM, blockN);
+                                             step.getScore(), blockM, blockN);
 }
 
 /// The block id along `d` of a grid that is `gridSize` blocks along it:
@@ -498,6 +501,21 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                                 arith::ConstantIndexOp::create(b, loc, bytes)),
           ValueRange{});
       bytes += 32;
+    }
+    // The relative-position tables (MmaSync.h's fillRelativeTable): per
+    // warp two buffers of block-n + rows - 1 f32 entries per term.
+    if (RelativeTerms relative = relativeTerms(step.getScore(), branches)) {
+      int64_t rows = useWgmma ? 16 : 16 * mTiles;
+      int64_t entries = threads / kThreadsPerWarp * 2 * relative.terms.size() *
+                        (blockN + rows - 1);
+      auto type = MemRefType::get({entries}, b.getF32Type(),
+                                  MemRefLayoutAttrInterface(), smem);
+      tiles.relative = memref::ViewOp::create(
+          b, loc, type, base,
+          arith::AddIOp::create(b, loc, shift,
+                                arith::ConstantIndexOp::create(b, loc, bytes)),
+          ValueRange{});
+      bytes += entries * 4;
     }
     // wgmma: plus the 1024 bytes the alignment shift may skip.
     kernel->setAttr("flashlight.dynamic_shared_memory",

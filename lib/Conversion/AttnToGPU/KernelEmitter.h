@@ -229,13 +229,15 @@ protected:
   /// arguments (a score region's logits), inlined here: inlineRegion then
   /// completes them. A per-element gather (a bias table) issued before
   /// S = Q K^T has its latency hidden behind the product.
+  /// Ops whose results `rm` already maps are not cloned again.
   IRMapping inlineIndependent(Region &region, unsigned numLeading,
-                              ArrayRef<Value> indices, ValueRange captures) {
+                              ArrayRef<Value> indices, ValueRange captures,
+                              IRMapping rm = IRMapping()) {
     Block &block = region.front();
-    IRMapping rm;
     mapIndicesAndCaptures(block, rm, numLeading, indices, captures);
     for (Operation &op : block.without_terminator())
-      if (llvm::all_of(op.getOperands(),
+      if (!(op.getNumResults() && rm.contains(op.getResult(0))) &&
+          llvm::all_of(op.getOperands(),
                        [&](Value v) { return rm.contains(v); }))
         inlineOp(op, rm, numLeading);
     return rm;
@@ -539,6 +541,9 @@ struct MmaTiles {
   /// wgmma without a block-wide barrier per step: 4 mbarriers (i64) in
   /// shared memory, K/V buffer 0 and 1 full, then empty; else null.
   Value barriers;
+  /// The relative-position tables (f32, [warp][buffer][term][position]),
+  /// when the score region has RelativeTerms; else null.
+  Value relative;
 };
 
 /// A block mask (BlockMask.cpp): an i8 buffer [B', H', M tiles, N tiles]
@@ -581,6 +586,28 @@ createBlockMaskEmitter(OpBuilder &b, Location loc, const BlockMask &mask,
 /// KV tile first and skips the tile if nothing is kept: masks whose kept
 /// tiles no bound describes (data-dependent or of no known shape).
 bool votesOnTiles(OnlineStepOp step);
+
+/// At most this many relative-position terms get a table.
+constexpr size_t kMaxRelativeTerms = 2;
+
+/// The terms of a score region (whose first `numLeading` arguments are the
+/// logits) that depend on the query and key indices only through j - i and
+/// are worth a table per warp (RelativeTerms.cpp); empty otherwise.
+struct RelativeTerms {
+  /// The region's ops computing from j - i, in order, and the sign of each
+  /// that takes the difference itself (+1: j - i, -1: i - j).
+  SmallVector<Operation *> ops;
+  DenseMap<Operation *, int> differences;
+  /// The f32 values of those ops that the rest of the region reads.
+  SmallVector<Value> terms;
+  explicit operator bool() const { return !terms.empty(); }
+};
+RelativeTerms relativeTerms(Region &score, unsigned numLeading);
+
+/// Shared memory the tensor-core generator's relative-position tables take
+/// at most with block-m x block-n tiles (0 without such terms).
+int64_t relativeTableBytes(Region &score, unsigned numLeading, int64_t blockM,
+                           int64_t blockN);
 
 /// True when `region` (a score or mask region) reads a captured tensor at an
 /// index other than the batch and head arguments: a gather per element.

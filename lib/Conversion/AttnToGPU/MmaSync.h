@@ -37,8 +37,8 @@ public:
   MmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
                  int64_t threads, int64_t mTiles, const BlockMask &mask)
       : KernelEmitter(b, loc), keyTiles(tiles.keys), queryTiles(tiles.queries),
-        valueTile(tiles.values), threads(threads), mTiles(mTiles),
-        blockMask(mask) {}
+        valueTile(tiles.values), relativeTable(tiles.relative),
+        threads(threads), mTiles(mTiles), blockMask(mask) {}
 
 protected:
   /// Shared-memory staging tiles: one K (and Q) tile per logit branch, V
@@ -46,6 +46,8 @@ protected:
   /// registers.
   SmallVector<Value, 2> keyTiles, queryTiles;
   Value valueTile;
+  /// MmaTiles::relative (null: no relative-position terms).
+  Value relativeTable;
   /// The logit branch whose product is being emitted: keyTile() and
   /// queryTile() are its tiles.
   unsigned branch = 0;
@@ -123,6 +125,9 @@ protected:
     return arith::MulIOp::create(b, loc, x, idx(c));
   }
   void barrier() { gpu::BarrierOp::create(b, loc); }
+  Value i32(int64_t v) {
+    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
+  }
 
   /// Copies rows [start, start + tile rows) x [0, D) of `view` (a
   /// [1, 1, *, D] slice) into `tile` with cp.async, 16 bytes per copy; rows
@@ -358,6 +363,92 @@ protected:
   Value rowOf(Value q0, int64_t mt, int64_t i) {
     return addI(q0, addI(mulI(warp, rowsPerWarp()),
                          addI(group(), idx(16 * mt + 8 * (i / 2)))));
+  }
+
+  /// Fills this warp's relative-position table for the KV tile at `k0`
+  /// (`bn` keys): entry t of term k holds the term at j - i = d0 + t, where
+  /// d0 is the smallest j - i of the warp's elements (its last row, the
+  /// tile's first key). The lanes split the bn + rows - 1 entries; a
+  /// position no (query, key) pair of the tensors has is evaluated at the
+  /// nearest one that exists, so that a gather stays in bounds. Tiles
+  /// alternate between two buffers: the warp's sync after this step's
+  /// writes also orders the previous step's reads of the other buffer
+  /// before the next step's writes to it. Returns the table's first entry.
+  Value fillRelativeTable(OnlineStepOp step, const RelativeTerms &relative,
+                          Value b0, Value h0, Value q0, Value k0, Value lastRow,
+                          Value lastKey, int64_t bn) {
+    Region &score = step.getScore();
+    Block &block = score.front();
+    unsigned numLeading = step.getNumBranches();
+    int64_t rows = rowsPerWarp(), positions = bn + rows - 1;
+    int64_t terms = relative.terms.size();
+    Value parity = arith::RemUIOp::create(
+        b, loc, arith::DivUIOp::create(b, loc, k0, idx(bn)), idx(2));
+    Value base = mulI(addI(mulI(warp, 2), parity), terms * positions);
+    Value d0 = arith::SubIOp::create(
+        b, loc, k0, addI(q0, addI(mulI(warp, rows), idx(rows - 1))));
+    Value first = arith::SubIOp::create(b, loc, idx(0), lastRow);
+    for (int64_t from = 0; from < positions; from += kThreadsPerWarp) {
+      Value t = addI(lane, idx(from));
+      OpBuilder::InsertionGuard guard(b);
+      if (from + kThreadsPerWarp > positions) {
+        auto inTable = scf::IfOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::slt, t, idx(positions)));
+        b.setInsertionPointToStart(&inTable.getThenRegion().front());
+      }
+      Value delta =
+          minI(arith::MaxSIOp::create(b, loc, addI(d0, t), first), lastKey);
+      // The region's relative ops, the differences replaced by delta; the
+      // row and column arguments stay unmapped, so nothing else that reads
+      // them is cloned.
+      IRMapping rm;
+      rm.map(block.getArgument(numLeading), b0);
+      rm.map(block.getArgument(numLeading + 1), h0);
+      for (auto [i, capture] : llvm::enumerate(step.getCaptures()))
+        rm.map(block.getArgument(numLeading + 4 + i), memrefOf.lookup(capture));
+      for (Operation &op : block.without_terminator()) {
+        auto difference = relative.differences.find(&op);
+        if (difference != relative.differences.end()) {
+          Value d = difference->second > 0
+                        ? delta
+                        : arith::SubIOp::create(b, loc, idx(0), delta);
+          Type type = op.getResult(0).getType();
+          if (!type.isIndex())
+            d = arith::IndexCastOp::create(b, loc, type, d);
+          rm.map(op.getResult(0), d);
+        } else if (op.getNumResults() &&
+                   llvm::all_of(op.getOperands(),
+                                [&](Value v) { return rm.contains(v); })) {
+          inlineOp(op, rm, numLeading);
+        }
+      }
+      for (auto [k, term] : llvm::enumerate(relative.terms))
+        memref::StoreOp::create(
+            b, loc, rm.lookup(term), relativeTable,
+            ValueRange{addI(base, addI(idx(k * positions), t))});
+    }
+    NVVM::SyncWarpOp::create(b, loc, i32(-1));
+    return base;
+  }
+
+  /// The relative-position terms of element i of block nb of m16 tile mt,
+  /// read from the table at `base`, as a mapping for inlineRegion: the
+  /// region's other relative ops map to themselves, which only tells
+  /// inlineRegion not to clone them (only relative ops read them).
+  IRMapping readRelativeTable(const RelativeTerms &relative, Value base,
+                              int64_t bn, int64_t mt, int64_t nb, int64_t i) {
+    int64_t rows = rowsPerWarp(), positions = bn + rows - 1;
+    Value col = addI(idx(8 * nb + (i % 2)), mulI(quad(), 2));
+    Value row = addI(group(), idx(16 * mt + 8 * (i / 2)));
+    Value t = arith::SubIOp::create(b, loc, addI(col, idx(rows - 1)), row);
+    IRMapping rm;
+    for (Operation *op : relative.ops)
+      rm.map(op->getResult(0), op->getResult(0));
+    for (auto [k, term] : llvm::enumerate(relative.terms))
+      rm.map(term, memref::LoadOp::create(
+                       b, loc, relativeTable,
+                       ValueRange{addI(base, addI(idx(k * positions), t))}));
+    return rm;
   }
 
   /// Fragments of 4 f32 per m16 tile and 8-column block: [mt][block][i].
@@ -653,15 +744,35 @@ protected:
     // A score region that gathers per element (a bias table): what does not
     // depend on the logits (the loads, index math) runs before the S
     // products, which then hide its latency.
-    bool early = !step.getScore().empty() && gathersPerElement(step.getScore());
+    // Terms of j - i only (a relative-position bias): read from a table
+    // this warp fills for the tile (fillRelativeTable).
+    RelativeTerms relative;
+    if (relativeTable)
+      relative = relativeTerms(step.getScore(), branches);
+    Value tableBase;
+    if (relative)
+      tableBase = fillRelativeTable(step, relative, b0, h0, q0, k0, lastRow,
+                                    lastKey, bn);
+    bool early = !step.getScore().empty() && !relative &&
+                 gathersPerElement(step.getScore());
     for (auto [g, group] : llvm::enumerate(groups)) {
+      // What the score region's ops per element need beforehand: the
+      // gathers (before S) or the table's terms (after S: they need no
+      // latency hidden, nor registers during the product).
       SmallVector<IRMapping> pre;
-      for (int64_t mt = 0; early && mt < mTiles; ++mt)
-        for (int64_t nb = 0; nb < blocks; ++nb)
-          for (int64_t i = 0; i < 4; ++i)
-            pre.push_back(inlineIndependent(step.getScore(), branches,
-                                            elementIndices(mt, nb, i).second,
-                                            step.getCaptures()));
+      auto prepare = [&] {
+        for (int64_t mt = 0; mt < mTiles; ++mt)
+          for (int64_t nb = 0; nb < blocks; ++nb)
+            for (int64_t i = 0; i < 4; ++i)
+              pre.push_back(
+                  relative
+                      ? readRelativeTable(relative, tableBase, bn, mt, nb, i)
+                      : inlineIndependent(step.getScore(), branches,
+                                          elementIndices(mt, nb, i).second,
+                                          step.getCaptures()));
+      };
+      if (early)
+        prepare();
       SmallVector<Fragments> s(branches);
       for (unsigned r : group) {
         branch = r;
@@ -676,6 +787,8 @@ protected:
       // their load overlaps the softmax and P V.
       if (g + 1 == groups.size())
         prefetchNextKey(bn);
+      if (relative)
+        prepare();
 
       if (partial && maskBits.empty()) {
         // The mask of every element, evaluated on partial tiles only (a full
@@ -717,7 +830,7 @@ protected:
               SmallVector<Value> logits = inlineRegion(
                   step.getScore(), x, elementIndices(mt, nb, i).second,
                   step.getCaptures(),
-                  early ? &pre[(mt * blocks + nb) * 4 + i] : nullptr);
+                  pre.empty() ? nullptr : &pre[(mt * blocks + nb) * 4 + i]);
               for (unsigned r : group)
                 x[r] = softmax ? mul(logits[r], f32(kLog2e)) : logits[r];
             }

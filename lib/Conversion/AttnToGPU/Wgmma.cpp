@@ -107,9 +107,6 @@ protected:
   /// kept tiles).
   Value tileIndex;
 
-  Value i32(int64_t v) {
-    return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
-  }
   /// mbarrier `i` (0, 1: buffer full; 2, 3: buffer empty) as a shared
   /// pointer.
   Value barrierAt(int64_t i, Value buffer = Value()) {
