@@ -131,6 +131,7 @@ if python3 -c "import torch" 2>/dev/null; then
   for kind in torch linalg tosa; do
     if [ -d "$dir/torch-mlir-$kind" ]; then
       python3 "$root/scripts/torch_import_check.py" "$dir/torch-mlir-$kind" \
+        --fixtures "$root/test/Import/TorchMLIR/Inputs/*.$kind.mlir" \
         --out "$dir/torch-mlir-$kind-import.jsonl" || status=1
     fi
   done
