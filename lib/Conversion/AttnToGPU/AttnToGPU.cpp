@@ -450,6 +450,18 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                                 arith::RemUIOp::create(b, loc, address, atom)),
           atom);
     }
+    // The next `shape` buffer of `element`s in the shared window.
+    auto carve = [&](ArrayRef<int64_t> shape, Type element) -> Value {
+      auto type = MemRefType::get(shape, element, MemRefLayoutAttrInterface(),
+                                  smem);
+      Value view = memref::ViewOp::create(
+          b, loc, type, base,
+          arith::AddIOp::create(b, loc, shift,
+                                arith::ConstantIndexOp::create(b, loc, bytes)),
+          ValueRange{});
+      bytes += type.getNumElements() * element.getIntOrFloatBitWidth() / 8;
+      return view;
+    };
     auto tile = [&](Value of, int64_t rows) {
       auto t = cast<RankedTensorType>(of.getType());
       int64_t d = t.getDimSize(3);
@@ -458,15 +470,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
         shape = {(llvm::is_contained(step.getQueries(), of) ? 1 : 2) * rows *
                      d / 64,
                  64};
-      auto type = MemRefType::get(shape, t.getElementType(),
-                                  MemRefLayoutAttrInterface(), smem);
-      Value view = memref::ViewOp::create(
-          b, loc, type, base,
-          arith::AddIOp::create(b, loc, shift,
-                                arith::ConstantIndexOp::create(b, loc, bytes)),
-          ValueRange{});
-      bytes += type.getNumElements() * t.getElementTypeBitWidth() / 8;
-      return view;
+      return carve(shape, t.getElementType());
     };
     MmaTiles tiles;
     for (Value key : step.getKeys())
@@ -493,14 +497,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // behind K, so 8 of them) it lost 0-9 %.
     if (useWgmma && decoupleWarpgroups && !pipelined && (!votes || buildMask) &&
         blockM.getInt() == 128 && step->getParentOfType<scf::ForOp>()) {
-      auto type = MemRefType::get({4}, b.getI64Type(),
-                                  MemRefLayoutAttrInterface(), smem);
-      tiles.barriers = memref::ViewOp::create(
-          b, loc, type, base,
-          arith::AddIOp::create(b, loc, shift,
-                                arith::ConstantIndexOp::create(b, loc, bytes)),
-          ValueRange{});
-      bytes += 32;
+      tiles.barriers = carve({4}, b.getI64Type());
     }
     // The relative-position tables (MmaSync.h's fillRelativeTable): per
     // warp two buffers of block-n + rows - 1 f32 entries per term.
@@ -508,14 +505,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       int64_t rows = useWgmma ? 16 : 16 * mTiles;
       int64_t entries = threads / kThreadsPerWarp * 2 * relative.terms.size() *
                         (blockN + rows - 1);
-      auto type = MemRefType::get({entries}, b.getF32Type(),
-                                  MemRefLayoutAttrInterface(), smem);
-      tiles.relative = memref::ViewOp::create(
-          b, loc, type, base,
-          arith::AddIOp::create(b, loc, shift,
-                                arith::ConstantIndexOp::create(b, loc, bytes)),
-          ValueRange{});
-      bytes += entries * 4;
+      tiles.relative = carve({entries}, b.getF32Type());
     }
     // wgmma: plus the 1024 bytes the alignment shift may skip.
     kernel->setAttr("flashlight.dynamic_shared_memory",
