@@ -452,8 +452,8 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     }
     // The next `shape` buffer of `element`s in the shared window.
     auto carve = [&](ArrayRef<int64_t> shape, Type element) -> Value {
-      auto type = MemRefType::get(shape, element, MemRefLayoutAttrInterface(),
-                                  smem);
+      auto type =
+          MemRefType::get(shape, element, MemRefLayoutAttrInterface(), smem);
       Value view = memref::ViewOp::create(
           b, loc, type, base,
           arith::AddIOp::create(b, loc, shift,
