@@ -229,15 +229,13 @@ protected:
   /// arguments (a score region's logits), inlined here: inlineRegion then
   /// completes them. A per-element gather (a bias table) issued before
   /// S = Q K^T has its latency hidden behind the product.
-  /// Ops whose results `rm` already maps are not cloned again.
   IRMapping inlineIndependent(Region &region, unsigned numLeading,
-                              ArrayRef<Value> indices, ValueRange captures,
-                              IRMapping rm = IRMapping()) {
+                              ArrayRef<Value> indices, ValueRange captures) {
     Block &block = region.front();
+    IRMapping rm;
     mapIndicesAndCaptures(block, rm, numLeading, indices, captures);
     for (Operation &op : block.without_terminator())
-      if (!(op.getNumResults() && rm.contains(op.getResult(0))) &&
-          llvm::all_of(op.getOperands(),
+      if (llvm::all_of(op.getOperands(),
                        [&](Value v) { return rm.contains(v); }))
         inlineOp(op, rm, numLeading);
     return rm;

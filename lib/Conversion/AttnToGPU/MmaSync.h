@@ -431,14 +431,13 @@ protected:
     return base;
   }
 
-  /// The relative-position terms of element i of block nb of m16 tile mt,
-  /// read from the table at `base`, as a mapping for inlineRegion: the
-  /// region's other relative ops map to themselves, which only tells
-  /// inlineRegion not to clone them (only relative ops read them).
+  /// The relative-position terms of element i (at tile column `col`) of
+  /// m16 tile mt, read from the table at `base`, as a mapping for
+  /// inlineRegion: the region's other relative ops map to themselves, which
+  /// only tells inlineRegion not to clone them (only relative ops read them).
   IRMapping readRelativeTable(const RelativeTerms &relative, Value base,
-                              int64_t bn, int64_t mt, int64_t nb, int64_t i) {
+                              int64_t bn, int64_t mt, int64_t i, Value col) {
     int64_t rows = rowsPerWarp(), positions = bn + rows - 1;
-    Value col = addI(idx(8 * nb + (i % 2)), mulI(quad(), 2));
     Value row = addI(group(), idx(16 * mt + 8 * (i / 2)));
     Value t = arith::SubIOp::create(b, loc, addI(col, idx(rows - 1)), row);
     IRMapping rm;
@@ -765,11 +764,11 @@ protected:
           for (int64_t nb = 0; nb < blocks; ++nb)
             for (int64_t i = 0; i < 4; ++i)
               pre.push_back(
-                  relative
-                      ? readRelativeTable(relative, tableBase, bn, mt, nb, i)
-                      : inlineIndependent(step.getScore(), branches,
-                                          elementIndices(mt, nb, i).second,
-                                          step.getCaptures()));
+                  relative ? readRelativeTable(relative, tableBase, bn, mt, i,
+                                               elementIndices(mt, nb, i).first)
+                           : inlineIndependent(step.getScore(), branches,
+                                               elementIndices(mt, nb, i).second,
+                                               step.getCaptures()));
       };
       if (early)
         prepare();
