@@ -281,6 +281,23 @@ def differential(q1, k1, q2, k2, v):
     return pv_bhnd(p1 - lam * p2, v)
 
 
+IPA_POINTS = 4
+
+
+@program(qkv() + [((B, H, N, IPA_POINTS, 3), "bf16")] * 2 + [((H,), "f32")],
+         "BHND, IPA-style logits: q.k / sqrt(D) - softplus(gamma[h]) * w / 2 * "
+         "sum over 4 points of |q_pts - k_pts|^2 (points [B, H, N, 4, 3], in f32)")
+def ipa(q, k, v, q_pts, k_pts, gamma):
+    s = qk_bhnd(q, k) / math.sqrt(q.shape[-1])
+    diff = (q_pts.astype(jnp.float32)[:, :, :, None]
+            - k_pts.astype(jnp.float32)[:, :, None, :])
+    dist = jnp.sum(diff * diff, axis=(-2, -1))
+    # AlphaFold's point weight sqrt(2 / (9 P)) and a softplus head weight.
+    w = jnp.log(1.0 + jnp.exp(gamma)) * math.sqrt(2.0 / (9 * IPA_POINTS)) / 2
+    s = s - w[None, :, None, None] * dist
+    return pv_bhnd(jax.nn.softmax(s, axis=-1).astype(v.dtype), v)
+
+
 # --- jax.nn.dot_product_attention (BNHD) -------------------------------------
 
 

@@ -450,8 +450,10 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
       for (AffineExpr e : reductionVars)
         if (auto d = dyn_cast<AffineDimExpr>(e))
           vars.push_back(d.getPosition());
-      if (vars.size() > 1) {
-        lastError = "a reduction over several dimensions";
+      // Several dims: a sum nests one Reduce per variable, the inner ones
+      // from 0 (sum((-2, -1)), e.g. over the points of IPA's distances).
+      if (vars.size() > 1 && !isa<arith::AddFOp>(combine)) {
+        lastError = "a reduction over several dimensions that is not a sum";
         return nullptr;
       }
       if (vars.empty()) {
@@ -460,11 +462,18 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
         result->operands = combine->getOperand(0) == acc
                                ? SmallVector<ENode *>{initNode, body}
                                : SmallVector<ENode *>{body, initNode};
-      } else {
+      }
+      for (auto [n, var] : llvm::enumerate(llvm::reverse(vars))) {
+        ENode *start = initNode;
+        if (n + 1 < vars.size()) {
+          start = make(ENode::Kind::Const, elt);
+          start->value = FloatAttr::get(elt, 0.0);
+        }
         result = make(ENode::Kind::Reduce, elt);
         result->op = combine;
-        result->var = vars.front();
-        result->operands = {body, initNode};
+        result->var = var;
+        result->operands = {body, start};
+        body = result;
       }
     }
   } else if (isa<tensor::EmptyOp>(def)) {

@@ -79,6 +79,17 @@ bool isReduce(ENode *n, StringRef combiner) {
   return n->kind == Kind::Reduce && n->combinerName() == combiner;
 }
 
+/// An IPA-style squared distance `sum_{p...} (A - B)^2` in the logits: A
+/// reads along the query (not the keys), B along the keys, both along the
+/// point variables `vars` the sums run over.
+struct Distance {
+  ENode *node = nullptr; // the outermost sum
+  SmallVector<unsigned> vars;
+  ENode *a = nullptr, *b = nullptr;
+  /// sum A^2 ([B, Hq, M]) and sum B^2 ([B, Hkv, N]), f32, once built.
+  Value rows, cols;
+};
+
 /// One logit branch: `sum_j P[j] * V[j]` with P normalized from S.
 struct Branch {
   ENode *output = nullptr; // the node the epilogue sees as o_r
@@ -99,6 +110,7 @@ struct Branch {
   ENode *sink = nullptr;     // the extra logit in the denominator
   SmallVector<ENode *> keep; // mask conjuncts
   SmallVector<ENode *> drop; // conjuncts that mask when true
+  SmallVector<Distance> distances; // squared distances in S besides Q.K
 };
 
 class Raiser {
@@ -361,7 +373,36 @@ bool Raiser::isAllMasked(ENode *guard, ENode *logits, unsigned j) {
   return false;
 }
 
+/// `n` as a squared distance along the keys `j`, if it is one: sums from 0
+/// of `(A - B)^2` (a product of one difference with itself, or its power 2).
+std::optional<Distance> matchDistance(ElementGraph &graph, ENode *n,
+                                      unsigned j) {
+  Distance d;
+  d.node = n;
+  ENode *body = n;
+  while (isReduce(body, "arith.addf") && isConst(body->operands[1], 0.0)) {
+    d.vars.push_back(body->var);
+    body = peel(body->operands[0]);
+  }
+  ENode *diff = nullptr;
+  if (isOp(body, "arith.mulf") &&
+      peel(body->operands[0]) == peel(body->operands[1]))
+    diff = peel(body->operands[0]);
+  else if (isOp(body, "math.powf") && isConst(body->operands[1], 2.0))
+    diff = peel(body->operands[0]);
+  if (d.vars.empty() || !diff || !isOp(diff, "arith.subf"))
+    return std::nullopt;
+  d.a = diff->operands[0];
+  d.b = diff->operands[1];
+  if (graph.dependsOn(d.a, j))
+    std::swap(d.a, d.b);
+  if (graph.dependsOn(d.a, j) || !graph.dependsOn(d.b, j))
+    return std::nullopt;
+  return d;
+}
+
 /// The contraction `sum_c Q * K` inside S; constant factors go to scale.
+/// Squared distances along the keys beside it go to `br.distances`.
 LogicalResult Raiser::matchContraction(Branch &br, Reason &why) {
   llvm::DenseSet<ENode *> seen;
   SmallVector<ENode *> stack = {br.logits};
@@ -371,7 +412,10 @@ LogicalResult Raiser::matchContraction(Branch &br, Reason &why) {
     if (!seen.insert(n).second)
       continue;
     if (isReduce(n, "arith.addf") && graph.dependsOn(n, br.j)) {
-      found.push_back(n);
+      if (std::optional<Distance> d = matchDistance(graph, n, br.j))
+        br.distances.push_back(*d);
+      else
+        found.push_back(n);
       continue;
     }
     stack.append(n->operands.begin(), n->operands.end());
@@ -588,6 +632,8 @@ public:
   /// intermediate logits are artifacts of its dtype, not its intent (the
   /// fused kernel keeps scores in f32, as FlashAttention does).
   bool promote = true;
+  /// Inside a linalg.generic of the function: tensors are read directly.
+  bool readsOuter = false;
 
   bool promotes(Type t) const {
     return promote && isa<FloatType>(t) && t.getIntOrFloatBitWidth() < 32;
@@ -606,8 +652,10 @@ public:
   Value read(ENode *n, ArrayRef<Value> idx) {
     if (llvm::is_contained(idx, Value()))
       return {};
-    Value v =
-        tensor::ExtractOp::create(b, loc, captures.lookup(n->tensor), idx);
+    Value tensor = captures.lookup(n->tensor);
+    if (!tensor && readsOuter)
+      tensor = n->tensor;
+    Value v = tensor::ExtractOp::create(b, loc, tensor, idx);
     return promotes(n->type) ? castFloat(v, b.getF32Type()) : v;
   }
 
@@ -639,6 +687,268 @@ private:
   ElementGraph &graph;
   DenseMap<ENode *, Value> done;
 };
+
+/// `from` as `+-prod(mul) / prod(div) * target + rest`: only sums,
+/// differences, negations, and products and quotients by factors without
+/// `target`, lie between them.
+struct Linear {
+  bool negative = false;
+  SmallVector<ENode *> mul, div;
+};
+
+bool linearIn(ElementGraph &graph, ENode *from, ENode *target, Linear &lin) {
+  ENode *n = from;
+  while (n != target) {
+    if (isCast(n) || isOp(n, "arith.negf")) {
+      lin.negative ^= isOp(n, "arith.negf");
+      n = n->operands[0];
+      continue;
+    }
+    if (n->kind != Kind::Op || n->operands.size() != 2)
+      return false;
+    bool left = graph.contains(n->operands[0], target);
+    if (left == graph.contains(n->operands[1], target))
+      return false;
+    ENode *inner = n->operands[left ? 0 : 1], *other = n->operands[left];
+    if (isOp(n, "arith.subf"))
+      lin.negative ^= !left;
+    else if (isOp(n, "arith.mulf"))
+      lin.mul.push_back(other);
+    else if (isOp(n, "arith.divf") && left)
+      lin.div.push_back(other);
+    else if (!isOp(n, "arith.addf"))
+      return false;
+    n = inner;
+  }
+  return true;
+}
+
+/// The node of `n` where its paths to `a` and to `b` part.
+ENode *fork(ElementGraph &graph, ENode *n, ENode *a, ENode *b) {
+  while (true) {
+    ENode *next = nullptr;
+    unsigned holding = 0;
+    for (ENode *o : n->operands) {
+      bool hasA = graph.contains(o, a), hasB = graph.contains(o, b);
+      holding += hasA || hasB;
+      if (hasA && hasB)
+        next = o;
+    }
+    if (holding != 1 || !next)
+      return n;
+    n = next;
+  }
+}
+
+/// The most points a folded squared distance sums over.
+constexpr int64_t kMaxDistancePoints = 64;
+
+/// Folds the branch's squared distances into its contraction, as
+/// `sum (A - B)^2 = sum A^2 + sum B^2 - 2 sum A.B` (IPA's point term): the
+/// cross term becomes extra columns of Q and K (Q's scaled so that
+/// `scale * Q'.K'` carries the logit's multiple of it), the squares a row
+/// and a column tensor the score region adds in place of the distance.
+/// `q` and `k` are the [B, H, rows, D] views; on success, the widened ones.
+LogicalResult foldDistances(ElementGraph &graph, Branch &br,
+                            const Roles &roles, int64_t group, bool promote,
+                            OpBuilder &b, Location loc, Value &q, Value &k,
+                            std::string &why) {
+  // Each distance's coefficient next to Q.K's: the logits are
+  // G(kappa * qk + alpha * distance + rest); Q's extra columns are A times
+  // -2 alpha / (kappa * scale).
+  SmallVector<std::pair<Linear, Linear>, 2> coefs;
+  SmallVector<int64_t> sizes;
+  for (Distance &d : br.distances) {
+    if (!graph.contains(br.score, d.node))
+      return why = "a squared distance along the keys is in the mask",
+             failure();
+    ENode *at = fork(graph, br.score, br.qk, d.node);
+    Linear ofQK, ofDistance;
+    if (!linearIn(graph, at, br.qk, ofQK) ||
+        !linearIn(graph, at, d.node, ofDistance))
+      return why = "a squared distance along the keys is not added to the "
+                   "Q.K contraction",
+             failure();
+    for (ENode *f : llvm::concat<ENode *>(ofQK.mul, ofQK.div, ofDistance.mul,
+                                          ofDistance.div))
+      if (graph.dependsOn(f, br.j) || graph.contains(f, br.qk) ||
+          llvm::any_of(br.distances,
+                       [&](Distance &o) { return graph.contains(f, o.node); }))
+        return why = "a squared distance's coefficient varies along the keys",
+               failure();
+    coefs.emplace_back(ofQK, ofDistance);
+    int64_t size = 1;
+    for (unsigned v : d.vars)
+      size *= graph.extent(v);
+    // Its squares are unrolled over the points.
+    if (size > kMaxDistancePoints)
+      return why = "a squared distance sums over " + std::to_string(size) +
+                   " points (at most " + std::to_string(kMaxDistancePoints) +
+                   " are folded)",
+             failure();
+    sizes.push_back(size);
+  }
+  MLIRContext *ctx = b.getContext();
+  auto index = [&](OpBuilder &nb, Location l, int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(nb, l, v);
+  };
+  // Binds the role variables to a generic's first three loops.
+  auto bindRoles = [&](OpBuilder &nb, Location l, Emitter &em, bool keys) {
+    SmallVector<Value> ix;
+    for (unsigned dim = 0; dim < 3; ++dim)
+      ix.push_back(linalg::IndexOp::create(nb, l, dim));
+    if (roles.b >= 0)
+      em.vars[roles.b] = ix[0];
+    if (roles.h >= 0)
+      em.vars[roles.h] =
+          keys ? Value(arith::MulIOp::create(nb, l, ix[1], index(nb, l, group)))
+               : ix[1];
+    int row = keys ? int(br.j) : roles.i;
+    if (row >= 0)
+      em.vars[row] = ix[2];
+    return ix;
+  };
+  auto toF32 = [&](OpBuilder &nb, Emitter &em, Value v) {
+    return v ? em.castFloat(v, nb.getF32Type()) : v;
+  };
+  auto product = [&](OpBuilder &nb, Location l, Emitter &em,
+                     ArrayRef<ENode *> factors, Value x, bool divide) {
+    for (ENode *f : factors) {
+      Value fv = toF32(nb, em, em.emit(f));
+      if (!fv || !x)
+        return Value();
+      x = divide ? Value(arith::DivFOp::create(nb, l, x, fv))
+                 : Value(arith::MulFOp::create(nb, l, x, fv));
+    }
+    return x;
+  };
+  std::string error;
+
+  // Q' and K': the view, then each distance's A (B) flattened over its
+  // points, then zeros up to a multiple of 16 columns (tensor-core steps).
+  auto widen = [&](Value main, bool keys) -> Value {
+    auto mainType = cast<RankedTensorType>(main.getType());
+    SmallVector<int64_t> shape(mainType.getShape());
+    int64_t dMain = shape[3], total = dMain;
+    for (int64_t size : sizes)
+      total += size;
+    shape[3] = llvm::alignTo(total, 16);
+    Type elt = mainType.getElementType();
+    Value init = tensor::EmptyOp::create(b, loc, shape, elt);
+    auto body = [&](OpBuilder &nb, Location l, ValueRange) {
+      Emitter em(nb, l, graph);
+      em.promote = promote;
+      em.readsOuter = true;
+      SmallVector<Value> ix = bindRoles(nb, l, em, keys);
+      Value col = linalg::IndexOp::create(nb, l, 3);
+      auto cmp = [&](arith::CmpIPredicate p, Value x, int64_t v) -> Value {
+        return arith::CmpIOp::create(nb, l, p, x, index(nb, l, v));
+      };
+      Value v = tensor::ExtractOp::create(
+          nb, l, main,
+          {ix[0], ix[1], ix[2],
+           arith::MinUIOp::create(nb, l, col, index(nb, l, dMain - 1))});
+      Value zero =
+          arith::ConstantOp::create(nb, l, elt, nb.getFloatAttr(elt, 0.0));
+      v = arith::SelectOp::create(
+          nb, l, cmp(arith::CmpIPredicate::ult, col, dMain), v, zero);
+      int64_t offset = dMain;
+      for (auto [d, size, coef] : llvm::zip(br.distances, sizes, coefs)) {
+        // Point p of this distance: column offset + p, clamped inside.
+        Value p = arith::SubIOp::create(
+            nb, l, arith::MaxUIOp::create(nb, l, col, index(nb, l, offset)),
+            index(nb, l, offset));
+        p = arith::MinUIOp::create(nb, l, p, index(nb, l, size - 1));
+        int64_t stride = size;
+        for (unsigned var : d.vars) {
+          stride /= graph.extent(var);
+          em.vars[var] = arith::RemUIOp::create(
+              nb, l, arith::DivUIOp::create(nb, l, p, index(nb, l, stride)),
+              index(nb, l, graph.extent(var)));
+        }
+        Value x = toF32(nb, em, em.emit(keys ? d.b : d.a));
+        if (!keys) {
+          auto [ofQK, ofDistance] = coef;
+          double sign = ofQK.negative != ofDistance.negative ? 1.0 : -1.0;
+          Value c = arith::ConstantOp::create(
+              nb, l, nb.getF32FloatAttr(2.0 * sign / br.scale));
+          c = product(nb, l, em, ofDistance.mul, c, false);
+          c = product(nb, l, em, ofDistance.div, c, true);
+          c = product(nb, l, em, ofQK.mul, c, true);
+          c = product(nb, l, em, ofQK.div, c, false);
+          x = c && x ? Value(arith::MulFOp::create(nb, l, x, c)) : Value();
+        }
+        if (!x)
+          break;
+        Value in = arith::AndIOp::create(
+            nb, l, cmp(arith::CmpIPredicate::uge, col, offset),
+            cmp(arith::CmpIPredicate::ult, col, offset + size));
+        v = arith::SelectOp::create(nb, l, in, em.castFloat(x, elt), v);
+        offset += size;
+      }
+      if (!em.error.empty() && error.empty())
+        error = em.error;
+      linalg::YieldOp::create(nb, l, v);
+    };
+    unsigned rank = shape.size();
+    return linalg::GenericOp::create(
+               b, loc, TypeRange{RankedTensorType::get(shape, elt)},
+               ValueRange{}, ValueRange{init},
+               {b.getMultiDimIdentityMap(rank)},
+               SmallVector<utils::IteratorType>(rank,
+                                                utils::IteratorType::parallel),
+               body)
+        .getResult(0);
+  };
+
+  // sum A^2 per query row and sum B^2 per key, in f32, the sum unrolled
+  // over the points (a generic's loops must all index some operand).
+  auto squares = [&](Distance &d, int64_t size, bool keys) -> Value {
+    SmallVector<int64_t> shape = {roles.B, keys ? roles.Hkv : roles.Hq,
+                                  keys ? graph.extent(br.j) : roles.M};
+    Value init = tensor::EmptyOp::create(b, loc, shape, b.getF32Type());
+    auto body = [&](OpBuilder &nb, Location l, ValueRange) {
+      Value sum = arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(0.0));
+      for (int64_t p = 0; p < size && sum; ++p) {
+        Emitter em(nb, l, graph);
+        em.promote = promote;
+        em.readsOuter = true;
+        bindRoles(nb, l, em, keys);
+        int64_t stride = size;
+        for (unsigned var : d.vars) {
+          stride /= graph.extent(var);
+          em.vars[var] = index(nb, l, p / stride % graph.extent(var));
+        }
+        Value x = toF32(nb, em, em.emit(keys ? d.b : d.a));
+        sum = x ? Value(arith::AddFOp::create(
+                      nb, l, sum, arith::MulFOp::create(nb, l, x, x)))
+                : Value();
+        if (!em.error.empty() && error.empty())
+          error = em.error;
+      }
+      if (!sum)
+        sum = arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(0.0));
+      linalg::YieldOp::create(nb, l, sum);
+    };
+    return linalg::GenericOp::create(
+               b, loc, TypeRange{init.getType()}, ValueRange{},
+               ValueRange{init}, {b.getMultiDimIdentityMap(3)},
+               SmallVector<utils::IteratorType>(3,
+                                                utils::IteratorType::parallel),
+               body)
+        .getResult(0);
+  };
+
+  q = widen(q, false);
+  k = widen(k, true);
+  for (auto [d, size] : llvm::zip(br.distances, sizes)) {
+    d.rows = squares(d, size, false);
+    d.cols = squares(d, size, true);
+  }
+  if (!error.empty())
+    return why = "a squared distance cannot be folded: " + error, failure();
+  return success();
+}
 
 /// Collects the tensors that `n` reads as captures (not Q/K/V themselves).
 void collectCaptures(ENode *n, llvm::SetVector<Value> &captures,
@@ -828,6 +1138,10 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
                    {roles.B, roles.Hkv, N, Dqk}, "K");
     if (!q || !k)
       return failure();
+    if (!br.distances.empty() &&
+        failed(foldDistances(graph, br, roles, group, !keepRounding, b, loc, q,
+                             k, why.text)))
+      return failure();
     queries.push_back(q);
     keys.push_back(k);
   }
@@ -855,9 +1169,15 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
 
   // Region contents and their captures.
   llvm::DenseSet<ENode *> stops;
-  for (Branch &br : branches)
-    stops.insert(br.qk), stops.insert(br.output);
   llvm::SetVector<Value> captures;
+  for (Branch &br : branches) {
+    stops.insert(br.qk), stops.insert(br.output);
+    for (Distance &d : br.distances) {
+      stops.insert(d.node);
+      captures.insert(d.rows);
+      captures.insert(d.cols);
+    }
+  }
   llvm::DenseSet<ENode *> seen;
   bool hasScore = false;
   for (Branch &br : branches) {
@@ -943,6 +1263,25 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
         indexArgs(em, block, R, br.j);
         em.placeholders[br.qk] =
             fromF32(rb, block->getArgument(r), br.qk->type);
+        // A folded distance: its row and column squares (its cross term is
+        // in the logit).
+        for (Distance &d : br.distances) {
+          Value bArg = block->getArgument(R), hArg = block->getArgument(R + 1);
+          Value hk = group == 1
+                         ? hArg
+                         : Value(arith::DivUIOp::create(
+                               rb, loc, hArg,
+                               arith::ConstantIndexOp::create(rb, loc, group)));
+          Value rowSum = tensor::ExtractOp::create(
+              rb, loc, em.captures[d.rows],
+              ValueRange{bArg, hArg, block->getArgument(R + 2)});
+          Value colSum = tensor::ExtractOp::create(
+              rb, loc, em.captures[d.cols],
+              ValueRange{bArg, hk, block->getArgument(R + 3)});
+          Value sum = arith::AddFOp::create(rb, loc, rowSum, colSum);
+          em.placeholders[d.node] =
+              em.promotes(d.node->type) ? sum : fromF32(rb, sum, d.node->type);
+        }
         // Where a cast chain ends at the contraction, use the f32 logit.
         results.push_back(toF32(rb, em.emit(br.score)));
       }
