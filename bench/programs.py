@@ -132,11 +132,21 @@ def t5(q, k, v, table):
     return torch.softmax(s, dim=-1).to(v.dtype) @ v
 
 
-def ipa(*args):
-    # TODO(issue 6, item 5): IPA-style logits, an extra -gamma * sum_p
-    # |q_p - k_p|^2 term over points. The compiler does not support it yet;
-    # the harness skips it (Variant.supported = False).
-    raise NotImplementedError("IPA is not supported by flashlight yet")
+IPA_POINTS = 4
+
+
+def ipa(q, k, v, q_pts, k_pts, gamma):
+    """IPA-style logits (the point term of AlphaFold 2's invariant point
+    attention): q k^T s - w[h] * sum_p |q_pts - k_pts|^2, w = softplus(gamma)
+    * sqrt(2 / (9 P)) / 2, points [B, H, N, P, 3] (P = 4) in the accumulation
+    dtype of gamma (f32; fp64 for the reference); no mask."""
+    acc = gamma.dtype
+    s = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+    diff = q_pts.to(acc)[:, :, :, None] - k_pts.to(acc)[:, :, None, :]
+    dist = (diff * diff).sum(dim=(-2, -1))
+    w = torch.log(1 + torch.exp(gamma)) * math.sqrt(2 / (9 * IPA_POINTS)) / 2
+    s = s.to(acc) - w.view(1, -1, 1, 1) * dist
+    return torch.softmax(s, dim=-1).to(v.dtype) @ v
 
 
 # --- FlexAttention's best workarounds -------------------------------------------
@@ -188,6 +198,23 @@ def t5_flex(flex_attention, block_mask, q, k, v, table):
         return s + table[h, t5_bucket(kv - qi)]
 
     return flex_attention(q, k, v, score_mod=score_mod, scale=1.0)
+
+
+def ipa_flex(flex_attention, block_mask, q, k, v, q_pts, k_pts, gamma):
+    """A score_mod capturing the points: the distance over the 3 P
+    coordinates per score."""
+    w = torch.log(1 + torch.exp(gamma)) * math.sqrt(2 / (9 * IPA_POINTS)) / 2
+    qp, kp = q_pts.to(gamma.dtype), k_pts.to(gamma.dtype)
+
+    def score_mod(s, b, h, qi, kv):
+        dist = 0.0
+        for p in range(IPA_POINTS):
+            for x in range(3):
+                diff = qp[b, h, qi, p, x] - kp[b, h, kv, p, x]
+                dist = dist + diff * diff
+        return s - w[h] * dist
+
+    return flex_attention(q, k, v, score_mod=score_mod, scale=q.shape[-1] ** -0.5)
 
 
 # --- Variants -------------------------------------------------------------------
@@ -324,10 +351,16 @@ _variant(
     flex=t5_flex,
     description="softmax(q k^T + table[h, bucket(kv - q)]) @ v, T5 buckets (32, max 128)")
 _variant(
-    name="ipa", fn=ipa, causal=False, supported=False,
-    inputs=lambda B, H, N, D: [],
-    flex_none="not implemented",
-    description="TODO: IPA-style point logits (not supported by flashlight yet)")
+    name="ipa", fn=ipa, causal=False,
+    inputs=lambda B, H, N, D: [
+        _bhnd("q", B, H, N, D), _bhnd("k", B, H, N, D), _bhnd("v", B, H, N, D),
+        Input("q_pts", (B, H, N, IPA_POINTS, 3), torch.bfloat16, _randn(), 0, 1),
+        Input("k_pts", (B, H, N, IPA_POINTS, 3), torch.bfloat16, _randn(), 0, 1),
+        Input("gamma", (H,), torch.float32, _randn(), None, 0)],
+    flex=ipa_flex,
+    description="softmax(q k^T s - w[h] sum_p |q_pts - k_pts|^2) @ v, 4 points "
+                "[B,H,N,4,3], w = softplus(gamma[h]) sqrt(2/36) / 2 (FLOPs: "
+                "those of q k^T and P V)")
 
 DEFAULT_VARIANTS = [n for n, v in VARIANTS.items() if v.supported]
 
@@ -445,6 +478,19 @@ def _direct(variant, inputs):
         for b in range(B):
             for h in range(H):
                 s = q[b, h] @ k[b, h].T + table[h][idx].to(q.dtype)
+                e = torch.exp(s - s.max(-1, keepdim=True).values)
+                out[b, h] = (e / e.sum(-1, keepdim=True)) @ v[b, h]
+        return out
+    if name == "ipa":
+        q, k, v, qp, kp, gamma = inputs
+        B, H, N, D = q.shape
+        out = torch.zeros_like(v)
+        for b in range(B):
+            for h in range(H):
+                w = math.log(1 + math.exp(gamma[h].item())) * math.sqrt(2 / 36) / 2
+                dist = sum(((qp[b, h, :, p, None, :] - kp[b, h, None, :, p, :]) ** 2).sum(-1)
+                           for p in range(IPA_POINTS))
+                s = q[b, h] @ k[b, h].T / math.sqrt(D) - w * dist.to(q.dtype)
                 e = torch.exp(s - s.max(-1, keepdim=True).values)
                 out[b, h] = (e / e.sum(-1, keepdim=True)) @ v[b, h]
         return out

@@ -257,6 +257,21 @@ def attention_sink(q, k, v, sinks):
     return p.to(v.dtype) @ v
 
 
+IPA_POINTS = 4
+
+
+@program(qkv() + [((B, H, N, IPA_POINTS, 3), "bf16")] * 2 + [((H,), "f32")],
+         "BHND, IPA-style logits: q.k / sqrt(D) - softplus(gamma[h]) * w / 2 * "
+         "sum over 4 points of |q_pts - k_pts|^2 (points [B, H, N, 4, 3], in f32)")
+def ipa(q, k, v, q_pts, k_pts, gamma):
+    s = q @ k.transpose(-2, -1) * q.shape[-1] ** -0.5
+    diff = q_pts.float()[:, :, :, None] - k_pts.float()[:, :, None, :]
+    dist = (diff * diff).sum(dim=(-2, -1))
+    w = torch.log(1 + torch.exp(gamma)) * (2.0 / (9 * IPA_POINTS)) ** 0.5 / 2
+    s = s.float() - w.view(1, -1, 1, 1) * dist
+    return torch.softmax(s, dim=-1).to(v.dtype) @ v
+
+
 # --- Beyond attention: the reference path ------------------------------------
 
 
