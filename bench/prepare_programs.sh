@@ -20,7 +20,7 @@ python=${PYTHON:-python3}
 if [ -z "${CUDA_HOME:-}" ] && [ -s "$build/cuda-path.txt" ]; then
   export CUDA_HOME=$(cat "$build/cuda-path.txt")
 fi
-variants=${VARIANTS:-differential evoformer sigmoid sigmoid_causal sink t5}
+variants=${VARIANTS:-differential evoformer sigmoid sigmoid_causal sink t5 ipa}
 dims=${DIMS:-64 128}
 lengths=${LENGTHS:-2048 8192}
 rm -rf "$dir" && mkdir -p "$dir/graphs" "$dir/logs"

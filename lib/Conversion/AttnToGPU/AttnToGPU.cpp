@@ -61,7 +61,7 @@ flashlight::tensorCoreIneligibility(ValueRange keys, Value value, Region &score,
   int64_t dv = headDims.back();
   int64_t wgmma = 2 * blockN * dv, mma = blockN * (dv + 8);
   for (int64_t d : ArrayRef<int64_t>(headDims).drop_back()) {
-    wgmma += (blockM + 2 * blockN) * d;
+    wgmma += (blockM + 2 * blockN) * llvm::alignTo(d, 64);
     mma += (blockM + blockN) * (d + 8);
   }
   int64_t elements = std::max(wgmma, mma);
@@ -328,15 +328,18 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   if (useMma && wgmma) {
     std::optional<int64_t> partial;
     Value value = step.getValue();
+    // Q.K's head dims fill their last atom partly (a folded contraction's
+    // extra columns); V's fill whole atoms.
     for (Value v : llvm::concat<const Value>(step.getKeys(), ValueRange(value)))
-      if (headDim(v) % 64)
+      if (headDim(v) % (v == value ? 64 : 16))
         partial = headDim(v);
     if (blockM.getInt() != 64 && blockM.getInt() != 128)
       func.emitRemark() << "wgmma not used: block-m " << blockM.getInt()
                         << " (it takes 64 or 128); using mma.sync";
     else if (partial)
       func.emitRemark() << "wgmma not used: head dim " << *partial
-                        << " (it takes 64 or 128); using mma.sync";
+                        << " (it takes Q.K's in multiples of 16, V's of 64); "
+                           "using mma.sync";
     else
       useWgmma = true;
   }
@@ -470,9 +473,9 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       auto t = cast<RankedTensorType>(of.getType());
       int64_t d = t.getDimSize(3);
       SmallVector<int64_t, 2> shape = {rows, d + 8};
-      if (useWgmma) // K and V double-buffered: 2 tiles each.
+      if (useWgmma) // K and V double-buffered: 2 tiles each, whole atoms.
         shape = {(llvm::is_contained(step.getQueries(), of) ? 1 : 2) * rows *
-                     d / 64,
+                     llvm::divideCeil(d, 64),
                  64};
       return carve(shape, t.getElementType());
     };

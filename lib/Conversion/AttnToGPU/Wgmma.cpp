@@ -152,12 +152,13 @@ protected:
 
   int64_t tileRows(Value tile, int64_t d) override {
     int64_t buffers = llvm::is_contained(queryTiles, tile) ? 1 : 2;
-    return cast<MemRefType>(tile.getType()).getNumElements() / d / buffers;
+    return cast<MemRefType>(tile.getType()).getNumElements() /
+           llvm::alignTo(d, 64) / buffers;
   }
 
   /// Copies `view` into buffer `buffer` of the double-buffered `tile`.
   Value stageBuffer(const View &view, Value tile, Value buffer, int64_t d) {
-    stageOffset = mulI(buffer, tileRows(tile, d) * d / 64);
+    stageOffset = mulI(buffer, tileRows(tile, d) * llvm::divideCeil(d, 64));
     Value group = stage(view, tile);
     stageOffset = Value();
     return group;
@@ -631,8 +632,9 @@ protected:
     // The warpgroup's 64 rows of Q start 64 rows (of 128 bytes) into each
     // atom of its tile.
     int64_t bytes = elementType().getIntOrFloatBitWidth() / 8;
+    int64_t atoms = llvm::divideCeil(dqk, 64);
     int64_t queryRows =
-        cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) / (dqk / 64);
+        cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) / atoms;
     Value group = arith::DivUIOp::create(b, loc, warp, idx(4));
     Value rowsOffset = arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
                                                     mulI(group, 64 * 128));
@@ -651,7 +653,7 @@ protected:
           16, 1024);
       Value kDesc = descriptor(
           keyAddresses[r],
-          arith::AddIOp::create(b, loc, bufferBytes(bn * dqk * bytes),
+          arith::AddIOp::create(b, loc, bufferBytes(bn * atoms * 128),
                                 i64(atom * bn * 128 + within)),
           16, 1024);
       acc = NVVM::WgmmaMmaAsyncOp::create(

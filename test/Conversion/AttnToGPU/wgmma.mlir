@@ -71,9 +71,9 @@ func.func @vanilla(%q: tensor<1x2x256x128xbf16>, %k: tensor<1x2x256x128xbf16>,
 
 // -----
 
-// Head dims that are not whole 64-column swizzle atoms keep mma.sync, and
-// say why.
-// CHECK: remark: wgmma not used: head dim 96 (it takes 64 or 128); using mma.sync
+// A V head dim that is not whole 64-column swizzle atoms keeps mma.sync,
+// and says why.
+// CHECK: remark: wgmma not used: head dim 96 (it takes Q.K's in multiples of 16, V's of 64); using mma.sync
 // CHECK-LABEL: gpu.func @narrow
 // CHECK-SAME: flashlight.codegen = "mma.sync"
 func.func @narrow(%q: tensor<1x2x256x96xbf16>, %k: tensor<1x2x256x96xbf16>,
@@ -84,3 +84,24 @@ func.func @narrow(%q: tensor<1x2x256x96xbf16>, %k: tensor<1x2x256x96xbf16>,
   return %o : tensor<1x2x256x96xbf16>
 }
 
+// -----
+
+// A Q.K head dim that fills its last atom partly (80: IPA's folded point
+// term) takes wgmma. Its Q and K tiles hold whole atoms: K [2 buffers x 64
+// rows x 2 atoms, 64], V [2 x 64, 64], Q [128 rows x 2 atoms, 64].
+// CHECK-LABEL: gpu.func @partial_atom
+// CHECK-SAME: flashlight.codegen = "wgmma"
+// CHECK: memref.view {{.*}} to memref<256x64xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view {{.*}} to memref<128x64xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view {{.*}} to memref<256x64xbf16, #gpu.address_space<workgroup>>
+// S = Q K^T: 5 k16 steps, the first from zero.
+// CHECK: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// CHECK-COUNT-4: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
+// CHECK-NOT: nvvm.wgmma.mma_async
+func.func @partial_atom(%q: tensor<1x2x256x80xbf16>, %k: tensor<1x2x256x80xbf16>,
+                        %v: tensor<1x2x256x64xbf16>) -> tensor<1x2x256x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x256x80xbf16>) k(%k : tensor<1x2x256x80xbf16>)
+      v(%v : tensor<1x2x256x64xbf16>) scale [0.1] normalizer softmax
+      -> tensor<1x2x256x64xbf16>
+  return %o : tensor<1x2x256x64xbf16>
+}

@@ -86,7 +86,8 @@ struct Distance {
   ENode *node = nullptr; // the outermost sum
   SmallVector<unsigned> vars;
   ENode *a = nullptr, *b = nullptr;
-  /// sum A^2 ([B, Hq, M]) and sum B^2 ([B, Hkv, N]), f32, once built.
+  /// sum A^2 ([B, Hq, M]; none where a softmax cancels it) and sum B^2
+  /// ([B, Hkv, N]), f32, once built.
   Value rows, cols;
 };
 
@@ -747,7 +748,8 @@ constexpr int64_t kMaxDistancePoints = 64;
 /// `sum (A - B)^2 = sum A^2 + sum B^2 - 2 sum A.B` (IPA's point term): the
 /// cross term becomes extra columns of Q and K (Q's scaled so that
 /// `scale * Q'.K'` carries the logit's multiple of it), the squares a row
-/// and a column tensor the score region adds in place of the distance.
+/// and a column tensor the score region adds in place of the distance (the
+/// row one only where the normalizer sees it).
 /// `q` and `k` are the [B, H, rows, D] views; on success, the widened ones.
 LogicalResult foldDistances(ElementGraph &graph, Branch &br,
                             const Roles &roles, int64_t group, bool promote,
@@ -941,8 +943,11 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br,
 
   q = widen(q, false);
   k = widen(k, true);
+  // A softmax without a sink does not see a term constant along its row.
+  bool rowsCancel = br.normalizer == Normalizer::softmax && !br.sink;
   for (auto [d, size] : llvm::zip(br.distances, sizes)) {
-    d.rows = squares(d, size, false);
+    if (!rowsCancel)
+      d.rows = squares(d, size, false);
     d.cols = squares(d, size, true);
   }
   if (!error.empty())
@@ -1174,7 +1179,8 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     stops.insert(br.qk), stops.insert(br.output);
     for (Distance &d : br.distances) {
       stops.insert(d.node);
-      captures.insert(d.rows);
+      if (d.rows)
+        captures.insert(d.rows);
       captures.insert(d.cols);
     }
   }
@@ -1272,13 +1278,16 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
                          : Value(arith::DivUIOp::create(
                                rb, loc, hArg,
                                arith::ConstantIndexOp::create(rb, loc, group)));
-          Value rowSum = tensor::ExtractOp::create(
-              rb, loc, em.captures[d.rows],
-              ValueRange{bArg, hArg, block->getArgument(R + 2)});
-          Value colSum = tensor::ExtractOp::create(
+          Value sum = tensor::ExtractOp::create(
               rb, loc, em.captures[d.cols],
               ValueRange{bArg, hk, block->getArgument(R + 3)});
-          Value sum = arith::AddFOp::create(rb, loc, rowSum, colSum);
+          if (d.rows)
+            sum = arith::AddFOp::create(
+                rb, loc,
+                tensor::ExtractOp::create(
+                    rb, loc, em.captures[d.rows],
+                    ValueRange{bArg, hArg, block->getArgument(R + 2)}),
+                sum);
           em.placeholders[d.node] =
               em.promotes(d.node->type) ? sum : fromF32(rb, sum, d.node->type);
         }
