@@ -110,3 +110,107 @@ func.func @negative_softmax_over_queries(%q: tensor<16x8xf32>, %k: tensor<16x8xf
   %o = linalg.matmul ins(%p, %v : tensor<16x16xf32>, tensor<16x8xf32>) outs(%of : tensor<16x8xf32>) -> tensor<16x8xf32>
   return %o : tensor<16x8xf32>
 }
+
+// -----
+
+// IPA-style logits under a sigmoid: s = q.k / 4 - 0.5 * sum_{p,x} (qp - kp)^2
+// over 2 points of 3 coordinates (one reduction over two dims). The cross
+// term joins the contraction: Q and K widen from 16 to 16 + 6 columns,
+// padded to 32, Q's extra ones scaled by -2 * -0.5 / 0.25 = 4; the squares
+// of each side become captures (a sigmoid sees the row's too).
+// CHECK-LABEL: func @ipa_distance
+// CHECK: %[[FOUR:.+]] = arith.constant 4.000000e+00 : f32
+// Q' and K': the view, then the points flattened, then zeros.
+// CHECK: %[[QW:.+]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x2x16x32xf32>)
+// CHECK: arith.mulf %{{.*}}, %[[FOUR]] : f32
+// CHECK: %[[KW:.+]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x2x16x32xf32>)
+// The squares, summed over the 6 coordinates.
+// CHECK: %[[ROWS:.+]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x2x16xf32>)
+// CHECK: %[[COLS:.+]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<1x2x16xf32>)
+// CHECK: attn.attention q(%[[QW]] : tensor<1x2x16x32xf32>) k(%[[KW]] : tensor<1x2x16x32xf32>) {{.*}} captures(%[[ROWS]], %[[COLS]] : {{.*}}) scale [2.500000e-01] normalizer sigmoid
+// CHECK: ^bb0(%[[S:.+]]: f32, %[[B:.+]]: index, %[[H:.+]]: index, %[[I:.+]]: index, %[[J:.+]]: index, %[[R:.+]]: tensor<1x2x16xf32>, %[[C:.+]]: tensor<1x2x16xf32>):
+// CHECK-DAG: tensor.extract %[[R]][%[[B]], %[[H]], %[[I]]]
+// CHECK-DAG: tensor.extract %[[C]][%[[B]], %[[H]], %[[J]]]
+func.func @ipa_distance(%q: tensor<2x16x16xf32>, %k: tensor<2x16x16xf32>, %v: tensor<2x16x16xf32>,
+                        %qp: tensor<2x16x2x3xf32>, %kp: tensor<2x16x2x3xf32>) -> tensor<2x16x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %quarter = arith.constant 0.25 : f32
+  %half = arith.constant 0.5 : f32
+  %s0 = tensor.empty() : tensor<2x16x16xf32>
+  %sf = linalg.fill ins(%zero : f32) outs(%s0 : tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(h, i, j, c) -> (h, i, c)>, affine_map<(h, i, j, c) -> (h, j, c)>, affine_map<(h, i, j, c) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<2x16x16xf32>, tensor<2x16x16xf32>) outs(%sf : tensor<2x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %y = arith.addf %acc, %m : f32
+    linalg.yield %y : f32
+  } -> tensor<2x16x16xf32>
+  // d2 = sum over points and coordinates of (qp - kp)^2
+  %d2 = linalg.generic {indexing_maps = [affine_map<(h, i, j, p, x) -> (h, i, p, x)>, affine_map<(h, i, j, p, x) -> (h, j, p, x)>, affine_map<(h, i, j, p, x) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]} ins(%qp, %kp : tensor<2x16x2x3xf32>, tensor<2x16x2x3xf32>) outs(%sf : tensor<2x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %d = arith.subf %a, %b : f32
+    %sq = arith.mulf %d, %d : f32
+    %y = arith.addf %acc, %sq : f32
+    linalg.yield %y : f32
+  } -> tensor<2x16x16xf32>
+  // p = sigmoid(s / 4 - d2 / 2)
+  %p = linalg.generic {indexing_maps = [affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %d2 : tensor<2x16x16xf32>, tensor<2x16x16xf32>) outs(%s0 : tensor<2x16x16xf32>) {
+  ^bb0(%x: f32, %d: f32, %o: f32):
+    %xs = arith.mulf %x, %quarter : f32
+    %dw = arith.mulf %d, %half : f32
+    %l = arith.subf %xs, %dw : f32
+    %n = arith.negf %l : f32
+    %e = math.exp %n : f32
+    %den = arith.addf %one, %e : f32
+    %y = arith.divf %one, %den : f32
+    linalg.yield %y : f32
+  } -> tensor<2x16x16xf32>
+  %o0 = tensor.empty() : tensor<2x16x16xf32>
+  %of = linalg.fill ins(%zero : f32) outs(%o0 : tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  // expected-remark @+1 {{attn-raise: result 0 raised to attn.attention}}
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x16x16xf32>, tensor<2x16x16xf32>) outs(%of : tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  return %o : tensor<2x16x16xf32>
+}
+
+// -----
+
+// A distance weighted per key is not folded: its cross term's coefficient
+// would vary along the contraction's rows of K.
+// CHECK-LABEL: func @negative_ipa_weight_per_key
+// CHECK-NOT: attn.attention
+func.func @negative_ipa_weight_per_key(%q: tensor<2x16x16xf32>, %k: tensor<2x16x16xf32>, %v: tensor<2x16x16xf32>,
+                                       %qp: tensor<2x16x2x3xf32>, %kp: tensor<2x16x2x3xf32>,
+                                       %w: tensor<16xf32>) -> tensor<2x16x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %s0 = tensor.empty() : tensor<2x16x16xf32>
+  %sf = linalg.fill ins(%zero : f32) outs(%s0 : tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(h, i, j, c) -> (h, i, c)>, affine_map<(h, i, j, c) -> (h, j, c)>, affine_map<(h, i, j, c) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<2x16x16xf32>, tensor<2x16x16xf32>) outs(%sf : tensor<2x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %y = arith.addf %acc, %m : f32
+    linalg.yield %y : f32
+  } -> tensor<2x16x16xf32>
+  %d2 = linalg.generic {indexing_maps = [affine_map<(h, i, j, p, x) -> (h, i, p, x)>, affine_map<(h, i, j, p, x) -> (h, j, p, x)>, affine_map<(h, i, j, p, x) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]} ins(%qp, %kp : tensor<2x16x2x3xf32>, tensor<2x16x2x3xf32>) outs(%sf : tensor<2x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %d = arith.subf %a, %b : f32
+    %sq = arith.mulf %d, %d : f32
+    %y = arith.addf %acc, %sq : f32
+    linalg.yield %y : f32
+  } -> tensor<2x16x16xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (j)>, affine_map<(h, i, j) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %d2, %w : tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<16xf32>) outs(%s0 : tensor<2x16x16xf32>) {
+  ^bb0(%x: f32, %d: f32, %wj: f32, %o: f32):
+    %dw = arith.mulf %d, %wj : f32
+    %l = arith.subf %x, %dw : f32
+    %n = arith.negf %l : f32
+    %e = math.exp %n : f32
+    %den = arith.addf %one, %e : f32
+    %y = arith.divf %one, %den : f32
+    linalg.yield %y : f32
+  } -> tensor<2x16x16xf32>
+  %o0 = tensor.empty() : tensor<2x16x16xf32>
+  %of = linalg.fill ins(%zero : f32) outs(%o0 : tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  // expected-remark @+1 {{attn-raise: result 0 is not raised: a squared distance's coefficient varies along the keys}}
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x16x16xf32>, tensor<2x16x16xf32>) outs(%of : tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  return %o : tensor<2x16x16xf32>
+}
