@@ -514,6 +514,20 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                         (blockN + rows - 1);
       tiles.relative = carve({entries}, b.getF32Type());
     }
+    // wgmma: pair-bias-like reads staged with K, where the tiles fit in
+    // what sm_80's budget leaves (the eligibility check does not count
+    // them: without them the program still runs, gathering).
+    if (useWgmma && !tiles.relative)
+      for (tensor::ExtractOp read :
+           stagedTileReads(step.getScore(), branches)) {
+        int64_t row = stagedRowBytes(read, blockN);
+        if (bytes + 2 * blockM.getInt() * row + 1024 > kMaxSharedMemory)
+          break;
+        tiles.stagedReads.push_back(read);
+        tiles.staged.push_back(carve(
+            {2 * blockM.getInt(), row * 8 / read.getType().getIntOrFloatBitWidth()},
+            read.getType()));
+      }
     // wgmma: plus the 1024 bytes the alignment shift may skip.
     kernel->setAttr("flashlight.dynamic_shared_memory",
                     b.getI64IntegerAttr(bytes + (useWgmma ? 1024 : 0)));

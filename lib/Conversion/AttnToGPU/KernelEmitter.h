@@ -229,14 +229,17 @@ protected:
   /// arguments (a score region's logits), inlined here: inlineRegion then
   /// completes them. A per-element gather (a bias table) issued before
   /// S = Q K^T has its latency hidden behind the product.
+  /// Ops whose results `rm` already maps (reads from a staged tile) stay.
   IRMapping inlineIndependent(Region &region, unsigned numLeading,
-                              ArrayRef<Value> indices, ValueRange captures) {
+                              ArrayRef<Value> indices, ValueRange captures,
+                              IRMapping rm = IRMapping()) {
     Block &block = region.front();
-    IRMapping rm;
     mapIndicesAndCaptures(block, rm, numLeading, indices, captures);
     for (Operation &op : block.without_terminator())
       if (llvm::all_of(op.getOperands(),
-                       [&](Value v) { return rm.contains(v); }))
+                       [&](Value v) { return rm.contains(v); }) &&
+          !llvm::all_of(op.getResults(),
+                        [&](Value r) { return rm.contains(r); }))
         inlineOp(op, rm, numLeading);
     return rm;
   }
@@ -542,7 +545,26 @@ struct MmaTiles {
   /// The relative-position tables (f32, [warp][buffer][term][position]),
   /// when the score region has RelativeTerms; else null.
   Value relative;
+  /// wgmma: one tile per stagedTileReads() read, [2 * block-m, block-n +
+  /// 16 bytes], double-buffered as K is; and those reads (of one of the
+  /// kernel's steps: every step's score region reads the same).
+  SmallVector<Value, 2> staged;
+  SmallVector<tensor::ExtractOp, 2> stagedReads;
 };
+
+/// The most score-region reads whose tiles the wgmma generator stages.
+constexpr unsigned kMaxStagedReads = 2;
+
+/// Score-region reads of a captured tensor at (b or h or constants...,
+/// q_idx, kv_idx) whose rows are whole 16-byte chunks (a pair bias [B, H,
+/// M, N]): the wgmma generator copies their [block-m, block-n] tile with
+/// each K tile (cp.async) and reads it from shared memory, rather than
+/// each thread gathering its elements from global memory. At most
+/// kMaxStagedReads, in region order.
+SmallVector<tensor::ExtractOp> stagedTileReads(Region &score,
+                                               unsigned numLeading);
+/// Bytes of one staged tile's row (block-n elements and a 16-byte pad).
+int64_t stagedRowBytes(tensor::ExtractOp read, int64_t blockN);
 
 /// A block mask (BlockMask.cpp): an i8 buffer [B', H', M tiles, N tiles]
 /// classifying each (query tile, KV tile) of a data-dependent mask once per

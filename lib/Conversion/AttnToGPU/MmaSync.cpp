@@ -31,6 +31,43 @@ bool flashlight::attn_to_gpu::gathersPerElement(Region &region) {
       .wasInterrupted();
 }
 
+SmallVector<tensor::ExtractOp>
+flashlight::attn_to_gpu::stagedTileReads(Region &score, unsigned numLeading) {
+  SmallVector<tensor::ExtractOp> reads;
+  if (score.empty())
+    return reads;
+  Block &block = score.front();
+  auto isArg = [&](Value v, unsigned n) {
+    auto arg = dyn_cast<BlockArgument>(v);
+    return arg && arg.getOwner() == &block && arg.getArgNumber() == n;
+  };
+  block.walk([&](tensor::ExtractOp read) {
+    auto type = cast<RankedTensorType>(read.getTensor().getType());
+    int64_t rank = type.getRank();
+    if (rank < 2 || reads.size() == kMaxStagedReads ||
+        !isa<BlockArgument>(read.getTensor()) ||
+        !isArg(read.getIndices()[rank - 2], numLeading + 2) ||
+        !isArg(read.getIndices()[rank - 1], numLeading + 3))
+      return;
+    // Rows of whole 16-byte chunks: a chunk is in the tensor or past it.
+    int64_t bits = type.getElementTypeBitWidth(), n = type.getDimSize(rank - 1);
+    if ((bits != 16 && bits != 32) || ShapedType::isDynamic(n) ||
+        n * bits / 8 % 16 != 0)
+      return;
+    for (Value index : read.getIndices().drop_back(2))
+      if (!isArg(index, numLeading) && !isArg(index, numLeading + 1) &&
+          !index.getDefiningOp<arith::ConstantOp>())
+        return;
+    reads.push_back(read);
+  });
+  return reads;
+}
+
+int64_t flashlight::attn_to_gpu::stagedRowBytes(tensor::ExtractOp read,
+                                                int64_t blockN) {
+  return blockN * read.getType().getIntOrFloatBitWidth() / 8 + 16;
+}
+
 std::unique_ptr<KernelEmitter> flashlight::attn_to_gpu::createMmaSyncEmitter(
     OpBuilder &b, Location loc, const MmaTiles &tiles, int64_t threads,
     int64_t mTiles, const BlockMask &mask) {

@@ -38,7 +38,8 @@ public:
                  int64_t threads, int64_t mTiles, const BlockMask &mask)
       : KernelEmitter(b, loc), keyTiles(tiles.keys), queryTiles(tiles.queries),
         valueTile(tiles.values), relativeTable(tiles.relative),
-        threads(threads), mTiles(mTiles), blockMask(mask) {}
+        stagedTiles(tiles.staged), threads(threads), mTiles(mTiles),
+        blockMask(mask) {}
 
 protected:
   /// Shared-memory staging tiles: one K (and Q) tile per logit branch, V
@@ -48,6 +49,13 @@ protected:
   Value valueTile;
   /// MmaTiles::relative (null: no relative-position terms).
   Value relativeTable;
+  /// MmaTiles::staged: tiles of the step's stagedTileReads, in order.
+  SmallVector<Value, 2> stagedTiles;
+  /// Maps the step's staged reads, for element `i` of block `nb` of m16
+  /// tile `mt` (column `col` of the KV tile), to their values in the
+  /// staged tiles (the wgmma generator's).
+  virtual void readStaged(IRMapping &m, OnlineStepOp step, int64_t mt,
+                          int64_t i, Value col) {}
   /// The logit branch whose product is being emitted: keyTile() and
   /// queryTile() are its tiles.
   unsigned branch = 0;
@@ -754,6 +762,7 @@ protected:
                                     lastKey, bn);
     bool early = !step.getScore().empty() && !relative &&
                  gathersPerElement(step.getScore());
+    bool staged = !stagedTiles.empty();
     for (auto [g, group] : llvm::enumerate(groups)) {
       // What the score region's ops per element need beforehand: the
       // gathers (before S) or the table's terms (after S: they need no
@@ -762,13 +771,20 @@ protected:
       auto prepare = [&] {
         for (int64_t mt = 0; mt < mTiles; ++mt)
           for (int64_t nb = 0; nb < blocks; ++nb)
-            for (int64_t i = 0; i < 4; ++i)
-              pre.push_back(
-                  relative ? readRelativeTable(relative, tableBase, bn, mt, i,
-                                               elementIndices(mt, nb, i).first)
-                           : inlineIndependent(step.getScore(), branches,
-                                               elementIndices(mt, nb, i).second,
-                                               step.getCaptures()));
+            for (int64_t i = 0; i < 4; ++i) {
+              auto [col, indices] = elementIndices(mt, nb, i);
+              if (relative) {
+                pre.push_back(readRelativeTable(relative, tableBase, bn, mt, i,
+                                                col));
+                continue;
+              }
+              IRMapping m;
+              readStaged(m, step, mt, i, col);
+              pre.push_back(early ? inlineIndependent(step.getScore(), branches,
+                                                      indices,
+                                                      step.getCaptures(), m)
+                                  : m);
+            }
       };
       if (early)
         prepare();
@@ -786,7 +802,7 @@ protected:
       // their load overlaps the softmax and P V.
       if (g + 1 == groups.size())
         prefetchNextKey(bn);
-      if (relative)
+      if (relative || (staged && !early))
         prepare();
 
       if (partial && maskBits.empty()) {

@@ -48,7 +48,8 @@ public:
                int64_t threads, const BlockMask &mask, int64_t pipelinedN,
                bool lookahead)
       : MmaSyncEmitter(b, loc, tiles, threads, /*mTiles=*/1, mask),
-        pipelinedN(pipelinedN), lookahead(lookahead), barriers(tiles.barriers) {
+        pipelinedN(pipelinedN), lookahead(lookahead),
+        stagedReads(tiles.stagedReads), barriers(tiles.barriers) {
     // Tile addresses in the shared window, once at the kernel's start.
     auto address = [&](Value tile) -> Value {
       Value pointer =
@@ -72,6 +73,10 @@ protected:
   int64_t pipelinedN;
   /// Whether the next branch's S is issued ahead (branch-lookahead).
   bool lookahead;
+  /// MmaTiles::stagedReads, and the Q tile's view (its batch, head and
+  /// first row place the staged tiles).
+  SmallVector<tensor::ExtractOp, 2> stagedReads;
+  View queryView;
   /// The pipelined loop's accumulator lanes: O, not yet rescaled by
   /// alpha_{t-1}, then P_{t-1} (bn / 4 registers as f32 bit patterns), then
   /// alpha_{t-1} (two rows). The rescale runs while S_t does, before P V.
@@ -183,7 +188,7 @@ protected:
   }
 
   /// Copies the K tiles of every branch at `offset` (null: the current
-  /// ones) into buffer `buffer`.
+  /// ones) into buffer `buffer`, and the staged reads' tiles with them.
   void stageKeys(Value offset, Value buffer) {
     for (auto [tile, view] : llvm::zip_equal(keyTiles, keyViews)) {
       View at = view;
@@ -192,13 +197,90 @@ protected:
       stageBuffer(at, tile, buffer,
                   cast<MemRefType>(view.memref.getType()).getDimSize(3));
     }
+    for (auto [read, tile] : llvm::zip_equal(stagedReads, stagedTiles))
+      stageRead(read, tile, offset ? offset : keyViews[0].offsets[2], buffer);
+  }
+
+  /// Copies the [block-m, block-n] tile at (Q's first row, `k0`) of the
+  /// tensor `read` reads into buffer `buffer` of `tile`, 16 bytes a copy;
+  /// chunks past the tensor's rows or columns are zero-filled (a row holds
+  /// whole chunks: stagedTileReads).
+  void stageRead(tensor::ExtractOp read, Value tile, Value k0, Value buffer) {
+    auto step = read->getParentOfType<OnlineStepOp>();
+    unsigned numLeading = step.getNumBranches();
+    auto arg = cast<BlockArgument>(read.getTensor());
+    Value memref =
+        memrefOf.lookup(step.getCaptures()[arg.getArgNumber() - numLeading - 4]);
+    SmallVector<Value> at;
+    for (Value index : read.getIndices().drop_back(2)) {
+      if (auto c = index.getDefiningOp<arith::ConstantOp>())
+        at.push_back(idx(cast<IntegerAttr>(c.getValue()).getInt()));
+      else
+        at.push_back(queryView.offsets[cast<BlockArgument>(index)
+                                               .getArgNumber() -
+                                           numLeading]);
+    }
+    auto tileType = cast<MemRefType>(tile.getType());
+    int64_t perChunk = 128 / tileType.getElementTypeBitWidth();
+    int64_t rows = tileType.getDimSize(0) / 2,
+            cols = tileType.getDimSize(1) - perChunk;
+    int64_t chunksPerRow = cols / perChunk, chunks = rows * chunksPerRow;
+    unsigned rank = at.size() + 2;
+    Value height = dim(memref, rank - 2), width = dim(memref, rank - 1);
+    Value lastRow = arith::SubIOp::create(b, loc, height, idx(1));
+    Value lastChunk = arith::SubIOp::create(b, loc, width, idx(perChunk));
+    Value tid = addI(mulI(warp, kThreadsPerWarp), lane);
+    auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    SmallVector<Value> tokens;
+    for (int64_t first = 0; first < chunks; first += threads) {
+      Value c = addI(tid, idx(first));
+      Value row = arith::DivUIOp::create(b, loc, c, idx(chunksPerRow));
+      Value col = mulI(arith::RemUIOp::create(b, loc, c, idx(chunksPerRow)),
+                       perChunk);
+      Value globalRow = addI(queryView.offsets[2], row);
+      Value globalCol = addI(k0, col);
+      Value valid = arith::AndIOp::create(
+          b, loc, cmpI(arith::CmpIPredicate::slt, globalRow, height),
+          cmpI(arith::CmpIPredicate::slt, globalCol, width));
+      if (copyCondition)
+        valid = arith::AndIOp::create(b, loc, valid, copyCondition);
+      SmallVector<Value> src(at);
+      src.push_back(minI(globalRow, lastRow));
+      src.push_back(minI(globalCol, lastChunk));
+      tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+          b, loc, tokenType, tile, ValueRange{addI(mulI(buffer, rows), row), col},
+          memref, src, b.getIndexAttr(perChunk),
+          arith::SelectOp::create(b, loc, valid, idx(perChunk), idx(0)),
+          /*bypassL1=*/b.getUnitAttr()));
+    }
+    nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+  }
+
+  /// A staged read of element `i` of m16 tile 0 (wgmma: 16 rows a warp):
+  /// the current buffer's line of the element's row.
+  void readStaged(IRMapping &m, OnlineStepOp step, int64_t, int64_t i,
+                  Value col) override {
+    if (stagedTiles.empty())
+      return;
+    Value row = addI(mulI(warp, 16), addI(group(), idx(8 * (i / 2))));
+    for (auto [read, tile] : llvm::zip_equal(
+             stagedTileReads(step.getScore(), step.getNumBranches()),
+             stagedTiles)) {
+      int64_t rows = cast<MemRefType>(tile.getType()).getDimSize(0) / 2;
+      m.map(read.getResult(),
+            memref::LoadOp::create(b, loc, tile,
+                                   ValueRange{addI(mulI(parity, rows), row),
+                                              col}));
+    }
   }
 
   LogicalResult onRole(Value v, const View &view, Role role) override {
     if (barriers && !barrierBase)
       initBarriers();
-    if (role.kind == Role::Query)
+    if (role.kind == Role::Query) {
+      queryView = view;
       return MmaSyncEmitter::onRole(v, view, role);
+    }
     // Waits count groups, and their token only has to dominate them: Q's,
     // from before the loop, serves every wait.
     valueGroup = queryGroup;

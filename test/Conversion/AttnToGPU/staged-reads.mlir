@@ -1,0 +1,53 @@
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse 2>&1 | FileCheck %s
+
+// A pair bias read at (h, q_idx, kv_idx) (Evoformer's): its [64, 64] tile is
+// staged with each K tile by cp.async into a double-buffered shared tile
+// whose rows carry a 16-byte pad (bank-conflict-free pair reads), and the
+// score region reads it from there, not from global memory.
+// CHECK-LABEL: gpu.func @pair_bias
+// The staged tile: 2 buffers x 64 rows x (64 + 8) elements.
+// CHECK: %[[TILE:.+]] = memref.view {{.*}} to memref<128x72xbf16, #gpu.address_space<workgroup>>
+// Its copies, 16 bytes each, beside K's.
+// CHECK: nvgpu.device_async_copy %arg3[%c0, %block_id_y, {{.*}}], %[[TILE]][{{.*}}], 8
+// The step reads the current buffer.
+// CHECK: memref.load %[[TILE]]
+// CHECK-NOT: memref.load %arg3
+func.func @pair_bias(%q: tensor<1x2x256x64xbf16>, %k: tensor<1x2x256x64xbf16>,
+                     %v: tensor<1x2x256x64xbf16>, %bias: tensor<1x2x256x256xbf16>)
+    -> tensor<1x2x256x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x256x64xbf16>) k(%k : tensor<1x2x256x64xbf16>)
+      v(%v : tensor<1x2x256x64xbf16>) captures(%bias : tensor<1x2x256x256xbf16>)
+      scale [0.125] normalizer softmax
+      score {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<1x2x256x256xbf16>):
+        %c0 = arith.constant 0 : index
+        %x = tensor.extract %t[%c0, %h, %i, %j] : tensor<1x2x256x256xbf16>
+        %y = arith.extf %x : bf16 to f32
+        %r = arith.addf %s, %y : f32
+        attn.yield %r : f32
+      } -> tensor<1x2x256x64xbf16>
+  return %o : tensor<1x2x256x64xbf16>
+}
+
+// -----
+
+// Rows of 250 keys end mid-chunk: the bias is gathered per element.
+// CHECK-LABEL: gpu.func @ragged_rows
+// CHECK-NOT: memref<128x72xbf16
+// CHECK: memref.load %arg3
+func.func @ragged_rows(%q: tensor<1x2x250x64xbf16>, %k: tensor<1x2x250x64xbf16>,
+                       %v: tensor<1x2x250x64xbf16>, %bias: tensor<1x2x250x250xbf16>)
+    -> tensor<1x2x250x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x250x64xbf16>) k(%k : tensor<1x2x250x64xbf16>)
+      v(%v : tensor<1x2x250x64xbf16>) captures(%bias : tensor<1x2x250x250xbf16>)
+      scale [0.125] normalizer softmax
+      score {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<1x2x250x250xbf16>):
+        %c0 = arith.constant 0 : index
+        %x = tensor.extract %t[%c0, %h, %i, %j] : tensor<1x2x250x250xbf16>
+        %y = arith.extf %x : bf16 to f32
+        %r = arith.addf %s, %y : f32
+        attn.yield %r : f32
+      } -> tensor<1x2x250x64xbf16>
+  return %o : tensor<1x2x250x64xbf16>
+}
