@@ -45,8 +45,8 @@ flashlight::tensorCoreIneligibility(ValueRange keys, Value value, Region &score,
   for (auto [n, d] : llvm::enumerate(headDims)) {
     int64_t most = n + 1 == headDims.size() ? 128 : 256;
     if (ShapedType::isDynamic(d) || d % 16 != 0 || d > most)
-      return "head dim " + std::to_string(d) + " is not a multiple of 16 up to " +
-             std::to_string(most);
+      return "head dim " + std::to_string(d) +
+             " is not a multiple of 16 up to " + std::to_string(most);
   }
   if ((blockM != 64 && blockM != 128 && blockM != 256) ||
       (blockN != 32 && blockN != 64 && blockN != 128))
@@ -524,9 +524,10 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
         if (bytes + 2 * blockM.getInt() * row + 1024 > kMaxSharedMemory)
           break;
         tiles.stagedReads.push_back(read);
-        tiles.staged.push_back(carve(
-            {2 * blockM.getInt(), row * 8 / read.getType().getIntOrFloatBitWidth()},
-            read.getType()));
+        tiles.staged.push_back(
+            carve({2 * blockM.getInt(),
+                   row * 8 / read.getType().getIntOrFloatBitWidth()},
+                  read.getType()));
       }
     // wgmma: plus the 1024 bytes the alignment shift may skip.
     kernel->setAttr("flashlight.dynamic_shared_memory",

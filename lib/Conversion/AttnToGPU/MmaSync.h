@@ -774,8 +774,8 @@ protected:
             for (int64_t i = 0; i < 4; ++i) {
               auto [col, indices] = elementIndices(mt, nb, i);
               if (relative) {
-                pre.push_back(readRelativeTable(relative, tableBase, bn, mt, i,
-                                                col));
+                pre.push_back(
+                    readRelativeTable(relative, tableBase, bn, mt, i, col));
                 continue;
               }
               IRMapping m;

@@ -209,16 +209,16 @@ protected:
     auto step = read->getParentOfType<OnlineStepOp>();
     unsigned numLeading = step.getNumBranches();
     auto arg = cast<BlockArgument>(read.getTensor());
-    Value memref =
-        memrefOf.lookup(step.getCaptures()[arg.getArgNumber() - numLeading - 4]);
+    Value memref = memrefOf.lookup(
+        step.getCaptures()[arg.getArgNumber() - numLeading - 4]);
     SmallVector<Value> at;
     for (Value index : read.getIndices().drop_back(2)) {
       if (auto c = index.getDefiningOp<arith::ConstantOp>())
         at.push_back(idx(cast<IntegerAttr>(c.getValue()).getInt()));
       else
-        at.push_back(queryView.offsets[cast<BlockArgument>(index)
-                                               .getArgNumber() -
-                                           numLeading]);
+        at.push_back(
+            queryView.offsets[cast<BlockArgument>(index).getArgNumber() -
+                              numLeading]);
     }
     auto tileType = cast<MemRefType>(tile.getType());
     int64_t perChunk = 128 / tileType.getElementTypeBitWidth();
@@ -235,8 +235,8 @@ protected:
     for (int64_t first = 0; first < chunks; first += threads) {
       Value c = addI(tid, idx(first));
       Value row = arith::DivUIOp::create(b, loc, c, idx(chunksPerRow));
-      Value col = mulI(arith::RemUIOp::create(b, loc, c, idx(chunksPerRow)),
-                       perChunk);
+      Value col =
+          mulI(arith::RemUIOp::create(b, loc, c, idx(chunksPerRow)), perChunk);
       Value globalRow = addI(queryView.offsets[2], row);
       Value globalCol = addI(k0, col);
       Value valid = arith::AndIOp::create(
@@ -248,8 +248,9 @@ protected:
       src.push_back(minI(globalRow, lastRow));
       src.push_back(minI(globalCol, lastChunk));
       tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
-          b, loc, tokenType, tile, ValueRange{addI(mulI(buffer, rows), row), col},
-          memref, src, b.getIndexAttr(perChunk),
+          b, loc, tokenType, tile,
+          ValueRange{addI(mulI(buffer, rows), row), col}, memref, src,
+          b.getIndexAttr(perChunk),
           arith::SelectOp::create(b, loc, valid, idx(perChunk), idx(0)),
           /*bypassL1=*/b.getUnitAttr()));
     }
@@ -268,9 +269,8 @@ protected:
              stagedTiles)) {
       int64_t rows = cast<MemRefType>(tile.getType()).getDimSize(0) / 2;
       m.map(read.getResult(),
-            memref::LoadOp::create(b, loc, tile,
-                                   ValueRange{addI(mulI(parity, rows), row),
-                                              col}));
+            memref::LoadOp::create(
+                b, loc, tile, ValueRange{addI(mulI(parity, rows), row), col}));
     }
   }
 

@@ -107,10 +107,10 @@ struct Branch {
   unsigned c = 0;
   ENode *q = nullptr, *k = nullptr;
   double scale = 1.0;
-  ENode *score = nullptr;    // S without the mask
-  ENode *sink = nullptr;     // the extra logit in the denominator
-  SmallVector<ENode *> keep; // mask conjuncts
-  SmallVector<ENode *> drop; // conjuncts that mask when true
+  ENode *score = nullptr;          // S without the mask
+  ENode *sink = nullptr;           // the extra logit in the denominator
+  SmallVector<ENode *> keep;       // mask conjuncts
+  SmallVector<ENode *> drop;       // conjuncts that mask when true
   SmallVector<Distance> distances; // squared distances in S besides Q.K
 };
 
@@ -751,9 +751,9 @@ constexpr int64_t kMaxDistancePoints = 64;
 /// and a column tensor the score region adds in place of the distance (the
 /// row one only where the normalizer sees it).
 /// `q` and `k` are the [B, H, rows, D] views; on success, the widened ones.
-LogicalResult foldDistances(ElementGraph &graph, Branch &br,
-                            const Roles &roles, int64_t group, bool promote,
-                            OpBuilder &b, Location loc, Value &q, Value &k,
+LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
+                            int64_t group, bool promote, OpBuilder &b,
+                            Location loc, Value &q, Value &k,
                             std::string &why) {
   // Each distance's coefficient next to Q.K's: the logits are
   // G(kappa * qk + alpha * distance + rest); Q's extra columns are A times
@@ -895,8 +895,7 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br,
     unsigned rank = shape.size();
     return linalg::GenericOp::create(
                b, loc, TypeRange{RankedTensorType::get(shape, elt)},
-               ValueRange{}, ValueRange{init},
-               {b.getMultiDimIdentityMap(rank)},
+               ValueRange{}, ValueRange{init}, {b.getMultiDimIdentityMap(rank)},
                SmallVector<utils::IteratorType>(rank,
                                                 utils::IteratorType::parallel),
                body)
@@ -932,12 +931,12 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br,
         sum = arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(0.0));
       linalg::YieldOp::create(nb, l, sum);
     };
-    return linalg::GenericOp::create(
-               b, loc, TypeRange{init.getType()}, ValueRange{},
-               ValueRange{init}, {b.getMultiDimIdentityMap(3)},
-               SmallVector<utils::IteratorType>(3,
-                                                utils::IteratorType::parallel),
-               body)
+    return linalg::GenericOp::create(b, loc, TypeRange{init.getType()},
+                                     ValueRange{}, ValueRange{init},
+                                     {b.getMultiDimIdentityMap(3)},
+                                     SmallVector<utils::IteratorType>(
+                                         3, utils::IteratorType::parallel),
+                                     body)
         .getResult(0);
   };
 
