@@ -99,8 +99,11 @@ ls "$dir"/*-examples/*.json "$dir"/*-matrix/*.json 2>/dev/null |
   xargs -P "$(nproc)" -I{} sh -c '
     m={}; rows=-1; codegen=$(basename "$(dirname "$m")")
     case "$m" in *.n1000.*) rows=32 ;; *.n4096.*) rows=16 ;; esac
-    if ! out=$("$run" "$m" --check --seed=1 --check-rows=$rows 2>&1); then
-      case "$out" in "{"*) ;; *) out="{\"name\": \"$m\", \"pass\": false, \"error\": \"$(echo "$out" | tr "\"\n" "  ")\"}" ;; esac
+    # The exit status joins the error: a run that died with no output (a
+    # signal: 128 + its number) says how.
+    out=$("$run" "$m" --check --seed=1 --check-rows=$rows 2>&1); rc=$?
+    if [ $rc -ne 0 ]; then
+      case "$out" in "{"*) ;; *) out="{\"name\": \"$m\", \"pass\": false, \"error\": \"exit $rc: $(echo "$out" | tr "\"\n" "  ")\"}" ;; esac
     fi
     echo "$out" | sed "s|^{|{\"set\": \"$codegen\", |"' >> "$results"
 
