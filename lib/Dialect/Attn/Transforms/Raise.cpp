@@ -790,6 +790,28 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
              failure();
     sizes.push_back(size);
   }
+  // K's extra columns are built per KV head, at its group's first query
+  // head: a key-side term must read the head as `h floordiv G` only.
+  if (group > 1 && roles.h >= 0) {
+    AffineExpr h = getAffineDimExpr(roles.h, b.getContext());
+    AffineExpr within = graph.newVar(group);
+    AffineExpr split = graph.newVar(roles.Hkv) * group + within;
+    for (Distance &d : br.distances) {
+      ENode *perHead = findNode(d.b, [&](ENode *n) {
+        SmallVector<AffineExpr> exprs(n->indices);
+        if (n->kind == Kind::Index)
+          exprs.push_back(n->index);
+        return llvm::any_of(exprs, [&](AffineExpr e) {
+          return graph.simplify(e.replace(h, split))
+              .isFunctionOfDim(cast<AffineDimExpr>(within).getPosition());
+        });
+      });
+      if (perHead)
+        return why = "a squared distance's key side varies within a group "
+                     "of query heads that share a KV head",
+               failure();
+    }
+  }
   MLIRContext *ctx = b.getContext();
   auto index = [&](OpBuilder &nb, Location l, int64_t v) -> Value {
     return arith::ConstantIndexOp::create(nb, l, v);

@@ -214,3 +214,95 @@ func.func @negative_ipa_weight_per_key(%q: tensor<2x16x16xf32>, %k: tensor<2x16x
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x16x16xf32>, tensor<2x16x16xf32>) outs(%of : tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
   return %o : tensor<2x16x16xf32>
 }
+
+// -----
+
+// GQA (4 query heads, 2 KV heads) with key points per KV head: K's extra
+// columns are built per KV head.
+// CHECK-LABEL: func @ipa_gqa
+// CHECK: attn.attention q(%{{.*}} : tensor<1x4x16x32xf32>) k(%{{.*}} : tensor<1x2x16x32xf32>)
+func.func @ipa_gqa(%q: tensor<4x16x16xf32>, %k: tensor<2x16x16xf32>, %v: tensor<2x16x16xf32>,
+                        %qp: tensor<4x16x2x3xf32>, %kp: tensor<2x16x2x3xf32>) -> tensor<4x16x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %s0 = tensor.empty() : tensor<4x16x16xf32>
+  %sf = linalg.fill ins(%zero : f32) outs(%s0 : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(h, i, j, c) -> (h, i, c)>, affine_map<(h, i, j, c) -> (h floordiv 2, j, c)>, affine_map<(h, i, j, c) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<4x16x16xf32>, tensor<2x16x16xf32>) outs(%sf : tensor<4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %y = arith.addf %acc, %m : f32
+    linalg.yield %y : f32
+  } -> tensor<4x16x16xf32>
+  %d2 = linalg.generic {indexing_maps = [affine_map<(h, i, j, p, x) -> (h, i, p, x)>, affine_map<(h, i, j, p, x) -> (h floordiv 2, j, p, x)>, affine_map<(h, i, j, p, x) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]} ins(%qp, %kp : tensor<4x16x2x3xf32>, tensor<2x16x2x3xf32>) outs(%sf : tensor<4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %d = arith.subf %a, %b : f32
+    %sq = arith.mulf %d, %d : f32
+    %y = arith.addf %acc, %sq : f32
+    linalg.yield %y : f32
+  } -> tensor<4x16x16xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %d2 : tensor<4x16x16xf32>, tensor<4x16x16xf32>) outs(%s0 : tensor<4x16x16xf32>) {
+  ^bb0(%x: f32, %d: f32, %o: f32):
+    %l = arith.subf %x, %d : f32
+    %n = arith.negf %l : f32
+    %e = math.exp %n : f32
+    %den = arith.addf %one, %e : f32
+    %y = arith.divf %one, %den : f32
+    linalg.yield %y : f32
+  } -> tensor<4x16x16xf32>
+  %o0 = tensor.empty() : tensor<4x16x16xf32>
+  %of = linalg.fill ins(%zero : f32) outs(%o0 : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  // expected-remark @+1 {{attn-raise: result 0 raised to attn.attention}}
+  %o = linalg.generic {indexing_maps = [affine_map<(h, i, d, j) -> (h, i, j)>, affine_map<(h, i, d, j) -> (h floordiv 2, j, d)>, affine_map<(h, i, d, j) -> (h, i, d)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<4x16x16xf32>, tensor<2x16x16xf32>) outs(%of : tensor<4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %y = arith.addf %acc, %m : f32
+    linalg.yield %y : f32
+  } -> tensor<4x16x16xf32>
+  return %o : tensor<4x16x16xf32>
+}
+
+// -----
+
+// GQA with key points per *query* head: K's extra columns, built per KV
+// head, cannot hold them.
+// CHECK-LABEL: func @negative_ipa_gqa_points_per_query_head
+// CHECK-NOT: attn.attention
+func.func @negative_ipa_gqa_points_per_query_head(%q: tensor<4x16x16xf32>, %k: tensor<2x16x16xf32>, %v: tensor<2x16x16xf32>,
+                        %qp: tensor<4x16x2x3xf32>, %kp: tensor<4x16x2x3xf32>) -> tensor<4x16x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %s0 = tensor.empty() : tensor<4x16x16xf32>
+  %sf = linalg.fill ins(%zero : f32) outs(%s0 : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(h, i, j, c) -> (h, i, c)>, affine_map<(h, i, j, c) -> (h floordiv 2, j, c)>, affine_map<(h, i, j, c) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<4x16x16xf32>, tensor<2x16x16xf32>) outs(%sf : tensor<4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %y = arith.addf %acc, %m : f32
+    linalg.yield %y : f32
+  } -> tensor<4x16x16xf32>
+  %d2 = linalg.generic {indexing_maps = [affine_map<(h, i, j, p, x) -> (h, i, p, x)>, affine_map<(h, i, j, p, x) -> (h, j, p, x)>, affine_map<(h, i, j, p, x) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction", "reduction"]} ins(%qp, %kp : tensor<4x16x2x3xf32>, tensor<4x16x2x3xf32>) outs(%sf : tensor<4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %d = arith.subf %a, %b : f32
+    %sq = arith.mulf %d, %d : f32
+    %y = arith.addf %acc, %sq : f32
+    linalg.yield %y : f32
+  } -> tensor<4x16x16xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %d2 : tensor<4x16x16xf32>, tensor<4x16x16xf32>) outs(%s0 : tensor<4x16x16xf32>) {
+  ^bb0(%x: f32, %d: f32, %o: f32):
+    %l = arith.subf %x, %d : f32
+    %n = arith.negf %l : f32
+    %e = math.exp %n : f32
+    %den = arith.addf %one, %e : f32
+    %y = arith.divf %one, %den : f32
+    linalg.yield %y : f32
+  } -> tensor<4x16x16xf32>
+  %o0 = tensor.empty() : tensor<4x16x16xf32>
+  %of = linalg.fill ins(%zero : f32) outs(%o0 : tensor<4x16x16xf32>) -> tensor<4x16x16xf32>
+  // expected-remark @+1 {{attn-raise: result 0 is not raised: a squared distance's key side varies within a group of query heads that share a KV head}}
+  %o = linalg.generic {indexing_maps = [affine_map<(h, i, d, j) -> (h, i, j)>, affine_map<(h, i, d, j) -> (h floordiv 2, j, d)>, affine_map<(h, i, d, j) -> (h, i, d)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%p, %v : tensor<4x16x16xf32>, tensor<2x16x16xf32>) outs(%of : tensor<4x16x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %y = arith.addf %acc, %m : f32
+    linalg.yield %y : f32
+  } -> tensor<4x16x16xf32>
+  return %o : tensor<4x16x16xf32>
+}
