@@ -543,24 +543,27 @@ bool ElementGraph::equivalentImpl(ENode *a, ENode *b,
   if (a->kind != b->kind || a->type != b->type ||
       a->operands.size() != b->operands.size())
     return false;
+  // Renamed, then simplified with the extents of `b`'s variables: a
+  // variable compared on part of its range (a softmax's sum over the keys
+  // and a sink column, against the keys alone) drops its `mod N`.
   auto rename = [&](AffineExpr e) {
     SmallVector<AffineExpr> dims;
     for (unsigned v = 0; v < extents.size(); ++v)
       dims.push_back(getAffineDimExpr(vars.count(v) ? vars[v] : v, ctx));
-    return e.replaceDims(dims);
+    return simplify(e.replaceDims(dims));
   };
   switch (a->kind) {
   case ENode::Kind::Leaf:
     if (a->tensor != b->tensor)
       return false;
     for (auto [x, y] : llvm::zip(a->indices, b->indices))
-      if (rename(x) != y)
+      if (rename(x) != simplify(y))
         return false;
     return true;
   case ENode::Kind::Const:
     return a->value == b->value;
   case ENode::Kind::Index:
-    return rename(a->index) == b->index;
+    return rename(a->index) == simplify(b->index);
   case ENode::Kind::Op:
     if (a->op->getName() != b->op->getName() ||
         a->op->getAttrDictionary() != b->op->getAttrDictionary())
@@ -571,7 +574,7 @@ bool ElementGraph::equivalentImpl(ENode *a, ENode *b,
       return false;
     break;
   case ENode::Kind::Concat:
-    if (a->offsets != b->offsets || rename(a->index) != b->index)
+    if (a->offsets != b->offsets || rename(a->index) != simplify(b->index))
       return false;
     break;
   case ENode::Kind::Reduce:
