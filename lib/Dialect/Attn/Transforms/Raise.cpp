@@ -812,7 +812,6 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
                failure();
     }
   }
-  MLIRContext *ctx = b.getContext();
   auto index = [&](OpBuilder &nb, Location l, int64_t v) -> Value {
     return arith::ConstantIndexOp::create(nb, l, v);
   };
@@ -902,8 +901,11 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
           c = product(nb, l, em, ofQK.div, c, false);
           x = c && x ? Value(arith::MulFOp::create(nb, l, x, c)) : Value();
         }
-        if (!x)
+        if (!x) {
+          if (error.empty())
+            error = em.error.empty() ? "its term cannot be emitted" : em.error;
           break;
+        }
         Value in = arith::AndIOp::create(
             nb, l, cmp(arith::CmpIPredicate::uge, col, offset),
             cmp(arith::CmpIPredicate::ult, col, offset + size));
@@ -949,8 +951,11 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
         if (!em.error.empty() && error.empty())
           error = em.error;
       }
-      if (!sum)
+      if (!sum) {
+        if (error.empty())
+          error = "its squares cannot be emitted";
         sum = arith::ConstantOp::create(nb, l, nb.getF32FloatAttr(0.0));
+      }
       linalg::YieldOp::create(nb, l, sum);
     };
     return linalg::GenericOp::create(b, loc, TypeRange{init.getType()},
