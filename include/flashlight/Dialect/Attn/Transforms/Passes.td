@@ -97,6 +97,12 @@ def AttnRaise : Pass<"attn-raise", "::mlir::func::FuncOp"> {
       factors inside it go to `scale`); the rest of `S` is the score region,
       except that `select(keep, x, -inf)` (or a very negative constant) and
       `x + select(keep, 0, -inf)` at its top become the mask region;
+    * squared distances beside it, `sum_p (A - B)^2` with A along the
+      queries and B along the keys (IPA's point term; a sum over one or
+      several dims), are folded in as `sum A^2 + sum B^2 - 2 sum A B`: the
+      cross term widens Q and K by the points (Q's columns scaled by the
+      logit's coefficient), the squares become captures built before the
+      attention (the queries' one dropped under a softmax without sink);
     * index roles follow from the leaves: `j` and `c` are the reduction
       variables, `i` indexes Q but not K, `d` indexes V and the output; the
       batch-like variables shared by Q and K are `b` and `h` (in Q's dim
