@@ -364,6 +364,90 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
           simplify(indices[next++] * slice.getStaticStrides()[d] + offset));
     }
     result = element(slice.getSource(), src);
+  } else if (auto insert = dyn_cast<tensor::InsertSliceOp>(def)) {
+    // The destination with sources written into boxes. Boxes that span
+    // every dim but one are pieces of a concatenation along it: TOSA's
+    // concat becomes a chain of these into an empty tensor, flattened here
+    // (disjoint boxes; the destination fills the gaps).
+    RankedTensorType destType = insert.getDestType();
+    struct Piece {
+      int64_t begin, end;
+      Value tensor;
+      int64_t shift;
+    };
+    SmallVector<Piece> boxes;
+    std::optional<unsigned> dim;
+    Value base = tensor;
+    while (auto box = base.getDefiningOp<tensor::InsertSliceOp>()) {
+      ArrayRef<int64_t> offsets = box.getStaticOffsets(),
+                        sizes = box.getStaticSizes();
+      if (ShapedType::isDynamicShape(offsets) ||
+          ShapedType::isDynamicShape(sizes) ||
+          llvm::any_of(box.getStaticStrides(),
+                       [](int64_t s) { return s != 1; }) ||
+          box.getSourceType().getRank() != destType.getRank()) {
+        lastError = "an insert_slice is dynamic, strided or rank-reducing";
+        return nullptr;
+      }
+      SmallVector<unsigned> partial;
+      for (unsigned d = 0; d < destType.getRank(); ++d)
+        if (offsets[d] != 0 || sizes[d] != destType.getDimSize(d))
+          partial.push_back(d);
+      if (partial.empty()) { // the whole tensor: what the boxes above leave
+        base = box.getSource();
+        break;
+      }
+      if (partial.size() > 1 || (dim && *dim != partial.front())) {
+        lastError = "insert_slices write boxes within several dims";
+        return nullptr;
+      }
+      dim = partial.front();
+      boxes.push_back({offsets[*dim], offsets[*dim] + sizes[*dim],
+                       box.getSource(), offsets[*dim]});
+      base = box.getDest();
+    }
+    if (!dim) {
+      result = element(base, indices);
+    } else {
+      llvm::sort(boxes, [](const Piece &a, const Piece &b) {
+        return a.begin < b.begin;
+      });
+      SmallVector<Piece> pieces;
+      int64_t at = 0, n = destType.getDimSize(*dim);
+      for (const Piece &box : boxes) {
+        if (box.begin < at) {
+          lastError = "insert_slices write overlapping boxes";
+          return nullptr;
+        }
+        if (box.begin > at)
+          pieces.push_back({at, box.begin, base, 0});
+        pieces.push_back(box);
+        at = box.end;
+      }
+      if (at < n)
+        pieces.push_back({at, n, base, 0});
+      auto range = bounds(indices[*dim]);
+      result = make(ENode::Kind::Concat, elt);
+      result->index = indices[*dim];
+      for (const Piece &piece : pieces) {
+        SmallVector<AffineExpr> idx(indices);
+        idx[*dim] = piece.end - piece.begin == 1 && piece.shift
+                        ? getAffineConstantExpr(0, ctx)
+                        : simplify(indices[*dim] - piece.shift);
+        // An index that stays inside one piece reads just that piece.
+        if (range && range->first >= piece.begin && range->second < piece.end) {
+          result = element(piece.tensor, idx);
+          break;
+        }
+        ENode *e = element(piece.tensor, idx);
+        if (!e)
+          return nullptr;
+        result->offsets.push_back(piece.begin);
+        result->operands.push_back(e);
+      }
+      if (result && result->kind == ENode::Kind::Concat)
+        result->offsets.push_back(n);
+    }
   } else if (auto concat = dyn_cast<tensor::ConcatOp>(def)) {
     int64_t dim = concat.getDim();
     int64_t offset = 0;
