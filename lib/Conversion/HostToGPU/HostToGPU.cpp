@@ -130,6 +130,71 @@ LogicalResult sliceToGeneric(IRRewriter &rewriter,
   return success();
 }
 
+/// `insert_slice` as a generic that reads the source inside the box (at a
+/// clamped index, so no read is out of bounds) and the destination outside
+/// it (TOSA's concat is a chain of these into an empty tensor).
+LogicalResult insertSliceToGeneric(IRRewriter &rewriter,
+                                   tensor::InsertSliceOp insert) {
+  RankedTensorType src = staticTensor(insert.getSource()),
+                   dst = staticTensor(insert.getResult());
+  if (!src || !dst || src.getRank() != dst.getRank() ||
+      !insert.getOffsets().empty() || !insert.getSizes().empty() ||
+      !insert.getStrides().empty())
+    return insert.emitError("only static, rank-preserving insert_slices are "
+                            "supported on the reference path");
+  rewriter.setInsertionPoint(insert);
+  Location loc = insert.getLoc();
+  Value empty = tensor::EmptyOp::create(rewriter, loc, dst.getShape(),
+                                        dst.getElementType());
+  auto generic = linalg::GenericOp::create(
+      rewriter, loc, dst, ValueRange(), empty,
+      rewriter.getMultiDimIdentityMap(dst.getRank()),
+      SmallVector<utils::IteratorType>(dst.getRank(),
+                                       utils::IteratorType::parallel),
+      [&](OpBuilder &b, Location l, ValueRange) {
+        auto index = [&](int64_t v) -> Value {
+          return arith::ConstantIndexOp::create(b, l, v);
+        };
+        SmallVector<Value> idx, at;
+        Value inside = arith::ConstantIntOp::create(b, l, 1, 1);
+        for (int64_t d = 0; d < dst.getRank(); ++d) {
+          Value i = linalg::IndexOp::create(b, l, d);
+          idx.push_back(i);
+          int64_t offset = insert.getStaticOffsets()[d],
+                  stride = insert.getStaticStrides()[d],
+                  size = src.getDimSize(d);
+          // i = offset + k * stride for some k in [0, size).
+          Value k = arith::DivSIOp::create(
+              b, l, arith::SubIOp::create(b, l, i, index(offset)),
+              index(stride));
+          Value exact = arith::CmpIOp::create(
+              b, l, arith::CmpIPredicate::eq,
+              arith::AddIOp::create(
+                  b, l, index(offset),
+                  arith::MulIOp::create(b, l, k, index(stride))),
+              i);
+          Value inRange = arith::AndIOp::create(
+              b, l,
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, i,
+                                    index(offset)),
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, k,
+                                    index(size)));
+          inside = arith::AndIOp::create(
+              b, l, inside, arith::AndIOp::create(b, l, exact, inRange));
+          at.push_back(arith::MinSIOp::create(
+              b, l, arith::MaxSIOp::create(b, l, k, index(0)),
+              index(size - 1)));
+        }
+        Value fromSource =
+            tensor::ExtractOp::create(b, l, insert.getSource(), at);
+        Value fromDest = tensor::ExtractOp::create(b, l, insert.getDest(), idx);
+        Value v = arith::SelectOp::create(b, l, inside, fromSource, fromDest);
+        linalg::YieldOp::create(b, l, v);
+      });
+  rewriter.replaceOp(insert, generic.getResults());
+  return success();
+}
+
 /// `concat` as a generic that reads, at each index, the part it falls in
 /// (every part read at a clamped index, so no read is out of bounds).
 LogicalResult concatToGeneric(IRRewriter &rewriter, tensor::ConcatOp concat) {
@@ -405,13 +470,16 @@ struct HostToGPU : flashlight::impl::HostToGPUBase<HostToGPU> {
       func.walk([&](Operation *op) {
         if (isa<linalg::LinalgOp>(op) && !isa<linalg::GenericOp>(op))
           ops.push_back(op);
-        else if (isa<tensor::ExtractSliceOp, tensor::ConcatOp>(op))
+        else if (isa<tensor::ExtractSliceOp, tensor::InsertSliceOp,
+                     tensor::ConcatOp>(op))
           ops.push_back(op);
       });
       for (Operation *op : ops) {
         LogicalResult ok = success();
         if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
           ok = sliceToGeneric(rewriter, slice);
+        else if (auto insert = dyn_cast<tensor::InsertSliceOp>(op))
+          ok = insertSliceToGeneric(rewriter, insert);
         else if (auto concat = dyn_cast<tensor::ConcatOp>(op))
           ok = concatToGeneric(rewriter, concat);
         else {

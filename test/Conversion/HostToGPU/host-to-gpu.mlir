@@ -54,6 +54,25 @@ func.func @slice_concat(%x: tensor<8xf32>, %y: tensor<4xf32>) -> tensor<7xf32> {
 
 // -----
 
+// insert_slice (TOSA's concat: a chain of them into an empty tensor): the
+// source inside the box, at a clamped index, the destination outside it.
+// CHECK-LABEL: func.func @insert_chain
+// CHECK: gpu.func @host0(%{{.*}}: memref<2x5xf32>, %{{.*}}: memref<2x5xf32>, %[[SRC:.+]]: memref<2x4xf32>, %[[DST:.+]]: memref<2x5xf32>)
+// CHECK: arith.maxsi
+// CHECK: arith.minsi
+// CHECK: memref.load %[[SRC]]
+// CHECK: memref.load %[[DST]]
+// CHECK: arith.select
+// CHECK: gpu.func @host1(%{{.*}}: memref<2x5xf32>, %{{.*}}: memref<2x5xf32>, %{{.*}}: memref<2x1xf32>, %{{.*}}: memref<2x5xf32>)
+func.func @insert_chain(%x: tensor<2x4xf32>, %y: tensor<2x1xf32>) -> tensor<2x5xf32> {
+  %e = tensor.empty() : tensor<2x5xf32>
+  %a = tensor.insert_slice %x into %e[0, 0] [2, 4] [1, 1] : tensor<2x4xf32> into tensor<2x5xf32>
+  %b = tensor.insert_slice %y into %a[0, 4] [2, 1] [1, 1] : tensor<2x1xf32> into tensor<2x5xf32>
+  return %b : tensor<2x5xf32>
+}
+
+// -----
+
 // A slice from 0 with stride 1 (`x[..., :-1]`): the loops have the slice's
 // extents, not the source's (read as an input through an identity map, the
 // source made the generic invalid).
