@@ -88,6 +88,31 @@ RankedTensorType staticTensor(Value v) {
   return t && t.hasStaticShape() ? t : RankedTensorType();
 }
 
+/// Replaces `op` by a parallel generic over its static result type `type`
+/// with no inputs: `element` builds the value at the loop indices (reading
+/// operands with tensor.extract).
+void replaceByGeneric(
+    IRRewriter &rewriter, Operation *op, RankedTensorType type,
+    function_ref<Value(OpBuilder &, Location, ArrayRef<Value>)> element) {
+  rewriter.setInsertionPoint(op);
+  Location loc = op->getLoc();
+  Value empty = tensor::EmptyOp::create(rewriter, loc, type.getShape(),
+                                        type.getElementType());
+  auto generic = linalg::GenericOp::create(
+      rewriter, loc, type, ValueRange(), empty,
+      rewriter.getMultiDimIdentityMap(type.getRank()),
+      SmallVector<utils::IteratorType>(type.getRank(),
+                                       utils::IteratorType::parallel),
+      [&](OpBuilder &b, Location l, ValueRange) {
+        SmallVector<Value> idx;
+        for (int64_t d = 0; d < type.getRank(); ++d)
+          idx.push_back(linalg::IndexOp::create(b, l, d));
+        Value v = element(b, l, idx);
+        linalg::YieldOp::create(b, l, v);
+      });
+  rewriter.replaceOp(op, generic.getResults());
+}
+
 /// `extract_slice` as a generic whose body reads source element `offset +
 /// d * stride` (tensor.extract of the captured source). Read as an input
 /// through that map instead, the source would fix the loops' extents where
@@ -103,30 +128,20 @@ LogicalResult sliceToGeneric(IRRewriter &rewriter,
       !slice.getSizes().empty())
     return slice.emitError("only static, rank-preserving slices are "
                            "supported on the reference path");
-  rewriter.setInsertionPoint(slice);
-  Location loc = slice.getLoc();
-  Value empty = tensor::EmptyOp::create(rewriter, loc, dst.getShape(),
-                                        dst.getElementType());
-  auto generic = linalg::GenericOp::create(
-      rewriter, loc, dst, ValueRange(), empty,
-      rewriter.getMultiDimIdentityMap(dst.getRank()),
-      SmallVector<utils::IteratorType>(dst.getRank(),
-                                       utils::IteratorType::parallel),
-      [&](OpBuilder &b, Location l, ValueRange) {
+  replaceByGeneric(
+      rewriter, slice, dst,
+      [&](OpBuilder &b, Location l, ArrayRef<Value> idx) -> Value {
         SmallVector<Value> at;
         for (int64_t d = 0; d < src.getRank(); ++d) {
-          Value i = linalg::IndexOp::create(b, l, d);
           Value stride =
               arith::ConstantIndexOp::create(b, l, slice.getStaticStrides()[d]);
           Value offset =
               arith::ConstantIndexOp::create(b, l, slice.getStaticOffsets()[d]);
           at.push_back(arith::AddIOp::create(
-              b, l, offset, arith::MulIOp::create(b, l, i, stride)));
+              b, l, offset, arith::MulIOp::create(b, l, idx[d], stride)));
         }
-        Value v = tensor::ExtractOp::create(b, l, slice.getSource(), at);
-        linalg::YieldOp::create(b, l, v);
+        return tensor::ExtractOp::create(b, l, slice.getSource(), at);
       });
-  rewriter.replaceOp(slice, generic.getResults());
   return success();
 }
 
@@ -142,40 +157,31 @@ LogicalResult insertSliceToGeneric(IRRewriter &rewriter,
       !insert.getStrides().empty())
     return insert.emitError("only static, rank-preserving insert_slices are "
                             "supported on the reference path");
-  rewriter.setInsertionPoint(insert);
-  Location loc = insert.getLoc();
-  Value empty = tensor::EmptyOp::create(rewriter, loc, dst.getShape(),
-                                        dst.getElementType());
-  auto generic = linalg::GenericOp::create(
-      rewriter, loc, dst, ValueRange(), empty,
-      rewriter.getMultiDimIdentityMap(dst.getRank()),
-      SmallVector<utils::IteratorType>(dst.getRank(),
-                                       utils::IteratorType::parallel),
-      [&](OpBuilder &b, Location l, ValueRange) {
+  replaceByGeneric(
+      rewriter, insert, dst,
+      [&](OpBuilder &b, Location l, ArrayRef<Value> idx) -> Value {
         auto index = [&](int64_t v) -> Value {
           return arith::ConstantIndexOp::create(b, l, v);
         };
-        SmallVector<Value> idx, at;
+        SmallVector<Value> at;
         Value inside = arith::ConstantIntOp::create(b, l, 1, 1);
         for (int64_t d = 0; d < dst.getRank(); ++d) {
-          Value i = linalg::IndexOp::create(b, l, d);
-          idx.push_back(i);
           int64_t offset = insert.getStaticOffsets()[d],
                   stride = insert.getStaticStrides()[d],
                   size = src.getDimSize(d);
-          // i = offset + k * stride for some k in [0, size).
+          // idx = offset + k * stride for some k in [0, size).
           Value k = arith::DivSIOp::create(
-              b, l, arith::SubIOp::create(b, l, i, index(offset)),
+              b, l, arith::SubIOp::create(b, l, idx[d], index(offset)),
               index(stride));
           Value exact = arith::CmpIOp::create(
               b, l, arith::CmpIPredicate::eq,
               arith::AddIOp::create(
                   b, l, index(offset),
                   arith::MulIOp::create(b, l, k, index(stride))),
-              i);
+              idx[d]);
           Value inRange = arith::AndIOp::create(
               b, l,
-              arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, i,
+              arith::CmpIOp::create(b, l, arith::CmpIPredicate::sge, idx[d],
                                     index(offset)),
               arith::CmpIOp::create(b, l, arith::CmpIPredicate::slt, k,
                                     index(size)));
@@ -188,10 +194,8 @@ LogicalResult insertSliceToGeneric(IRRewriter &rewriter,
         Value fromSource =
             tensor::ExtractOp::create(b, l, insert.getSource(), at);
         Value fromDest = tensor::ExtractOp::create(b, l, insert.getDest(), idx);
-        Value v = arith::SelectOp::create(b, l, inside, fromSource, fromDest);
-        linalg::YieldOp::create(b, l, v);
+        return arith::SelectOp::create(b, l, inside, fromSource, fromDest);
       });
-  rewriter.replaceOp(insert, generic.getResults());
   return success();
 }
 
@@ -204,21 +208,10 @@ LogicalResult concatToGeneric(IRRewriter &rewriter, tensor::ConcatOp concat) {
     return concat.emitError("only static concats are supported on the "
                             "reference path");
   int64_t dim = concat.getDim();
-  rewriter.setInsertionPoint(concat);
-  Location loc = concat.getLoc();
-  Value empty = tensor::EmptyOp::create(rewriter, loc, dst.getShape(),
-                                        dst.getElementType());
   SmallVector<Value> parts(concat.getInputs());
-  auto generic = linalg::GenericOp::create(
-      rewriter, loc, dst, ValueRange(), empty,
-      rewriter.getMultiDimIdentityMap(dst.getRank()),
-      SmallVector<utils::IteratorType>(dst.getRank(),
-                                       utils::IteratorType::parallel),
-      [&](OpBuilder &b, Location l, ValueRange) {
-        SmallVector<Value> idx;
-        for (int64_t d = 0; d < dst.getRank(); ++d)
-          idx.push_back(linalg::IndexOp::create(b, l, d));
-        Value result;
+  replaceByGeneric(
+      rewriter, concat, dst,
+      [&](OpBuilder &b, Location l, ArrayRef<Value> idx) -> Value {
         int64_t offset = 0;
         SmallVector<std::pair<Value, Value>> picks; // (in part?, value)
         for (Value part : parts) {
@@ -239,12 +232,11 @@ LogicalResult concatToGeneric(IRRewriter &rewriter, tensor::ConcatOp concat) {
           picks.push_back({inside, v});
           offset += n;
         }
-        result = picks.back().second;
+        Value result = picks.back().second;
         for (auto it = picks.rbegin() + 1; it != picks.rend(); ++it)
           result = arith::SelectOp::create(b, l, it->first, it->second, result);
-        linalg::YieldOp::create(b, l, result);
+        return result;
       });
-  rewriter.replaceOp(concat, generic.getResults());
   return success();
 }
 
