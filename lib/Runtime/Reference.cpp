@@ -201,6 +201,11 @@ private:
       return std::floor(in(0));
     if (n == "math.ceil")
       return std::ceil(in(0));
+    // Half to even (the default rounding mode), and half away from zero.
+    if (n == "math.roundeven")
+      return std::nearbyint(in(0));
+    if (n == "math.round")
+      return std::round(in(0));
     if (n == "math.fma")
       return in(0) * in(1) + in(2);
     // Conversions.

@@ -74,7 +74,8 @@ const llvm::StringSet<> &interpretedOps() {
       "math.sqrt",        "math.rsqrt",         "math.absf",
       "math.absi",        "math.powf",          "math.sin",
       "math.cos",         "math.erf",           "math.floor",
-      "math.ceil",        "math.fma",           "tensor.extract"};
+      "math.ceil",        "math.roundeven",     "math.round",
+      "math.fma",         "tensor.extract"};
   return ops;
 }
 

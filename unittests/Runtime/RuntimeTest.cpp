@@ -248,6 +248,22 @@ TEST_CASE("reference softmax matches a hand computation", "[reference]") {
   CHECK(out[1].data[0] == Approx(std::log(den)));
 }
 
+TEST_CASE("reference rounds half to even in a score region", "[reference]") {
+  // score = roundeven(s) (args: s, b, h, q, kv -> ids 0..4): TOSA's
+  // float-to-int casts round so.
+  json score = {
+      {"num_args", 5},
+      {"ops", {{{"op", "math.roundeven"}, {"type", "f32"}, {"operands", {0}}}}},
+      {"yield", {5}}};
+  json p = program("softmax", nullptr);
+  p["score"] = score;
+  KernelManifest m = manifestFrom(tinyManifest(p));
+  std::vector<HostTensor> out = evaluateReference(m, tinyInputs(), {});
+  // Row 0: s = (0.5, 1, 0) rounds to (0, 1, 0): 0.5 goes to 0, not 1.
+  double e = std::exp(1.0);
+  CHECK(out[0].data[0] == Approx((1 + 3 * e + 5) / (2 + e)));
+}
+
 TEST_CASE("reference applies the mask region and sigmoid", "[reference]") {
   // keep = kv <= q  (args: b, h, q, kv -> ids 0..3)
   json causal = {{"num_args", 4},

@@ -517,6 +517,9 @@ SmallVector<unsigned> varsOf(ArrayRef<AffineExpr> exprs, unsigned numVars) {
   return vars;
 }
 
+/// The longest reduction a region unrolls.
+constexpr int64_t kMaxUnrolledReduction = 16;
+
 /// Emits scalar IR for element expressions inside a region.
 class Emitter {
 public:
@@ -617,12 +620,61 @@ public:
       result = b.create(state)->getResult(0);
       break;
     }
-    case Kind::Reduce:
-      error = "a region would need a reduction";
-      return {};
-    case Kind::Concat:
-      error = "a region would read a concatenation";
-      return {};
+    case Kind::Reduce: {
+      // A short one unrolled (TOSA linearizes a gather's 2-D index as a sum
+      // over 2 terms); a long one stays out of the per-element code.
+      int64_t extent = graph.extent(n->var);
+      if (extent > kMaxUnrolledReduction) {
+        error = "a region would need a reduction over " +
+                std::to_string(extent) + " elements (at most " +
+                std::to_string(kMaxUnrolledReduction) + " are unrolled)";
+        return {};
+      }
+      result = emit(n->operands[1]);
+      for (int64_t k = 0; k < extent && result; ++k) {
+        // Each term afresh: cached values may depend on the variable.
+        Emitter term(b, loc, graph);
+        term.vars = vars;
+        term.vars[n->var] = arith::ConstantIndexOp::create(b, loc, k);
+        term.placeholders = placeholders;
+        term.captures = captures;
+        term.promote = promote;
+        term.readsOuter = readsOuter;
+        Value x = term.emit(n->operands[0]);
+        if (!x) {
+          error = term.error;
+          return {};
+        }
+        OperationState state(loc, n->op->getName());
+        state.addOperands({result, x});
+        state.addAttributes(n->op->getAttrs());
+        state.addTypes(result.getType());
+        result = b.create(state)->getResult(0);
+      }
+      break;
+    }
+    case Kind::Concat: {
+      // Read at an index the unrolled reductions made constant: one piece.
+      SmallVector<AffineExpr> dims;
+      for (unsigned v = 0; v < graph.numVars(); ++v) {
+        Value bound = vars.lookup(v);
+        auto c = bound ? bound.getDefiningOp<arith::ConstantIndexOp>()
+                       : arith::ConstantIndexOp();
+        dims.push_back(c ? getAffineConstantExpr(c.value(), b.getContext())
+                         : getAffineDimExpr(v, b.getContext()));
+      }
+      auto at = dyn_cast<AffineConstantExpr>(n->index.replaceDims(dims));
+      if (!at) {
+        error = "a region would read a concatenation";
+        return {};
+      }
+      for (unsigned p = 0; p + 1 < n->offsets.size(); ++p)
+        if (at.getValue() >= n->offsets[p] && at.getValue() < n->offsets[p + 1])
+          result = emit(n->operands[p]);
+      if (!result && error.empty())
+        error = "a region reads a concatenation past its end";
+      break;
+    }
     }
     if (result)
       done[n] = result;
