@@ -306,3 +306,52 @@ func.func @negative_ipa_gqa_points_per_query_head(%q: tensor<4x16x16xf32>, %k: t
   } -> tensor<4x16x16xf32>
   return %o : tensor<4x16x16xf32>
 }
+
+// -----
+
+// A short sum in the logits (a row bias sum_t x[h, i, t] * w[t] over t < 2,
+// x a concatenation of two columns) is unrolled in the score region, and
+// each term reads the piece its constant index falls in.
+// CHECK-LABEL: func @short_sum
+// CHECK: score {
+// CHECK: ^bb0(%{{.*}}: f32, %{{.*}}: index, %[[H:.+]]: index, %[[I:.+]]: index, %{{.*}}: index, %[[A:.+]]: tensor<2x16x1xf32>, %[[B:.+]]: tensor<2x16x1xf32>, %[[W:.+]]: tensor<2xf32>):
+// CHECK: tensor.extract %[[A]][%[[H]], %[[I]], %c0]
+// CHECK: tensor.extract %[[W]][%c0]
+// CHECK: tensor.extract %[[B]][%[[H]], %[[I]], %c0]
+// CHECK: tensor.extract %[[W]][%c1]
+// CHECK-NOT: linalg.generic
+// CHECK: attn.yield
+func.func @short_sum(%q: tensor<2x16x16xf32>, %k: tensor<2x16x16xf32>, %v: tensor<2x16x16xf32>,
+                     %a: tensor<2x16x1xf32>, %bb: tensor<2x16x1xf32>, %w: tensor<2xf32>) -> tensor<2x16x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  %s0 = tensor.empty() : tensor<2x16x16xf32>
+  %sf = linalg.fill ins(%zero : f32) outs(%s0 : tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(h, i, j, c) -> (h, i, c)>, affine_map<(h, i, j, c) -> (h, j, c)>, affine_map<(h, i, j, c) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%q, %k : tensor<2x16x16xf32>, tensor<2x16x16xf32>) outs(%sf : tensor<2x16x16xf32>) {
+  ^bb0(%x: f32, %y: f32, %acc: f32):
+    %m = arith.mulf %x, %y : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x16x16xf32>
+  %x = tensor.concat dim(2) %a, %bb : (tensor<2x16x1xf32>, tensor<2x16x1xf32>) -> tensor<2x16x2xf32>
+  %bias = linalg.generic {indexing_maps = [affine_map<(h, i, j, t) -> (h, i, t)>, affine_map<(h, i, j, t) -> (t)>, affine_map<(h, i, j, t) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%x, %w : tensor<2x16x2xf32>, tensor<2xf32>) outs(%sf : tensor<2x16x16xf32>) {
+  ^bb0(%e: f32, %f: f32, %acc: f32):
+    %m = arith.mulf %e, %f : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  } -> tensor<2x16x16xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %bias : tensor<2x16x16xf32>, tensor<2x16x16xf32>) outs(%s0 : tensor<2x16x16xf32>) {
+  ^bb0(%l0: f32, %b0: f32, %o: f32):
+    %l = arith.addf %l0, %b0 : f32
+    %n = arith.negf %l : f32
+    %e = math.exp %n : f32
+    %den = arith.addf %one, %e : f32
+    %y = arith.divf %one, %den : f32
+    linalg.yield %y : f32
+  } -> tensor<2x16x16xf32>
+  %o0 = tensor.empty() : tensor<2x16x16xf32>
+  %of = linalg.fill ins(%zero : f32) outs(%o0 : tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  // expected-remark @+1 {{attn-raise: result 0 raised to attn.attention}}
+  %o = linalg.batch_matmul ins(%p, %v : tensor<2x16x16xf32>, tensor<2x16x16xf32>) outs(%of : tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
+  return %o : tensor<2x16x16xf32>
+}
