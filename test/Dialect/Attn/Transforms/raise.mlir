@@ -355,3 +355,16 @@ func.func @short_sum(%q: tensor<2x16x16xf32>, %k: tensor<2x16x16xf32>, %v: tenso
   %o = linalg.batch_matmul ins(%p, %v : tensor<2x16x16xf32>, tensor<2x16x16xf32>) outs(%of : tensor<2x16x16xf32>) -> tensor<2x16x16xf32>
   return %o : tensor<2x16x16xf32>
 }
+
+// -----
+
+// Overlapping insert_slice boxes are no concatenation: the value is not
+// followed, and the remark says why.
+// CHECK-LABEL: func @negative_overlapping_boxes
+func.func @negative_overlapping_boxes(%x: tensor<4x3xf32>, %y: tensor<4x3xf32>) -> tensor<4x5xf32> {
+  %e = tensor.empty() : tensor<4x5xf32>
+  %a = tensor.insert_slice %x into %e[0, 0] [4, 3] [1, 1] : tensor<4x3xf32> into tensor<4x5xf32>
+  // expected-remark @+1 {{attn-raise: result 0 is not raised: cannot follow the program: insert_slices write overlapping boxes}}
+  %b = tensor.insert_slice %y into %a[0, 2] [4, 3] [1, 1] : tensor<4x3xf32> into tensor<4x5xf32>
+  return %b : tensor<4x5xf32>
+}
