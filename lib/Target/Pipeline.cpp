@@ -156,7 +156,7 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
       *this, "branch-lookahead",
       llvm::cl::desc("With wgmma and several branches, issue the next "
                      "branch's S before this branch's softmax"),
-      llvm::cl::init(false)};
+      llvm::cl::init(true)};
 
   flashlight::PipelineOptions get() const {
     flashlight::PipelineOptions o;

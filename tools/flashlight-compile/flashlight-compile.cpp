@@ -133,7 +133,7 @@ static cl::opt<bool> branchLookahead(
     "branch-lookahead",
     cl::desc("With wgmma and several logit branches: issue the next "
              "branch's S = Q K^T before this branch's softmax"),
-    cl::init(false));
+    cl::init(true));
 static cl::opt<bool>
     explain("flashlight-explain",
             cl::desc("Say what the analysis found and which code generator was "

@@ -77,11 +77,10 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
            "With wgmma, two warpgroups on the plain KV loop: mbarriers "
            "say when a K/V buffer is full and empty, instead of a "
            "block-wide barrier per step">,
-    Option<"branchLookahead", "branch-lookahead", "bool", /*default=*/"false",
+    Option<"branchLookahead", "branch-lookahead", "bool", /*default=*/"true",
            "With wgmma and several logit branches run one after the other: "
            "issue the next branch's S = Q K^T before this branch's softmax, "
-           "and leave this branch's P V in flight behind it (off until "
-           "checked on a GPU)">,
+           "and leave this branch's P V in flight behind it">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

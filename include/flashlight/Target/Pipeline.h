@@ -36,7 +36,7 @@ struct PipelineOptions {
   /// With wgmma, mbarriers instead of a block-wide barrier per step.
   bool decoupleWarpgroups = true;
   /// With wgmma and several branches, issue the next branch's S early.
-  bool branchLookahead = false;
+  bool branchLookahead = true;
   /// libdevice bitcode for math functions (tanh, log, ...); empty: none.
   std::string libdevice;
 };
