@@ -526,11 +526,12 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       for (tensor::ExtractOp read :
            stagedTileReads(step.getScore(), branches)) {
         int64_t row = stagedRowBytes(read, blockN);
-        if (bytes + 2 * blockM.getInt() * row + 1024 > kMaxSharedMemory)
+        int64_t rows = stagedPerQuery(read) ? blockM.getInt() : 1;
+        if (bytes + 2 * rows * row + 1024 > kMaxSharedMemory)
           break;
         tiles.stagedReads.push_back(read);
         tiles.staged.push_back(
-            carve({2 * blockM.getInt(),
+            carve({2 * rows,
                    row * 8 / read.getType().getIntOrFloatBitWidth()},
                   read.getType()));
       }

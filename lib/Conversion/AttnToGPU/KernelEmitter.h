@@ -545,8 +545,9 @@ struct MmaTiles {
   /// The relative-position tables (f32, [warp][buffer][term][position]),
   /// when the score region has RelativeTerms; else null.
   Value relative;
-  /// wgmma: one tile per stagedTileReads() read, [2 * block-m, block-n +
-  /// 16 bytes], double-buffered as K is; and those reads (of one of the
+  /// wgmma: one tile per stagedTileReads() read, [2 * rows, block-n + 16
+  /// bytes] (rows: block-m, or 1 for a row uniform over the block),
+  /// double-buffered as K is; and those reads (of one of the
   /// kernel's steps: every step's score region reads the same).
   SmallVector<Value, 2> staged;
   SmallVector<tensor::ExtractOp, 2> stagedReads;
@@ -556,13 +557,17 @@ struct MmaTiles {
 constexpr unsigned kMaxStagedReads = 2;
 
 /// Score-region reads of a captured tensor at (b or h or constants...,
-/// q_idx, kv_idx) whose rows are whole 16-byte chunks (a pair bias [B, H,
-/// M, N]): the wgmma generator copies their [block-m, block-n] tile with
-/// each K tile (cp.async) and reads it from shared memory, rather than
-/// each thread gathering its elements from global memory. At most
-/// kMaxStagedReads, in region order.
+/// q_idx or b or h or a constant, kv_idx) whose rows are whole 16-byte
+/// chunks (a pair bias [B, H, M, N]; a key mask bias [B, 1, 1, N]): the
+/// wgmma generator copies their [block-m, block-n] tile (one row when the
+/// row index is uniform over the block) with each K tile (cp.async) and
+/// reads it from shared memory, rather than each thread gathering its
+/// elements from global memory. At most kMaxStagedReads, in region order.
 SmallVector<tensor::ExtractOp> stagedTileReads(Region &score,
                                                unsigned numLeading);
+/// Whether a stagedTileReads() read's row index is q_idx (a tile of
+/// block-m rows), not uniform over the block (one row).
+bool stagedPerQuery(tensor::ExtractOp read);
 /// Bytes of one staged tile's row (block-n elements and a 16-byte pad).
 int64_t stagedRowBytes(tensor::ExtractOp read, int64_t blockN);
 
@@ -631,7 +636,9 @@ int64_t relativeTableBytes(Region &score, unsigned numLeading, int64_t blockM,
 
 /// True when `region` (a score or mask region) reads a captured tensor at an
 /// index other than the batch and head arguments: a gather per element.
-bool gathersPerElement(Region &region);
+/// Reads in `except` (staged ones) do not count.
+bool gathersPerElement(Region &region,
+                       ArrayRef<tensor::ExtractOp> except = {});
 
 /// Tensor cores (mma.sync m16n8k16, ldmatrix); `mTiles` m16 tiles (16 query
 /// rows each) per warp; `threads` is the block size. With `mask.memref`, a

@@ -18,10 +18,13 @@ bool flashlight::attn_to_gpu::votesOnTiles(OnlineStepOp step) {
   return kind == MaskKind::DataDependent || kind == MaskKind::Custom;
 }
 
-bool flashlight::attn_to_gpu::gathersPerElement(Region &region) {
+bool flashlight::attn_to_gpu::gathersPerElement(
+    Region &region, ArrayRef<tensor::ExtractOp> except) {
   // Block arguments 1 and 2 are the batch and head: uniform per tile.
   return region
-      .walk([](tensor::ExtractOp extract) {
+      .walk([&](tensor::ExtractOp extract) {
+        if (llvm::is_contained(except, extract))
+          return WalkResult::advance();
         bool perElement = llvm::any_of(extract.getIndices(), [](Value index) {
           auto arg = dyn_cast<BlockArgument>(index);
           return !arg || (arg.getArgNumber() != 1 && arg.getArgNumber() != 2);
@@ -41,26 +44,38 @@ flashlight::attn_to_gpu::stagedTileReads(Region &score, unsigned numLeading) {
     auto arg = dyn_cast<BlockArgument>(v);
     return arg && arg.getOwner() == &block && arg.getArgNumber() == n;
   };
+  // Batch, head or a constant: one value for the whole block.
+  auto isUniform = [&](Value index) {
+    return isArg(index, numLeading) || isArg(index, numLeading + 1) ||
+           index.getDefiningOp<arith::ConstantOp>();
+  };
   block.walk([&](tensor::ExtractOp read) {
     auto type = cast<RankedTensorType>(read.getTensor().getType());
     int64_t rank = type.getRank();
     if (rank < 2 || reads.size() == kMaxStagedReads ||
         !isa<BlockArgument>(read.getTensor()) ||
-        !isArg(read.getIndices()[rank - 2], numLeading + 2) ||
         !isArg(read.getIndices()[rank - 1], numLeading + 3))
+      return;
+    Value row = read.getIndices()[rank - 2];
+    if (!isArg(row, numLeading + 2) && !isUniform(row))
       return;
     // Rows of whole 16-byte chunks: a chunk is in the tensor or past it.
     int64_t bits = type.getElementTypeBitWidth(), n = type.getDimSize(rank - 1);
     if ((bits != 16 && bits != 32) || ShapedType::isDynamic(n) ||
         n * bits / 8 % 16 != 0)
       return;
-    for (Value index : read.getIndices().drop_back(2))
-      if (!isArg(index, numLeading) && !isArg(index, numLeading + 1) &&
-          !index.getDefiningOp<arith::ConstantOp>())
-        return;
+    if (!llvm::all_of(read.getIndices().drop_back(2), isUniform))
+      return;
     reads.push_back(read);
   });
   return reads;
+}
+
+bool flashlight::attn_to_gpu::stagedPerQuery(tensor::ExtractOp read) {
+  auto step = read->getParentOfType<OnlineStepOp>();
+  auto row = dyn_cast<BlockArgument>(read.getIndices().drop_back().back());
+  return row && row.getOwner() == &step.getScore().front() &&
+         row.getArgNumber() == step.getNumBranches() + 2;
 }
 
 int64_t flashlight::attn_to_gpu::stagedRowBytes(tensor::ExtractOp read,

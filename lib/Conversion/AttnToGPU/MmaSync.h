@@ -760,9 +760,16 @@ protected:
     if (relative)
       tableBase = fillRelativeTable(step, relative, b0, h0, q0, k0, lastRow,
                                     lastKey, bn);
-    bool early = !step.getScore().empty() && !relative &&
-                 gathersPerElement(step.getScore());
+    // Staged reads are shared-memory loads: read after S, they hold no
+    // registers during the product.
     bool staged = !stagedTiles.empty();
+    SmallVector<tensor::ExtractOp> fromShared;
+    if (staged) {
+      fromShared = stagedTileReads(step.getScore(), branches);
+      fromShared.truncate(std::min(fromShared.size(), stagedTiles.size()));
+    }
+    bool early = !step.getScore().empty() && !relative &&
+                 gathersPerElement(step.getScore(), fromShared);
     for (auto [g, group] : llvm::enumerate(groups)) {
       // What the score region's ops per element need beforehand: the
       // gathers (before S) or the table's terms (after S: they need no

@@ -202,24 +202,28 @@ protected:
   }
 
   /// Copies the [block-m, block-n] tile at (Q's first row, `k0`) of the
-  /// tensor `read` reads into buffer `buffer` of `tile`, 16 bytes a copy;
-  /// chunks past the tensor's rows or columns are zero-filled (a row holds
-  /// whole chunks: stagedTileReads).
+  /// tensor `read` reads (one row at `k0` when its row index is uniform over
+  /// the block) into buffer `buffer` of `tile`, 16 bytes a copy; chunks past
+  /// the tensor's rows or columns are zero-filled (a row holds whole chunks:
+  /// stagedTileReads).
   void stageRead(tensor::ExtractOp read, Value tile, Value k0, Value buffer) {
     auto step = read->getParentOfType<OnlineStepOp>();
     unsigned numLeading = step.getNumBranches();
     auto arg = cast<BlockArgument>(read.getTensor());
     Value memref = memrefOf.lookup(
         step.getCaptures()[arg.getArgNumber() - numLeading - 4]);
-    SmallVector<Value> at;
-    for (Value index : read.getIndices().drop_back(2)) {
+    // A batch, head or constant index's value for this block.
+    auto uniform = [&](Value index) -> Value {
       if (auto c = index.getDefiningOp<arith::ConstantOp>())
-        at.push_back(idx(cast<IntegerAttr>(c.getValue()).getInt()));
-      else
-        at.push_back(
-            queryView.offsets[cast<BlockArgument>(index).getArgNumber() -
-                              numLeading]);
-    }
+        return idx(cast<IntegerAttr>(c.getValue()).getInt());
+      return queryView
+          .offsets[cast<BlockArgument>(index).getArgNumber() - numLeading];
+    };
+    SmallVector<Value> at = llvm::map_to_vector(
+        read.getIndices().drop_back(2), [&](Value i) { return uniform(i); });
+    bool perQuery = stagedPerQuery(read);
+    Value firstRow = perQuery ? queryView.offsets[2]
+                              : uniform(read.getIndices().drop_back().back());
     auto tileType = cast<MemRefType>(tile.getType());
     int64_t perChunk = 128 / tileType.getElementTypeBitWidth();
     int64_t rows = tileType.getDimSize(0) / 2,
@@ -234,10 +238,19 @@ protected:
     SmallVector<Value> tokens;
     for (int64_t first = 0; first < chunks; first += threads) {
       Value c = addI(tid, idx(first));
+      // Fewer chunks than threads (a one-row tile): the rest copy nothing.
+      std::optional<OpBuilder::InsertionGuard> guard;
+      if (first + threads > chunks) {
+        auto ifCopies =
+            scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, c,
+                                           idx(chunks)));
+        guard.emplace(b);
+        b.setInsertionPointToStart(&ifCopies.getThenRegion().front());
+      }
       Value row = arith::DivUIOp::create(b, loc, c, idx(chunksPerRow));
       Value col =
           mulI(arith::RemUIOp::create(b, loc, c, idx(chunksPerRow)), perChunk);
-      Value globalRow = addI(queryView.offsets[2], row);
+      Value globalRow = addI(firstRow, row);
       Value globalCol = addI(k0, col);
       Value valid = arith::AndIOp::create(
           b, loc, cmpI(arith::CmpIPredicate::slt, globalRow, height),
@@ -247,12 +260,15 @@ protected:
       SmallVector<Value> src(at);
       src.push_back(minI(globalRow, lastRow));
       src.push_back(minI(globalCol, lastChunk));
-      tokens.push_back(nvgpu::DeviceAsyncCopyOp::create(
+      Value token = nvgpu::DeviceAsyncCopyOp::create(
           b, loc, tokenType, tile,
           ValueRange{addI(mulI(buffer, rows), row), col}, memref, src,
           b.getIndexAttr(perChunk),
           arith::SelectOp::create(b, loc, valid, idx(perChunk), idx(0)),
-          /*bypassL1=*/b.getUnitAttr()));
+          /*bypassL1=*/b.getUnitAttr());
+      // (The commit below takes the guarded copies without their tokens.)
+      if (!guard)
+        tokens.push_back(token);
     }
     nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
   }
@@ -263,13 +279,14 @@ protected:
                   Value col) override {
     if (stagedTiles.empty())
       return;
-    Value row = addI(mulI(warp, 16), addI(group(), idx(8 * (i / 2))));
+    Value ownRow = addI(mulI(warp, 16), addI(group(), idx(8 * (i / 2))));
     // Where the shared-memory budget stopped the staging early, the reads
     // past the last tile keep their gather.
     for (auto [read, tile] : llvm::zip(
              stagedTileReads(step.getScore(), step.getNumBranches()),
              stagedTiles)) {
       int64_t rows = cast<MemRefType>(tile.getType()).getDimSize(0) / 2;
+      Value row = stagedPerQuery(read) ? ownRow : idx(0);
       m.map(read.getResult(),
             memref::LoadOp::create(
                 b, loc, tile, ValueRange{addI(mulI(parity, rows), row), col}));

@@ -51,3 +51,36 @@ func.func @ragged_rows(%q: tensor<1x2x250x64xbf16>, %k: tensor<1x2x250x64xbf16>,
       } -> tensor<1x2x250x64xbf16>
   return %o : tensor<1x2x250x64xbf16>
 }
+
+// -----
+
+// A key mask bias read at (b, 0, 0, kv_idx) (Evoformer's): its row index is
+// uniform over the block, so each K tile brings one row of it (block-n
+// elements, 8 chunks: the other threads copy nothing), and the score region
+// reads it from shared memory.
+// CHECK-LABEL: gpu.func @key_bias
+// The staged tile: 2 buffers x 1 row x (64 + 8) elements.
+// CHECK: %[[TILE:.+]] = memref.view {{.*}} to memref<2x72xbf16, #gpu.address_space<workgroup>>
+// Only the first 8 threads copy a chunk.
+// CHECK: %[[FEW:.+]] = arith.cmpi ult, {{.*}}, %c8
+// CHECK-NEXT: scf.if %[[FEW]]
+// CHECK: nvgpu.device_async_copy %arg3[%block_id_z, %c0, {{.*}}], %[[TILE]][{{.*}}], 8
+// The step reads the current buffer.
+// CHECK: memref.load %[[TILE]]
+// CHECK-NOT: memref.load %arg3
+func.func @key_bias(%q: tensor<2x2x256x64xbf16>, %k: tensor<2x2x256x64xbf16>,
+                    %v: tensor<2x2x256x64xbf16>, %bias: tensor<2x1x1x256xbf16>)
+    -> tensor<2x2x256x64xbf16> {
+  %o = attn.attention q(%q : tensor<2x2x256x64xbf16>) k(%k : tensor<2x2x256x64xbf16>)
+      v(%v : tensor<2x2x256x64xbf16>) captures(%bias : tensor<2x1x1x256xbf16>)
+      scale [0.125] normalizer softmax
+      score {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<2x1x1x256xbf16>):
+        %c0 = arith.constant 0 : index
+        %x = tensor.extract %t[%b, %c0, %c0, %j] : tensor<2x1x1x256xbf16>
+        %y = arith.extf %x : bf16 to f32
+        %r = arith.addf %s, %y : f32
+        attn.yield %r : f32
+      } -> tensor<2x2x256x64xbf16>
+  return %o : tensor<2x2x256x64xbf16>
+}
