@@ -72,6 +72,7 @@ void flashlight::buildAttnToGPUPipeline(OpPassManager &pm,
   codegen.overlapSoftmax = options.overlapSoftmax;
   codegen.decoupleWarpgroups = options.decoupleWarpgroups;
   codegen.branchLookahead = options.branchLookahead;
+  codegen.branchWarpgroups = options.branchWarpgroups;
   pm.addPass(createAttnToGPU(codegen));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -152,6 +153,11 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::desc("With wgmma, mbarriers instead of a block-wide barrier "
                      "per step (two warpgroups, plain loop)"),
       llvm::cl::init(true)};
+  Option<bool> branchWarpgroups{
+      *this, "branch-warpgroups",
+      llvm::cl::desc("With wgmma and two branches that fit, each branch on "
+                     "its own warpgroup"),
+      llvm::cl::init(false)};
   Option<bool> branchLookahead{
       *this, "branch-lookahead",
       llvm::cl::desc("With wgmma and several branches, issue the next "
@@ -170,6 +176,7 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
     o.overlapSoftmax = overlapSoftmax;
     o.decoupleWarpgroups = decoupleWarpgroups;
     o.branchLookahead = branchLookahead;
+    o.branchWarpgroups = branchWarpgroups;
     o.libdevice = flashlight::findLibdevice();
     return o;
   }

@@ -129,6 +129,12 @@ static cl::opt<bool> decoupleWarpgroups(
              "(buffer full / empty) instead of a block-wide barrier per "
              "step; =false keeps the barrier"),
     cl::init(true));
+static cl::opt<bool> branchWarpgroups(
+    "branch-warpgroups",
+    cl::desc("With wgmma and two logit branches that fit: each branch on "
+             "its own warpgroup (on 64-row tiles), the first combining the "
+             "outputs (measured no faster yet: docs/benchmarks)"),
+    cl::init(false));
 static cl::opt<bool> branchLookahead(
     "branch-lookahead",
     cl::desc("With wgmma and several logit branches: issue the next "
@@ -582,6 +588,7 @@ int main(int argc, char **argv) {
   options.overlapSoftmax = overlapSoftmax;
   options.decoupleWarpgroups = decoupleWarpgroups;
   options.branchLookahead = branchLookahead;
+  options.branchWarpgroups = branchWarpgroups;
   auto chooseTiles = [&](const std::string &chip) {
     std::optional<std::pair<int64_t, int64_t>> mmaTiles;
     if (tensorCores)

@@ -77,6 +77,12 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
            "With wgmma, two warpgroups on the plain KV loop: mbarriers "
            "say when a K/V buffer is full and empty, instead of a "
            "block-wide barrier per step">,
+    Option<"branchWarpgroups", "branch-warpgroups", "bool",
+           /*default=*/"false",
+           "With wgmma and two logit branches that fit "
+           "(branchesFitWarpgroups) on 64-row tiles: each branch on its own "
+           "warpgroup, the first combining their outputs (off: measured "
+           "0.97-0.99x at D = 64 on an H100, docs/benchmarks)">,
     Option<"branchLookahead", "branch-lookahead", "bool", /*default=*/"true",
            "With wgmma and several logit branches run one after the other: "
            "issue the next branch's S = Q K^T before this branch's softmax, "

@@ -37,6 +37,8 @@ struct PipelineOptions {
   bool decoupleWarpgroups = true;
   /// With wgmma and several branches, issue the next branch's S early.
   bool branchLookahead = true;
+  /// With wgmma and two branches that fit, one warpgroup per branch.
+  bool branchWarpgroups = false;
   /// libdevice bitcode for math functions (tanh, log, ...); empty: none.
   std::string libdevice;
 };

@@ -196,7 +196,15 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
   }
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value warpSize = arith::ConstantIndexOp::create(b, loc, kThreadsPerWarp);
+  emitter.thread = tid;
   emitter.warp = arith::DivUIOp::create(b, loc, tid, warpSize);
+  if (emitter.branchesOnGroups) {
+    // Warpgroup g runs branch g over the block's rows: its warps hold rows
+    // as one warpgroup's would.
+    Value groupSize = arith::ConstantIndexOp::create(b, loc, 4);
+    emitter.branchGroup = arith::DivUIOp::create(b, loc, emitter.warp, groupSize);
+    emitter.warp = arith::RemUIOp::create(b, loc, emitter.warp, groupSize);
+  }
   emitter.lane = arith::RemUIOp::create(b, loc, tid, warpSize);
   gpu::Dimension dims[] = {gpu::Dimension::z, gpu::Dimension::y,
                            gpu::Dimension::x};
@@ -282,7 +290,8 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                               scf::ForallOp forall, bool tensorCores,
                               int64_t warpRows, bool wgmma,
                               bool blockMaskOption, bool overlapSoftmax,
-                              bool decoupleWarpgroups, bool branchLookahead) {
+                              bool decoupleWarpgroups, bool branchLookahead,
+                              bool branchWarpgroups) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   if (ValueRange(ret.getOperands()) != ValueRange(forall.getResults()))
     return func.emitError("attn-to-gpu: the function must return exactly the "
@@ -349,6 +358,20 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       useWgmma = true;
   }
 
+  // Branches on warpgroups: 64 query rows per block, one warpgroup per
+  // branch (Wgmma.cpp); they need the finalize's sinks and LSE results.
+  OnlineFinalizeOp fin;
+  forall.walk([&](OnlineFinalizeOp f) {
+    if (!fin)
+      fin = f;
+  });
+  bool onWarpgroups =
+      useWgmma && branchWarpgroups && blockM.getInt() == 64 && fin &&
+      branchesFitWarpgroups(
+          branches, TypeRange(step.getQueries()), TypeRange(step.getKeys()),
+          step.getScale(), step.getScore(),
+          !fin.getSinks().empty() || !fin.getLse().empty());
+
   // Tensor cores: 16 * mTiles query rows per warp; Q stays in shared memory
   // when its A fragments and the accumulators would not both fit in
   // registers (more than 32 registers of Q per thread).
@@ -388,7 +411,8 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   auto kernel = gpu::GPUFuncOp::create(b, loc, func.getName(),
                                        b.getFunctionType(params, {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  int64_t threads = useWgmma ? blockM.getInt() / 64 * 4 * kThreadsPerWarp
+  int64_t threads = useWgmma ? blockM.getInt() / 64 * 4 * kThreadsPerWarp *
+                                   (onWarpgroups ? branches : 1)
                     : useMma ? blockM.getInt() / (16 * mTiles) * kThreadsPerWarp
                              : blockM.getInt() * kThreadsPerWarp;
   kernel.setKnownBlockSizeAttr(
@@ -401,7 +425,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // there, as they do when the mask is also evaluated for a tile vote);
     // 32-row warps need 2 (up to 255 registers). Each branch holds its
     // own accumulators: what counts is their columns in all.
-    int64_t dv = headDim(step.getValue()) * branches;
+    int64_t dv = headDim(step.getValue()) * (onWarpgroups ? 1 : branches);
     // A score region that gathers from a captured tensor per element (T5's
     // bucket table; not ALiBi's slope[h]) keeps addresses live across the
     // tile: at 3 blocks (168 registers) T5 spilled 8 bytes once exp2 became
@@ -462,16 +486,21 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                                 arith::RemUIOp::create(b, loc, address, atom)),
           atom);
     }
-    // The next `shape` buffer of `element`s in the shared window.
-    auto carve = [&](ArrayRef<int64_t> shape, Type element) -> Value {
+    // A `shape` buffer of `element`s `at` bytes into the shared window.
+    auto viewAt = [&](int64_t at, ArrayRef<int64_t> shape, Type element) {
       auto type =
           MemRefType::get(shape, element, MemRefLayoutAttrInterface(), smem);
-      Value view = memref::ViewOp::create(
+      return memref::ViewOp::create(
           b, loc, type, base,
           arith::AddIOp::create(b, loc, shift,
-                                arith::ConstantIndexOp::create(b, loc, bytes)),
+                                arith::ConstantIndexOp::create(b, loc, at)),
           ValueRange{});
-      bytes += type.getNumElements() * element.getIntOrFloatBitWidth() / 8;
+    };
+    // The next such buffer.
+    auto carve = [&](ArrayRef<int64_t> shape, Type element) -> Value {
+      Value view = viewAt(bytes, shape, element);
+      bytes += cast<MemRefType>(view.getType()).getNumElements() *
+               element.getIntOrFloatBitWidth() / 8;
       return view;
     };
     auto tile = [&](Value of, int64_t rows) {
@@ -496,9 +525,10 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // Measured on an H100 (docs/benchmarks): it gains up to 8 % with
     // 64-key tiles; 128 x 128 tiles (255 registers, where the two
     // warpgroups' products already interleave) lost 1-4 %.
-    // One branch only: the loop carries one P.
+    // One branch per warpgroup only: the loop carries one P.
     bool pipelined = useWgmma && overlapSoftmax && !votes && blockN < 128 &&
-                     branches == 1 && step->getParentOfType<scf::ForOp>();
+                     (branches == 1 || onWarpgroups) &&
+                     step->getParentOfType<scf::ForOp>();
     // Two warpgroups on the plain loop (dense, or sparse over a block
     // mask): mbarriers instead of the per-step block-wide barrier
     // (Wgmma.cpp), so that the warpgroups need not run the same step.
@@ -508,7 +538,8 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // pipelined 64-key loop keeps its barrier: with mbarriers (V a step
     // behind K, so 8 of them) it lost 0-9 %.
     if (useWgmma && decoupleWarpgroups && !pipelined && (!votes || buildMask) &&
-        blockM.getInt() == 128 && step->getParentOfType<scf::ForOp>()) {
+        (blockM.getInt() == 128 || onWarpgroups) &&
+        step->getParentOfType<scf::ForOp>()) {
       tiles.barriers = carve({4}, b.getI64Type());
     }
     // The relative-position tables (MmaSync.h's fillRelativeTable): per
@@ -535,6 +566,21 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                    row * 8 / read.getType().getIntOrFloatBitWidth()},
                   read.getType()));
       }
+    // Branches on warpgroups: every warpgroup but the first hands over its
+    // [64, Dv] output (f32) at finalize, over the K tiles (the first ones
+    // carved) where they are large enough: nobody reads them any more.
+    if (onWarpgroups) {
+      int64_t count = int64_t(branches - 1) * 64 * headDim(step.getValue());
+      int64_t keyBytes = 0;
+      for (Value tile : tiles.keys) {
+        auto type = cast<MemRefType>(tile.getType());
+        keyBytes +=
+            type.getNumElements() * type.getElementTypeBitWidth() / 8;
+      }
+      tiles.exchange = 4 * count <= keyBytes
+                           ? viewAt(0, {count}, b.getF32Type())
+                           : carve({count}, b.getF32Type());
+    }
     // wgmma: plus the 1024 bytes the alignment shift may skip.
     kernel->setAttr("flashlight.dynamic_shared_memory",
                     b.getI64IntegerAttr(bytes + (useWgmma ? 1024 : 0)));
@@ -661,7 +707,8 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
     for (auto [func, forall] : work) {
       if (failed(convertFunction(func, gpuModule, forall, tensorCores, warpRows,
                                  wgmma, blockMask, overlapSoftmax,
-                                 decoupleWarpgroups, branchLookahead)))
+                                 decoupleWarpgroups, branchLookahead,
+                                 branchWarpgroups)))
         return signalPassFailure();
       func.erase();
     }

@@ -18,6 +18,44 @@ bool flashlight::attn_to_gpu::votesOnTiles(OnlineStepOp step) {
   return kind == MaskKind::DataDependent || kind == MaskKind::Custom;
 }
 
+bool flashlight::attn_to_gpu::separableBranches(Region &score,
+                                                unsigned branches) {
+  if (score.empty())
+    return true;
+  Block &block = score.front();
+  for (auto [r, logit] :
+       llvm::enumerate(block.getTerminator()->getOperands())) {
+    SmallVector<Value> work = {logit};
+    DenseSet<Value> seen;
+    while (!work.empty()) {
+      Value x = work.pop_back_val();
+      if (!seen.insert(x).second)
+        continue;
+      if (auto arg = dyn_cast<BlockArgument>(x)) {
+        if (arg.getOwner() == &block && arg.getArgNumber() < branches &&
+            arg.getArgNumber() != r)
+          return false;
+        continue;
+      }
+      // Region ops only: the score region is isolated from above.
+      llvm::append_range(work, x.getDefiningOp()->getOperands());
+    }
+  }
+  return true;
+}
+
+bool flashlight::attn_to_gpu::branchesFitWarpgroups(
+    unsigned branches, TypeRange queries, TypeRange keys,
+    ArrayRef<double> scale, Region &score, bool sinksOrLse) {
+  auto same = [](TypeRange types) {
+    return llvm::all_equal(types);
+  };
+  return branches == 2 && same(queries) && same(keys) &&
+         llvm::all_equal(scale) && !sinksOrLse &&
+         separableBranches(score, branches) &&
+         !relativeTerms(score, branches);
+}
+
 bool flashlight::attn_to_gpu::gathersPerElement(
     Region &region, ArrayRef<tensor::ExtractOp> except) {
   // Block arguments 1 and 2 are the batch and head: uniform per tile.

@@ -38,8 +38,10 @@ public:
                  int64_t threads, int64_t mTiles, const BlockMask &mask)
       : KernelEmitter(b, loc), keyTiles(tiles.keys), queryTiles(tiles.queries),
         valueTile(tiles.values), relativeTable(tiles.relative),
-        stagedTiles(tiles.staged), threads(threads), mTiles(mTiles),
-        blockMask(mask) {}
+        stagedTiles(tiles.staged), exchangeTile(tiles.exchange),
+        threads(threads), mTiles(mTiles), blockMask(mask) {
+    branchesOnGroups = bool(exchangeTile);
+  }
 
 protected:
   /// Shared-memory staging tiles: one K (and Q) tile per logit branch, V
@@ -51,6 +53,8 @@ protected:
   Value relativeTable;
   /// MmaTiles::staged: tiles of the step's stagedTileReads, in order.
   SmallVector<Value, 2> stagedTiles;
+  /// MmaTiles::exchange (null: the branches are not on warpgroups).
+  Value exchangeTile;
   /// Maps the step's staged reads, for element `i` of block `nb` of m16
   /// tile `mt` (column `col` of the KV tile), to their values in the
   /// staged tiles (the wgmma generator's).
@@ -133,6 +137,15 @@ protected:
     return arith::MulIOp::create(b, loc, x, idx(c));
   }
   void barrier() { gpu::BarrierOp::create(b, loc); }
+  /// Branches on warpgroups: this warpgroup's entry of `perBranch`.
+  Value byGroup(ArrayRef<Value> perBranch) {
+    Value v = perBranch[0];
+    for (auto [g, x] : llvm::enumerate(perBranch.drop_front()))
+      v = arith::SelectOp::create(
+          b, loc, cmpI(arith::CmpIPredicate::eq, branchGroup, idx(g + 1)), x,
+          v);
+    return v;
+  }
   Value i32(int64_t v) {
     return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
   }
@@ -147,7 +160,7 @@ protected:
     int64_t chunks = rows * d / 8;
     Value limit = dim(view.memref, 2);
     Value lastRow = arith::SubIOp::create(b, loc, limit, idx(1));
-    Value tid = addI(mulI(warp, kThreadsPerWarp), lane);
+    Value tid = thread;
     SmallVector<Value> tokens;
     auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
     for (int64_t first = 0; first < chunks; first += threads) {
@@ -575,28 +588,7 @@ protected:
   static SmallVector<SmallVector<unsigned>> branchGroups(OnlineStepOp step) {
     unsigned n = step.getNumBranches();
     SmallVector<SmallVector<unsigned>> groups;
-    bool separable = true;
-    if (!step.getScore().empty()) {
-      Block &block = step.getScore().front();
-      for (auto [r, logit] :
-           llvm::enumerate(block.getTerminator()->getOperands())) {
-        SmallVector<Value> work = {logit};
-        DenseSet<Value> seen;
-        while (!work.empty() && separable) {
-          Value x = work.pop_back_val();
-          if (!seen.insert(x).second)
-            continue;
-          if (auto arg = dyn_cast<BlockArgument>(x)) {
-            separable = arg.getOwner() != &block || arg.getArgNumber() >= n ||
-                        arg.getArgNumber() == r;
-            continue;
-          }
-          // Region ops only: the score region is isolated from above.
-          Operation *def = x.getDefiningOp();
-          llvm::append_range(work, def->getOperands());
-        }
-      }
-    }
+    bool separable = separableBranches(step.getScore(), n);
     for (unsigned r = 0; r < n; ++r) {
       if (separable || groups.empty())
         groups.emplace_back();
@@ -747,7 +739,12 @@ protected:
     const double negInf = -std::numeric_limits<double>::infinity();
     SmallVector<SmallVector<Value>> newMax(branches), newSum(branches),
         newAcc(branches);
-    SmallVector<SmallVector<unsigned>> groups = branchGroups(step);
+    // Branches on warpgroups: this warpgroup's branch stands in for branch
+    // 0 (its tiles are picked by branchGroup); the others' state passes
+    // through.
+    SmallVector<SmallVector<unsigned>> groups =
+        branchesOnGroups ? SmallVector<SmallVector<unsigned>>{{0}}
+                         : branchGroups(step);
     // A score region that gathers per element (a bias table): what does not
     // depend on the logits (the loads, index math) runs before the S
     // products, which then hide its latency.
@@ -848,11 +845,13 @@ protected:
             if (!step.getScore().empty()) {
               for (Value &v : x)
                 if (!v)
-                  v = f32(0);
+                  v = branchesOnGroups ? x[0] : f32(0);
               SmallVector<Value> logits = inlineRegion(
                   step.getScore(), x, elementIndices(mt, nb, i).second,
                   step.getCaptures(),
                   pre.empty() ? nullptr : &pre[(mt * blocks + nb) * 4 + i]);
+              if (branchesOnGroups)
+                logits[0] = byGroup(logits);
               for (unsigned r : group)
                 x[r] = softmax ? mul(logits[r], f32(kLog2e)) : logits[r];
             }
@@ -914,6 +913,11 @@ protected:
         lastValueProduct = true;
       }
     }
+    for (unsigned r = 1; r < branches && branchesOnGroups; ++r) {
+      newMax[r] = m[r];
+      newSum[r] = l[r];
+      newAcc[r] = acc[r];
+    }
     SmallVector<Value> next;
     for (auto *part : {&newMax, &newSum, &newAcc})
       for (SmallVector<Value> &values : *part)
@@ -973,7 +977,9 @@ protected:
     int64_t rowCount = 2 * mTiles, accPerTile = dv / 8 * 4;
     SmallVector<SmallVector<Value>> outScale(
         branches, SmallVector<Value>(rowCount, f32(1)));
-    for (unsigned r = 0; r < branches && softmax; ++r)
+    // Branches on warpgroups: branch 0's lanes hold this warpgroup's.
+    unsigned ownBranches = branchesOnGroups ? 1 : branches;
+    for (unsigned r = 0; r < ownBranches && softmax; ++r)
       for (int64_t row = 0; row < rowCount; ++row) {
         Value m = lanes.lookup(fin.getMaxState()[r])[row];
         Value l = quadReduce(lanes.lookup(fin.getSumState()[r])[row], false);
@@ -1001,20 +1007,75 @@ protected:
     // o_r there (without one, the output is o_0).
     Type outElement = outType.getElementType();
     auto pairType = VectorType::get({2}, outElement);
+    // o_r of the thread's elements, in (m16 tile, 8 columns, row half, j)
+    // order.
+    auto output = [&](unsigned r) {
+      SmallVector<Value> o;
+      for (int64_t mt = 0; mt < mTiles; ++mt)
+        for (int64_t nd = 0; nd < dv / 8; ++nd)
+          for (int64_t half = 0; half < 2; ++half)
+            for (int64_t j = 0; j < 2; ++j)
+              o.push_back(
+                  mul(lanes.lookup(fin.getAccState()[r])[mt * accPerTile +
+                                                         4 * nd + 2 * half + j],
+                      outScale[r][2 * mt + half]));
+      return o;
+    };
+    SmallVector<SmallVector<Value>> outputs;
+    std::optional<OpBuilder::InsertionGuard> firstGroup;
+    if (branchesOnGroups) {
+      // Each later warpgroup hands its o to the first through shared memory
+      // (value k of thread t at k * 128 + t: conflict-free); the first
+      // combines them and stores.
+      SmallVector<Value> own = output(0);
+      int64_t count = own.size();
+      Value tid = addI(mulI(warp, kThreadsPerWarp), lane);
+      auto at = [&](Value group, int64_t k) {
+        return addI(mulI(addI(mulI(group, count), idx(k)), 128), tid);
+      };
+      Value first = cmpI(arith::CmpIPredicate::eq, branchGroup, idx(0));
+      // The room may be the K tiles': every warpgroup is done with them
+      // (its products, and every thread's copies landed).
+      barrier();
+      auto ifLater = scf::IfOp::create(
+          b, loc, arith::XOrIOp::create(b, loc, first,
+                                        arith::ConstantIntOp::create(
+                                            b, loc, b.getI1Type(), 1)));
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(&ifLater.getThenRegion().front());
+        Value slot = arith::SubIOp::create(b, loc, branchGroup, idx(1));
+        for (auto [k, v] : llvm::enumerate(own))
+          memref::StoreOp::create(b, loc, v, exchangeTile, at(slot, k));
+      }
+      barrier();
+      auto ifFirst = scf::IfOp::create(b, loc, first);
+      firstGroup.emplace(b);
+      b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+      outputs.push_back(own);
+      for (unsigned r = 1; r < branches; ++r) {
+        SmallVector<Value> o;
+        for (int64_t k = 0; k < count; ++k)
+          o.push_back(memref::LoadOp::create(b, loc, exchangeTile,
+                                             at(idx(r - 1), k)));
+        outputs.push_back(o);
+      }
+    } else {
+      for (unsigned r = 0; r < branches; ++r)
+        outputs.push_back(output(r));
+    }
     SmallVector<Value> pairs;
+    int64_t element = 0;
     for (int64_t mt = 0; mt < mTiles; ++mt)
       for (int64_t nd = 0; nd < dv / 8; ++nd)
         for (int64_t half = 0; half < 2; ++half) {
           Value row = rowOf(q0, mt, 2 * half);
           Value d = addI(idx(8 * nd), mulI(quad(), 2));
           SmallVector<Value, 2> pair;
-          for (int64_t j = 0; j < 2; ++j) {
+          for (int64_t j = 0; j < 2; ++j, ++element) {
             SmallVector<Value> o;
             for (unsigned r = 0; r < branches; ++r)
-              o.push_back(
-                  mul(lanes.lookup(fin.getAccState()[r])[mt * accPerTile +
-                                                         4 * nd + 2 * half + j],
-                      outScale[r][2 * mt + half]));
+              o.push_back(outputs[r][element]);
             Value value = o[0];
             if (!fin.getEpilogue().empty())
               value =

@@ -176,7 +176,7 @@ protected:
     barrierBase = arith::IndexCastUIOp::create(
         b, loc, b.getI64Type(),
         memref::ExtractAlignedPointerAsIndexOp::create(b, loc, barriers));
-    Value tid = addI(mulI(warp, kThreadsPerWarp), lane);
+    Value tid = thread;
     auto ifFirst =
         scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, tid, idx(0)));
     OpBuilder::InsertionGuard guard(b);
@@ -233,7 +233,7 @@ protected:
     Value height = dim(memref, rank - 2), width = dim(memref, rank - 1);
     Value lastRow = arith::SubIOp::create(b, loc, height, idx(1));
     Value lastChunk = arith::SubIOp::create(b, loc, width, idx(perChunk));
-    Value tid = addI(mulI(warp, kThreadsPerWarp), lane);
+    Value tid = thread;
     auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
     SmallVector<Value> tokens;
     for (int64_t first = 0; first < chunks; first += threads) {
@@ -569,10 +569,14 @@ protected:
                               lb),
         stepSize);
     waitCopies(queryGroup, 0);
+    bool owed = true;
     for (Value result : loop.getResults()) {
       auto type = cast<RankedTensorType>(result.getType());
-      if (type.getRank() != 4)
+      // Branches on warpgroups: branch 0's accumulators are this
+      // warpgroup's; the others passed through.
+      if (type.getRank() != 4 || !owed)
         continue;
+      owed = !branchesOnGroups;
       SmallVector<Value> &acc = lanes[result];
       int64_t dv = type.getDimSize(3);
       Carried carried = split(acc);
@@ -612,6 +616,10 @@ protected:
   /// rows; these are a quarter as many stores, each a full 16 bytes.
   void storeOutput(const FinalizeTarget &target, Value q0,
                    ArrayRef<Value> pairs) override {
+    // Branches on warpgroups: the first warpgroup stores alone (no
+    // block-wide barrier here).
+    if (branchesOnGroups)
+      return MmaSyncEmitter::storeOutput(target, q0, pairs);
     auto [out, outType, b0, h0] = target;
     int64_t dv = outType.getDimSize(3);
     // Branch 0's Q tile (every branch's last S = Q K^T has completed).
@@ -739,6 +747,11 @@ protected:
     Value group = arith::DivUIOp::create(b, loc, warp, idx(4));
     Value rowsOffset = arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
                                                     mulI(group, 64 * 128));
+    // Branches on warpgroups: this warpgroup's branch's tiles.
+    Value queryAddress = branchesOnGroups ? byGroup(queryAddresses)
+                                          : queryAddresses[r];
+    Value keyAddress =
+        branchesOnGroups ? byGroup(keyAddresses) : keyAddresses[r];
     Type type = accumulatorType(bn / 2);
     auto wgmmaType =
         elementType().isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
@@ -748,12 +761,12 @@ protected:
     for (int64_t k = 0; k < dqk / 16; ++k) {
       int64_t atom = k / 4, within = (k % 4) * 32;
       Value qDesc = descriptor(
-          queryAddresses[r],
+          queryAddress,
           arith::AddIOp::create(b, loc, rowsOffset,
                                 i64(atom * queryRows * 128 + within)),
           16, 1024);
       Value kDesc = descriptor(
-          keyAddresses[r],
+          keyAddress,
           arith::AddIOp::create(b, loc, bufferBytes(bn * atoms * 128),
                                 i64(atom * bn * 128 + within)),
           16, 1024);
@@ -789,7 +802,7 @@ protected:
     if (owesValueProduct) {
       // P_{t-1} V_{t-1} runs while this warpgroup computes softmax_t: wait
       // for S_t only (groups complete in order).
-      Carried carried = split(flatten(currentStep.getAccState()));
+      Carried carried = split(lanes.lookup(currentStep.getAccState()[0]));
       inflight = issueValueProduct(
           carried.p, rescaled(carried.o, carried.alpha),
           arith::SubIOp::create(b, loc, idx(1), parity), 2 * carried.o.size());
