@@ -41,11 +41,13 @@ if [ "$mode" = prepare ]; then
   # Both code generators: the reference one, and tensor cores (programs the
   # latter cannot take fall back to the reference kernel, with a remark).
   # reference: no tensor cores; mma: mma.sync on every arch; wgmma: the
-  # default (wgmma on sm_90a where it applies, mma.sync elsewhere).
+  # default (wgmma on sm_90a where it applies, mma.sync elsewhere);
+  # warpgroups (not in the default set): wgmma with --branch-warpgroups.
   for codegen in ${CODEGENS:-reference mma wgmma}; do
     case "$codegen" in
       reference) flags=(--tensor-cores=false) ;;
       mma) flags=(--tensor-cores --wgmma=false) ;;
+      warpgroups) flags=(--tensor-cores --branch-warpgroups) ;;
       *) flags=(--tensor-cores) ;;
     esac
     mkdir -p "$dir/$codegen-examples" "$dir/$codegen-matrix"
