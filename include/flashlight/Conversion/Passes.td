@@ -82,7 +82,7 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
            "With wgmma and two logit branches that fit "
            "(branchesFitWarpgroups) on 64-row tiles: each branch on its own "
            "warpgroup, the first combining their outputs (off: measured "
-           "0.97-0.99x at D = 64 on an H100, docs/benchmarks)">,
+           "0.87-0.99x on an H100, docs/benchmarks)">,
     Option<"branchLookahead", "branch-lookahead", "bool", /*default=*/"true",
            "With wgmma and several logit branches run one after the other: "
            "issue the next branch's S = Q K^T before this branch's softmax, "

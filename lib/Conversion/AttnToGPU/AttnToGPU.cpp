@@ -202,7 +202,8 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
     // Warpgroup g runs branch g over the block's rows: its warps hold rows
     // as one warpgroup's would.
     Value groupSize = arith::ConstantIndexOp::create(b, loc, 4);
-    emitter.branchGroup = arith::DivUIOp::create(b, loc, emitter.warp, groupSize);
+    emitter.branchGroup =
+        arith::DivUIOp::create(b, loc, emitter.warp, groupSize);
     emitter.warp = arith::RemUIOp::create(b, loc, emitter.warp, groupSize);
   }
   emitter.lane = arith::RemUIOp::create(b, loc, tid, warpSize);
@@ -367,10 +368,10 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   });
   bool onWarpgroups =
       useWgmma && branchWarpgroups && blockM.getInt() == 64 && fin &&
-      branchesFitWarpgroups(
-          branches, TypeRange(step.getQueries()), TypeRange(step.getKeys()),
-          step.getScale(), step.getScore(),
-          !fin.getSinks().empty() || !fin.getLse().empty());
+      branchesFitWarpgroups(branches, TypeRange(step.getQueries()),
+                            TypeRange(step.getKeys()), step.getScale(),
+                            step.getScore(),
+                            !fin.getSinks().empty() || !fin.getLse().empty());
 
   // Tensor cores: 16 * mTiles query rows per warp; Q stays in shared memory
   // when its A fragments and the accumulators would not both fit in
@@ -509,7 +510,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       SmallVector<int64_t, 2> shape = {rows, d + 8};
       if (useWgmma) // K and V double-buffered: 2 tiles each, whole atoms.
         shape = {(llvm::is_contained(step.getQueries(), of) ? 1 : 2) * rows *
-                     llvm::divideCeil(d, 64),
+                     int64_t(llvm::divideCeil(d, 64)),
                  64};
       return carve(shape, t.getElementType());
     };
@@ -562,8 +563,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
           break;
         tiles.stagedReads.push_back(read);
         tiles.staged.push_back(
-            carve({2 * rows,
-                   row * 8 / read.getType().getIntOrFloatBitWidth()},
+            carve({2 * rows, row * 8 / read.getType().getIntOrFloatBitWidth()},
                   read.getType()));
       }
     // Branches on warpgroups: every warpgroup but the first hands over its
@@ -574,8 +574,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       int64_t keyBytes = 0;
       for (Value tile : tiles.keys) {
         auto type = cast<MemRefType>(tile.getType());
-        keyBytes +=
-            type.getNumElements() * type.getElementTypeBitWidth() / 8;
+        keyBytes += type.getNumElements() * type.getElementTypeBitWidth() / 8;
       }
       tiles.exchange = 4 * count <= keyBytes
                            ? viewAt(0, {count}, b.getF32Type())

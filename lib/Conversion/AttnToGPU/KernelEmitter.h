@@ -655,15 +655,14 @@ bool separableBranches(Region &score, unsigned branches);
 /// LSE results (`sinksOrLse`). Each warpgroup then runs one branch's
 /// online softmax (a single-branch register budget, the pipelined loop);
 /// the first combines their outputs in the epilogue.
-bool branchesFitWarpgroups(unsigned branches, TypeRange queries,
-                           TypeRange keys, ArrayRef<double> scale,
-                           Region &score, bool sinksOrLse);
+bool branchesFitWarpgroups(unsigned branches, TypeRange queries, TypeRange keys,
+                           ArrayRef<double> scale, Region &score,
+                           bool sinksOrLse);
 
 /// True when `region` (a score or mask region) reads a captured tensor at an
 /// index other than the batch and head arguments: a gather per element.
 /// Reads in `except` (staged ones) do not count.
-bool gathersPerElement(Region &region,
-                       ArrayRef<tensor::ExtractOp> except = {});
+bool gathersPerElement(Region &region, ArrayRef<tensor::ExtractOp> except = {});
 
 /// Tensor cores (mma.sync m16n8k16, ldmatrix); `mTiles` m16 tiles (16 query
 /// rows each) per warp; `threads` is the block size. With `mask.memref`, a

@@ -47,13 +47,10 @@ bool flashlight::attn_to_gpu::separableBranches(Region &score,
 bool flashlight::attn_to_gpu::branchesFitWarpgroups(
     unsigned branches, TypeRange queries, TypeRange keys,
     ArrayRef<double> scale, Region &score, bool sinksOrLse) {
-  auto same = [](TypeRange types) {
-    return llvm::all_equal(types);
-  };
+  auto same = [](TypeRange types) { return llvm::all_equal(types); };
   return branches == 2 && same(queries) && same(keys) &&
          llvm::all_equal(scale) && !sinksOrLse &&
-         separableBranches(score, branches) &&
-         !relativeTerms(score, branches);
+         separableBranches(score, branches) && !relativeTerms(score, branches);
 }
 
 bool flashlight::attn_to_gpu::gathersPerElement(

@@ -1038,9 +1038,10 @@ protected:
       // (its products, and every thread's copies landed).
       barrier();
       auto ifLater = scf::IfOp::create(
-          b, loc, arith::XOrIOp::create(b, loc, first,
-                                        arith::ConstantIntOp::create(
-                                            b, loc, b.getI1Type(), 1)));
+          b, loc,
+          arith::XOrIOp::create(
+              b, loc, first,
+              arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)));
       {
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(&ifLater.getThenRegion().front());
@@ -1056,8 +1057,8 @@ protected:
       for (unsigned r = 1; r < branches; ++r) {
         SmallVector<Value> o;
         for (int64_t k = 0; k < count; ++k)
-          o.push_back(memref::LoadOp::create(b, loc, exchangeTile,
-                                             at(idx(r - 1), k)));
+          o.push_back(
+              memref::LoadOp::create(b, loc, exchangeTile, at(idx(r - 1), k)));
         outputs.push_back(o);
       }
     } else {

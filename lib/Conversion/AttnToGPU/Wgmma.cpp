@@ -241,9 +241,8 @@ protected:
       // Fewer chunks than threads (a one-row tile): the rest copy nothing.
       std::optional<OpBuilder::InsertionGuard> guard;
       if (first + threads > chunks) {
-        auto ifCopies =
-            scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::ult, c,
-                                           idx(chunks)));
+        auto ifCopies = scf::IfOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::ult, c, idx(chunks)));
         guard.emplace(b);
         b.setInsertionPointToStart(&ifCopies.getThenRegion().front());
       }
@@ -282,9 +281,9 @@ protected:
     Value ownRow = addI(mulI(warp, 16), addI(group(), idx(8 * (i / 2))));
     // Where the shared-memory budget stopped the staging early, the reads
     // past the last tile keep their gather.
-    for (auto [read, tile] : llvm::zip(
-             stagedTileReads(step.getScore(), step.getNumBranches()),
-             stagedTiles)) {
+    for (auto [read, tile] :
+         llvm::zip(stagedTileReads(step.getScore(), step.getNumBranches()),
+                   stagedTiles)) {
       int64_t rows = cast<MemRefType>(tile.getType()).getDimSize(0) / 2;
       Value row = stagedPerQuery(read) ? ownRow : idx(0);
       m.map(read.getResult(),
@@ -740,7 +739,6 @@ protected:
   Value issueScore(unsigned r, int64_t dqk, int64_t bn) {
     // The warpgroup's 64 rows of Q start 64 rows (of 128 bytes) into each
     // atom of its tile.
-    int64_t bytes = elementType().getIntOrFloatBitWidth() / 8;
     int64_t atoms = llvm::divideCeil(dqk, 64);
     int64_t queryRows =
         cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) / atoms;
@@ -748,8 +746,8 @@ protected:
     Value rowsOffset = arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
                                                     mulI(group, 64 * 128));
     // Branches on warpgroups: this warpgroup's branch's tiles.
-    Value queryAddress = branchesOnGroups ? byGroup(queryAddresses)
-                                          : queryAddresses[r];
+    Value queryAddress =
+        branchesOnGroups ? byGroup(queryAddresses) : queryAddresses[r];
     Value keyAddress =
         branchesOnGroups ? byGroup(keyAddresses) : keyAddresses[r];
     Type type = accumulatorType(bn / 2);
