@@ -73,6 +73,8 @@ void flashlight::buildAttnToGPUPipeline(OpPassManager &pm,
   codegen.decoupleWarpgroups = options.decoupleWarpgroups;
   codegen.branchLookahead = options.branchLookahead;
   codegen.branchWarpgroups = options.branchWarpgroups;
+  codegen.producerWarpgroup = options.producerWarpgroup;
+  codegen.pingPong = options.pingPong;
   pm.addPass(createAttnToGPU(codegen));
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -158,6 +160,15 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::desc("With wgmma and two branches that fit, each branch on "
                      "its own warpgroup"),
       llvm::cl::init(false)};
+  Option<bool> producerWarpgroup{
+      *this, "producer-warpgroup",
+      llvm::cl::desc("With wgmma, a producer warpgroup copies K/V"),
+      llvm::cl::init(false)};
+  Option<bool> pingPong{
+      *this, "ping-pong",
+      llvm::cl::desc("With the producer warpgroup, consumers take turns "
+                     "issuing S"),
+      llvm::cl::init(false)};
   Option<bool> branchLookahead{
       *this, "branch-lookahead",
       llvm::cl::desc("With wgmma and several branches, issue the next "
@@ -177,6 +188,8 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
     o.decoupleWarpgroups = decoupleWarpgroups;
     o.branchLookahead = branchLookahead;
     o.branchWarpgroups = branchWarpgroups;
+    o.producerWarpgroup = producerWarpgroup;
+    o.pingPong = pingPong;
     o.libdevice = flashlight::findLibdevice();
     return o;
   }

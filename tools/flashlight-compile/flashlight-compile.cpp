@@ -135,6 +135,16 @@ static cl::opt<bool> branchWarpgroups(
              "its own warpgroup (on 64-row tiles), the first combining the "
              "outputs (measured no faster yet: docs/benchmarks)"),
     cl::init(false));
+static cl::opt<bool> producerWarpgroup(
+    "producer-warpgroup",
+    cl::desc("With wgmma, two warpgroups and one branch on the mbarrier "
+             "loop: a third warpgroup copies the K/V tiles"),
+    cl::init(false));
+static cl::opt<bool> pingPong(
+    "ping-pong",
+    cl::desc("With --producer-warpgroup: the consumer warpgroups take turns "
+             "issuing S = Q K^T"),
+    cl::init(false));
 static cl::opt<bool> branchLookahead(
     "branch-lookahead",
     cl::desc("With wgmma and several logit branches: issue the next "
@@ -589,6 +599,8 @@ int main(int argc, char **argv) {
   options.decoupleWarpgroups = decoupleWarpgroups;
   options.branchLookahead = branchLookahead;
   options.branchWarpgroups = branchWarpgroups;
+  options.producerWarpgroup = producerWarpgroup;
+  options.pingPong = pingPong;
   auto chooseTiles = [&](const std::string &chip) {
     std::optional<std::pair<int64_t, int64_t>> mmaTiles;
     if (tensorCores)

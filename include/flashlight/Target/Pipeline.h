@@ -39,6 +39,10 @@ struct PipelineOptions {
   bool branchLookahead = true;
   /// With wgmma and two branches that fit, one warpgroup per branch.
   bool branchWarpgroups = false;
+  /// With wgmma, a producer warpgroup copies K/V (see attn-to-gpu).
+  bool producerWarpgroup = false;
+  /// With the producer warpgroup, consumers take turns issuing S.
+  bool pingPong = false;
   /// libdevice bitcode for math functions (tanh, log, ...); empty: none.
   std::string libdevice;
 };

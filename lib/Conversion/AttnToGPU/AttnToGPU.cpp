@@ -292,7 +292,8 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                               int64_t warpRows, bool wgmma,
                               bool blockMaskOption, bool overlapSoftmax,
                               bool decoupleWarpgroups, bool branchLookahead,
-                              bool branchWarpgroups) {
+                              bool branchWarpgroups, bool producerWarpgroup,
+                              bool pingPong) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   if (ValueRange(ret.getOperands()) != ValueRange(forall.getResults()))
     return func.emitError("attn-to-gpu: the function must return exactly the "
@@ -542,6 +543,16 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
         (blockM.getInt() == 128 || onWarpgroups) &&
         step->getParentOfType<scf::ForOp>()) {
       tiles.barriers = carve({4}, b.getI64Type());
+      // A producer warpgroup (Wgmma.cpp) for the dense loop of one branch.
+      tiles.producer = producerWarpgroup && !buildMask && branches == 1 &&
+                       !onWarpgroups && blockM.getInt() == 128;
+      tiles.pingPong = tiles.producer && pingPong;
+      if (tiles.producer) {
+        kernel.setKnownBlockSizeAttr(
+            b.getDenseI32ArrayAttr({int32_t(threads + 128), 1, 1}));
+        kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                        b.getI32IntegerAttr(1));
+      }
     }
     // The relative-position tables (MmaSync.h's fillRelativeTable): per
     // warp two buffers of block-n + rows - 1 f32 entries per term.
@@ -704,10 +715,10 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
     auto gpuModule =
         gpu::GPUModuleOp::create(b, module.getLoc(), "flashlight_kernels");
     for (auto [func, forall] : work) {
-      if (failed(convertFunction(func, gpuModule, forall, tensorCores, warpRows,
-                                 wgmma, blockMask, overlapSoftmax,
-                                 decoupleWarpgroups, branchLookahead,
-                                 branchWarpgroups)))
+      if (failed(convertFunction(
+              func, gpuModule, forall, tensorCores, warpRows, wgmma, blockMask,
+              overlapSoftmax, decoupleWarpgroups, branchLookahead,
+              branchWarpgroups, producerWarpgroup, pingPong)))
         return signalPassFailure();
       func.erase();
     }

@@ -132,12 +132,30 @@ protected:
   /// MUFU instructions and an FMA, where math.exp and an IEEE division cost
   /// a dozen (the division's slow path included). Both approximations are
   /// within a few ulp; a large -x gives rcp(inf) = 0, a large x 1.
-  Value sigmoid(Value x) {
-    Value e = exp2Ftz(mul(x, f32(-kLog2e)));
+  /// 1 / y on the FMA pipe: a bit-trick estimate (0x7EF311C7 minus y's
+  /// bits, within 5.1 %) and two Newton steps, within 6.6e-6 for y >= 1
+  /// (checked over [1, 2^40] in f32). y is clamped to 1e30 first, so that
+  /// y = inf gives about 0, as rcp.approx does.
+  Value reciprocalOnFma(Value y) {
+    y = arith::MinimumFOp::create(b, loc, y, f32(1e30));
+    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), y);
+    Value magic =
+        arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0x7EF311C7);
+    Value r = arith::BitcastOp::create(
+        b, loc, b.getF32Type(), arith::SubIOp::create(b, loc, magic, bits));
+    for (int step = 0; step < 2; ++step)
+      r = add(r, mul(r, sub(f32(1), mul(y, r))));
+    return r;
+  }
+  /// 1 / (1 + 2^(-x log2 e)): ex2 and rcp on the MUFU pipe, or with
+  /// `fmaReciprocal` the reciprocal on the FMA pipe (reciprocalOnFma).
+  Value sigmoid(Value x, bool fmaReciprocal = false) {
+    Value y = add(exp2Ftz(mul(x, f32(-kLog2e))), f32(1));
+    if (fmaReciprocal)
+      return reciprocalOnFma(y);
     return LLVM::CallIntrinsicOp::create(
                b, loc, x.getType(),
-               b.getStringAttr("llvm.nvvm.rcp.approx.ftz.f"),
-               ValueRange{add(e, f32(1))})
+               b.getStringAttr("llvm.nvvm.rcp.approx.ftz.f"), ValueRange{y})
         .getResult(0);
   }
   Value select(Value c, Value x, Value y) {
@@ -548,6 +566,10 @@ struct MmaTiles {
   /// wgmma without a block-wide barrier per step: 4 mbarriers (i64) in
   /// shared memory, K/V buffer 0 and 1 full, then empty; else null.
   Value barriers;
+  /// wgmma with barriers: a third warpgroup (threads 256..383) copies every
+  /// K/V tile, the two others compute; and whether those take turns
+  /// issuing S (ping-pong).
+  bool producer = false, pingPong = false;
   /// The relative-position tables (f32, [warp][buffer][term][position]),
   /// when the score region has RelativeTerms; else null.
   Value relative;

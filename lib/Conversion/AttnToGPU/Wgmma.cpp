@@ -49,7 +49,9 @@ public:
                bool lookahead)
       : MmaSyncEmitter(b, loc, tiles, threads, /*mTiles=*/1, mask),
         pipelinedN(pipelinedN), lookahead(lookahead),
-        stagedReads(tiles.stagedReads), barriers(tiles.barriers) {
+        stagedReads(tiles.stagedReads), barriers(tiles.barriers),
+        producer(tiles.producer), pingPong(tiles.pingPong) {
+    fmaReciprocals = true;
     // Tile addresses in the shared window, once at the kernel's start.
     auto address = [&](Value tile) -> Value {
       Value pointer =
@@ -111,6 +113,12 @@ protected:
   /// The current tile's index in the KV loop (the sparse loop: among the
   /// kept tiles).
   Value tileIndex;
+  /// MmaTiles::producer and MmaTiles::pingPong.
+  bool producer, pingPong;
+  /// Registers per thread after the fork (setmaxnreg): the producer's 128
+  /// threads give theirs to the 256 consumers (launched at 168 each, the
+  /// most 384 threads get).
+  static constexpr int32_t kProducerRegisters = 56, kConsumerRegisters = 224;
 
   /// mbarrier `i` (0, 1: buffer full; 2, 3: buffer empty) as a shared
   /// pointer.
@@ -183,8 +191,11 @@ protected:
     b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
     // One arrival per thread: its copies landed (full), it is done with
     // the tile (empty). (One per warp for empty measured slower.)
+    // With a producer warpgroup, its 128 threads fill the buffers.
     for (int64_t i = 0; i < 4; ++i)
-      NVVM::MBarrierInitOp::create(b, loc, barrierAt(i), i32(threads), Value());
+      NVVM::MBarrierInitOp::create(b, loc, barrierAt(i),
+                                   i32(producer && i < 2 ? 128 : threads),
+                                   Value());
   }
 
   /// Copies the K tiles of every branch at `offset` (null: the current
@@ -297,7 +308,12 @@ protected:
       initBarriers();
     if (role.kind == Role::Query) {
       queryView = view;
-      return MmaSyncEmitter::onRole(v, view, role);
+      // The producer warpgroup's threads copy none of Q.
+      if (producer)
+        copyGuard = cmpI(arith::CmpIPredicate::ult, thread, idx(threads));
+      LogicalResult staged = MmaSyncEmitter::onRole(v, view, role);
+      copyGuard = Value();
+      return staged;
     }
     // Waits count groups, and their token only has to dominate them: Q's,
     // from before the loop, serves every wait.
@@ -346,6 +362,9 @@ protected:
           idx(bn));
       parity = arith::RemUIOp::create(b, loc, tile, idx(2));
       tileIndex = tile;
+      // The producer warpgroup copies every tile.
+      if (producer)
+        return success();
       auto ifFirst = scf::IfOp::create(
           b, loc, cmpI(arith::CmpIPredicate::eq, keyView.offsets[2], start));
       guard.emplace(b);
@@ -367,6 +386,8 @@ protected:
   /// after K_t and V_t landed already ordered every read of them (tile
   /// t - 1).
   void prefetchNextKey(int64_t bn) override {
+    if (producer)
+      return;
     Value next = arith::SubIOp::create(b, loc, idx(1), parity);
     View value = valueView;
     Value offset = addI(keyViews[0].offsets[2], idx(bn));
@@ -454,6 +475,8 @@ protected:
     loop.getBody()->walk([&](OnlineStepOp) { kvLoop = true; });
     if (pipelinedN && kvLoop)
       return convertPipelinedFor(loop);
+    if (producer && kvLoop)
+      return convertProducerFor(loop);
     if (!blockMask.memref || !step || !votesOnTiles(step))
       return MmaSyncEmitter::convertFor(loop);
     currentStep = step;
@@ -514,6 +537,129 @@ protected:
     b.setInsertionPointAfter(newLoop);
     distribute(loop.getResults(),
                ValueRange(newLoop.getResults()).take_front(stateSize));
+    return success();
+  }
+
+  /// A named barrier among both consumer warpgroups: `arrive` only, or
+  /// arrive and wait.
+  void consumerBarrier(Value id, bool arrive) {
+    Value count = i32(threads);
+    if (arrive)
+      NVVM::BarrierArriveOp::create(b, loc, id, count);
+    else
+      NVVM::BarrierOp::create(b, loc, TypeRange{}, id, count,
+                              NVVM::BarrierReductionAttr(), Value());
+  }
+  /// This thread's warpgroup (0 or 1) as an i32, plus `plus`.
+  Value groupId(int64_t plus) {
+    return arith::IndexCastUIOp::create(
+        b, loc, b.getI32Type(),
+        addI(arith::DivUIOp::create(b, loc, warp, idx(4)), idx(plus)));
+  }
+  /// Runs `body` in warpgroup `g` only.
+  void inGroup(int64_t g, function_ref<void()> body) {
+    auto ifGroup = scf::IfOp::create(
+        b, loc,
+        cmpI(arith::CmpIPredicate::eq,
+             arith::DivUIOp::create(b, loc, warp, idx(4)), idx(g)));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifGroup.getThenRegion().front());
+    body();
+  }
+
+  /// The dense KV loop with a producer warpgroup: threads 256..383 copy
+  /// tile t into buffer t % 2 once both consumers released tile t - 2
+  /// (empty barrier) and arrive on its full barrier as the copies land; the
+  /// consumers (the loop as MmaSyncEmitter emits it, with no copies) wait
+  /// for full and release after their P V. The producer then exits, and
+  /// block-wide barriers become the consumers' own.
+  LogicalResult convertProducerFor(scf::ForOp loop) {
+    Value lb = map.lookup(loop.getLowerBound());
+    Value ub = map.lookup(loop.getUpperBound());
+    Value stepSize = map.lookup(loop.getStep());
+    auto fork = scf::IfOp::create(
+        b, loc, cmpI(arith::CmpIPredicate::uge, thread, idx(threads)));
+    consumersOnly = true;
+    auto action = [&](NVVM::SetMaxRegisterAction a) {
+      return NVVM::SetMaxRegisterActionAttr::get(b.getContext(), a);
+    };
+    NVVM::SetMaxRegisterOp::create(
+        b, loc, b.getI32IntegerAttr(kConsumerRegisters),
+        action(NVVM::SetMaxRegisterAction::increase));
+    // Ping-pong: warpgroup 0 issues the first S; each S lets the other
+    // warpgroup issue its own (barrier 3 + g: warpgroup g's turn), and
+    // warpgroup 0 takes the last turn warpgroup 1 hands it.
+    if (pingPong)
+      inGroup(1, [&] { consumerBarrier(i32(3), /*arrive=*/true); });
+    if (failed(MmaSyncEmitter::convertFor(loop)))
+      return failure();
+    if (pingPong)
+      inGroup(0, [&] { consumerBarrier(i32(3), /*arrive=*/false); });
+    Operation *consumerLoop = fork->getNextNode();
+    while (consumerLoop && !isa<scf::ForOp>(consumerLoop))
+      consumerLoop = consumerLoop->getNextNode();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&fork.getThenRegion().front());
+    // The producer's copies need the K/V views' other offsets before the
+    // loop: constants are re-created, anything else must come from outside.
+    auto available = [&](Value &v) {
+      Operation *def = v.getDefiningOp();
+      if (!def || !consumerLoop || !consumerLoop->isAncestor(def))
+        return true;
+      if (auto c = dyn_cast<arith::ConstantOp>(def)) {
+        v = arith::ConstantOp::create(b, loc, c.getValue()).getResult();
+        return true;
+      }
+      return false;
+    };
+    SmallVector<View *> copied;
+    for (View &view : keyViews)
+      copied.push_back(&view);
+    copied.push_back(&valueView);
+    for (View *view : copied)
+      for (auto [i, offset] : llvm::enumerate(view->offsets))
+        if (i != 2 && !available(offset))
+          return loop.emitError("attn-to-gpu: producer-warpgroup needs the "
+                                "K/V slices' batch and head outside the KV "
+                                "loop");
+    NVVM::SetMaxRegisterOp::create(
+        b, loc, b.getI32IntegerAttr(kProducerRegisters),
+        action(NVVM::SetMaxRegisterAction::decrease));
+    Value consumerThread = thread;
+    int64_t consumers = threads;
+    thread = arith::SubIOp::create(b, loc, thread, idx(threads));
+    threads = 128;
+    auto producerLoop =
+        scf::ForOp::create(b, loc, lb, ub, stepSize, ValueRange{idx(0)});
+    {
+      OpBuilder::InsertionGuard loopGuard(b);
+      b.setInsertionPointToStart(producerLoop.getBody());
+      Value k0 = producerLoop.getInductionVar();
+      Value t = producerLoop.getRegionIterArgs()[0];
+      Value buffer = arith::RemUIOp::create(b, loc, t, idx(2));
+      // Buffer t % 2 held tile t - 2: both consumers must be done with it.
+      auto ifUsed =
+          scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::uge, t, idx(2)));
+      {
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
+        waitBarrier(2, arith::SubIOp::create(b, loc, t, idx(2)));
+      }
+      stageKeys(k0, buffer);
+      View value = valueView;
+      value.offsets[2] = k0;
+      stageBuffer(value, valueTile, buffer,
+                  cast<MemRefType>(value.memref.getType()).getDimSize(3));
+      NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrierAt(0, buffer),
+                                            /*noinc=*/true);
+      scf::YieldOp::create(b, loc, ValueRange{addI(t, idx(1))});
+    }
+    // Its copies land before it exits.
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
+                                     b.getI32IntegerAttr(0));
+    NVVM::Exit::create(b, loc);
+    thread = consumerThread;
+    threads = consumers;
     return success();
   }
 
@@ -684,7 +830,9 @@ protected:
   /// +1-9 % at N <= 2k. One warpgroup keeps the wait: several blocks share
   /// the SM, and T5 spilled without it.
   void afterQueryCopies() override {
-    if (threads == 128)
+    // With a producer, the consumers' first full barrier does not cover
+    // their own Q copies.
+    if (threads == 128 || producer)
       return MmaSyncEmitter::afterQueryCopies();
     if (barriers) // The mbarriers' initialization, shown to every thread.
       barrier();
@@ -754,6 +902,9 @@ protected:
     auto wgmmaType =
         elementType().isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
     Value acc = LLVM::PoisonOp::create(b, loc, type);
+    // Ping-pong: wait for this warpgroup's turn.
+    if (pingPong)
+      consumerBarrier(groupId(3), /*arrive=*/false);
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     // A k16 step moves 32 bytes within an atom of 64 columns.
     for (int64_t k = 0; k < dqk / 16; ++k) {
@@ -778,6 +929,10 @@ protected:
           /*satfinite=*/nullptr);
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+    // The other warpgroup's turn (barrier 3 + (1 - g)).
+    if (pingPong)
+      consumerBarrier(arith::SubIOp::create(b, loc, i32(4), groupId(0)),
+                      /*arrive=*/true);
     return acc;
   }
 

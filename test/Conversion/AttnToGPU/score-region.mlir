@@ -1,4 +1,5 @@
 // RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true" --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s --check-prefix=WGMMA
 
 // Per-element weights and score regions on the tensor-core generator.
 
@@ -11,6 +12,19 @@
 // CHECK: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"(%[[D]])
 // CHECK-NOT: arith.divf
 // CHECK: gpu.return
+// With wgmma, every other weight takes its reciprocal on the FMA pipe: the
+// bit-trick estimate (0x7EF311C7 minus the bits of the clamped 1 + e),
+// refined by Newton steps.
+// WGMMA-LABEL: gpu.func @sigmoid
+// WGMMA: %[[MAGIC:.*]] = arith.constant 2129859015 : i32
+// WGMMA: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"
+// WGMMA: %[[E:.*]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
+// WGMMA: %[[Y:.*]] = arith.addf %[[E]]
+// WGMMA: %[[C:.*]] = arith.minimumf %[[Y]]
+// WGMMA: %[[BITS:.*]] = arith.bitcast %[[C]] : f32 to i32
+// WGMMA: arith.subi %[[MAGIC]], %[[BITS]] : i32
+// WGMMA-NOT: arith.divf
+// WGMMA: gpu.return
 func.func @sigmoid(%q: tensor<1x2x128x64xf16>, %k: tensor<1x2x128x64xf16>,
                    %v: tensor<1x2x128x64xf16>) -> tensor<1x2x128x64xf16> {
   %o = attn.attention q(%q : tensor<1x2x128x64xf16>) k(%k : tensor<1x2x128x64xf16>)
