@@ -154,7 +154,11 @@ protected:
       gpu::BarrierOp::create(b, loc);
       return;
     }
-    NVVM::BarrierOp::create(b, loc, TypeRange{}, i32(5), i32(threads),
+    namedBarrier(i32(5), threads);
+  }
+  /// bar.sync `id`, `count`: a barrier among `count` threads.
+  void namedBarrier(Value id, int64_t count) {
+    NVVM::BarrierOp::create(b, loc, TypeRange{}, id, i32(count),
                             NVVM::BarrierReductionAttr(), Value());
   }
   /// Branches on warpgroups: this warpgroup's entry of `perBranch`.

@@ -543,25 +543,22 @@ protected:
   /// A named barrier among both consumer warpgroups: `arrive` only, or
   /// arrive and wait.
   void consumerBarrier(Value id, bool arrive) {
-    Value count = i32(threads);
     if (arrive)
-      NVVM::BarrierArriveOp::create(b, loc, id, count);
+      NVVM::BarrierArriveOp::create(b, loc, id, i32(threads));
     else
-      NVVM::BarrierOp::create(b, loc, TypeRange{}, id, count,
-                              NVVM::BarrierReductionAttr(), Value());
+      namedBarrier(id, threads);
   }
+  /// This thread's warpgroup.
+  Value warpgroup() { return arith::DivUIOp::create(b, loc, warp, idx(4)); }
   /// This thread's warpgroup (0 or 1) as an i32, plus `plus`.
   Value groupId(int64_t plus) {
-    return arith::IndexCastUIOp::create(
-        b, loc, b.getI32Type(),
-        addI(arith::DivUIOp::create(b, loc, warp, idx(4)), idx(plus)));
+    return arith::IndexCastUIOp::create(b, loc, b.getI32Type(),
+                                        addI(warpgroup(), idx(plus)));
   }
   /// Runs `body` in warpgroup `g` only.
   void inGroup(int64_t g, function_ref<void()> body) {
     auto ifGroup = scf::IfOp::create(
-        b, loc,
-        cmpI(arith::CmpIPredicate::eq,
-             arith::DivUIOp::create(b, loc, warp, idx(4)), idx(g)));
+        b, loc, cmpI(arith::CmpIPredicate::eq, warpgroup(), idx(g)));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifGroup.getThenRegion().front());
     body();
@@ -792,12 +789,8 @@ protected:
                         addI(idx(8 * nd), mulI(quad(), 2)), dv),
             /*nontemporal=*/false, llvm::Align(2 * bytes));
     // The warpgroup's 128 threads see each other's writes.
-    Value warpgroup = arith::DivUIOp::create(b, loc, warp, idx(4));
-    NVVM::BarrierOp::create(
-        b, loc, TypeRange{},
-        arith::IndexCastUIOp::create(b, loc, b.getI32Type(),
-                                     addI(warpgroup, idx(1))),
-        i32(128), NVVM::BarrierReductionAttr(), Value());
+    Value group = warpgroup();
+    namedBarrier(groupId(1), 128);
     int64_t chunksPerRow = dv * bytes / 16, perChunk = 16 / bytes;
     auto chunkType = VectorType::get({perChunk}, element);
     Value tid = addI(
@@ -806,7 +799,7 @@ protected:
     Value rows = dim(out, 2);
     for (int64_t i = 0; i < 64 * chunksPerRow / 128; ++i) {
       Value flat = addI(idx(128 * i), tid);
-      Value row = addI(mulI(warpgroup, 64),
+      Value row = addI(mulI(group, 64),
                        arith::DivUIOp::create(b, loc, flat, idx(chunksPerRow)));
       Value col = mulI(arith::RemUIOp::create(b, loc, flat, idx(chunksPerRow)),
                        perChunk);
@@ -890,7 +883,7 @@ protected:
     int64_t atoms = llvm::divideCeil(dqk, 64);
     int64_t queryRows =
         cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) / atoms;
-    Value group = arith::DivUIOp::create(b, loc, warp, idx(4));
+    Value group = warpgroup();
     Value rowsOffset = arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
                                                     mulI(group, 64 * 128));
     // Branches on warpgroups: this warpgroup's branch's tiles.
