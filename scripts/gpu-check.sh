@@ -42,14 +42,14 @@ if [ "$mode" = prepare ]; then
   # latter cannot take fall back to the reference kernel, with a remark).
   # reference: no tensor cores; mma: mma.sync on every arch; wgmma: the
   # default (wgmma on sm_90a where it applies, mma.sync elsewhere);
-  # warpgroups, producer (not in the default set): wgmma with
-  # --branch-warpgroups, or with --producer-warpgroup --ping-pong.
+  # warpgroups, consumers (not in the default set): wgmma with
+  # --branch-warpgroups, or without the producer warpgroup (and its turns).
   for codegen in ${CODEGENS:-reference mma wgmma}; do
     case "$codegen" in
       reference) flags=(--tensor-cores=false) ;;
       mma) flags=(--tensor-cores --wgmma=false) ;;
       warpgroups) flags=(--tensor-cores --branch-warpgroups) ;;
-      producer) flags=(--tensor-cores --producer-warpgroup --ping-pong) ;;
+      consumers) flags=(--tensor-cores --producer-warpgroup=false) ;;
       *) flags=(--tensor-cores) ;;
     esac
     mkdir -p "$dir/$codegen-examples" "$dir/$codegen-matrix"

@@ -163,12 +163,12 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
   Option<bool> producerWarpgroup{
       *this, "producer-warpgroup",
       llvm::cl::desc("With wgmma, a producer warpgroup copies K/V"),
-      llvm::cl::init(false)};
+      llvm::cl::init(true)};
   Option<bool> pingPong{
       *this, "ping-pong",
       llvm::cl::desc("With the producer warpgroup, consumers take turns "
-                     "issuing S"),
-      llvm::cl::init(false)};
+                     "issuing their products"),
+      llvm::cl::init(true)};
   Option<bool> branchLookahead{
       *this, "branch-lookahead",
       llvm::cl::desc("With wgmma and several branches, issue the next "

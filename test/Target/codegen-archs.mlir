@@ -1,7 +1,7 @@
 // Each arch gets its own kernel and tiles: wgmma on sm_90a (two warpgroups
-// for 128 rows; 128 keys per tile at head dim 128), mma.sync on sm_80; the
-// manifest records each arch's launch geometry and kernel IR, and the first
-// arch's at its top level.
+// for 128 rows and a producer warpgroup; 128 keys per tile at head dim 128),
+// mma.sync on sm_80; the manifest records each arch's launch geometry and
+// kernel IR, and the first arch's at its top level.
 // RUN: rm -rf %t && flashlight-compile %s -o %t --name=causal --emit=mlir --arch=sm_80,sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=EXPLAIN
 // RUN: FileCheck %s --check-prefix=MANIFEST < %t/causal.json
 // RUN: FileCheck %s --check-prefix=HOPPER-IR < %t/causal.sm_90a.mlir
@@ -13,7 +13,7 @@
 // RUN: python3 -c "import json, sys; sys.path.insert(0, sys.argv[1]); import flashlight; m = json.load(open(sys.argv[2])); print(flashlight._geometry(m, 'causal.sm_90a.ptx')); print(flashlight._geometry(m, 'causal.sm_80.ptx'))" %S/../../python %t/causal.json | FileCheck %s --check-prefix=PYTHON
 
 // EXPLAIN: code generator mma.sync, tiles 128x64, 128 threads per block for sm_80
-// EXPLAIN: code generator wgmma, tiles 128x128, 256 threads per block for sm_90a
+// EXPLAIN: code generator wgmma, tiles 128x128, 384 threads per block for sm_90a
 
 // MANIFEST: "archs": {
 // MANIFEST: "sm_80": {
@@ -23,10 +23,10 @@
 // MANIFEST: "kernel_ir": "causal.mlir"
 // MANIFEST: "sm_90a": {
 // MANIFEST: "block": [
-// MANIFEST-NEXT: 256,
+// MANIFEST-NEXT: 384,
 // MANIFEST: "block_n": 128,
 // MANIFEST: "codegen": "wgmma"
-// MANIFEST: "dynamic_shared_memory": 164896
+// MANIFEST: "dynamic_shared_memory": 164928
 // MANIFEST: "kernel_ir": "causal.sm_90a.mlir"
 // MANIFEST: "pointer_alignment": 16
 // MANIFEST: "codegen": "mma.sync"
@@ -34,7 +34,7 @@
 // HOPPER-IR: flashlight.codegen = "wgmma"
 // HOPPER-IR: nvvm.wgmma.mma_async
 
-// PYTHON: {'block_m': 128, 'block_n': 128, 'block': [256, 1, 1], 'dynamic_shared_memory': 164896, 'block_mask': None, 'pointer_alignment': 16}
+// PYTHON: {'block_m': 128, 'block_n': 128, 'block': [384, 1, 1], 'dynamic_shared_memory': 164928, 'block_mask': None, 'pointer_alignment': 16}
 // PYTHON-NEXT: {'block_m': 128, 'block_n': 64, 'block': [128, 1, 1], 'dynamic_shared_memory': 69632, 'block_mask': None, 'pointer_alignment': 16}
 
 // NOWGMMA: code generator mma.sync, tiles 128x64, 128 threads per block for sm_80

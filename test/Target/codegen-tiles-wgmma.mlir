@@ -10,7 +10,7 @@
 // RUN: flashlight-compile %S/Inputs/differential-d64.mlir -o %t --emit=mlir --arch=sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=DIFF
 // RUN: flashlight-compile %S/Inputs/differential-d64.mlir -o %t --emit=mlir --arch=sm_90a --branch-warpgroups --flashlight-explain 2>&1 | FileCheck %s --check-prefix=DIFF2
 
-// ALIBI: code generator wgmma, tiles 128x128, 256 threads per block
+// ALIBI: code generator wgmma, tiles 128x128, 384 threads per block
 // AMPERE: code generator mma.sync, tiles 64x64, 128 threads per block
 // SOFTCAP: code generator wgmma, tiles 64x64, 128 threads per block
 // DIFF: code generator wgmma, tiles 64x64, 128 threads per block

@@ -139,12 +139,12 @@ static cl::opt<bool> producerWarpgroup(
     "producer-warpgroup",
     cl::desc("With wgmma, two warpgroups and one branch on the mbarrier "
              "loop: a third warpgroup copies the K/V tiles"),
-    cl::init(false));
+    cl::init(true));
 static cl::opt<bool> pingPong(
     "ping-pong",
     cl::desc("With --producer-warpgroup: the consumer warpgroups take turns "
-             "issuing S = Q K^T"),
-    cl::init(false));
+             "issuing P V and the next S = Q K^T"),
+    cl::init(true));
 static cl::opt<bool> branchLookahead(
     "branch-lookahead",
     cl::desc("With wgmma and several logit branches: issue the next "

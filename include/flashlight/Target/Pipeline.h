@@ -40,9 +40,10 @@ struct PipelineOptions {
   /// With wgmma and two branches that fit, one warpgroup per branch.
   bool branchWarpgroups = false;
   /// With wgmma, a producer warpgroup copies K/V (see attn-to-gpu).
-  bool producerWarpgroup = false;
-  /// With the producer warpgroup, consumers take turns issuing S.
-  bool pingPong = false;
+  bool producerWarpgroup = true;
+  /// With the producer warpgroup, consumers take turns issuing their
+  /// products.
+  bool pingPong = true;
   /// libdevice bitcode for math functions (tanh, log, ...); empty: none.
   std::string libdevice;
 };

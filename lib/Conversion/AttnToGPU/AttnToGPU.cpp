@@ -66,7 +66,7 @@ flashlight::tensorCoreIneligibility(ValueRange keys, Value value, Region &score,
   }
   int64_t elements = std::max(wgmma, mma);
   int64_t bytes =
-      elements * element.getIntOrFloatBitWidth() / 8 + 1024 + 32 +
+      elements * element.getIntOrFloatBitWidth() / 8 + 1024 + 64 +
       attn_to_gpu::relativeTableBytes(score, branches, blockM, blockN);
   if (bytes > kMaxSharedMemory)
     return "its tiles (" + std::to_string(branches) + " logit branches) need " +
@@ -542,10 +542,11 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     if (useWgmma && decoupleWarpgroups && !pipelined && (!votes || buildMask) &&
         (blockM.getInt() == 128 || onWarpgroups) &&
         step->getParentOfType<scf::ForOp>()) {
-      tiles.barriers = carve({4}, b.getI64Type());
-      // A producer warpgroup (Wgmma.cpp) for the dense loop of one branch.
+      // A producer warpgroup (Wgmma.cpp) for the dense loop of one branch;
+      // it fills K and V through barriers of their own (8).
       tiles.producer = producerWarpgroup && !buildMask && branches == 1 &&
                        !onWarpgroups && blockM.getInt() == 128;
+      tiles.barriers = carve({tiles.producer ? 8 : 4}, b.getI64Type());
       tiles.pingPong = tiles.producer && pingPong;
       if (tiles.producer) {
         kernel.setKnownBlockSizeAttr(

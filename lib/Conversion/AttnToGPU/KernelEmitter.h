@@ -564,11 +564,12 @@ struct MmaTiles {
   SmallVector<Value, 2> keys, queries;
   Value values;
   /// wgmma without a block-wide barrier per step: 4 mbarriers (i64) in
-  /// shared memory, K/V buffer 0 and 1 full, then empty; else null.
+  /// shared memory, K/V buffer 0 and 1 full, then empty (with a producer,
+  /// 8: those for K, then for V); else null.
   Value barriers;
   /// wgmma with barriers: a third warpgroup (threads 256..383) copies every
   /// K/V tile, the two others compute; and whether those take turns
-  /// issuing S (ping-pong).
+  /// issuing their products, P_t V_t then S_{t+1} (ping-pong).
   bool producer = false, pingPong = false;
   /// The relative-position tables (f32, [warp][buffer][term][position]),
   /// when the score region has RelativeTerms; else null.

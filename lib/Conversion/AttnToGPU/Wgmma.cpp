@@ -33,6 +33,10 @@
 //   is software-pipelined (softmax_t overlaps P_{t-1} V_{t-1}); otherwise
 //   two warpgroups replace the per-step barrier by mbarriers
 //   (buffer full / empty), so that the warpgroups need not run in lockstep.
+// - On that loop with one branch and no block mask, a third (producer)
+//   warpgroup copies K and V, and the two consumers take turns issuing
+//   their products (P_t V_t, then S_{t+1}) so that one's softmax runs while
+//   the other's products do (FlashAttention-3's ping-pong schedule).
 //
 //===----------------------------------------------------------------------===//
 
@@ -120,8 +124,8 @@ protected:
   /// most 384 threads get).
   static constexpr int32_t kProducerRegisters = 56, kConsumerRegisters = 224;
 
-  /// mbarrier `i` (0, 1: buffer full; 2, 3: buffer empty) as a shared
-  /// pointer.
+  /// mbarrier `i` (0, 1: buffer full; 2, 3: buffer empty; with a producer
+  /// warpgroup, those are K's, and 4, 5 and 6, 7 V's) as a shared pointer.
   Value barrierAt(int64_t i, Value buffer = Value()) {
     Value offset = i64(8 * i);
     if (buffer)
@@ -192,9 +196,9 @@ protected:
     // One arrival per thread: its copies landed (full), it is done with
     // the tile (empty). (One per warp for empty measured slower.)
     // With a producer warpgroup, its 128 threads fill the buffers.
-    for (int64_t i = 0; i < 4; ++i)
+    for (int64_t i = 0; i < (producer ? 8 : 4); ++i)
       NVVM::MBarrierInitOp::create(b, loc, barrierAt(i),
-                                   i32(producer && i < 2 ? 128 : threads),
+                                   i32(producer && i % 4 < 2 ? 128 : threads),
                                    Value());
   }
 
@@ -583,15 +587,23 @@ protected:
     NVVM::SetMaxRegisterOp::create(
         b, loc, b.getI32IntegerAttr(kConsumerRegisters),
         action(NVVM::SetMaxRegisterAction::increase));
-    // Ping-pong: warpgroup 0 issues the first S; each S lets the other
-    // warpgroup issue its own (barrier 3 + g: warpgroup g's turn), and
-    // warpgroup 0 takes the last turn warpgroup 1 hands it.
-    if (pingPong)
+    // Ping-pong: a turn issues P_{t-1} V_{t-1} and S_t back to back, so
+    // that one warpgroup's products run while the other computes its
+    // softmax (barrier 3 + g: warpgroup g's turn). Warpgroup 0 takes the
+    // first turn (S_0 alone), the last P V is a turn alone, and warpgroup
+    // 0 takes the turn warpgroup 1 hands it last.
+    if (pingPong) {
       inGroup(1, [&] { consumerBarrier(i32(3), /*arrive=*/true); });
+      consumerBarrier(groupId(3), /*arrive=*/false);
+    }
     if (failed(MmaSyncEmitter::convertFor(loop)))
       return failure();
-    if (pingPong)
+    if (pingPong) {
+      endTurn();
+      // The last P V, left in flight by its turn.
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
       inGroup(0, [&] { consumerBarrier(i32(3), /*arrive=*/false); });
+    }
     Operation *consumerLoop = fork->getNextNode();
     while (consumerLoop && !isa<scf::ForOp>(consumerLoop))
       consumerLoop = consumerLoop->getNextNode();
@@ -634,20 +646,26 @@ protected:
       Value k0 = producerLoop.getInductionVar();
       Value t = producerLoop.getRegionIterArgs()[0];
       Value buffer = arith::RemUIOp::create(b, loc, t, idx(2));
-      // Buffer t % 2 held tile t - 2: both consumers must be done with it.
-      auto ifUsed =
-          scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::uge, t, idx(2)));
-      {
+      // Buffer t % 2 held tile t - 2: both consumers must be done with it,
+      // K (released after S) and V (after P V) on their own barriers, so
+      // that K_t's copies need not wait for P_{t-2} V_{t-2}.
+      auto afterRelease = [&](int64_t kind) {
+        auto ifUsed = scf::IfOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::uge, t, idx(2)));
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
-        waitBarrier(2, arith::SubIOp::create(b, loc, t, idx(2)));
-      }
+        waitBarrier(kind, arith::SubIOp::create(b, loc, t, idx(2)));
+      };
+      afterRelease(2);
       stageKeys(k0, buffer);
+      NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrierAt(0, buffer),
+                                            /*noinc=*/true);
+      afterRelease(6);
       View value = valueView;
       value.offsets[2] = k0;
       stageBuffer(value, valueTile, buffer,
                   cast<MemRefType>(value.memref.getType()).getDimSize(3));
-      NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrierAt(0, buffer),
+      NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrierAt(4, buffer),
                                             /*noinc=*/true);
       scf::YieldOp::create(b, loc, ValueRange{addI(t, idx(1))});
     }
@@ -895,9 +913,7 @@ protected:
     auto wgmmaType =
         elementType().isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
     Value acc = LLVM::PoisonOp::create(b, loc, type);
-    // Ping-pong: wait for this warpgroup's turn.
-    if (pingPong)
-      consumerBarrier(groupId(3), /*arrive=*/false);
+    // (Ping-pong: this warpgroup's turn began before its P V.)
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     // A k16 step moves 32 bytes within an atom of 64 columns.
     for (int64_t k = 0; k < dqk / 16; ++k) {
@@ -922,11 +938,30 @@ protected:
           /*satfinite=*/nullptr);
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-    // The other warpgroup's turn (barrier 3 + (1 - g)).
     if (pingPong)
-      consumerBarrier(arith::SubIOp::create(b, loc, i32(4), groupId(0)),
-                      /*arrive=*/true);
+      endTurn();
     return acc;
+  }
+
+  /// Arrives on mbarrier `kind` of buffer `buffer`.
+  void arriveOn(int64_t kind, Value buffer) {
+    NVVM::MBarrierArriveOp::create(b, loc, Type(), barrierAt(kind, buffer),
+                                   Value());
+  }
+  /// This thread is done with buffer `buffer`'s tiles (with a producer:
+  /// its V, and its staged tiles with K's barrier).
+  void releaseValues(Value buffer) {
+    if (!producer)
+      return arriveOn(2, buffer);
+    arriveOn(6, buffer);
+    if (!stagedTiles.empty())
+      arriveOn(2, buffer);
+  }
+
+  /// Ping-pong: hands the turn to the other warpgroup (barrier 3 + 1 - g).
+  void endTurn() {
+    consumerBarrier(arith::SubIOp::create(b, loc, i32(4), groupId(0)),
+                    /*arrive=*/true);
   }
 
   /// An S product issued ahead (lookahead): its branch and accumulator;
@@ -969,6 +1004,18 @@ protected:
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc,
                                          wasAhead && valueInFlight ? 1 : 0);
       valueInFlight = false;
+      // With a producer, this thread is done with K_t (staged tiles are
+      // read after S: those go with V). Ping-pong: P_{t-1} V_{t-1}
+      // completed with S_t, so it is done with V_{t-1} too.
+      if (producer && stagedTiles.empty())
+        arriveOn(2, parity);
+      if (pingPong) {
+        auto ifUsed = scf::IfOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::ugt, tileIndex, idx(0)));
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
+        releaseValues(arith::SubIOp::create(b, loc, idx(1), parity));
+      }
     }
     SmallVector<Value> d = unpack(acc, bn / 2);
     Fragments s(1, SmallVector<SmallVector<Value>>(bn / 8));
@@ -1063,9 +1110,20 @@ protected:
       SmallVector<Value> p;
       for (const SmallVector<Value> &k : pFrag[0])
         llvm::append_range(p, k);
+      // With a producer, V_t has its own full barrier.
+      if (producer) {
+        waitBarrier(4, tileIndex);
+        publishCopies();
+      }
+      // Ping-pong: this warpgroup's turn starts with its P V, which is left
+      // in flight until S_{t+1} is issued behind it.
+      if (pingPong)
+        consumerBarrier(groupId(3), /*arrive=*/false);
       Value c = issueValueProduct(p, rescaled(acc.take_front(dv / 2), alpha),
                                   Value(), dv);
       NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+      if (pingPong)
+        return unpack(c, dv / 2);
       // With the next branch's S issued ahead, this P V completes behind
       // that branch's softmax; the step's last one waits for every group.
       if (!lastValueProduct && ahead) {
@@ -1077,8 +1135,7 @@ protected:
       // This thread is done with tile t's buffers (after the step's last
       // P V).
       if (barriers && lastValueProduct)
-        NVVM::MBarrierArriveOp::create(b, loc, Type(), barrierAt(2, parity),
-                                       Value());
+        releaseValues(parity);
       return unpack(c, dv / 2);
     }
     // Pipelined: the owed P V (tile t - 1) lands; P_t and softmax_t's

@@ -1,20 +1,20 @@
-// RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true producer-warpgroup=true ping-pong=true" --canonicalize --cse | FileCheck %s
-// RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true producer-warpgroup=true" --canonicalize --cse | FileCheck %s --check-prefix=NOTURNS
+// RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true ping-pong=false" --canonicalize --cse | FileCheck %s --check-prefix=NOTURNS
 
 // Two consumer warpgroups on 128 x 128 tiles and a producer warpgroup
-// (threads 256..383) that copies every K/V tile.
+// (threads 256..383) that copies every K/V tile (the default).
 // CHECK-LABEL: gpu.func @vanilla
 // CHECK-SAME: known_block_size = array<i32: 384, 1, 1>
-// The producer's 128 threads fill a buffer (full barriers count 128), the
-// 256 consumers release it (empty barriers count 256).
-// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
-// CHECK: nvvm.mbarrier.init %{{.*}}, %c128_i32
-// CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32
-// CHECK: nvvm.mbarrier.init %{{.*}}, %c256_i32
+// K and V have their own barriers: the producer's 128 threads fill a
+// buffer (full: count 128), the 256 consumers release it (empty: 256).
+// CHECK-COUNT-2: nvvm.mbarrier.init %{{.*}}, %c128_i32
+// CHECK-COUNT-2: nvvm.mbarrier.init %{{.*}}, %c256_i32
+// CHECK-COUNT-2: nvvm.mbarrier.init %{{.*}}, %c128_i32
+// CHECK-COUNT-2: nvvm.mbarrier.init %{{.*}}, %c256_i32
 // Every thread waits for the consumers' Q copies, then the producer forks
 // off: it gives up registers, and for each tile t waits for the release of
-// tile t - 2 before copying into its buffer, arrives as its copies land,
-// and exits.
+// K_{t-2} before copying K_t, then for V_{t-2}'s before copying V_t,
+// arriving on each full barrier as the copies land; then it exits.
 // CHECK: nvgpu.device_async_wait
 // CHECK: gpu.barrier
 // CHECK: %[[PRODUCER:.*]] = arith.cmpi uge, %thread_id_x, %c256
@@ -22,35 +22,54 @@
 // CHECK: nvvm.setmaxregister decrease 56
 // CHECK: scf.for
 // CHECK: nvvm.mbarrier.try_wait.parity
-// CHECK: nvgpu.device_async_copy
+// CHECK: nvgpu.device_async_copy %arg1
+// CHECK: nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true}
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: nvgpu.device_async_copy %arg2
 // CHECK: nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true}
 // CHECK: nvvm.exit
-// The consumers take the registers; warpgroup 1 lets warpgroup 0 issue the
-// first S.
+// The consumers take the registers; warpgroup 1 lets warpgroup 0 take the
+// first turn, and each warpgroup waits for its own.
 // CHECK: nvvm.setmaxregister increase 224
 // CHECK: nvvm.barrier.arrive id = %c3_i32 number_of_threads = %c256_i32
-// Each step: wait for the tile, take the turn, issue S, hand the turn over.
+// CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+// Each step: wait for K_t, issue S_t (the turn's last product), hand the
+// turn over, wait for S_t and the P V before it; release K_t, and (after
+// the first step) V_{t-1}.
 // CHECK: scf.for
 // CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK-NOT: nvgpu.device_async_copy
-// CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
 // CHECK: nvvm.wgmma.mma_async
 // CHECK: nvvm.barrier.arrive id = %{{.*}} number_of_threads = %c256_i32
-// CHECK-NOT: nvgpu.device_async_copy
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: nvvm.mbarrier.arrive
+// CHECK: scf.if
+// CHECK: nvvm.mbarrier.arrive
+// After the softmax: wait for V_t, take the turn, issue P V and leave it in
+// flight (no wait before the next step).
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
+// CHECK: llvm.inline_asm {{.*}}wgmma.mma_async
+// CHECK-NOT: nvvm.wgmma.wait.group
 // CHECK: scf.yield
-// Warpgroup 0 takes the turn warpgroup 1 handed over last; block-wide
+// After the loop: hand the last turn over, wait for the last P V;
+// warpgroup 0 takes the turn warpgroup 1 handed over last. Block-wide
 // barriers are the consumers' own from here on.
+// CHECK: nvvm.barrier.arrive
+// CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // CHECK: nvvm.barrier id = %c3_i32 number_of_threads = %c256_i32
 // CHECK-NOT: gpu.barrier
 // CHECK: nvvm.barrier id = %c5_i32 number_of_threads = %c256_i32
 // CHECK-NOT: gpu.barrier
 // CHECK: gpu.return
 
-// Without ping-pong, no turns.
+// Without ping-pong, no turns; each step waits for its P V.
 // NOTURNS-LABEL: gpu.func @vanilla
 // NOTURNS: nvvm.exit
 // NOTURNS-NOT: nvvm.barrier.arrive
+// NOTURNS: llvm.inline_asm {{.*}}wgmma.mma_async
+// NOTURNS: nvvm.wgmma.wait.group.sync.aligned 0
+// NOTURNS: scf.yield
 // NOTURNS: gpu.return
 func.func @vanilla(%q: tensor<1x2x512x128xbf16>, %k: tensor<1x2x512x128xbf16>,
                    %v: tensor<1x2x512x128xbf16>) -> tensor<1x2x512x128xbf16> {

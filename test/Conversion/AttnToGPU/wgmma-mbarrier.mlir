@@ -1,9 +1,10 @@
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse 2>&1 | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true producer-warpgroup=false" --canonicalize --cse 2>&1 | FileCheck %s
 // RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true decouple-warpgroups=false" --canonicalize --cse 2>&1 | FileCheck %s --check-prefix=BARRIER
 
-// Causal on two warpgroups (the plain loop, 128 x 128 tiles): mbarriers
-// say when a K/V buffer is full and empty, instead of a block-wide barrier
-// per step, so that the warpgroups need not run the same step.
+// Causal on two warpgroups (the plain loop, 128 x 128 tiles; without the
+// producer warpgroup, producer-warpgroup.mlir): mbarriers say when a K/V
+// buffer is full and empty, instead of a block-wide barrier per step, so
+// that the warpgroups need not run the same step.
 // CHECK-LABEL: gpu.func @causal
 // Four mbarriers (buffer 0/1 full, 0/1 empty) after the tiles, set up by
 // thread 0 before Q's copies, whose barrier shows them to every thread. Q's
