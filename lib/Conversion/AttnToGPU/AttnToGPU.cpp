@@ -29,6 +29,9 @@ using namespace mlir;
 /// Dynamic shared memory a block may use on sm_80 (163 KB; sm_90a allows
 /// 227 KB): the tensor-core tiles must fit on either.
 constexpr int64_t kMaxSharedMemory = 166912;
+/// sm_90a's (227 KB): what wgmma's kernels (sm_90a only) may add on top,
+/// for staged tiles.
+constexpr int64_t kMaxSharedMemoryHopper = 232448;
 
 std::optional<std::string>
 flashlight::tensorCoreIneligibility(ValueRange keys, Value value, Region &score,
@@ -542,10 +545,10 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     if (useWgmma && decoupleWarpgroups && !pipelined && (!votes || buildMask) &&
         (blockM.getInt() == 128 || onWarpgroups) &&
         step->getParentOfType<scf::ForOp>()) {
-      // A producer warpgroup (Wgmma.cpp) for the dense loop of one branch;
-      // it fills K and V through barriers of their own (8).
-      tiles.producer = producerWarpgroup && !buildMask && branches == 1 &&
-                       !onWarpgroups && blockM.getInt() == 128;
+      // A producer warpgroup (Wgmma.cpp) for the dense loop; it fills K and
+      // V through barriers of their own (8).
+      tiles.producer = producerWarpgroup && !buildMask && !onWarpgroups &&
+                       blockM.getInt() == 128;
       tiles.barriers = carve({tiles.producer ? 8 : 4}, b.getI64Type());
       tiles.pingPong = tiles.producer && pingPong;
       if (tiles.producer) {
@@ -564,14 +567,14 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       tiles.relative = carve({entries}, b.getF32Type());
     }
     // wgmma: pair-bias-like reads staged with K, where the tiles fit in
-    // what sm_80's budget leaves (the eligibility check does not count
-    // them: without them the program still runs, gathering).
+    // sm_90a's budget (the eligibility check does not count them: without
+    // them the program still runs, gathering).
     if (useWgmma && !tiles.relative)
       for (tensor::ExtractOp read :
            stagedTileReads(step.getScore(), branches)) {
         int64_t row = stagedRowBytes(read, blockN);
         int64_t rows = stagedPerQuery(read) ? blockM.getInt() : 1;
-        if (bytes + 2 * rows * row + 1024 > kMaxSharedMemory)
+        if (bytes + 2 * rows * row + 1024 > kMaxSharedMemoryHopper)
           break;
         tiles.stagedReads.push_back(read);
         tiles.staged.push_back(

@@ -601,7 +601,8 @@ SmallVector<tensor::ExtractOp> stagedTileReads(Region &score,
 /// Whether a stagedTileReads() read's row index is q_idx (a tile of
 /// block-m rows), not uniform over the block (one row).
 bool stagedPerQuery(tensor::ExtractOp read);
-/// Bytes of one staged tile's row (block-n elements and a 16-byte pad).
+/// Bytes of one staged tile's row (block-n elements; its 16-byte chunks are
+/// swizzled, not padded, against bank conflicts).
 int64_t stagedRowBytes(tensor::ExtractOp read, int64_t blockN);
 
 /// A block mask (BlockMask.cpp): an i8 buffer [B', H', M tiles, N tiles]

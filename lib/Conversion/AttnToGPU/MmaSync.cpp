@@ -115,7 +115,7 @@ bool flashlight::attn_to_gpu::stagedPerQuery(tensor::ExtractOp read) {
 
 int64_t flashlight::attn_to_gpu::stagedRowBytes(tensor::ExtractOp read,
                                                 int64_t blockN) {
-  return blockN * read.getType().getIntOrFloatBitWidth() / 8 + 16;
+  return blockN * read.getType().getIntOrFloatBitWidth() / 8;
 }
 
 std::unique_ptr<KernelEmitter> flashlight::attn_to_gpu::createMmaSyncEmitter(

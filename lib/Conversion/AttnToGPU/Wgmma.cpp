@@ -52,7 +52,7 @@ public:
                int64_t threads, const BlockMask &mask, int64_t pipelinedN,
                bool lookahead)
       : MmaSyncEmitter(b, loc, tiles, threads, /*mTiles=*/1, mask),
-        pipelinedN(pipelinedN), lookahead(lookahead),
+        pipelinedN(pipelinedN), lookahead(lookahead && !tiles.pingPong),
         stagedReads(tiles.stagedReads), barriers(tiles.barriers),
         producer(tiles.producer), pingPong(tiles.pingPong) {
     fmaReciprocals = true;
@@ -148,6 +148,9 @@ protected:
         arith::IndexCastUIOp::create(b, loc, b.getI32Type(), phase), i32(0));
   }
   void waitForStep() override {
+    // Ping-pong: a step starts in the turn its last P V (or the loop's
+    // start) took.
+    turnOpen = pingPong;
     if (!barriers)
       return MmaSyncEmitter::waitForStep();
     // K_t and V_t landed (every thread's copies); the async proxy (wgmma)
@@ -241,8 +244,7 @@ protected:
                               : uniform(read.getIndices().drop_back().back());
     auto tileType = cast<MemRefType>(tile.getType());
     int64_t perChunk = 128 / tileType.getElementTypeBitWidth();
-    int64_t rows = tileType.getDimSize(0) / 2,
-            cols = tileType.getDimSize(1) - perChunk;
+    int64_t rows = tileType.getDimSize(0) / 2, cols = tileType.getDimSize(1);
     int64_t chunksPerRow = cols / perChunk, chunks = rows * chunksPerRow;
     unsigned rank = at.size() + 2;
     Value height = dim(memref, rank - 2), width = dim(memref, rank - 1);
@@ -276,7 +278,9 @@ protected:
       src.push_back(minI(globalCol, lastChunk));
       Value token = nvgpu::DeviceAsyncCopyOp::create(
           b, loc, tokenType, tile,
-          ValueRange{addI(mulI(buffer, rows), row), col}, memref, src,
+          ValueRange{addI(mulI(buffer, rows), row),
+                     stagedColumn(tile, row, col)},
+          memref, src,
           b.getIndexAttr(perChunk),
           arith::SelectOp::create(b, loc, valid, idx(perChunk), idx(0)),
           /*bypassL1=*/b.getUnitAttr());
@@ -302,9 +306,24 @@ protected:
       int64_t rows = cast<MemRefType>(tile.getType()).getDimSize(0) / 2;
       Value row = stagedPerQuery(read) ? ownRow : idx(0);
       m.map(read.getResult(),
-            memref::LoadOp::create(
-                b, loc, tile, ValueRange{addI(mulI(parity, rows), row), col}));
+            memref::LoadOp::create(b, loc, tile,
+                                   ValueRange{addI(mulI(parity, rows), row),
+                                              stagedColumn(tile, row, col)}));
     }
+  }
+
+  /// Where column `col` of row `row` of a staged tile lies: 16-byte chunk j
+  /// of row r is stored at chunk j ^ (r % 8) (fewer chunks a row: r modulo
+  /// their number), so that the fragment reads of 8 rows at one column hit
+  /// 8 different chunks (unswizzled rows of 2^k bytes: an 8-way bank
+  /// conflict). Chunks are a power of two elements: one xor of the column.
+  Value stagedColumn(Value tile, Value row, Value col) {
+    auto type = cast<MemRefType>(tile.getType());
+    int64_t perChunk = 128 / type.getElementTypeBitWidth();
+    int64_t chunks = type.getDimSize(1) / perChunk;
+    Value rowBits =
+        arith::RemUIOp::create(b, loc, row, idx(std::min<int64_t>(8, chunks)));
+    return arith::XOrIOp::create(b, loc, col, mulI(rowBits, perChunk));
   }
 
   LogicalResult onRole(Value v, const View &view, Role role) override {
@@ -587,11 +606,12 @@ protected:
     NVVM::SetMaxRegisterOp::create(
         b, loc, b.getI32IntegerAttr(kConsumerRegisters),
         action(NVVM::SetMaxRegisterAction::increase));
-    // Ping-pong: a turn issues P_{t-1} V_{t-1} and S_t back to back, so
-    // that one warpgroup's products run while the other computes its
-    // softmax (barrier 3 + g: warpgroup g's turn). Warpgroup 0 takes the
-    // first turn (S_0 alone), the last P V is a turn alone, and warpgroup
-    // 0 takes the turn warpgroup 1 hands it last.
+    // Ping-pong: a turn issues the products between two softmaxes back to
+    // back (P V of the previous branch or tile, then the next S), so that
+    // one warpgroup's products run while the other computes its softmax
+    // (barrier 3 + g: warpgroup g's turn). Warpgroup 0 takes the first
+    // turn (S_0 alone), the last P V is a turn alone, and warpgroup 0 takes
+    // the turn warpgroup 1 hands it last.
     if (pingPong) {
       inGroup(1, [&] { consumerBarrier(i32(3), /*arrive=*/true); });
       consumerBarrier(groupId(3), /*arrive=*/false);
@@ -938,10 +958,16 @@ protected:
           /*satfinite=*/nullptr);
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-    if (pingPong)
+    if (turnOpen) {
       endTurn();
+      turnOpen = false;
+    }
     return acc;
   }
+
+  /// Ping-pong: whether this warpgroup holds the turn where the code being
+  /// emitted runs (from a P V through the next S).
+  bool turnOpen = false;
 
   /// Arrives on mbarrier `kind` of buffer `buffer`.
   void arriveOn(int64_t kind, Value buffer) {
@@ -1004,12 +1030,14 @@ protected:
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc,
                                          wasAhead && valueInFlight ? 1 : 0);
       valueInFlight = false;
-      // With a producer, this thread is done with K_t (staged tiles are
-      // read after S: those go with V). Ping-pong: P_{t-1} V_{t-1}
-      // completed with S_t, so it is done with V_{t-1} too.
-      if (producer && stagedTiles.empty())
+      // With a producer, this thread is done with K_t after the step's
+      // last S (staged tiles are read after S: those go with V). Ping-pong:
+      // the step's first S completed the previous tile's last P V, so it
+      // is done with V_{t-1} too.
+      unsigned branches = currentStep.getNumBranches();
+      if (producer && stagedTiles.empty() && branch + 1 == branches)
         arriveOn(2, parity);
-      if (pingPong) {
+      if (pingPong && branch == 0) {
         auto ifUsed = scf::IfOp::create(
             b, loc, cmpI(arith::CmpIPredicate::ugt, tileIndex, idx(0)));
         OpBuilder::InsertionGuard g(b);
@@ -1116,9 +1144,11 @@ protected:
         publishCopies();
       }
       // Ping-pong: this warpgroup's turn starts with its P V, which is left
-      // in flight until S_{t+1} is issued behind it.
-      if (pingPong)
+      // in flight until the next S is issued behind it.
+      if (pingPong && !turnOpen) {
         consumerBarrier(groupId(3), /*arrive=*/false);
+        turnOpen = true;
+      }
       Value c = issueValueProduct(p, rescaled(acc.take_front(dv / 2), alpha),
                                   Value(), dv);
       NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);

@@ -1,6 +1,7 @@
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true branch-lookahead=true" --canonicalize --cse | FileCheck %s --check-prefix=WGMMA
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true branch-lookahead=true producer-warpgroup=false" --canonicalize --cse | FileCheck %s --check-prefix=WGMMA
 // RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true" --canonicalize --cse | FileCheck %s --check-prefix=MMA
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true branch-lookahead=false" --canonicalize --cse | FileCheck %s --check-prefix=SEQ
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true branch-lookahead=false producer-warpgroup=false" --canonicalize --cse | FileCheck %s --check-prefix=SEQ
+// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s --check-prefix=PRODUCER
 
 // Differential attention on tensor cores: two logit branches, each with its
 // own Q and K tiles, online-softmax state and accumulators, sharing one V
@@ -13,6 +14,8 @@
 // WGMMA-SAME: flashlight.codegen = "wgmma"
 // WGMMA-SAME: flashlight.dynamic_shared_memory = 82976
 // WGMMA-SAME: known_block_size = array<i32: 256, 1, 1>
+// (The WGMMA and SEQ runs keep the consumers' own copies; the default, a
+// producer warpgroup, is checked below with the PRODUCER prefix.)
 // lambda (batch/head-free) is read once, before the loop.
 // WGMMA: %[[LAMBDA:.*]] = memref.load %arg5[] : memref<f32>
 // Both branches' Q tiles are filled from their own tensors.
@@ -104,6 +107,37 @@ func.func @differential(%q1: tensor<2x4x256x64xbf16>, %q2: tensor<2x4x256x64xbf1
          } -> tensor<2x4x256x64xbf16>
   return %o : tensor<2x4x256x64xbf16>
 }
+
+// With the producer warpgroup (the default): it copies both K tiles, then
+// V, each set with its own full barrier.
+// PRODUCER-LABEL: gpu.func @differential
+// PRODUCER-SAME: known_block_size = array<i32: 384, 1, 1>
+// PRODUCER: nvvm.setmaxregister decrease 56
+// PRODUCER: nvgpu.device_async_copy %arg2
+// PRODUCER: nvgpu.device_async_copy %arg3
+// PRODUCER: nvvm.cp.async.mbarrier.arrive
+// PRODUCER: nvgpu.device_async_copy %arg4
+// PRODUCER: nvvm.cp.async.mbarrier.arrive
+// PRODUCER: nvvm.exit
+// Ping-pong: a step takes two turns (no branch lookahead). S_1 ends the
+// turn the previous tile's P_2 V began; P_1 V begins the next turn, left in
+// flight, and S_2 ends it; then P_2 V begins a turn.
+// PRODUCER: scf.for
+// PRODUCER: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// PRODUCER: nvvm.barrier.arrive
+// PRODUCER-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// PRODUCER: nvvm.barrier id
+// PRODUCER: llvm.inline_asm {{.*}}wgmma.mma_async
+// PRODUCER-NOT: nvvm.wgmma.wait.group
+// PRODUCER: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
+// PRODUCER: nvvm.barrier.arrive
+// PRODUCER-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
+// Both S done: K_t is released.
+// PRODUCER: nvvm.mbarrier.arrive
+// PRODUCER: nvvm.barrier id
+// PRODUCER: llvm.inline_asm {{.*}}wgmma.mma_async
+// PRODUCER-NOT: nvvm.wgmma.wait.group
+// PRODUCER: scf.yield
 
 // -----
 

@@ -1,15 +1,19 @@
 // RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse 2>&1 | FileCheck %s
 
 // A pair bias read at (h, q_idx, kv_idx) (Evoformer's): its [64, 64] tile is
-// staged with each K tile by cp.async into a double-buffered shared tile
-// whose rows carry a 16-byte pad (bank-conflict-free pair reads), and the
-// score region reads it from there, not from global memory.
+// staged with each K tile by cp.async into a double-buffered shared tile,
+// and the score region reads it from there, not from global memory. Chunk
+// j of row r lies at chunk j ^ (r % 8), so that pair reads of 8 rows at one
+// column hit different banks.
 // CHECK-LABEL: gpu.func @pair_bias
-// The staged tile: 2 buffers x 64 rows x (64 + 8) elements.
-// CHECK: %[[TILE:.+]] = memref.view {{.*}} to memref<128x72xbf16, #gpu.address_space<workgroup>>
-// Its copies, 16 bytes each, beside K's.
-// CHECK: nvgpu.device_async_copy %arg3[%c0, %block_id_y, {{.*}}], %[[TILE]][{{.*}}], 8
-// The step reads the current buffer.
+// Its copies, 16 bytes each, beside K's, to a swizzled chunk of the staged
+// tile: 2 buffers x 64 rows x 64 elements, no pad. (Column 248 is the
+// last chunk of a bias row.)
+// CHECK: arith.minsi %{{.*}}, %c248
+// CHECK: %[[COL:.+]] = arith.xori
+// CHECK-NEXT: nvgpu.device_async_copy %arg3[%c0, %block_id_y, {{.*}}], %[[TILE:.+]][%{{.*}}, %[[COL]]], 8, {{.*}} to memref<128x64xbf16, #gpu.address_space<workgroup>>
+// The step reads the current buffer, at swizzled columns.
+// CHECK: arith.xori
 // CHECK: memref.load %[[TILE]]
 // CHECK-NOT: memref.load %arg3
 func.func @pair_bias(%q: tensor<1x2x256x64xbf16>, %k: tensor<1x2x256x64xbf16>,
@@ -33,7 +37,7 @@ func.func @pair_bias(%q: tensor<1x2x256x64xbf16>, %k: tensor<1x2x256x64xbf16>,
 
 // Rows of 250 keys end mid-chunk: the bias is gathered per element.
 // CHECK-LABEL: gpu.func @ragged_rows
-// CHECK-NOT: memref<128x72xbf16
+// CHECK-NOT: nvgpu.device_async_copy %arg3
 // CHECK: memref.load %arg3
 func.func @ragged_rows(%q: tensor<1x2x250x64xbf16>, %k: tensor<1x2x250x64xbf16>,
                        %v: tensor<1x2x250x64xbf16>, %bias: tensor<1x2x250x250xbf16>)
@@ -59,8 +63,8 @@ func.func @ragged_rows(%q: tensor<1x2x250x64xbf16>, %k: tensor<1x2x250x64xbf16>,
 // elements, 8 chunks: the other threads copy nothing), and the score region
 // reads it from shared memory.
 // CHECK-LABEL: gpu.func @key_bias
-// The staged tile: 2 buffers x 1 row x (64 + 8) elements.
-// CHECK: %[[TILE:.+]] = memref.view {{.*}} to memref<2x72xbf16, #gpu.address_space<workgroup>>
+// The staged tile: 2 buffers x 1 row x 64 elements.
+// CHECK: %[[TILE:.+]] = memref.view {{.*}} to memref<2x64xbf16, #gpu.address_space<workgroup>>
 // Only the first 8 threads copy a chunk.
 // CHECK: %[[FEW:.+]] = arith.cmpi ult, {{.*}}, %c8
 // CHECK-NEXT: scf.if %[[FEW]]
