@@ -18,12 +18,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <random>
+
+#include <execinfo.h>
+#include <unistd.h>
 
 using namespace flashlight::runtime;
 using json = nlohmann::json;
@@ -256,7 +260,21 @@ int run(const Options &o) {
 
 } // namespace
 
+/// A fatal signal (in the CUDA driver, say) prints the stack before the
+/// process dies of it, so that a crash says where it happened.
+void onFatalSignal(int signal) {
+  static const char message[] = "flashlight-run: fatal signal; stack:\n";
+  ssize_t ignored = write(STDERR_FILENO, message, sizeof(message) - 1);
+  (void)ignored;
+  void *frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
+  std::signal(signal, SIG_DFL);
+  std::raise(signal);
+}
+
 int main(int argc, char **argv) {
+  for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
+    std::signal(signal, onFatalSignal);
   try {
     int rc = run(parse(argc, argv));
     trace("exit");
