@@ -5,15 +5,16 @@
 // RUN: flashlight-compile %s -o %t --emit=mlir --arch=sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=ALIBI
 // RUN: flashlight-compile %s -o %t --emit=mlir --arch=sm_80 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=AMPERE
 // RUN: flashlight-compile %S/Inputs/softcap-d128.mlir -o %t --emit=mlir --arch=sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=SOFTCAP
-// Two logit branches at D = 64 (differential): one warpgroup on 64 x 64;
-// with --branch-warpgroups, one warpgroup per branch.
+// Two logit branches at D = 64 (differential): two warpgroups on 128 x 128
+// and a producer warpgroup; with --branch-warpgroups, one warpgroup per
+// branch on 64 x 64.
 // RUN: flashlight-compile %S/Inputs/differential-d64.mlir -o %t --emit=mlir --arch=sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=DIFF
 // RUN: flashlight-compile %S/Inputs/differential-d64.mlir -o %t --emit=mlir --arch=sm_90a --branch-warpgroups --flashlight-explain 2>&1 | FileCheck %s --check-prefix=DIFF2
 
 // ALIBI: code generator wgmma, tiles 128x128, 384 threads per block
 // AMPERE: code generator mma.sync, tiles 64x64, 128 threads per block
 // SOFTCAP: code generator wgmma, tiles 64x64, 128 threads per block
-// DIFF: code generator wgmma, tiles 64x64, 128 threads per block
+// DIFF: code generator wgmma, tiles 128x128, 384 threads per block
 // DIFF2: code generator wgmma, tiles 64x64, 256 threads per block
 
 func.func @alibi(%q: tensor<1x2x512x128xbf16>, %k: tensor<1x2x512x128xbf16>,

@@ -109,11 +109,12 @@ preferredTiles(flashlight::attn::AttentionOp op, bool wgmma, bool blockMask) {
       (mask == attn::MaskKind::DataDependent || mask == attn::MaskKind::Custom);
   if (blockMasked && wgmma && atoms)
     return {128, 128};
-  // Several logit branches at D = 64: one warpgroup per block on 64 x 64
-  // tiles ran 1.245x two warpgroups on 128 x 64 (differential, causal,
-  // N = 2k, H100; at D = 128 it spilled and ran 0.71x).
+  // Several logit branches at D = 64: 128 x 128 tiles, so that the
+  // producer warpgroup and ping-pong apply: 1.00-1.11x one warpgroup on
+  // 64 x 64 (differential, causal, N = 2k / 8k, H100), which itself had
+  // run 1.245x two warpgroups on 128 x 64 without them.
   if (op.getNumBranches() > 1 && wgmma && atoms && dv <= 64)
-    return {64, 64};
+    return {128, 128};
   if (lean && wgmma && atoms)
     return {128, dqk >= 128 && dv >= 128 ? 128 : 64};
   // A score region of plain arithmetic (ALiBi's slope[h] * (j - i)): no
