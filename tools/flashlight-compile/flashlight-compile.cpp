@@ -606,7 +606,7 @@ int main(int argc, char **argv) {
     if (tensorCores)
       funcs.front().walk([&](flashlight::attn::AttentionOp op) {
         std::pair<int64_t, int64_t> tiles = flashlight::tensorCoreTiles(
-            op, wgmma && chip == "sm_90a", blockMask);
+            op, wgmma && chip == "sm_90a", blockMask, branchWarpgroups);
         if (!flashlight::tensorCoreIneligibility(op.getKeys(), op.getValue(),
                                                  op.getScore(), tiles.first,
                                                  tiles.second))

@@ -81,7 +81,8 @@ flashlight::tensorCoreIneligibility(ValueRange keys, Value value, Region &score,
 /// tensorCoreTiles' choice by the program's structure, before the shared
 /// memory check.
 static std::pair<int64_t, int64_t>
-preferredTiles(flashlight::attn::AttentionOp op, bool wgmma, bool blockMask) {
+preferredTiles(flashlight::attn::AttentionOp op, bool wgmma, bool blockMask,
+               bool branchWarpgroups) {
   using namespace flashlight;
   attn::MaskScoreAnalysis analysis(op);
   attn::MaskKind mask = analysis.getMask().kind;
@@ -112,9 +113,11 @@ preferredTiles(flashlight::attn::AttentionOp op, bool wgmma, bool blockMask) {
   // Several logit branches at D = 64: 128 x 128 tiles, so that the
   // producer warpgroup and ping-pong apply: 1.00-1.11x one warpgroup on
   // 64 x 64 (differential, causal, N = 2k / 8k, H100), which itself had
-  // run 1.245x two warpgroups on 128 x 64 without them.
+  // run 1.245x two warpgroups on 128 x 64 without them. Branches on
+  // warpgroups take 64-row tiles.
   if (op.getNumBranches() > 1 && wgmma && atoms && dv <= 64)
-    return {128, 128};
+    return branchWarpgroups ? std::pair<int64_t, int64_t>{64, 64}
+                            : std::pair<int64_t, int64_t>{128, 128};
   if (lean && wgmma && atoms)
     return {128, dqk >= 128 && dv >= 128 ? 128 : 64};
   // A score region of plain arithmetic (ALiBi's slope[h] * (j - i)): no
@@ -140,9 +143,12 @@ preferredTiles(flashlight::attn::AttentionOp op, bool wgmma, bool blockMask) {
   return {lean ? 128 : 64, 64};
 }
 
-std::pair<int64_t, int64_t>
-flashlight::tensorCoreTiles(attn::AttentionOp op, bool wgmma, bool blockMask) {
-  std::pair<int64_t, int64_t> tiles = preferredTiles(op, wgmma, blockMask);
+std::pair<int64_t, int64_t> flashlight::tensorCoreTiles(attn::AttentionOp op,
+                                                        bool wgmma,
+                                                        bool blockMask,
+                                                        bool branchWarpgroups) {
+  std::pair<int64_t, int64_t> tiles =
+      preferredTiles(op, wgmma, blockMask, branchWarpgroups);
   // Each logit branch stages its own Q and K tiles: with several, 128-key
   // tiles may not fit in shared memory, 64-key ones do up to D = 128.
   if (tiles.second > 64 &&
