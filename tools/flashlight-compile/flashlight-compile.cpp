@@ -137,8 +137,8 @@ static cl::opt<bool> branchWarpgroups(
     cl::init(false));
 static cl::opt<bool> producerWarpgroup(
     "producer-warpgroup",
-    cl::desc("With wgmma, two warpgroups and one branch on the mbarrier "
-             "loop: a third warpgroup copies the K/V tiles"),
+    cl::desc("With wgmma and two warpgroups on the mbarrier loop: a third "
+             "warpgroup copies the K/V tiles"),
     cl::init(true));
 static cl::opt<bool> pingPong(
     "ping-pong",

@@ -85,10 +85,11 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
            "0.87-0.99x on an H100, docs/benchmarks)">,
     Option<"producerWarpgroup", "producer-warpgroup", "bool",
            /*default=*/"true",
-           "With wgmma, two warpgroups and one logit branch on the mbarrier "
-           "loop: a third warpgroup copies every K/V tile (cp.async), so "
-           "that the consumers issue no copies; registers move from it to "
-           "them (setmaxnreg)">,
+           "With wgmma and two warpgroups on the mbarrier loop (block-m 128, "
+           "no block mask): a third warpgroup copies every K/V tile "
+           "(cp.async; K and V on mbarriers of their own), so that the "
+           "consumers issue no copies; registers move from it to them "
+           "(setmaxnreg)">,
     Option<"pingPong", "ping-pong", "bool", /*default=*/"true",
            "With producer-warpgroup: the two consumer warpgroups take turns "
            "issuing P_t V_t and S_{t+1} = Q K_{t+1}^T back to back (named "
