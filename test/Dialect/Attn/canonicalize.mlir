@@ -69,6 +69,30 @@ func.func @constant_factor_moves_into_scale(%q: tensor<1x2x16x8xf16>,
 
 // -----
 
+// Exported programs spell 1 / sqrt(d) as an f64 constant truncated to f32
+// (arith keeps an inexact truncation): the factor (rounded to f32) moves
+// into the scale, and the score region, now the identity, goes.
+// CHECK-LABEL: func @truncated_constant_factor_moves_into_scale
+// CHECK: scale [8.838835e-02] normalizer softmax ->
+// CHECK-NEXT: return
+func.func @truncated_constant_factor_moves_into_scale(%q: tensor<1x2x16x8xf16>,
+    %k: tensor<1x2x16x8xf16>, %v: tensor<1x2x16x8xf16>)
+    -> tensor<1x2x16x8xf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x8xf16>) k(%k : tensor<1x2x16x8xf16>)
+                      v(%v : tensor<1x2x16x8xf16>)
+         scale [1.0] normalizer softmax
+         score {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+           %c = arith.constant 0.08838834764831845 : f64
+           %t = arith.truncf %c : f64 to f32
+           %x = arith.mulf %s, %t : f32
+           attn.yield %x : f32
+         } -> tensor<1x2x16x8xf16>
+  return %o : tensor<1x2x16x8xf16>
+}
+
+// -----
+
 // Dividing the logit by a constant also folds: 1.0 / 8.0 = 0.125. When the
 // logit has another use the factor must stay (see the second op).
 // CHECK-LABEL: func @division_folds_but_not_with_other_uses

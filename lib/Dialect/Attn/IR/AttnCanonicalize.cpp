@@ -74,6 +74,27 @@ struct EraseIdentityRegions : OpRewritePattern<AttentionOp> {
   }
 };
 
+/// The value of `v` if it is a float constant, or a float constant rounded
+/// by arith.truncf / arith.extf (exported programs spell `s * d ** -0.5` as
+/// an f64 constant truncated to f32; arith does not fold an inexact
+/// truncation).
+std::optional<double> constantFactor(Value v) {
+  FloatAttr factor;
+  if (matchPattern(v, m_Constant(&factor)))
+    return factor.getValueAsDouble();
+  Operation *def = v.getDefiningOp();
+  if (!def || !isa<arith::TruncFOp, arith::ExtFOp>(def) ||
+      !matchPattern(def->getOperand(0), m_Constant(&factor)))
+    return std::nullopt;
+  APFloat value = factor.getValue();
+  bool losesInfo;
+  value.convert(cast<FloatType>(v.getType()).getFloatSemantics(),
+                APFloat::rmNearestTiesToEven, &losesInfo);
+  value.convert(APFloat::IEEEdouble(), APFloat::rmNearestTiesToEven,
+                &losesInfo);
+  return value.convertToDouble();
+}
+
 /// `score(s) = f(s * c)` is `score = f(s)` with `scale * c`: the scale stays
 /// visible to the lowering, which folds log2(e) into it for exp2.
 struct FoldConstantFactorIntoScale : OpRewritePattern<AttentionOp> {
@@ -88,19 +109,18 @@ struct FoldConstantFactorIntoScale : OpRewritePattern<AttentionOp> {
       if (!logit.hasOneUse())
         continue;
       Operation *user = *logit.getUsers().begin();
-      FloatAttr factor;
       double multiplier;
       if (auto mul = dyn_cast<arith::MulFOp>(user)) {
         Value other = mul.getLhs() == logit ? mul.getRhs() : mul.getLhs();
-        if (!matchPattern(other, m_Constant(&factor)))
+        std::optional<double> factor = constantFactor(other);
+        if (!factor)
           continue;
-        multiplier = factor.getValueAsDouble();
+        multiplier = *factor;
       } else if (auto div = dyn_cast<arith::DivFOp>(user)) {
-        if (div.getLhs() != logit ||
-            !matchPattern(div.getRhs(), m_Constant(&factor)) ||
-            factor.getValueAsDouble() == 0.0)
+        std::optional<double> factor = constantFactor(div.getRhs());
+        if (div.getLhs() != logit || !factor || *factor == 0.0)
           continue;
-        multiplier = 1.0 / factor.getValueAsDouble();
+        multiplier = 1.0 / *factor;
       } else {
         continue;
       }
