@@ -280,8 +280,7 @@ protected:
           b, loc, tokenType, tile,
           ValueRange{addI(mulI(buffer, rows), row),
                      stagedColumn(tile, row, col)},
-          memref, src,
-          b.getIndexAttr(perChunk),
+          memref, src, b.getIndexAttr(perChunk),
           arith::SelectOp::create(b, loc, valid, idx(perChunk), idx(0)),
           /*bypassL1=*/b.getUnitAttr());
       // (The commit below takes the guarded copies without their tokens.)
