@@ -33,7 +33,7 @@
 //   is software-pipelined (softmax_t overlaps P_{t-1} V_{t-1}); otherwise
 //   two warpgroups replace the per-step barrier by mbarriers
 //   (buffer full / empty), so that the warpgroups need not run in lockstep.
-// - On that loop with one branch and no block mask, a third (producer)
+// - On that loop with 128-row tiles and no block mask, a third (producer)
 //   warpgroup copies K and V, and the two consumers take turns issuing
 //   their products (P_t V_t, then S_{t+1}) so that one's softmax runs while
 //   the other's products do (FlashAttention-3's ping-pong schedule).
