@@ -103,9 +103,11 @@ protected:
   Value addI(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
   Value minI(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
   /// The generator's own float arithmetic may contract into fma (as nvcc's
-  /// default does); user regions keep their ops' flags.
+  /// default does) and reassociate, so that chains of constant factors fold
+  /// (sigmoid's scale * s + bias, times -log2 e: one FFMA per logit where
+  /// it was an FFMA and an FMUL); regions inlined get the same flags.
   static constexpr arith::FastMathFlags kContract =
-      arith::FastMathFlags::contract;
+      arith::FastMathFlags::contract | arith::FastMathFlags::reassoc;
   Value add(Value x, Value y) {
     return arith::AddFOp::create(b, loc, x, y, kContract);
   }
@@ -305,7 +307,8 @@ protected:
     flashlight::cloneForKernel(b, op, rm);
     // As nvcc does by default (-fmad=true), a product feeding a sum may
     // become one FMA: a bias term (ALiBi's slope * (j - i) + s) is one
-    // instruction per element instead of two.
+    // instruction per element instead of two. Reassociation lets the
+    // generator's constant factor after the region fold into it.
     if (op.getNumResults() == 1)
       if (auto math = rm.lookup(op.getResult(0))
                           .getDefiningOp<arith::ArithFastMathInterface>()) {
@@ -314,7 +317,7 @@ protected:
                       arith::FastMathFlagsAttr::get(
                           b.getContext(), (flags ? flags.getValue()
                                                  : arith::FastMathFlags::none) |
-                                              arith::FastMathFlags::contract));
+                                              kContract));
       }
   }
 

@@ -56,8 +56,8 @@
 // WGMMA-NOT: nvvm.mbarrier.arrive
 // WGMMA: scf.yield
 // The epilogue: o_1 - lambda * o_2 per element.
-// WGMMA: %[[SCALED:.*]] = arith.mulf %[[LAMBDA]], %{{.*}} fastmath<contract> : f32
-// WGMMA: arith.subf %{{.*}}, %[[SCALED]] fastmath<contract> : f32
+// WGMMA: %[[SCALED:.*]] = arith.mulf %[[LAMBDA]], %{{.*}} fastmath<reassoc,contract> : f32
+// WGMMA: arith.subf %{{.*}}, %[[SCALED]] fastmath<reassoc,contract> : f32
 
 // Without branch-lookahead (the default until checked on a GPU), each
 // branch's S, softmax and P V complete before the next branch's S.
