@@ -879,7 +879,7 @@ protected:
             SmallVector<Value> x(branches, Value());
             for (unsigned r : group)
               x[r] = rawMax[r] ? s[r][mt][nb][i]
-                               : mul(s[r][mt][nb][i], f32(scale[r]));
+                               : mulLogit(s[r][mt][nb][i], f32(scale[r]));
             if (!step.getScore().empty()) {
               for (Value &v : x)
                 if (!v)
@@ -891,7 +891,7 @@ protected:
               if (branchesOnGroups)
                 logits[0] = byGroup(logits);
               for (unsigned r : group)
-                x[r] = softmax ? mul(logits[r], f32(kLog2e)) : logits[r];
+                x[r] = softmax ? mulLogit(logits[r], f32(kLog2e)) : logits[r];
             }
             Value keep = keeps(mt, nb, i);
             for (unsigned r : group)

@@ -8,7 +8,7 @@
 // CHECK-LABEL: gpu.func @sigmoid
 // CHECK: scf.for
 // CHECK: %[[E:.*]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
-// CHECK: %[[D:.*]] = arith.addf %[[E]], %{{.*}} fastmath<reassoc,contract> : f32
+// CHECK: %[[D:.*]] = arith.addf %[[E]], %{{.*}} fastmath<contract> : f32
 // CHECK: llvm.call_intrinsic "llvm.nvvm.rcp.approx.ftz.f"(%[[D]])
 // CHECK-NOT: arith.divf
 // CHECK: gpu.return
