@@ -109,8 +109,8 @@ protected:
   /// A logit's chain (scale, score region, the exponent's factor) may also
   /// reassociate, so that its constant factors fold: sigmoid's
   /// (s * scale + bias) * -log2 e is one FFMA per logit instead of an FFMA
-  /// and an FMUL. (Reassociating everything, row sums and rescales too,
-  /// lost 2-5 % on vanilla and causal.)
+  /// and an FMUL. The row sums and rescales keep their order: nothing there
+  /// folds.
   static constexpr arith::FastMathFlags kLogit =
       arith::FastMathFlags::contract | arith::FastMathFlags::reassoc;
   /// x * y in a logit's chain (kLogit).
