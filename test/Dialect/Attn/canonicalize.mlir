@@ -93,6 +93,28 @@ func.func @truncated_constant_factor_moves_into_scale(%q: tensor<1x2x16x8xf16>,
 
 // -----
 
+// A divisor that arith.extf widens folds the same way (1.0 / 4.0).
+// CHECK-LABEL: func @extended_constant_divisor_moves_into_scale
+// CHECK: scale [2.500000e-01] normalizer softmax ->
+// CHECK-NEXT: return
+func.func @extended_constant_divisor_moves_into_scale(%q: tensor<1x2x16x8xf16>,
+    %k: tensor<1x2x16x8xf16>, %v: tensor<1x2x16x8xf16>)
+    -> tensor<1x2x16x8xf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x8xf16>) k(%k : tensor<1x2x16x8xf16>)
+                      v(%v : tensor<1x2x16x8xf16>)
+         scale [1.0] normalizer softmax
+         score {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+           %c = arith.constant 4.0 : f16
+           %e = arith.extf %c : f16 to f32
+           %x = arith.divf %s, %e : f32
+           attn.yield %x : f32
+         } -> tensor<1x2x16x8xf16>
+  return %o : tensor<1x2x16x8xf16>
+}
+
+// -----
+
 // Dividing the logit by a constant also folds: 1.0 / 8.0 = 0.125. When the
 // logit has another use the factor must stay (see the second op).
 // CHECK-LABEL: func @division_folds_but_not_with_other_uses
