@@ -81,6 +81,11 @@ protected:
   /// global memory.
   OnlineStepOp currentStep;
   Value copyCondition;
+  /// Set while copying tiles known to lie within their tensors (the
+  /// producer warpgroup's, on static shapes that whole tiles divide): no
+  /// clamp or zero fill, so that a thread's copies differ by constant
+  /// offsets.
+  bool tilesInBounds = false;
   /// Set while the KV loop visits only the tiles the block mask keeps (the
   /// loop then skips empty ones before the step).
   bool keptTilesOnly = false;
@@ -187,6 +192,13 @@ protected:
     Value tid = thread;
     SmallVector<Value> tokens;
     auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
+    // Where the threads cover whole rows, a thread's copies share their
+    // column and their rows differ by constants: written so (not as
+    // (tid + first) / (d / 8)), their addresses fold into one base and
+    // immediate offsets instead of a register pair each.
+    std::optional<std::pair<Value, Value>> origin;
+    if (threads % (d / 8) == 0)
+      origin = chunkOrigin(tid, d);
     for (int64_t first = 0; first < chunks; first += threads) {
       Value c = addI(tid, idx(first));
       // More threads than copy (a producer warpgroup's): the guarded copies
@@ -201,17 +213,23 @@ protected:
         guard.emplace(b);
         b.setInsertionPointToStart(&ifCopies.getThenRegion().front());
       }
-      auto [row, col] = chunkOrigin(c, d);
+      auto [row, col] =
+          origin ? std::pair(addI(origin->first, idx(first / (d / 8))),
+                             origin->second)
+                 : chunkOrigin(c, d);
       Value globalRow = addI(view.offsets[2], row);
-      Value valid = cmpI(arith::CmpIPredicate::slt, globalRow, limit);
-      if (copyCondition)
-        valid = arith::AndIOp::create(b, loc, valid, copyCondition);
+      Value srcRow = globalRow, valid = copyCondition;
+      if (!tilesInBounds) {
+        Value inRows = cmpI(arith::CmpIPredicate::slt, globalRow, limit);
+        valid = valid ? arith::AndIOp::create(b, loc, inRows, valid) : inRows;
+        srcRow = minI(globalRow, lastRow);
+      }
       Value srcElements =
-          arith::SelectOp::create(b, loc, valid, idx(8), idx(0));
+          valid ? arith::SelectOp::create(b, loc, valid, idx(8), idx(0))
+                : idx(8);
       Value token = nvgpu::DeviceAsyncCopyOp::create(
           b, loc, tokenType, tile, tileIndices(tile, row, col, d), view.memref,
-          ValueRange{view.offsets[0], view.offsets[1], minI(globalRow, lastRow),
-                     col},
+          ValueRange{view.offsets[0], view.offsets[1], srcRow, col},
           b.getIndexAttr(8), srcElements, /*bypassL1=*/b.getUnitAttr());
       if (!guard)
         tokens.push_back(token);

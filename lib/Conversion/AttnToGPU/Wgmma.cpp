@@ -253,6 +253,13 @@ protected:
     Value tid = thread;
     auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
     SmallVector<Value> tokens;
+    // As in stage(): rows a constant apart where threads cover whole rows.
+    Value ownRow, ownCol;
+    if (threads % chunksPerRow == 0) {
+      ownRow = arith::DivUIOp::create(b, loc, tid, idx(chunksPerRow));
+      ownCol = mulI(arith::RemUIOp::create(b, loc, tid, idx(chunksPerRow)),
+                    perChunk);
+    }
     for (int64_t first = 0; first < chunks; first += threads) {
       Value c = addI(tid, idx(first));
       // Fewer chunks than threads (a one-row tile): the rest copy nothing.
@@ -263,25 +270,32 @@ protected:
         guard.emplace(b);
         b.setInsertionPointToStart(&ifCopies.getThenRegion().front());
       }
-      Value row = arith::DivUIOp::create(b, loc, c, idx(chunksPerRow));
+      Value row = ownRow ? addI(ownRow, idx(first / chunksPerRow))
+                         : arith::DivUIOp::create(b, loc, c, idx(chunksPerRow));
       Value col =
-          mulI(arith::RemUIOp::create(b, loc, c, idx(chunksPerRow)), perChunk);
+          ownRow ? ownCol
+                 : mulI(arith::RemUIOp::create(b, loc, c, idx(chunksPerRow)),
+                        perChunk);
       Value globalRow = addI(firstRow, row);
       Value globalCol = addI(k0, col);
-      Value valid = arith::AndIOp::create(
-          b, loc, cmpI(arith::CmpIPredicate::slt, globalRow, height),
-          cmpI(arith::CmpIPredicate::slt, globalCol, width));
-      if (copyCondition)
-        valid = arith::AndIOp::create(b, loc, valid, copyCondition);
       SmallVector<Value> src(at);
-      src.push_back(minI(globalRow, lastRow));
-      src.push_back(minI(globalCol, lastChunk));
+      Value valid = copyCondition;
+      if (tilesInBounds) {
+        src.append({globalRow, globalCol});
+      } else {
+        Value inside = arith::AndIOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::slt, globalRow, height),
+            cmpI(arith::CmpIPredicate::slt, globalCol, width));
+        valid = valid ? arith::AndIOp::create(b, loc, inside, valid) : inside;
+        src.append({minI(globalRow, lastRow), minI(globalCol, lastChunk)});
+      }
       Value token = nvgpu::DeviceAsyncCopyOp::create(
           b, loc, tokenType, tile,
           ValueRange{addI(mulI(buffer, rows), row),
                      stagedColumn(tile, row, col)},
           memref, src, b.getIndexAttr(perChunk),
-          arith::SelectOp::create(b, loc, valid, idx(perChunk), idx(0)),
+          valid ? arith::SelectOp::create(b, loc, valid, idx(perChunk), idx(0))
+                : idx(perChunk),
           /*bypassL1=*/b.getUnitAttr());
       // (The commit below takes the guarded copies without their tokens.)
       if (!guard)
@@ -657,6 +671,7 @@ protected:
     int64_t consumers = threads;
     thread = arith::SubIOp::create(b, loc, thread, idx(threads));
     threads = 128;
+    tilesInBounds = producerTilesInBounds(loop);
     auto producerLoop =
         scf::ForOp::create(b, loc, lb, ub, stepSize, ValueRange{idx(0)});
     {
@@ -694,7 +709,45 @@ protected:
     NVVM::Exit::create(b, loc);
     thread = consumerThread;
     threads = consumers;
+    tilesInBounds = false;
     return success();
+  }
+
+  /// Whether every tile the producer copies lies within its tensor: static
+  /// query and key lengths that whole tiles divide, and a KV loop whose
+  /// tiles start at multiples of block-n (attn-tile aligns its start). Its
+  /// keys are then all below the key length, and a staged read's rows and
+  /// columns are (query, key) pairs the program itself reads.
+  bool producerTilesInBounds(scf::ForOp loop) {
+    auto length = [](Value memref, unsigned d) {
+      return cast<MemRefType>(memref.getType()).getDimSize(d);
+    };
+    int64_t bn = tileRows(keyTiles[0], length(keyViews[0].memref, 3));
+    int64_t bm = tileRows(queryTiles[0], length(queryView.memref, 3));
+    int64_t keys = length(keyViews[0].memref, 2);
+    int64_t queries = length(queryView.memref, 2);
+    auto multipleOf = [](Value v, int64_t k) {
+      std::optional<int64_t> c = getConstantIntValue(v);
+      if (!c)
+        if (auto mul = v.getDefiningOp<arith::MulIOp>())
+          c = getConstantIntValue(mul.getRhs());
+      return c && *c % k == 0;
+    };
+    if (ShapedType::isDynamic(keys) || keys % bn ||
+        ShapedType::isDynamic(queries) || queries % bm ||
+        !multipleOf(loop.getLowerBound(), bn) ||
+        getConstantIntValue(loop.getStep()) != bn)
+      return false;
+    for (tensor::ExtractOp read : stagedReads) {
+      auto type = cast<RankedTensorType>(read.getTensor().getType());
+      int64_t height = type.getDimSize(type.getRank() - 2);
+      int64_t width = type.getDimSize(type.getRank() - 1);
+      if (ShapedType::isDynamic(width) || width < keys ||
+          (stagedPerQuery(read) &&
+           (ShapedType::isDynamic(height) || height < queries)))
+        return false;
+    }
+    return true;
   }
 
   /// The KV loop, software-pipelined: when it runs at all, its first step

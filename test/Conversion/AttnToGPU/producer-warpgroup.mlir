@@ -1,5 +1,6 @@
 // RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s
 // RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true ping-pong=false" --canonicalize --cse | FileCheck %s --check-prefix=NOTURNS
+// RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s --check-prefix=BOUNDS
 
 // Two consumer warpgroups on 128 x 128 tiles and a producer warpgroup
 // (threads 256..383) that copies every K/V tile (the default).
@@ -77,4 +78,26 @@ func.func @vanilla(%q: tensor<1x2x512x128xbf16>, %k: tensor<1x2x512x128xbf16>,
       v(%v : tensor<1x2x512x128xbf16>) scale [0.088388] normalizer softmax
       -> tensor<1x2x512x128xbf16>
   return %o : tensor<1x2x512x128xbf16>
+}
+
+// The producer's tiles lie within K and V when whole tiles divide the
+// key length (512): no clamp of the row, so that a thread's copies differ
+// by constant offsets.
+// BOUNDS-LABEL: gpu.func @vanilla
+// BOUNDS: nvvm.setmaxregister decrease 56
+// BOUNDS-NOT: arith.minsi
+// BOUNDS: nvvm.exit
+// With 500 keys the last tile is partial: rows are clamped (and zero-filled).
+// BOUNDS-LABEL: gpu.func @partial_tile
+// BOUNDS: nvvm.setmaxregister decrease 56
+// BOUNDS: scf.for
+// BOUNDS: arith.minsi %{{.*}}, %c499
+// BOUNDS: nvgpu.device_async_copy %arg1
+// BOUNDS: nvvm.exit
+func.func @partial_tile(%q: tensor<1x2x500x128xbf16>, %k: tensor<1x2x500x128xbf16>,
+                        %v: tensor<1x2x500x128xbf16>) -> tensor<1x2x500x128xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x500x128xbf16>) k(%k : tensor<1x2x500x128xbf16>)
+      v(%v : tensor<1x2x500x128xbf16>) scale [0.088388] normalizer softmax
+      -> tensor<1x2x500x128xbf16>
+  return %o : tensor<1x2x500x128xbf16>
 }
