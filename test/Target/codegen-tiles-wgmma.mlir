@@ -5,6 +5,10 @@
 // RUN: flashlight-compile %s -o %t --emit=mlir --arch=sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=ALIBI
 // RUN: flashlight-compile %s -o %t --emit=mlir --arch=sm_80 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=AMPERE
 // RUN: flashlight-compile %S/Inputs/softcap-d128.mlir -o %t --emit=mlir --arch=sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=SOFTCAP
+// A pair bias, which wgmma stages with K (no per-element gather), takes
+// 128 x 128 too; mma.sync gathers it and keeps 64 x 64.
+// RUN: flashlight-compile %S/Inputs/pair-bias-d128.mlir -o %t --emit=mlir --arch=sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=PAIR
+// RUN: flashlight-compile %S/Inputs/pair-bias-d128.mlir -o %t --emit=mlir --arch=sm_80 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=PAIR80
 // Two logit branches at D = 64 (differential): two warpgroups on 128 x 128
 // and a producer warpgroup; with --branch-warpgroups, one warpgroup per
 // branch on 64 x 64.
@@ -14,6 +18,8 @@
 // ALIBI: code generator wgmma, tiles 128x128, 384 threads per block
 // AMPERE: code generator mma.sync, tiles 64x64, 128 threads per block
 // SOFTCAP: code generator wgmma, tiles 64x64, 128 threads per block
+// PAIR: code generator wgmma, tiles 128x128, 384 threads per block
+// PAIR80: code generator mma.sync, tiles 64x64, 128 threads per block
 // DIFF: code generator wgmma, tiles 128x128, 384 threads per block
 // DIFF2: code generator wgmma, tiles 64x64, 256 threads per block
 
