@@ -31,7 +31,10 @@ command, kernels, records: [{variant, B, H, N, D, dtype, system, ms, tflops,
 rel_err, err}]}) after every case, and a markdown table (.md) with the
 speedups flashlight/compile and flashlight/flex. --compare LABEL=DIR times
 another build's kernels in the same process (system flashlight_LABEL; a
-table of its speed over the default build's). --merge keeps the records of
+table of its speed over the default build's); the builds are then timed
+after all checks, --rounds times each in alternating order (A B B A ...),
+and the median is recorded (the build timed second measured up to 5 %
+slower on identical PTX). --merge keeps the records of
 an existing output file for the cases not run now (split a sweep over
 several invocations). TFLOP/s count 4 * B * H * N^2 * D per softmax branch
 times the fraction of (query, key) pairs the mask keeps (differential: two
@@ -197,6 +200,11 @@ def run_case(args, variant, D, N, records, state, prepared):
     _sync(device)
     bench = _timer(device)
 
+    # With --compare, the builds are timed after every system's check, in
+    # alternating order (A B, B A, ...) over --rounds rounds: a build timed
+    # second measured up to 5 % slower than the same PTX timed first.
+    interleaved = [s for s in systems if s.startswith("flashlight")] if args.compare else []
+    deferred = []
     for system in systems:
         extra, fn, kernel = {}, None, None
         try:
@@ -243,6 +251,11 @@ def run_case(args, variant, D, N, records, state, prepared):
             del out
             if system.startswith("flashlight") and not rel <= TOLERANCE:
                 err = f"wrong: rel_err {rel:.3e} > {TOLERANCE:g} vs the {ref_dtype} reference"
+            if system in interleaved and err is None:
+                # Timed below, with the other builds.
+                deferred.append((system, fn, rel, extra))
+                fn = None
+                continue
             ms = bench(fn)
         except Exception as e:
             err = _err(e)
@@ -259,6 +272,20 @@ def run_case(args, variant, D, N, records, state, prepared):
             for s in systems[systems.index(system) + 1:]:
                 record(s, err=f"skipped: CUDA context lost ({state.lost[:200]})")
             break
+
+    if deferred and not state.lost:
+        times = {system: [] for system, *_ in deferred}
+        try:
+            for r in range(args.rounds):
+                for system, fn, *_ in deferred[::-1] if r % 2 else deferred:
+                    times[system].append(bench(fn))
+        except Exception as e:
+            state.lost = f"{name} timing: {_err(e)}"
+        for system, fn, rel, extra in deferred:
+            t = sorted(times[system])
+            ms = (t[(len(t) - 1) // 2] + t[len(t) // 2]) / 2 if t else None
+            record(system, ms, rel, None if t else state.lost, rounds=times[system], **extra)
+    deferred = None
 
     del inputs, ref
     torch._dynamo.reset()  # compiled graphs of this shape hold guards on its tensors
@@ -407,6 +434,9 @@ def main():
                         help="also time DIR's kernels (another prepare_programs.sh "
                              "build, e.g. EXTRA=--branch-lookahead) as system "
                              "flashlight_LABEL, in the same process")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="with --compare: timings per build, in alternating order "
+                             "(the median is recorded, every round in `rounds`)")
     parser.add_argument("--tokens", type=int, default=P.TOKENS, help="B * N")
     parser.add_argument("--width", type=int, default=P.WIDTH, help="H * D")
     parser.add_argument("--device", default="cuda",
