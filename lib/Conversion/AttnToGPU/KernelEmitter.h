@@ -34,12 +34,6 @@ using namespace flashlight::attn;
 
 constexpr int64_t kThreadsPerWarp = 32;
 constexpr double kLog2e = 1.4426950408889634;
-/// Lazy rescaling (FlashAttention-4's): a softmax row's running max (log2
-/// units) moves only when a tile raises it by more than this, so that most
-/// steps leave O and the row sum as they are. Weights are then at most
-/// 2^kRescaleThreshold, far from overflowing f32 sums or bf16 weights; the
-/// finalize divides by a sum taken against the same max.
-constexpr double kRescaleThreshold = 8.0;
 constexpr double kLn2 = 0.6931471805599453;
 
 /// A slice of a kernel argument: the memref and the slice's offsets/sizes.

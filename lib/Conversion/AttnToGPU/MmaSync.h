@@ -590,34 +590,6 @@ protected:
     return pFrag;
   }
 
-  /// The accumulators `acc` times the rescale of their rows (`alpha[row(j)]`
-  /// for acc[j]; null: 1). Under lazy rescaling most steps move no row's
-  /// max: the multiplies run only where one of this thread's rows moved.
-  SmallVector<Value> rescaleRows(ArrayRef<Value> acc, ArrayRef<Value> alpha,
-                                 function_ref<int64_t(int64_t)> row) {
-    Value moved;
-    for (Value f : alpha) {
-      if (!f)
-        continue;
-      Value m = cmpF(arith::CmpFPredicate::UNE, f, f32(1));
-      moved = moved ? arith::OrIOp::create(b, loc, moved, m) : m;
-    }
-    if (!moved)
-      return SmallVector<Value>(acc);
-    auto ifMoved = scf::IfOp::create(b, loc, ValueRange(acc).getTypes(), moved,
-                                     /*withElseRegion=*/true);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(&ifMoved.getThenRegion().front());
-    SmallVector<Value> out(acc);
-    for (auto [j, v] : llvm::enumerate(out))
-      if (Value f = alpha[row(j)])
-        v = mul(v, f);
-    scf::YieldOp::create(b, loc, out);
-    b.setInsertionPointToStart(&ifMoved.getElseRegion().front());
-    scf::YieldOp::create(b, loc, acc);
-    return SmallVector<Value>(ifMoved.getResults());
-  }
-
   /// O = alpha * O + P V over the current V tile (`bn` keys), once V has
   /// landed; `p` holds the weights as f32 fragments (as scoreProduct's),
   /// `alpha[r]` the rescale of row r (null: 1). Returns the new
@@ -636,16 +608,16 @@ protected:
     Value vRow = arith::RemUIOp::create(b, loc, lane, idx(16));
     Value vCol = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
     SmallVector<Value> newAcc(acc.size());
-    SmallVector<Value> old = rescaleRows(acc, alpha, [&](int64_t j) {
-      return 2 * (j / accPerTile) + j % 4 / 2;
-    });
     for (int64_t nd = 0; nd < dv / 8; nd += 2) {
       // c[mt][j]: the fragments of column blocks nd and nd + 1.
       SmallVector<std::array<SmallVector<Value>, 2>> c(mTiles);
       for (int64_t mt = 0; mt < mTiles; ++mt)
         for (int64_t j = 0; j < 2; ++j)
-          for (int64_t i = 0; i < 4; ++i)
-            c[mt][j].push_back(old[mt * accPerTile + 4 * (nd + j) + i]);
+          for (int64_t i = 0; i < 4; ++i) {
+            Value a = acc[mt * accPerTile + 4 * (nd + j) + i];
+            Value f = alpha[2 * mt + i / 2];
+            c[mt][j].push_back(f ? mul(a, f) : a);
+          }
       for (int64_t k = 0; k < bn / 16; ++k) {
         SmallVector<Value> vFrag =
             ldmatrix(valueTile, addI(vRow, idx(16 * k)),
@@ -969,11 +941,6 @@ protected:
             if (factor[r])
               rowMax = mul(rowMax, f32(factor[r]));
             Value mNew = arith::MaximumFOp::create(b, loc, m[r][row], rowMax);
-            // The max moves only past the threshold (kRescaleThreshold;
-            // from -inf, always).
-            mNew = select(cmpF(arith::CmpFPredicate::OGT, mNew,
-                               add(m[r][row], f32(kRescaleThreshold))),
-                          mNew, m[r][row]);
             // 1 when the max did not move (also while it is -inf).
             alpha[row] =
                 select(cmpF(arith::CmpFPredicate::OEQ, m[r][row], mNew), f32(1),

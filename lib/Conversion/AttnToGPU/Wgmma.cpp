@@ -98,13 +98,9 @@ protected:
   /// The accumulators `o` times the rescale of their rows (`alpha[r]`;
   /// null: 1).
   SmallVector<Value> rescaled(ArrayRef<Value> o, ArrayRef<Value> alpha) {
-    auto row = [](int64_t j) { return j % 4 / 2; };
-    if (!pipelinedN)
-      return rescaleRows(o, alpha, row);
-    // The pipelined loop (128 registers at D = 64) spilled with the branch.
     SmallVector<Value> out(o);
     for (auto [j, v] : llvm::enumerate(out))
-      if (Value f = alpha[row(j)])
+      if (Value f = alpha[(j % 4) / 2])
         v = mul(v, f);
     return out;
   }
