@@ -313,17 +313,34 @@ protected:
     Value ownRow = addI(mulI(warp, 16), addI(group(), idx(8 * (i / 2))));
     // Where the shared-memory budget stopped the staging early, the reads
     // past the last tile keep their gather.
-    for (auto [read, tile] :
-         llvm::zip(stagedTileReads(step.getScore(), step.getNumBranches()),
-                   stagedTiles)) {
-      int64_t rows = cast<MemRefType>(tile.getType()).getDimSize(0) / 2;
+    SmallVector<tensor::ExtractOp> reads =
+        stagedTileReads(step.getScore(), step.getNumBranches());
+    for (size_t k = 0; k < std::min(reads.size(), stagedTiles.size()); ++k) {
+      tensor::ExtractOp read = reads[k];
+      Value tile = stagedTiles[k];
+      // Elements 2j and 2j + 1 are adjacent columns of one row (even ones
+      // first; the swizzle keeps pairs together): one 32-bit load serves
+      // both.
+      if (i % 2) {
+        m.map(read.getResult(), pairedStaged[k]);
+        continue;
+      }
+      auto type = cast<MemRefType>(tile.getType());
+      int64_t rows = type.getDimSize(0) / 2;
       Value row = stagedPerQuery(read) ? ownRow : idx(0);
-      m.map(read.getResult(),
-            memref::LoadOp::create(b, loc, tile,
-                                   ValueRange{addI(mulI(parity, rows), row),
-                                              stagedColumn(tile, row, col)}));
+      Value pair = vector::LoadOp::create(
+          b, loc, VectorType::get({2}, type.getElementType()), tile,
+          ValueRange{addI(mulI(parity, rows), row),
+                     stagedColumn(tile, row, col)},
+          /*nontemporal=*/false,
+          llvm::Align(2 * type.getElementTypeBitWidth() / 8));
+      m.map(read.getResult(), vector::ExtractOp::create(b, loc, pair, 0));
+      pairedStaged.resize(std::max<size_t>(pairedStaged.size(), k + 1));
+      pairedStaged[k] = vector::ExtractOp::create(b, loc, pair, 1);
     }
   }
+  /// The odd column of the pair readStaged loaded last, per staged read.
+  SmallVector<Value, 2> pairedStaged;
 
   /// Where column `col` of row `row` of a staged tile lies: 16-byte chunk j
   /// of row r is stored at chunk j ^ (r % 8) (fewer chunks a row: r modulo

@@ -12,9 +12,12 @@
 // CHECK: arith.minsi %{{.*}}, %c248
 // CHECK: %[[COL:.+]] = arith.xori
 // CHECK-NEXT: nvgpu.device_async_copy %arg3[%c0, %block_id_y, {{.*}}], %[[TILE:.+]][%{{.*}}, %[[COL]]], 8, {{.*}} to memref<128x64xbf16, #gpu.address_space<workgroup>>
-// The step reads the current buffer, at swizzled columns.
+// The step reads the current buffer, at swizzled columns, a pair of
+// adjacent columns (a thread's two elements of a row) per 32-bit load.
 // CHECK: arith.xori
-// CHECK: memref.load %[[TILE]]
+// CHECK: %[[PAIR:.+]] = vector.load %[[TILE]][%{{.*}}, %{{.*}}] {alignment = 4 : i64} : memref<128x64xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
+// CHECK-DAG: vector.extract %[[PAIR]][0]
+// CHECK-DAG: vector.extract %[[PAIR]][1]
 // CHECK-NOT: memref.load %arg3
 func.func @pair_bias(%q: tensor<1x2x256x64xbf16>, %k: tensor<1x2x256x64xbf16>,
                      %v: tensor<1x2x256x64xbf16>, %bias: tensor<1x2x256x256xbf16>)
@@ -70,7 +73,7 @@ func.func @ragged_rows(%q: tensor<1x2x250x64xbf16>, %k: tensor<1x2x250x64xbf16>,
 // CHECK-NEXT: scf.if %[[FEW]]
 // CHECK: nvgpu.device_async_copy %arg3[%block_id_z, %c0, {{.*}}], %[[TILE]][{{.*}}], 8
 // The step reads the current buffer.
-// CHECK: memref.load %[[TILE]]
+// CHECK: vector.load %[[TILE]]
 // CHECK-NOT: memref.load %arg3
 func.func @key_bias(%q: tensor<2x2x256x64xbf16>, %k: tensor<2x2x256x64xbf16>,
                     %v: tensor<2x2x256x64xbf16>, %bias: tensor<2x1x1x256xbf16>)
