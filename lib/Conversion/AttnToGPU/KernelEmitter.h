@@ -322,13 +322,24 @@ protected:
       if (auto math = rm.lookup(op.getResult(0))
                           .getDefiningOp<arith::ArithFastMathInterface>()) {
         arith::FastMathFlagsAttr flags = math.getFastMathFlagsAttr();
+        arith::FastMathFlags added = kLogit;
+        if (approximateFunctions)
+          added = added | arith::FastMathFlags::afn;
         math->setAttr(math.getFastMathAttrName(),
                       arith::FastMathFlagsAttr::get(
                           b.getContext(), (flags ? flags.getValue()
                                                  : arith::FastMathFlags::none) |
-                                              kLogit));
+                                              added));
       }
   }
+  /// Set while inlining an epilogue whose result is stored in 16 bits:
+  /// its divisions and math functions may be approximate (afn:
+  /// div.approx.f32, __nv_fast_expf, ...). Their f32 errors (a few ulp;
+  /// fast exp's grow with |x|, to ~1e-5 relative at |x| = 80) vanish in
+  /// the store's rounding (2^-9 for bf16, 2^-12 for f16). Evoformer's gate,
+  /// sigmoid(g) = 1 / (1 + exp(-g)), took an IEEE division (with its slow
+  /// path) and an accurate exp per output element.
+  bool approximateFunctions = false;
 
   /// `memref[ids]` loaded once where its indices are all defined, outside
   /// any loop (the kernel's entry block), and reused; null when an index is

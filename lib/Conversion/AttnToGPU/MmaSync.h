@@ -1144,11 +1144,14 @@ protected:
             for (unsigned r = 0; r < branches; ++r)
               o.push_back(outputs[r][element]);
             Value value = o[0];
-            if (!fin.getEpilogue().empty())
+            if (!fin.getEpilogue().empty()) {
+              approximateFunctions = outElement.getIntOrFloatBitWidth() <= 16;
               value =
                   inlineRegion(fin.getEpilogue(), o,
                                {b0, h0, minI(row, lastRow), addI(d, idx(j))},
                                fin.getCaptures())[0];
+              approximateFunctions = false;
+            }
             if (value.getType() != outElement)
               value = arith::TruncFOp::create(b, loc, outElement, value);
             pair.push_back(value);

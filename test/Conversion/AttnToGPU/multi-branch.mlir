@@ -55,9 +55,9 @@
 // WGMMA: nvvm.mbarrier.arrive
 // WGMMA-NOT: nvvm.mbarrier.arrive
 // WGMMA: scf.yield
-// The epilogue: o_1 - lambda * o_2 per element.
-// WGMMA: %[[SCALED:.*]] = arith.mulf %[[LAMBDA]], %{{.*}} fastmath<reassoc,contract> : f32
-// WGMMA: arith.subf %{{.*}}, %[[SCALED]] fastmath<reassoc,contract> : f32
+// The epilogue: o_1 - lambda * o_2 per element (a bf16 output: afn too).
+// WGMMA: %[[SCALED:.*]] = arith.mulf %[[LAMBDA]], %{{.*}} fastmath<reassoc,contract,afn> : f32
+// WGMMA: arith.subf %{{.*}}, %[[SCALED]] fastmath<reassoc,contract,afn> : f32
 
 // Without branch-lookahead (the default until checked on a GPU), each
 // branch's S, softmax and P V complete before the next branch's S.
