@@ -997,6 +997,50 @@ protected:
     return success();
   }
 
+  /// The epilogue's reads at (b | h | q | constant..., d) of a capture whose
+  /// rows hold an even number of elements: the thread's two columns d and
+  /// d + 1 (d even) come from one load of both, mapped into paired[0] and
+  /// paired[1] (Evoformer's gate: 64 16-bit loads a thread became 32).
+  void pairEpilogueReads(attn::OnlineFinalizeOp fin, ArrayRef<Value> indices,
+                         MutableArrayRef<IRMapping> paired) {
+    Block &block = fin.getEpilogue().front();
+    unsigned first = fin.getNumBranches();
+    IRMapping rm;
+    mapIndicesAndCaptures(block, rm, first, indices, fin.getCaptures());
+    block.walk([&](tensor::ExtractOp read) {
+      auto type = cast<RankedTensorType>(read.getTensor().getType());
+      if (type.getRank() == 0)
+        return;
+      int64_t width = type.getDimSize(type.getRank() - 1);
+      auto arg = dyn_cast<BlockArgument>(read.getIndices().back());
+      if (!isa<BlockArgument>(read.getTensor()) || !arg ||
+          arg.getOwner() != &block || arg.getArgNumber() != first + 3 ||
+          ShapedType::isDynamic(width) || width % 2)
+        return;
+      SmallVector<Value> ids;
+      for (Value id : read.getIndices().drop_back()) {
+        auto other = dyn_cast<BlockArgument>(id);
+        if (auto c = id.getDefiningOp<arith::ConstantOp>())
+          ids.push_back(arith::ConstantOp::create(b, loc, c.getValue()));
+        else if (other && other.getOwner() == &block &&
+                 other.getArgNumber() >= first &&
+                 other.getArgNumber() < first + 3)
+          ids.push_back(rm.lookup(id));
+        else
+          return;
+      }
+      ids.push_back(rm.lookup(arg));
+      Type element = type.getElementType();
+      Value both = vector::LoadOp::create(
+          b, loc, VectorType::get({2}, element), rm.lookup(read.getTensor()),
+          ids, /*nontemporal=*/false,
+          llvm::Align(2 * element.getIntOrFloatBitWidth() / 8));
+      for (int64_t j = 0; j < 2; ++j)
+        paired[j].map(read.getResult(),
+                      vector::ExtractOp::create(b, loc, both, j).getResult());
+    });
+  }
+
   /// Stores the output block: `pairs` holds the thread's column pairs
   /// (d, d + 1), ordered [m16 tile][8 columns][row half]. Here, one aligned
   /// two-element store each (per-element stores made the epilogue
@@ -1139,6 +1183,10 @@ protected:
           Value row = rowOf(q0, mt, 2 * half);
           Value d = addI(idx(8 * nd), mulI(quad(), 2));
           SmallVector<Value, 2> pair;
+          Value clamped = minI(row, lastRow);
+          SmallVector<IRMapping, 2> paired(2);
+          if (!fin.getEpilogue().empty())
+            pairEpilogueReads(fin, {b0, h0, clamped, d}, paired);
           for (int64_t j = 0; j < 2; ++j, ++element) {
             SmallVector<Value> o;
             for (unsigned r = 0; r < branches; ++r)
@@ -1146,10 +1194,9 @@ protected:
             Value value = o[0];
             if (!fin.getEpilogue().empty()) {
               approximateFunctions = outElement.getIntOrFloatBitWidth() <= 16;
-              value =
-                  inlineRegion(fin.getEpilogue(), o,
-                               {b0, h0, minI(row, lastRow), addI(d, idx(j))},
-                               fin.getCaptures())[0];
+              value = inlineRegion(fin.getEpilogue(), o,
+                                   {b0, h0, clamped, addI(d, idx(j))},
+                                   fin.getCaptures(), &paired[j])[0];
               approximateFunctions = false;
             }
             if (value.getType() != outElement)

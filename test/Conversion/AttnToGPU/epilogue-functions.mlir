@@ -2,8 +2,12 @@
 
 // A sigmoid gate in the epilogue (Evoformer's): with a bf16 output, its
 // division and exp may be approximate (afn), as the store rounds to 2^-9
-// anyway; the region's own flags stay.
+// anyway; the region's own flags stay. Its reads at column d are paired.
 // CHECK-LABEL: gpu.func @gate_bf16
+// The gate of the thread's two columns d, d + 1: one load of both.
+// CHECK-NOT: memref.load %arg3
+// CHECK: %[[BOTH:.*]] = vector.load %arg3[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] {alignment = 4 : i64} : memref<1x2x128x64xbf16>, vector<2xbf16>
+// CHECK: vector.extract %[[BOTH]][0]
 // CHECK: math.exp %{{.*}} fastmath<reassoc,nnan,contract,afn>
 // CHECK: arith.divf %{{.*}}, %{{.*}} fastmath<reassoc,contract,afn>
 // CHECK: arith.truncf %{{.*}} : f32 to bf16
