@@ -224,17 +224,23 @@ protected:
         valid = valid ? arith::AndIOp::create(b, loc, inRows, valid) : inRows;
         srcRow = minI(globalRow, lastRow);
       }
-      Value srcElements =
-          valid ? arith::SelectOp::create(b, loc, valid, idx(8), idx(0))
-                : idx(8);
       Value token = nvgpu::DeviceAsyncCopyOp::create(
           b, loc, tokenType, tile, tileIndices(tile, row, col, d), view.memref,
           ValueRange{view.offsets[0], view.offsets[1], srcRow, col},
-          b.getIndexAttr(8), srcElements, /*bypassL1=*/b.getUnitAttr());
+          b.getIndexAttr(8), copiedElements(valid, 8),
+          /*bypassL1=*/b.getUnitAttr());
       if (!guard)
         tokens.push_back(token);
     }
     return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+  }
+
+  /// The elements a cp.async of `n` reads from global memory: all, or none
+  /// (zero fill) where `valid` (null: always) is false.
+  Value copiedElements(Value valid, int64_t n) {
+    return valid ? arith::SelectOp::create(b, loc, valid, idx(n), idx(0))
+                       .getResult()
+                 : idx(n);
   }
 
   /// Waits until at most `pending` copy groups are in flight (`group` among

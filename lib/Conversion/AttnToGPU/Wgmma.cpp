@@ -299,9 +299,7 @@ protected:
           ValueRange{addI(mulI(buffer, rows), row),
                      stagedColumn(tile, row, col)},
           memref, src, b.getIndexAttr(perChunk),
-          valid ? arith::SelectOp::create(b, loc, valid, idx(perChunk), idx(0))
-                : idx(perChunk),
-          /*bypassL1=*/b.getUnitAttr());
+          copiedElements(valid, perChunk), /*bypassL1=*/b.getUnitAttr());
       // (The commit below takes the guarded copies without their tokens.)
       if (!guard)
         tokens.push_back(token);
