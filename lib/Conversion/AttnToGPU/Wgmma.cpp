@@ -952,18 +952,34 @@ protected:
     return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v);
   }
 
-  /// The matrix descriptor of the operand starting `offset` bytes into the
-  /// tile at `address`: start address, leading byte offset (K-major: unused;
-  /// MN-major: between 64-column atoms) and stride byte offset (between
-  /// 8-row groups), each in 16-byte units; 128-byte swizzle.
-  Value descriptor(Value address, Value offset, int64_t leading,
-                   int64_t stride) {
-    Value start = arith::AddIOp::create(b, loc, address, offset);
+  /// The matrix descriptor of the operand at shared address `address`:
+  /// start address, leading byte offset (K-major: unused; MN-major: between
+  /// 64-column atoms) and stride byte offset (between 8-row groups), each in
+  /// 16-byte units; 128-byte swizzle. The address goes through an opaque
+  /// copy first: otherwise LLVM computes every k-step's address at the top
+  /// of the loop body and keeps them live across the softmax (differential
+  /// D = 64 spilled 168 bytes for that).
+  Value descriptor(Value address, int64_t leading, int64_t stride) {
+    Value start =
+        LLVM::InlineAsmOp::create(
+            b, loc, b.getI64Type(), ValueRange(address), "mov.b64 $0, $1;",
+            "=l,l", /*has_side_effects=*/true,
+            /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
+            /*asm_dialect=*/LLVM::AsmDialectAttr(),
+            /*operand_attrs=*/ArrayAttr())
+            .getRes();
     start = arith::ShRUIOp::create(
         b, loc, arith::AndIOp::create(b, loc, start, i64(0x3FFFF)), i64(4));
     return arith::OrIOp::create(
         b, loc, start,
         i64((leading >> 4) << 16 | (stride >> 4) << 32 | int64_t(1) << 62));
+  }
+
+  /// `desc` advanced by `bytes` (a multiple of 16): the start address field
+  /// holds shared offsets >> 4 below 2^14, so the add cannot carry out.
+  Value advance(Value desc, int64_t bytes) {
+    assert(bytes % 16 == 0 && "descriptor offsets are in 16-byte units");
+    return bytes ? arith::AddIOp::create(b, loc, desc, i64(bytes >> 4)) : desc;
   }
 
   /// An accumulator struct of `n` f32 for the wgmma ops.
@@ -1007,21 +1023,19 @@ protected:
     Value acc = LLVM::PoisonOp::create(b, loc, type);
     // (Ping-pong: this warpgroup's turn began before its P V.)
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
+    Value qDesc = descriptor(
+        arith::AddIOp::create(b, loc, queryAddress, rowsOffset), 16, 1024);
+    Value kDesc =
+        descriptor(arith::AddIOp::create(b, loc, keyAddress,
+                                         bufferBytes(bn * atoms * 128)),
+                   16, 1024);
     // A k16 step moves 32 bytes within an atom of 64 columns.
     for (int64_t k = 0; k < dqk / 16; ++k) {
       int64_t atom = k / 4, within = (k % 4) * 32;
-      Value qDesc = descriptor(
-          queryAddress,
-          arith::AddIOp::create(b, loc, rowsOffset,
-                                i64(atom * queryRows * 128 + within)),
-          16, 1024);
-      Value kDesc = descriptor(
-          keyAddress,
-          arith::AddIOp::create(b, loc, bufferBytes(bn * atoms * 128),
-                                i64(atom * bn * 128 + within)),
-          16, 1024);
+      Value qDescK = advance(qDesc, atom * queryRows * 128 + within);
+      Value kDescK = advance(kDesc, atom * bn * 128 + within);
       acc = NVVM::WgmmaMmaAsyncOp::create(
-          b, loc, type, acc, qDesc, kDesc,
+          b, loc, type, acc, qDescK, kDescK,
           NVVM::MMAShapeAttr::get(b.getContext(), 64, bn, 16), wgmmaType,
           wgmmaType, NVVM::WGMMATypes::f32,
           k == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
@@ -1191,14 +1205,12 @@ protected:
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     // Keys [16k, 16k + 16) are rows 16k.. of every atom (128 bytes a row).
     int64_t bytes = elementType().getIntOrFloatBitWidth() / 8;
-    for (int64_t k = 0; k < bn / 16; ++k) {
-      Value vDesc = descriptor(
-          valueAddress,
-          arith::AddIOp::create(b, loc, bufferBytes(bn * dv * bytes, buffer),
-                                i64(16 * 128 * k)),
-          /*leading=*/bn * 128, /*stride=*/1024);
-      c = registerWgmma(p.slice(4 * k, 4), vDesc, c, dv);
-    }
+    Value vDesc =
+        descriptor(arith::AddIOp::create(b, loc, valueAddress,
+                                         bufferBytes(bn * dv * bytes, buffer)),
+                   /*leading=*/bn * 128, /*stride=*/1024);
+    for (int64_t k = 0; k < bn / 16; ++k)
+      c = registerWgmma(p.slice(4 * k, 4), advance(vDesc, 16 * 128 * k), c, dv);
     return c;
   }
 

@@ -150,7 +150,7 @@ func.func @differential(%q1: tensor<2x4x256x64xbf16>, %q2: tensor<2x4x256x64xbf1
 // WGMMA-COUNT-3: nvvm.wgmma.mma_async {{.*}} D[<f32>, <one>]
 // WGMMA-NEXT: nvvm.wgmma.commit.group.sync.aligned
 // WGMMA-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
-// WGMMA-NOT: llvm.inline_asm
+// WGMMA-NOT: llvm.inline_asm {{.*}}wgmma.mma_async
 // WGMMA: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
 // MMA-LABEL: gpu.func @mixed
 func.func @mixed(%q: tensor<1x2x128x64xf16>, %k: tensor<1x2x128x64xf16>,
