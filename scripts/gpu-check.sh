@@ -42,29 +42,36 @@ if [ "$mode" = prepare ]; then
   # latter cannot take fall back to the reference kernel, with a remark).
   # reference: no tensor cores; mma: mma.sync on every arch; wgmma: the
   # default (wgmma on sm_90a where it applies, mma.sync elsewhere);
-  # warpgroups, consumers (not in the default set): wgmma with
-  # --branch-warpgroups, or without the producer warpgroup (and its turns).
+  # warpgroups, consumers, rows192 (not in the default set): wgmma with
+  # --branch-warpgroups, without the producer warpgroup (and its turns), or
+  # on 192 x 128 tiles (three consumer warpgroups) at every shape.
   for codegen in ${CODEGENS:-reference mma wgmma}; do
     case "$codegen" in
       reference) flags=(--tensor-cores=false) ;;
       mma) flags=(--tensor-cores --wgmma=false) ;;
       warpgroups) flags=(--tensor-cores --branch-warpgroups) ;;
       consumers) flags=(--tensor-cores --producer-warpgroup=false) ;;
+      rows192) flags=(--tensor-cores --block-m=192 --block-n=128) ;;
       *) flags=(--tensor-cores) ;;
     esac
+    # 192 x 128 tiles: wgmma (sm_90a) only, and they fit in shared memory
+    # at D = 64 only; a program they cannot serve (no KV loop, a block
+    # mask) is a compile error, and skipped.
+    dims="64 128" archs=sm_80,sm_90a skip=false
+    [ "$codegen" = rows192 ] && dims=64 archs=sm_90a skip=true
     mkdir -p "$dir/$codegen-examples" "$dir/$codegen-matrix"
     for example in "$root"/examples/*.mlir; do
       name=$(basename "$example" .mlir)
       case " ${EXAMPLES:-$name} " in *" $name "*) ;; *) continue ;; esac
       "$build/bin/flashlight-compile" "$example" -o "$dir/$codegen-examples" \
-        --arch=sm_80,sm_90a "${flags[@]}" 2>/dev/null
+        --arch=$archs "${flags[@]}" 2>/dev/null || $skip
       for n in 1 17 128 1000 4096; do
-        for d in 64 128; do
+        for d in $dims; do
           for dtype in bf16 f16; do
             "$build/bin/flashlight-compile" "$example" -o "$dir/$codegen-matrix" \
               --arch=sm_90a --name="$name.n$n.d$d.$dtype" --batch=2 \
               --q-heads=8 --kv-heads=2 --q-len=$n --kv-len=$n --head-dim=$d \
-              --dtype=$dtype "${flags[@]}" 2>/dev/null
+              --dtype=$dtype "${flags[@]}" 2>/dev/null || $skip
           done
         done
       done

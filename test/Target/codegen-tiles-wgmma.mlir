@@ -14,6 +14,27 @@
 // branch on 64 x 64.
 // RUN: flashlight-compile %S/Inputs/differential-d64.mlir -o %t --emit=mlir --arch=sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=DIFF
 // RUN: flashlight-compile %S/Inputs/differential-d64.mlir -o %t --emit=mlir --arch=sm_90a --branch-warpgroups --flashlight-explain 2>&1 | FileCheck %s --check-prefix=DIFF2
+// One branch at D = 64 with a plain mask and score: 192 x 128 tiles (three
+// consumer warpgroups and the producer) once queries and keys are both at
+// least 8192 long; 128 x 64 below, and on Ampere.
+// RUN: flashlight-compile %S/../../examples/causal.mlir -o %t --emit=mlir --arch=sm_90a --q-len=8192 --kv-len=8192 --head-dim=64 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=LONG
+// RUN: flashlight-compile %S/../../examples/causal.mlir -o %t --emit=mlir --arch=sm_90a --q-len=4096 --kv-len=8192 --head-dim=64 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=SHORTQ
+// RUN: flashlight-compile %S/../../examples/causal.mlir -o %t --emit=mlir --arch=sm_80 --q-len=8192 --kv-len=8192 --head-dim=64 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=LONG80
+// RUN: flashlight-compile %S/../../examples/causal.mlir -o %t --emit=mlir --arch=sm_90a --q-len=8192 --kv-len=8192 --head-dim=128 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=LONG128
+// Without the producer warpgroup there are no three consumer warpgroups.
+// RUN: flashlight-compile %S/../../examples/causal.mlir -o %t --emit=mlir --arch=sm_90a --q-len=8192 --kv-len=8192 --head-dim=64 --producer-warpgroup=false --flashlight-explain 2>&1 | FileCheck %s --check-prefix=NOPROD
+// A tanh soft-cap (0.96-0.99x on 192 x 128) and sliding windows (not
+// measured there) keep their tiles.
+// RUN: flashlight-compile %S/../../examples/softcap.mlir -o %t --emit=mlir --arch=sm_90a --q-len=8192 --kv-len=8192 --head-dim=64 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=CAP
+// RUN: flashlight-compile %S/../../examples/sliding_window.mlir -o %t --emit=mlir --arch=sm_90a --q-len=8192 --kv-len=8192 --head-dim=64 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=WINDOW
+
+// LONG: code generator wgmma, tiles 192x128, 512 threads per block
+// SHORTQ: code generator wgmma, tiles 128x64, 256 threads per block
+// LONG80: code generator mma.sync, tiles 128x64
+// LONG128: code generator wgmma, tiles 128x128, 384 threads per block
+// NOPROD: code generator wgmma, tiles 128x64, 256 threads per block
+// CAP: code generator wgmma, tiles 64x64, 128 threads per block
+// WINDOW: code generator wgmma, tiles 64x64, 128 threads per block
 
 // ALIBI: code generator wgmma, tiles 128x128, 384 threads per block
 // AMPERE: code generator mma.sync, tiles 64x64, 128 threads per block

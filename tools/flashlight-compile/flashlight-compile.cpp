@@ -606,7 +606,8 @@ int main(int argc, char **argv) {
     if (tensorCores)
       funcs.front().walk([&](flashlight::attn::AttentionOp op) {
         std::pair<int64_t, int64_t> tiles = flashlight::tensorCoreTiles(
-            op, wgmma && chip == "sm_90a", blockMask, branchWarpgroups);
+            op, wgmma && chip == "sm_90a", blockMask, branchWarpgroups,
+            producerWarpgroup && decoupleWarpgroups);
         if (!flashlight::tensorCoreIneligibility(op.getKeys(), op.getValue(),
                                                  op.getScore(), tiles.first,
                                                  tiles.second))

@@ -47,10 +47,14 @@ tensorCoreIneligibility(mlir::ValueRange keys, mlir::Value value,
 ///   on mma.sync; on wgmma, 128-row and 128-key tiles measured slower).
 /// - several logit branches at D <= 64 on wgmma: 128 x 128 (64 x 64 with
 ///   `branchWarpgroups`, one warpgroup per branch);
+/// - one logit branch at D = 64 with a plain mask and score and static
+///   lengths of at least 8192, on wgmma with `threeWarpgroups` (the
+///   producer warpgroup's dense loop is on): 192 x 128;
 /// `wgmma`: the sm_90a generator will take it (head dims 64 or 128).
 std::pair<int64_t, int64_t> tensorCoreTiles(attn::AttentionOp op, bool wgmma,
                                             bool blockMask = true,
-                                            bool branchWarpgroups = false);
+                                            bool branchWarpgroups = false,
+                                            bool threeWarpgroups = true);
 
 #define GEN_PASS_REGISTRATION
 #include "flashlight/Conversion/Passes.h.inc"

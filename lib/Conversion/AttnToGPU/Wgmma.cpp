@@ -54,7 +54,8 @@ public:
       : MmaSyncEmitter(b, loc, tiles, threads, /*mTiles=*/1, mask),
         pipelinedN(pipelinedN), lookahead(lookahead && !tiles.pingPong),
         stagedReads(tiles.stagedReads), barriers(tiles.barriers),
-        producer(tiles.producer), pingPong(tiles.pingPong) {
+        producer(tiles.producer), pingPong(tiles.pingPong),
+        consumerGroups(threads / 128) {
     fmaReciprocals = true;
     // Tile addresses in the shared window, once at the kernel's start.
     auto address = [&](Value tile) -> Value {
@@ -125,8 +126,27 @@ protected:
   /// softmax state each) take the most the consumers can have, 240, and
   /// leave the producer 24: differential +4-8 % (H100, same run), where
   /// one branch measured -4 to +8 % (mostly within 1 %).
+  /// Three consumer warpgroups (192-row tiles): 160 each, and the
+  /// producer's 32 (at 24 it spilled), the whole register file.
   std::pair<int32_t, int32_t> registerSplit() const {
+    if (consumerGroups == 3)
+      return {32, 160};
     return keyTiles.size() > 1 ? std::pair(24, 240) : std::pair(56, 224);
+  }
+  /// The consumer warpgroups (block-m / 64).
+  int64_t consumerGroups;
+  /// Ping-pong: the named barrier of warpgroup `g`'s turn (after the
+  /// warpgroups' own, 1..3, and the consumers' 5 with three of them).
+  Value turnBarrier(Value g) {
+    return arith::AddIOp::create(b, loc, g, i32(consumerGroups == 2 ? 3 : 6));
+  }
+  /// A turn barrier involves the warpgroup handing the turn and the one
+  /// taking it.
+  void turnSync(Value g, bool arrive) {
+    if (arrive)
+      NVVM::BarrierArriveOp::create(b, loc, turnBarrier(g), i32(256));
+    else
+      namedBarrier(turnBarrier(g), 256);
   }
 
   /// mbarrier `i` (0, 1: buffer full; 2, 3: buffer empty; with a producer
@@ -646,8 +666,8 @@ protected:
     // turn (S_0 alone), the last P V is a turn alone, and warpgroup 0 takes
     // the turn warpgroup 1 hands it last.
     if (pingPong) {
-      inGroup(1, [&] { consumerBarrier(i32(3), /*arrive=*/true); });
-      consumerBarrier(groupId(3), /*arrive=*/false);
+      inGroup(consumerGroups - 1, [&] { turnSync(i32(0), /*arrive=*/true); });
+      turnSync(groupId(0), /*arrive=*/false);
     }
     if (failed(MmaSyncEmitter::convertFor(loop)))
       return failure();
@@ -655,7 +675,7 @@ protected:
       endTurn();
       // The last P V, left in flight by its turn.
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-      inGroup(0, [&] { consumerBarrier(i32(3), /*arrive=*/false); });
+      inGroup(0, [&] { turnSync(i32(0), /*arrive=*/false); });
     }
     Operation *consumerLoop = fork->getNextNode();
     while (consumerLoop && !isa<scf::ForOp>(consumerLoop))
@@ -1072,8 +1092,8 @@ protected:
 
   /// Ping-pong: hands the turn to the other warpgroup (barrier 3 + 1 - g).
   void endTurn() {
-    consumerBarrier(arith::SubIOp::create(b, loc, i32(4), groupId(0)),
-                    /*arrive=*/true);
+    turnSync(arith::RemUIOp::create(b, loc, groupId(1), i32(consumerGroups)),
+             /*arrive=*/true);
   }
 
   /// An S product issued ahead (lookahead): its branch and accumulator;
@@ -1230,7 +1250,7 @@ protected:
       // Ping-pong: this warpgroup's turn starts with its P V, which is left
       // in flight until the next S is issued behind it.
       if (pingPong && !turnOpen) {
-        consumerBarrier(groupId(3), /*arrive=*/false);
+        turnSync(groupId(0), /*arrive=*/false);
         turnOpen = true;
       }
       Value c = issueValueProduct(p, rescaled(acc.take_front(dv / 2), alpha),
