@@ -33,10 +33,11 @@
 //   is software-pipelined (softmax_t overlaps P_{t-1} V_{t-1}); otherwise
 //   two warpgroups replace the per-step barrier by mbarriers
 //   (buffer full / empty), so that the warpgroups need not run in lockstep.
-// - On that loop with 128-row tiles and no block mask, a third (producer)
-//   warpgroup copies K and V, and the two consumers take turns issuing
-//   their products (P_t V_t, then S_{t+1}) so that one's softmax runs while
-//   the other's products do (FlashAttention-3's ping-pong schedule).
+// - On that loop with 128- or 192-row tiles and no block mask, one more
+//   (producer) warpgroup copies K and V, and the two or three consumers
+//   take turns issuing their products (P_t V_t, then S_{t+1}) so that one's
+//   softmax runs while another's products do (FlashAttention-3's ping-pong
+//   schedule).
 //
 //===----------------------------------------------------------------------===//
 
@@ -616,14 +617,6 @@ protected:
     return success();
   }
 
-  /// A named barrier among both consumer warpgroups: `arrive` only, or
-  /// arrive and wait.
-  void consumerBarrier(Value id, bool arrive) {
-    if (arrive)
-      NVVM::BarrierArriveOp::create(b, loc, id, i32(threads));
-    else
-      namedBarrier(id, threads);
-  }
   /// This thread's warpgroup.
   Value warpgroup() { return arith::DivUIOp::create(b, loc, warp, idx(4)); }
   /// This thread's warpgroup (0 or 1) as an i32, plus `plus`.
@@ -661,10 +654,11 @@ protected:
         action(NVVM::SetMaxRegisterAction::increase));
     // Ping-pong: a turn issues the products between two softmaxes back to
     // back (P V of the previous branch or tile, then the next S), so that
-    // one warpgroup's products run while the other computes its softmax
-    // (barrier 3 + g: warpgroup g's turn). Warpgroup 0 takes the first
-    // turn (S_0 alone), the last P V is a turn alone, and warpgroup 0 takes
-    // the turn warpgroup 1 hands it last.
+    // one warpgroup's products run while another computes its softmax
+    // (turnBarrier(g): warpgroup g's turn; turns go 0, 1, .., 0). The last
+    // warpgroup gives warpgroup 0 the first turn (S_0 alone), the last P V
+    // is a turn alone, and warpgroup 0 takes the turn the last one hands
+    // it last.
     if (pingPong) {
       inGroup(consumerGroups - 1, [&] { turnSync(i32(0), /*arrive=*/true); });
       turnSync(groupId(0), /*arrive=*/false);
