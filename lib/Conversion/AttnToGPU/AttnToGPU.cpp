@@ -383,6 +383,10 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   };
   unsigned branches = step ? step.getNumBranches() : 1;
   bool useWgmma = false;
+  // Whether a step votes on its tiles (a mask no bound describes).
+  bool votes = false;
+  forall.walk([&](OnlineStepOp s) { votes |= votesOnTiles(s); });
+
   if (useMma && wgmma) {
     std::optional<int64_t> partial;
     Value value = step.getValue();
@@ -393,10 +397,8 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
         partial = headDim(v);
     // Three consumer warpgroups exist on the producer warpgroup's dense
     // loop only (Wgmma.cpp).
-    bool votesAny = false;
-    forall.walk([&](OnlineStepOp s) { votesAny |= votesOnTiles(s); });
     bool producerLoop = blockN == 128 && decoupleWarpgroups &&
-                        producerWarpgroup && !votesAny &&
+                        producerWarpgroup && !votes &&
                         step->getParentOfType<scf::ForOp>();
     if (blockM.getInt() != 64 && blockM.getInt() != 128 &&
         blockM.getInt() != 192)
@@ -453,8 +455,6 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
 
   // A mask no bound describes gets a block mask (a trailing i8 parameter
   // both kernels take) where the tensor-core generator would vote on tiles.
-  bool votes = false;
-  forall.walk([&](OnlineStepOp s) { votes |= votesOnTiles(s); });
   BlockMask mask;
   bool buildMask =
       useMma && votes && blockMaskOption && step->getParentOfType<scf::ForOp>();
