@@ -347,6 +347,7 @@ protected:
       // both.
       if (i % 2) {
         m.map(read.getResult(), pairedStaged[k]);
+        mapWidened(m, read, pairedWidened[k]);
         continue;
       }
       auto type = cast<MemRefType>(tile.getType());
@@ -360,11 +361,41 @@ protected:
           llvm::Align(2 * type.getElementTypeBitWidth() / 8));
       m.map(read.getResult(), vector::ExtractOp::create(b, loc, pair, 0));
       pairedStaged.resize(std::max<size_t>(pairedStaged.size(), k + 1));
+      pairedWidened.resize(pairedStaged.size());
       pairedStaged[k] = vector::ExtractOp::create(b, loc, pair, 1);
+      // bf16 widens to f32 by position alone: the even column is the low
+      // half shifted up, the odd one the high half masked. (The fpext of
+      // each half costs ptxas an extra PRMT to split the word.)
+      if (!type.getElementType().isBF16())
+        continue;
+      Value word = vector::ExtractOp::create(
+          b, loc,
+          vector::BitCastOp::create(b, loc,
+                                    VectorType::get({1}, b.getI32Type()), pair),
+          0);
+      auto asF32 = [&](Value bits) {
+        return arith::BitcastOp::create(b, loc, b.getF32Type(), bits);
+      };
+      mapWidened(m, read, asF32(arith::ShLIOp::create(b, loc, word, i32(16))));
+      pairedWidened[k] = asF32(arith::AndIOp::create(
+          b, loc, word, i32(static_cast<int32_t>(0xFFFF0000u))));
     }
   }
   /// The odd column of the pair readStaged loaded last, per staged read.
   SmallVector<Value, 2> pairedStaged;
+  /// The same, widened to f32 (bf16 only).
+  SmallVector<Value, 2> pairedWidened;
+
+  /// Maps the f32 extensions of a staged bf16 read to `widened` (null:
+  /// none), so that inlining the score region skips them.
+  static void mapWidened(IRMapping &m, tensor::ExtractOp read, Value widened) {
+    if (!widened)
+      return;
+    for (Operation *user : read->getUsers())
+      if (auto ext = dyn_cast<arith::ExtFOp>(user);
+          ext && ext.getType().isF32())
+        m.map(ext.getResult(), widened);
+  }
 
   /// Where column `col` of row `row` of a staged tile lies: 16-byte chunk j
   /// of row r is stored at chunk j ^ (r % 8) (fewer chunks a row: r modulo

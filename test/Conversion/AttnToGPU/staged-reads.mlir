@@ -16,8 +16,15 @@
 // adjacent columns (a thread's two elements of a row) per 32-bit load.
 // CHECK: arith.xori
 // CHECK: %[[PAIR:.+]] = vector.load %[[TILE]][%{{.*}}, %{{.*}}] {alignment = 4 : i64} : memref<128x64xbf16, #gpu.address_space<workgroup>>, vector<2xbf16>
-// CHECK-DAG: vector.extract %[[PAIR]][0]
-// CHECK-DAG: vector.extract %[[PAIR]][1]
+// The region's bf16 -> f32 extensions become bit moves on the 32-bit word:
+// the even column is its low half shifted up, the odd one its high half.
+// CHECK: %[[WORD:.+]] = vector.bitcast %[[PAIR]] : vector<2xbf16> to vector<1xi32>
+// CHECK: %[[BITS:.+]] = vector.extract %[[WORD]][0]
+// CHECK-DAG: %[[EVEN:.+]] = arith.shli %[[BITS]], %c16_i32
+// CHECK-DAG: arith.bitcast %[[EVEN]] : i32 to f32
+// CHECK-DAG: %[[ODD:.+]] = arith.andi %[[BITS]], %c-65536_i32
+// CHECK-DAG: arith.bitcast %[[ODD]] : i32 to f32
+// CHECK-NOT: arith.extf {{.*}} : bf16 to f32
 // CHECK-NOT: memref.load %arg3
 func.func @pair_bias(%q: tensor<1x2x256x64xbf16>, %k: tensor<1x2x256x64xbf16>,
                      %v: tensor<1x2x256x64xbf16>, %bias: tensor<1x2x256x256xbf16>)
