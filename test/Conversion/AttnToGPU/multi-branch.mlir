@@ -122,15 +122,20 @@ func.func @differential(%q1: tensor<2x4x256x64xbf16>, %q2: tensor<2x4x256x64xbf1
 // PRODUCER: nvvm.exit
 // PRODUCER: nvvm.setmaxregister increase 240
 // Ping-pong: a step takes two turns (no branch lookahead). S_1 ends the
-// turn the previous tile's P_2 V began; P_1 V begins the next turn, left in
-// flight, and S_2 ends it; then P_2 V begins a turn.
+// turn the previous tile's P_2 V began; P_1 V begins the next turn and S_2
+// ends it; then P_2 V begins a turn. With two branches, a turn's P V
+// completes before its S is issued, so that P's registers and S's
+// accumulators are never live at once.
 // PRODUCER: scf.for
+// PRODUCER: nvvm.wgmma.wait.group.sync.aligned 0
+// PRODUCER-NEXT: nvvm.wgmma.fence.aligned
 // PRODUCER: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
 // PRODUCER: nvvm.barrier.arrive
 // PRODUCER-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
 // PRODUCER: nvvm.barrier id
 // PRODUCER: llvm.inline_asm {{.*}}wgmma.mma_async
-// PRODUCER-NOT: nvvm.wgmma.wait.group
+// PRODUCER: nvvm.wgmma.wait.group.sync.aligned 0
+// PRODUCER-NEXT: nvvm.wgmma.fence.aligned
 // PRODUCER: nvvm.wgmma.mma_async {{.*}} D[<f32>, <zero>]
 // PRODUCER: nvvm.barrier.arrive
 // PRODUCER-NEXT: nvvm.wgmma.wait.group.sync.aligned 0

@@ -37,9 +37,11 @@
 // Each step: wait for K_t, issue S_t (the turn's last product), hand the
 // turn over, wait for S_t and the P V before it; release K_t, and (after
 // the first step) V_{t-1}.
+// (One branch: the P V that began the turn stays in flight behind S.)
 // CHECK: scf.for
 // CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK-NOT: nvgpu.device_async_copy
+// CHECK-NOT: nvvm.wgmma.wait.group
 // CHECK: nvvm.wgmma.mma_async
 // CHECK: nvvm.barrier.arrive id = %{{.*}} number_of_threads = %c256_i32
 // CHECK-NEXT: nvvm.wgmma.wait.group.sync.aligned 0
