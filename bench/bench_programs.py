@@ -34,7 +34,9 @@ another build's kernels in the same process (system flashlight_LABEL; a
 table of its speed over the default build's); the builds are then timed
 after all checks, --rounds times each in alternating order (A B B A ...),
 and the median is recorded (the build timed second measured up to 5 %
-slower on identical PTX). --merge keeps the records of
+slower on identical PTX). --interleave times compile and flex that way
+too, beside flashlight (eager is timed once, right after its check).
+--merge keeps the records of
 an existing output file for the cases not run now (split a sweep over
 several invocations). TFLOP/s count 4 * B * H * N^2 * D per softmax branch
 times the fraction of (query, key) pairs the mask keeps (differential: two
@@ -203,7 +205,13 @@ def run_case(args, variant, D, N, records, state, prepared):
     # With --compare, the builds are timed after every system's check, in
     # alternating order (A B, B A, ...) over --rounds rounds: a build timed
     # second measured up to 5 % slower than the same PTX timed first.
-    interleaved = [s for s in systems if s.startswith("flashlight")] if args.compare else []
+    # --interleave: every system but eager is timed that way (flashlight,
+    # compile and flex under the same clocks and temperature; single
+    # timings of one kernel swung up to 10 % between rounds).
+    if args.interleave:
+        interleaved = [s for s in systems if s != "eager"]
+    else:
+        interleaved = [s for s in systems if s.startswith("flashlight")] if args.compare else []
     deferred = []
     for system in systems:
         extra, fn, kernel = {}, None, None
@@ -434,6 +442,10 @@ def main():
                         help="also time DIR's kernels (another prepare_programs.sh "
                              "build, e.g. EXTRA=--branch-lookahead) as system "
                              "flashlight_LABEL, in the same process")
+    parser.add_argument("--interleave", action="store_true",
+                        help="time flashlight, compile and flex (not eager) "
+                             "after every check, --rounds times each in "
+                             "alternating order, and record the medians")
     parser.add_argument("--rounds", type=int, default=4,
                         help="with --compare: timings per build, in alternating order "
                              "(the median is recorded, every round in `rounds`)")
