@@ -1112,14 +1112,8 @@ protected:
                                    Value());
   }
   /// This thread is done with buffer `buffer`'s tiles (with a producer:
-  /// its V, and its staged tiles with K's barrier).
-  void releaseValues(Value buffer) {
-    if (!producer)
-      return arriveOn(2, buffer);
-    arriveOn(6, buffer);
-    if (!stagedTiles.empty())
-      arriveOn(2, buffer);
-  }
+  /// its V; the staged tiles go with K, released after the softmax).
+  void releaseValues(Value buffer) { arriveOn(producer ? 6 : 2, buffer); }
 
   /// Ping-pong: hands the turn to the other warpgroup (barrier 3 + 1 - g).
   void endTurn() {
@@ -1273,6 +1267,12 @@ protected:
       SmallVector<Value> p;
       for (const SmallVector<Value> &k : pFrag[0])
         llvm::append_range(p, k);
+      // With a producer, the step's softmaxes have read its staged tiles
+      // (and its S products K) by the last P V: release them before it, so
+      // that the producer's copies of the tile after next into that buffer
+      // (the pair bias comes from DRAM) start a P V earlier.
+      if (producer && !stagedTiles.empty() && lastValueProduct)
+        arriveOn(2, parity);
       // With a producer, V_t has its own full barrier.
       if (producer) {
         waitBarrier(4, tileIndex);

@@ -103,3 +103,35 @@ func.func @partial_tile(%q: tensor<1x2x500x128xbf16>, %k: tensor<1x2x500x128xbf1
       -> tensor<1x2x500x128xbf16>
   return %o : tensor<1x2x500x128xbf16>
 }
+
+// A staged pair-bias tile goes with K: the consumers release both once the
+// step's softmax has read the tile, before the P V (which waits for V's own
+// full barrier), so that the producer's copies of the tile after next,
+// from DRAM, start a P V earlier.
+// CHECK-LABEL: gpu.func @pair_bias
+// CHECK: nvvm.setmaxregister increase 224
+// CHECK: scf.for
+// CHECK: nvvm.wgmma.mma_async
+// CHECK: vector.load
+// CHECK: nvvm.mbarrier.arrive
+// CHECK: nvvm.mbarrier.try_wait.parity
+// CHECK: nvvm.barrier id
+// CHECK: llvm.inline_asm {{.*}}wgmma.mma_async
+// CHECK-NOT: nvvm.mbarrier.arrive
+// CHECK: scf.yield
+func.func @pair_bias(%q: tensor<1x2x512x128xbf16>, %k: tensor<1x2x512x128xbf16>,
+                     %v: tensor<1x2x512x128xbf16>, %bias: tensor<1x2x512x512xbf16>)
+    -> tensor<1x2x512x128xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x512x128xbf16>) k(%k : tensor<1x2x512x128xbf16>)
+      v(%v : tensor<1x2x512x128xbf16>) captures(%bias : tensor<1x2x512x512xbf16>)
+      scale [0.125] normalizer softmax
+      score {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<1x2x512x512xbf16>):
+        %c0 = arith.constant 0 : index
+        %x = tensor.extract %t[%c0, %h, %i, %j] : tensor<1x2x512x512xbf16>
+        %y = arith.extf %x : bf16 to f32
+        %r = arith.addf %s, %y : f32
+        attn.yield %r : f32
+      } -> tensor<1x2x512x128xbf16>
+  return %o : tensor<1x2x512x128xbf16>
+}
