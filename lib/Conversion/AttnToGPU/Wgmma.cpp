@@ -683,6 +683,8 @@ protected:
     NVVM::SetMaxRegisterOp::create(
         b, loc, b.getI32IntegerAttr(registerSplit().second),
         action(NVVM::SetMaxRegisterAction::increase));
+    // The consumers' Q copies land (a barrier among them).
+    waitCopies(queryGroup, 0);
     // Ping-pong: a turn issues the products between two softmaxes back to
     // back (P V of the previous branch or tile, then the next S), so that
     // one warpgroup's products run while another computes its softmax
@@ -978,11 +980,13 @@ protected:
   /// +1-9 % at N <= 2k. One warpgroup keeps the wait: several blocks share
   /// the SM, and T5 spilled without it.
   void afterQueryCopies() override {
-    // With a producer, the consumers' first full barrier does not cover
-    // their own Q copies.
-    if (threads == 128 || producer)
+    if (threads == 128)
       return MmaSyncEmitter::afterQueryCopies();
-    if (barriers) // The mbarriers' initialization, shown to every thread.
+    // The mbarriers' initialization, shown to every thread. With a
+    // producer, the consumers let their Q copies land only after the fork
+    // (convertProducerFor), so that the producer's first K and V copies
+    // overlap them.
+    if (barriers)
       barrier();
   }
 

@@ -12,12 +12,15 @@
 // CHECK-COUNT-2: nvvm.mbarrier.init %{{.*}}, %c256_i32
 // CHECK-COUNT-2: nvvm.mbarrier.init %{{.*}}, %c128_i32
 // CHECK-COUNT-2: nvvm.mbarrier.init %{{.*}}, %c256_i32
-// Every thread waits for the consumers' Q copies, then the producer forks
-// off: it gives up registers, and for each tile t waits for the release of
-// K_{t-2} before copying K_t, then for V_{t-2}'s before copying V_t,
-// arriving on each full barrier as the copies land; then it exits.
-// CHECK: nvgpu.device_async_wait
+// A block barrier shows the mbarriers' initialization; the producer then
+// forks off without waiting for the consumers' Q copies (its first K and V
+// copies overlap them): it gives up registers, and for each tile t waits
+// for the release of K_{t-2} before copying K_t, then for V_{t-2}'s before
+// copying V_t, arriving on each full barrier as the copies land; then it
+// exits.
+// CHECK-NOT: nvgpu.device_async_wait
 // CHECK: gpu.barrier
+// CHECK-NOT: nvgpu.device_async_wait
 // CHECK: %[[PRODUCER:.*]] = arith.cmpi uge, %thread_id_x, %c256
 // CHECK: scf.if %[[PRODUCER]] {
 // CHECK: nvvm.setmaxregister decrease 56
@@ -29,9 +32,13 @@
 // CHECK: nvgpu.device_async_copy %arg2
 // CHECK: nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true}
 // CHECK: nvvm.exit
-// The consumers take the registers; warpgroup 1 lets warpgroup 0 take the
-// first turn, and each warpgroup waits for its own.
+// The consumers take the registers and let their Q copies land (a barrier
+// among the 256 of them); warpgroup 1 lets warpgroup 0 take the first turn,
+// and each warpgroup waits for its own.
 // CHECK: nvvm.setmaxregister increase 224
+// CHECK-NEXT: nvgpu.device_async_wait
+// CHECK-NEXT: nvvm.fence.proxy
+// CHECK-NEXT: nvvm.barrier id = %c5_i32 number_of_threads = %c256_i32
 // CHECK: nvvm.barrier.arrive id = %c3_i32 number_of_threads = %c256_i32
 // CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c256_i32
 // Each step: wait for K_t, issue S_t (the turn's last product), hand the
