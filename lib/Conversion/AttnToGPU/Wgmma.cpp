@@ -180,9 +180,11 @@ protected:
     if (!barriers)
       return MmaSyncEmitter::waitForStep();
     // K_t and V_t landed (every thread's copies); the async proxy (wgmma)
-    // then reads them after this thread's proxy fence.
+    // then reads them after this thread's proxy fence (with a producer,
+    // after the producer's).
     waitBarrier(0, tileIndex);
-    publishCopies();
+    if (!producer)
+      publishCopies();
   }
 
   int64_t laneCount(Type type) override {
@@ -757,22 +759,49 @@ protected:
         b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
         waitBarrier(kind, arith::SubIOp::create(b, loc, t, idx(2)));
       };
+      // A tile is full once its copies landed and this thread's proxy
+      // fence ordered them before the consumers' wgmma reads (the async
+      // proxy): the fence here, once per producer thread, spares every
+      // consumer one per wait. The thread lets a tile's copies land only
+      // after issuing the next copies: V_{t-1} after K_t, K_t after V_t.
+      auto fill = [&](int64_t kind, Value into, int32_t pending) {
+        nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
+                                         b.getI32IntegerAttr(pending));
+        publishCopies();
+        arriveOn(kind, into);
+      };
       afterRelease(2);
       stageKeys(k0, buffer);
-      NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrierAt(0, buffer),
-                                            /*noinc=*/true);
+      {
+        auto ifAfterFirst = scf::IfOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::uge, t, idx(1)));
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(&ifAfterFirst.getThenRegion().front());
+        fill(4, arith::SubIOp::create(b, loc, idx(1), buffer),
+             int32_t(keyTiles.size() + stagedTiles.size()));
+      }
       afterRelease(6);
       View value = valueView;
       value.offsets[2] = k0;
       stageBuffer(value, valueTile, buffer,
                   cast<MemRefType>(value.memref.getType()).getDimSize(3));
-      NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrierAt(4, buffer),
-                                            /*noinc=*/true);
+      fill(0, buffer, 1);
       scf::YieldOp::create(b, loc, ValueRange{addI(t, idx(1))});
     }
-    // Its copies land before it exits.
-    nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
-                                     b.getI32IntegerAttr(0));
+    // The last V lands before it exits.
+    {
+      Value tiles = producerLoop.getResult(0);
+      auto ifAny = scf::IfOp::create(
+          b, loc, cmpI(arith::CmpIPredicate::uge, tiles, idx(1)));
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPointToStart(&ifAny.getThenRegion().front());
+      nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
+                                       b.getI32IntegerAttr(0));
+      publishCopies();
+      arriveOn(
+          4, arith::RemUIOp::create(
+                 b, loc, arith::SubIOp::create(b, loc, tiles, idx(1)), idx(2)));
+    }
     NVVM::Exit::create(b, loc);
     thread = consumerThread;
     threads = consumers;
@@ -1278,10 +1307,8 @@ protected:
       if (producer && !stagedTiles.empty() && lastValueProduct)
         arriveOn(2, parity);
       // With a producer, V_t has its own full barrier.
-      if (producer) {
+      if (producer)
         waitBarrier(4, tileIndex);
-        publishCopies();
-      }
       // Ping-pong: this warpgroup's turn starts with its P V, which is left
       // in flight until the next S is issued behind it.
       if (pingPong && !turnOpen) {

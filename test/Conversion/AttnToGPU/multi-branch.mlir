@@ -110,15 +110,18 @@ func.func @differential(%q1: tensor<2x4x256x64xbf16>, %q2: tensor<2x4x256x64xbf1
 
 // With the producer warpgroup (the default): it copies both K tiles, then
 // V, each set with its own full barrier. Two branches' state: the
-// consumers take 240 registers, the producer keeps 24.
+// consumers take 240 registers, the producer keeps 24. After both K tiles
+// (two groups), the previous V has landed once two groups are pending.
 // PRODUCER-LABEL: gpu.func @differential
 // PRODUCER-SAME: known_block_size = array<i32: 384, 1, 1>
 // PRODUCER: nvvm.setmaxregister decrease 24
 // PRODUCER: nvgpu.device_async_copy %arg2
 // PRODUCER: nvgpu.device_async_copy %arg3
-// PRODUCER: nvvm.cp.async.mbarrier.arrive
+// PRODUCER: nvgpu.device_async_wait %{{.*}} {numGroups = 2 : i32}
+// PRODUCER: nvvm.mbarrier.arrive
 // PRODUCER: nvgpu.device_async_copy %arg4
-// PRODUCER: nvvm.cp.async.mbarrier.arrive
+// PRODUCER: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// PRODUCER: nvvm.mbarrier.arrive
 // PRODUCER: nvvm.exit
 // PRODUCER: nvvm.setmaxregister increase 240
 // Ping-pong: a step takes two turns (no branch lookahead). S_1 ends the

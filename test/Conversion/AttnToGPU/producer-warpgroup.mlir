@@ -16,8 +16,10 @@
 // forks off without waiting for the consumers' Q copies (its first K and V
 // copies overlap them): it gives up registers, and for each tile t waits
 // for the release of K_{t-2} before copying K_t, then for V_{t-2}'s before
-// copying V_t, arriving on each full barrier as the copies land; then it
-// exits.
+// copying V_t. A tile is full once its copies landed and the producer
+// thread's proxy fence ordered them before the consumers' wgmma reads: it
+// lets V_{t-1} land after issuing K_t (all but the newest group), and K_t
+// after issuing V_t; the last V before it exits.
 // CHECK-NOT: nvgpu.device_async_wait
 // CHECK: gpu.barrier
 // CHECK-NOT: nvgpu.device_async_wait
@@ -27,11 +29,22 @@
 // CHECK: scf.for
 // CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK: nvgpu.device_async_copy %arg1
-// CHECK: nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true}
+// CHECK: scf.if
+// CHECK-NEXT: arith.subi
+// CHECK-NEXT: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK-NEXT: nvvm.fence.proxy
+// CHECK: nvvm.mbarrier.arrive
 // CHECK: nvvm.mbarrier.try_wait.parity
 // CHECK: nvgpu.device_async_copy %arg2
-// CHECK: nvvm.cp.async.mbarrier.arrive %{{.*}} {noinc = true}
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 1 : i32}
+// CHECK-NEXT: nvvm.fence.proxy
+// CHECK: nvvm.mbarrier.arrive
+// CHECK: scf.yield
+// CHECK: nvgpu.device_async_wait %{{.*}} {numGroups = 0 : i32}
+// CHECK-NEXT: nvvm.fence.proxy
+// CHECK: nvvm.mbarrier.arrive
 // CHECK: nvvm.exit
+// CHECK-NOT: nvvm.cp.async.mbarrier.arrive
 // The consumers take the registers and let their Q copies land (a barrier
 // among the 256 of them); warpgroup 1 lets warpgroup 0 take the first turn,
 // and each warpgroup waits for its own.
