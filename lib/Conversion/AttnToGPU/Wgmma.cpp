@@ -741,6 +741,17 @@ protected:
     thread = arith::SubIOp::create(b, loc, thread, idx(threads));
     threads = 128;
     tilesInBounds = producerTilesInBounds(loop);
+    // A tile is full once its copies landed and this thread's proxy fence
+    // ordered them before the consumers' wgmma reads (the async proxy): the
+    // fence here, once per producer thread, spares every consumer one per
+    // wait. The thread lets a tile's copies land only after issuing the
+    // next copies (`pending` groups): V_{t-1} after K_t, K_t after V_t.
+    auto fill = [&](int64_t kind, Value into, int32_t pending) {
+      nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
+                                       b.getI32IntegerAttr(pending));
+      publishCopies();
+      arriveOn(kind, into);
+    };
     auto producerLoop =
         scf::ForOp::create(b, loc, lb, ub, stepSize, ValueRange{idx(0)});
     {
@@ -758,17 +769,6 @@ protected:
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
         waitBarrier(kind, arith::SubIOp::create(b, loc, t, idx(2)));
-      };
-      // A tile is full once its copies landed and this thread's proxy
-      // fence ordered them before the consumers' wgmma reads (the async
-      // proxy): the fence here, once per producer thread, spares every
-      // consumer one per wait. The thread lets a tile's copies land only
-      // after issuing the next copies: V_{t-1} after K_t, K_t after V_t.
-      auto fill = [&](int64_t kind, Value into, int32_t pending) {
-        nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
-                                         b.getI32IntegerAttr(pending));
-        publishCopies();
-        arriveOn(kind, into);
       };
       afterRelease(2);
       stageKeys(k0, buffer);
@@ -795,12 +795,10 @@ protected:
           b, loc, cmpI(arith::CmpIPredicate::uge, tiles, idx(1)));
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&ifAny.getThenRegion().front());
-      nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
-                                       b.getI32IntegerAttr(0));
-      publishCopies();
-      arriveOn(
-          4, arith::RemUIOp::create(
-                 b, loc, arith::SubIOp::create(b, loc, tiles, idx(1)), idx(2)));
+      fill(4,
+           arith::RemUIOp::create(
+               b, loc, arith::SubIOp::create(b, loc, tiles, idx(1)), idx(2)),
+           0);
     }
     NVVM::Exit::create(b, loc);
     thread = consumerThread;
