@@ -447,7 +447,8 @@ def main():
                              "after every check, --rounds times each in "
                              "alternating order, and record the medians")
     parser.add_argument("--rounds", type=int, default=4,
-                        help="with --compare: timings per build, in alternating order "
+                        help="with --compare or --interleave: timings per build (and "
+                             "system), in alternating order "
                              "(the median is recorded, every round in `rounds`)")
     parser.add_argument("--tokens", type=int, default=P.TOKENS, help="B * N")
     parser.add_argument("--width", type=int, default=P.WIDTH, help="H * D")
