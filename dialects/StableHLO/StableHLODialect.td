@@ -46,4 +46,27 @@ def StableHLO_Dialect : Dialect {
   }];
 }
 
+def CHLO_Dialect : Dialect {
+  let name = "chlo";
+  let cppNamespace = "::flashlight::shlo";
+  let summary = "Import-only reading of CHLO, the client ops JAX prints beside StableHLO";
+  let description = [{
+    JAX prints a few operations in the `chlo` namespace (`chlo.square` from
+    `jnp.square` in layer and RMS norms, `chlo.erf` from GELU, `chlo.is_inf`).
+    Like the `stablehlo` import dialect, this one only claims the namespace;
+    its operations are unregistered and `flashlight-import-stablehlo`
+    decomposes each into arith/math scalar code, as upstream's
+    CHLO-to-StableHLO legalization defines them (`square(x) = x * x`).
+
+    ```mlir
+    %0 = chlo.square %x : tensor<2x8xf32> -> tensor<2x8xf32>
+    ```
+  }];
+  let extraClassDeclaration = [{
+    /// The parser of `chlo.OP operands attr-dict : T -> R`.
+    std::optional<ParseOpHook>
+    getParseOperationHook(::llvm::StringRef opName) const override;
+  }];
+}
+
 #endif // FLASHLIGHT_STABLEHLO_DIALECT

@@ -34,7 +34,7 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<
-      flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect,
+      flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect, flashlight::shlo::CHLODialect,
       flashlight::torchimport::TorchDialect, mlir::affine::AffineDialect,
       mlir::arith::ArithDialect, mlir::bufferization::BufferizationDialect,
       mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,

@@ -17,9 +17,11 @@ using namespace mlir;
 using namespace flashlight::shlo;
 using UnresolvedOperand = OpAsmParser::UnresolvedOperand;
 
+#include "flashlight/Import/StableHLO/CHLODialect.cpp.inc"
 #include "flashlight/Import/StableHLO/StableHLODialect.cpp.inc"
 
 void StableHLODialect::initialize() { allowUnknownOperations(); }
+void CHLODialect::initialize() { allowUnknownOperations(); }
 
 //===----------------------------------------------------------------------===//
 // Attributes of the generic form
@@ -222,6 +224,13 @@ ParseResult parseGeneric(OpAsmParser &parser, OperationState &state) {
       state.addAttribute(name == "stablehlo.iota" ? "iota_dimension"
                                                   : "dimension",
                          b.getI64IntegerAttr(dim));
+    } else if (name == "stablehlo.pad" &&
+               (key == "low" || key == "high" || key == "interior")) {
+      SmallVector<int64_t> amounts;
+      if (parseI64List(parser, amounts))
+        return failure();
+      state.addAttribute((key == "interior" ? std::string("interior_padding") : ("edge_padding_" + key).str()),
+                         b.getDenseI64ArrayAttr(amounts));
     } else if (isDot && key == "batching_dims") {
       if (parseDimsPair(parser, lhsBatch, rhsBatch))
         return failure();
@@ -416,7 +425,41 @@ ParseResult parseReduce(OpAsmParser &parser, OperationState &state) {
   return parser.parseRegion(*body, lhs);
 }
 
+/// `chlo.OP operands attr-dict : T -> R` (or `: (Ts) -> R`, or `: T`).
+ParseResult parseCHLO(OpAsmParser &parser, OperationState &state) {
+  SmallVector<UnresolvedOperand> ops;
+  llvm::SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseOperandList(ops) ||
+      parser.parseOptionalAttrDict(state.attributes) || parser.parseColon())
+    return failure();
+  SmallVector<Type> inputs;
+  if (succeeded(parser.parseOptionalLParen())) {
+    if (failed(parser.parseOptionalRParen()) &&
+        (parser.parseTypeList(inputs) || parser.parseRParen()))
+      return failure();
+  } else {
+    Type t;
+    if (parser.parseType(t))
+      return failure();
+    inputs.assign(ops.size(), t);
+  }
+  Type result = inputs.empty() ? Type() : inputs.front();
+  if (succeeded(parser.parseOptionalArrow()) && parser.parseType(result))
+    return failure();
+  if (!result)
+    return parser.emitError(loc, "expected a result type");
+  state.addTypes(result);
+  return parser.resolveOperands(ops, inputs, loc, state.operands);
+}
+
 } // namespace
+
+std::optional<Dialect::ParseOpHook>
+CHLODialect::getParseOperationHook(StringRef opName) const {
+  if (!opName.starts_with("chlo."))
+    return std::nullopt;
+  return ParseOpHook(parseCHLO);
+}
 
 std::optional<Dialect::ParseOpHook>
 StableHLODialect::getParseOperationHook(StringRef opName) const {

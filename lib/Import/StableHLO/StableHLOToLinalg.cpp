@@ -76,7 +76,8 @@ FailureOr<Value> emitScalar(OpBuilder &b, Operation *op, ValueRange args,
                             Type resultType) {
   Location loc = op->getLoc();
   StringRef name = op->getName().getStringRef();
-  name.consume_front("stablehlo.");
+  if (!name.consume_front("stablehlo."))
+    name.consume_front("chlo.");
   Type t = args.empty() ? resultType : args[0].getType();
   bool isFloat = isa<FloatType>(t);
   bool isBool = t.isInteger(1);
@@ -172,6 +173,68 @@ FailureOr<Value> emitScalar(OpBuilder &b, Operation *op, ValueRange args,
     return unary(math::RoundEvenOp());
   if (name == "round_nearest_afz")
     return unary(math::RoundOp());
+  if (name == "erf")
+    return unary(math::ErfOp());
+  if (name == "sinh")
+    return unary(math::SinhOp());
+  if (name == "cosh")
+    return unary(math::CoshOp());
+  if (name == "asin")
+    return unary(math::AsinOp());
+  if (name == "acos")
+    return unary(math::AcosOp());
+  if (name == "atan")
+    return unary(math::AtanOp());
+  if (name == "asinh")
+    return unary(math::AsinhOp());
+  if (name == "acosh")
+    return unary(math::AcoshOp());
+  if (name == "atanh")
+    return unary(math::AtanhOp());
+  if (name == "square") {
+    // CHLO's definition: x * x (integers too).
+    if (failed(expect(1)))
+      return failure();
+    if (isFloat)
+      return Value(MulFOp::create(b, loc, args[0], args[0]));
+    return Value(MulIOp::create(b, loc, args[0], args[0]));
+  }
+  if (name == "is_finite" || name == "is_inf" || name == "is_pos_inf" ||
+      name == "is_neg_inf") {
+    if (failed(expect(1)))
+      return failure();
+    if (!isFloat)
+      return op->emitError() << "'" << op->getName() << "' needs floats";
+    Value inf = constantOf(b, loc, t, INFINITY);
+    Value x = args[0];
+    if (name == "is_finite") // |x| < inf is false for NaN and +-inf
+      return Value(CmpFOp::create(b, loc, CmpFPredicate::OLT,
+                                  math::AbsFOp::create(b, loc, x), inf));
+    if (name == "is_inf")
+      x = math::AbsFOp::create(b, loc, x);
+    if (name == "is_neg_inf")
+      inf = constantOf(b, loc, t, -INFINITY);
+    return Value(CmpFOp::create(b, loc, CmpFPredicate::OEQ, x, inf));
+  }
+  if (name == "sign") {
+    if (failed(expect(1)))
+      return failure();
+    Value x = args[0];
+    if (isFloat) {
+      // +-1 by the sign bit; +-0 and NaN are returned as they are.
+      Value zero = constantOf(b, loc, t, 0.0);
+      Value one = math::CopySignOp::create(b, loc, constantOf(b, loc, t, 1.0), x);
+      Value keep = CmpFOp::create(b, loc, CmpFPredicate::UEQ, x, zero);
+      return Value(SelectOp::create(b, loc, keep, x, one));
+    }
+    // (x > 0) - (x < 0)
+    Value zero = constantOf(b, loc, t, 0);
+    Value pos = ExtUIOp::create(
+        b, loc, t, CmpIOp::create(b, loc, CmpIPredicate::sgt, x, zero));
+    Value neg = ExtUIOp::create(
+        b, loc, t, CmpIOp::create(b, loc, CmpIPredicate::slt, x, zero));
+    return Value(SubIOp::create(b, loc, pos, neg));
+  }
   if (name == "logistic") {
     if (failed(expect(1)))
       return failure();
@@ -248,6 +311,10 @@ private:
   FailureOr<Value> reshape(Operation *op, RankedTensorType result);
   FailureOr<Value> slice(Operation *op, RankedTensorType result);
   FailureOr<Value> gather(Operation *op, RankedTensorType result);
+  FailureOr<Value> pad(Operation *op, RankedTensorType result);
+  FailureOr<Value> reduceWindow(Operation *op, RankedTensorType result);
+  FailureOr<Value> applyReducer(OpBuilder &nb, Operation *op, Block &body,
+                                ValueRange accs, ValueRange elems);
 
   OpBuilder b;
 };
@@ -666,9 +733,226 @@ FailureOr<Value> Converter::gather(Operation *op, RankedTensorType result) {
   return generic.getResult(0);
 }
 
+/// `pad` without interior padding, as a concatenation per padded dim of
+/// the operand with filled pieces (negative amounts slice the operand): a
+/// form attn-raise reads piece by piece.
+FailureOr<Value> Converter::pad(Operation *op, RankedTensorType result) {
+  FailureOr<DenseI64ArrayAttr> lo = i64Array(op, "edge_padding_low");
+  FailureOr<DenseI64ArrayAttr> hi = i64Array(op, "edge_padding_high");
+  FailureOr<DenseI64ArrayAttr> interior = i64Array(op, "interior_padding");
+  if (failed(lo) || failed(hi) || failed(interior))
+    return failure();
+  RankedTensorType src = staticTensor(op->getOperand(0));
+  int64_t rank = src.getRank();
+  if ((int64_t)lo->size() != rank || (int64_t)hi->size() != rank ||
+      (int64_t)interior->size() != rank)
+    return op->emitError("pad amounts must name every dim");
+  if (staticTensor(op->getOperand(1)).getRank() != 0)
+    return op->emitError("the padding value must be a scalar (rank 0)");
+  if (llvm::any_of(interior->asArrayRef(), [](int64_t x) { return x != 0; }))
+    return op->emitError("interior padding is not supported");
+  Location loc = op->getLoc();
+  Value cur = op->getOperand(0);
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t l = (*lo)[d], h = (*hi)[d];
+    auto t = cast<RankedTensorType>(cur.getType());
+    int64_t size = t.getDimSize(d);
+    if (-l - h > size || -l > size || -h > size)
+      return op->emitError() << "padding crops more than dim " << d << " holds";
+    if (l < 0 || h < 0) {
+      SmallVector<int64_t> offsets(rank, 0), sizes(t.getShape()),
+          strides(rank, 1);
+      offsets[d] = std::max<int64_t>(-l, 0);
+      sizes[d] = size - offsets[d] - std::max<int64_t>(-h, 0);
+      cur = tensor::ExtractSliceOp::create(
+          b, loc, RankedTensorType::get(sizes, t.getElementType()), cur,
+          ValueRange(), ValueRange(), ValueRange(),
+          b.getDenseI64ArrayAttr(offsets), b.getDenseI64ArrayAttr(sizes),
+          b.getDenseI64ArrayAttr(strides));
+    }
+    SmallVector<Value> pieces;
+    auto filled = [&](int64_t extent) {
+      SmallVector<int64_t> shape(
+          cast<RankedTensorType>(cur.getType()).getShape());
+      shape[d] = extent;
+      auto pt = RankedTensorType::get(shape, t.getElementType());
+      return linalg::GenericOp::create(
+                 b, loc, pt, op->getOperand(1), emptyLike(b, loc, pt),
+                 {AffineMap::get(rank, 0, {}, b.getContext()),
+                  b.getMultiDimIdentityMap(rank)},
+                 parallelIterators(rank),
+                 [](OpBuilder &nb, Location l, ValueRange args) {
+                   linalg::YieldOp::create(nb, l, args[0]);
+                 })
+          .getResult(0);
+    };
+    if (l > 0)
+      pieces.push_back(filled(l));
+    pieces.push_back(cur);
+    if (h > 0)
+      pieces.push_back(filled(h));
+    if (pieces.size() > 1)
+      cur = tensor::ConcatOp::create(b, loc, d, pieces);
+  }
+  if (cur.getType() != result)
+    return op->emitError("pad result shape does not match its amounts");
+  return cur;
+}
+
+/// The scalar body of a one-input reducer region (`stablehlo.return` of
+/// rank-0 ops on its arguments) applied to `accs` and `elems`.
+FailureOr<Value> Converter::applyReducer(OpBuilder &nb, Operation *op,
+                                         Block &body, ValueRange accs,
+                                         ValueRange elems) {
+  IRMapping scalars;
+  unsigned n = accs.size();
+  for (unsigned i = 0; i < n; ++i) {
+    scalars.map(body.getArgument(i), accs[i]);
+    scalars.map(body.getArgument(n + i), elems[i]);
+  }
+  for (Operation &inner : body) {
+    SmallVector<Value> operands;
+    for (Value v : inner.getOperands())
+      operands.push_back(scalars.lookupOrNull(v));
+    if (llvm::is_contained(operands, Value()))
+      return inner.emitError("the reducer may only use its arguments and "
+                             "its own results");
+    if (inner.getName().getStringRef() == "stablehlo.return") {
+      if (operands.size() != 1)
+        return inner.emitError("the reducer must return one value");
+      return operands[0];
+    }
+    if (inner.getNumResults() != 1 || !staticTensor(inner.getResult(0)) ||
+        staticTensor(inner.getResult(0)).getRank() != 0)
+      return inner.emitError("reducer ops must be scalar (rank-0) ops");
+    FailureOr<Value> v = emitScalar(
+        nb, &inner, operands, staticTensor(inner.getResult(0)).getElementType());
+    if (failed(v))
+      return failure();
+    scalars.map(inner.getResult(0), *v);
+  }
+  return op->emitError("the reducer has no stablehlo.return");
+}
+
+/// `reduce_window` (one input; JAX's cumsum, cumprod, cummax) as a
+/// reduction over the window dims: output element `o` folds the operand at
+/// `o * stride + w * dilation - low` over the window positions `w`, the
+/// positions in the padding contributing the init value.
+FailureOr<Value> Converter::reduceWindow(Operation *op,
+                                         RankedTensorType result) {
+  if (op->getNumOperands() != 2 || op->getNumRegions() != 1 ||
+      op->getRegion(0).getBlocks().size() != 1 ||
+      op->getRegion(0).front().getNumArguments() != 2)
+    return op->emitError("reduce_window with one input, one init and a "
+                         "two-argument reducer is supported");
+  RankedTensorType src = staticTensor(op->getOperand(0));
+  int64_t rank = src.getRank();
+  auto list = [&](StringRef attrName, int64_t dflt) {
+    SmallVector<int64_t> v(rank, dflt);
+    if (auto a = op->getAttrOfType<DenseI64ArrayAttr>(attrName))
+      v.assign(a.asArrayRef().begin(), a.asArrayRef().end());
+    return v;
+  };
+  SmallVector<int64_t> window = list("window_dimensions", 1),
+                       strides = list("window_strides", 1),
+                       baseDil = list("base_dilations", 1),
+                       winDil = list("window_dilations", 1);
+  SmallVector<int64_t> low(rank, 0), high(rank, 0);
+  if (auto padding = op->getAttrOfType<DenseIntElementsAttr>("padding")) {
+    if (padding.getNumElements() != 2 * rank)
+      return op->emitError("padding must hold a (low, high) pair per dim");
+    auto values = llvm::to_vector(padding.getValues<int64_t>());
+    for (int64_t d = 0; d < rank; ++d) {
+      low[d] = values[2 * d];
+      high[d] = values[2 * d + 1];
+    }
+  }
+  if (!op->getAttrOfType<DenseI64ArrayAttr>("window_dimensions") ||
+      (int64_t)window.size() != rank || (int64_t)strides.size() != rank ||
+      (int64_t)baseDil.size() != rank || (int64_t)winDil.size() != rank)
+    return op->emitError("reduce_window attributes must name every dim");
+  if (llvm::any_of(baseDil, [](int64_t x) { return x != 1; }))
+    return op->emitError("reduce_window with base dilations is not supported");
+  if (result.getRank() != rank)
+    return op->emitError("reduce_window result rank differs from its input");
+  for (int64_t d = 0; d < rank; ++d) {
+    if (window[d] < 1 || strides[d] < 1 || winDil[d] < 1)
+      return op->emitError() << "window, stride and dilation of dim " << d
+                             << " must be positive";
+    int64_t span = (window[d] - 1) * winDil[d] + 1;
+    int64_t padded = src.getDimSize(d) + low[d] + high[d];
+    int64_t extent = padded < span ? 0 : (padded - span) / strides[d] + 1;
+    if (extent != result.getDimSize(d))
+      return op->emitError() << "reduce_window result dim " << d
+                             << " should be " << extent;
+  }
+  Location loc = op->getLoc();
+  // The window dims are loops of their own, known to linalg through an
+  // unread operand of the window's shape.
+  Value windowShape =
+      tensor::EmptyOp::create(b, loc, window, result.getElementType());
+  SmallVector<AffineExpr> outExprs, winExprs;
+  for (int64_t d = 0; d < rank; ++d) {
+    outExprs.push_back(b.getAffineDimExpr(d));
+    winExprs.push_back(b.getAffineDimExpr(rank + d));
+  }
+  SmallVector<utils::IteratorType> iters = parallelIterators(rank);
+  iters.append(rank, utils::IteratorType::reduction);
+  Value init = tensor::ExtractOp::create(b, loc, op->getOperand(1));
+  Value filled =
+      linalg::FillOp::create(b, loc, init, emptyLike(b, loc, result))
+          .getResult(0);
+  Block &body = op->getRegion(0).front();
+  LogicalResult status = success();
+  auto generic = linalg::GenericOp::create(
+      b, loc, result, windowShape, filled,
+      {AffineMap::get(2 * rank, 0, winExprs, b.getContext()),
+       AffineMap::get(2 * rank, 0, outExprs, b.getContext())},
+      iters, [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value inside = arith::ConstantIntOp::create(nb, l, 1, 1);
+        SmallVector<Value> at;
+        for (int64_t d = 0; d < rank; ++d) {
+          auto c = [&](int64_t x) {
+            return arith::ConstantIndexOp::create(nb, l, x);
+          };
+          Value o = linalg::IndexOp::create(nb, l, d);
+          Value w = linalg::IndexOp::create(nb, l, rank + d);
+          Value idx = arith::AddIOp::create(
+              nb, l, arith::MulIOp::create(nb, l, o, c(strides[d])),
+              arith::MulIOp::create(nb, l, w, c(winDil[d])));
+          idx = arith::SubIOp::create(nb, l, idx, c(low[d]));
+          Value ge = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge,
+                                           idx, c(0));
+          Value lt = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt,
+                                           idx, c(src.getDimSize(d)));
+          inside = arith::AndIOp::create(
+              nb, l, inside, arith::AndIOp::create(nb, l, ge, lt));
+          at.push_back(arith::MinSIOp::create(
+              nb, l, arith::MaxSIOp::create(nb, l, idx, c(0)),
+              c(src.getDimSize(d) - 1)));
+        }
+        Value x = tensor::ExtractOp::create(nb, l, op->getOperand(0), at);
+        Value scalarInit =
+            tensor::ExtractOp::create(nb, l, op->getOperand(1), ValueRange());
+        x = arith::SelectOp::create(nb, l, inside, x, scalarInit);
+        FailureOr<Value> acc = applyReducer(nb, op, body, args[1], x);
+        if (failed(acc)) {
+          status = failure();
+          acc = args[1];
+        }
+        linalg::YieldOp::create(nb, l, *acc);
+      });
+  if (failed(status)) {
+    generic->erase();
+    return failure();
+  }
+  return generic.getResult(0);
+}
+
 LogicalResult Converter::convert(Operation *op) {
   StringRef name = op->getName().getStringRef();
-  name.consume_front("stablehlo.");
+  if (!name.consume_front("stablehlo."))
+    name.consume_front("chlo.");
   for (Value v : llvm::concat<Value>(op->getOperands(), op->getResults()))
     if (!staticTensor(v))
       return op->emitError() << "'" << op->getName()
@@ -683,7 +967,8 @@ LogicalResult Converter::convert(Operation *op) {
           .Cases(
               {"broadcast_in_dim", "transpose", "reshape", "slice", "convert"},
               1u)
-          .Cases({"dot_general", "gather", "compare"}, 2u)
+          .Cases({"dot_general", "gather", "compare", "pad", "reduce_window"},
+                 2u)
           .Cases({"select", "clamp"}, 3u)
           .Default(std::nullopt);
   if ((arity && operands != *arity) ||
@@ -724,6 +1009,10 @@ LogicalResult Converter::convert(Operation *op) {
     value = slice(op, result);
   } else if (name == "gather") {
     value = gather(op, result);
+  } else if (name == "pad") {
+    value = pad(op, result);
+  } else if (name == "reduce_window") {
+    value = reduceWindow(op, result);
   } else if (name == "concatenate") {
     FailureOr<int64_t> dim = i64Attr(op, "dimension");
     if (failed(dim))
@@ -800,7 +1089,8 @@ struct ImportStableHLOPass
     SmallVector<Operation *> work;
     // Outermost first: a reduce's region is consumed with the reduce.
     module.walk<WalkOrder::PreOrder>([&](Operation *op) {
-      if (op->getDialect() && op->getDialect()->getNamespace() == "stablehlo") {
+      StringRef ns = op->getDialect() ? op->getDialect()->getNamespace() : "";
+      if (ns == "stablehlo" || ns == "chlo") {
         work.push_back(op);
         return WalkResult::skip();
       }

@@ -132,3 +132,43 @@ func.func @concat_mismatch(%x: tensor<2x3xf32>, %y: tensor<3x3xf32>) -> tensor<2
   %0 = stablehlo.concatenate %x, %y, dim = 1 : (tensor<2x3xf32>, tensor<3x3xf32>) -> tensor<2x6xf32>
   return %0 : tensor<2x6xf32>
 }
+
+// -----
+
+func.func @pad_interior(%x: tensor<4xf32>, %c: tensor<f32>) -> tensor<7xf32> {
+  // expected-error @+1 {{interior padding is not supported}}
+  %0 = stablehlo.pad %x, %c, low = [0], high = [0], interior = [1] : (tensor<4xf32>, tensor<f32>) -> tensor<7xf32>
+  return %0 : tensor<7xf32>
+}
+
+// -----
+
+func.func @reduce_window_base_dilation(%x: tensor<4xf32>, %c: tensor<f32>) -> tensor<4xf32> {
+  // expected-error @+1 {{reduce_window with base dilations is not supported}}
+  %0 = "stablehlo.reduce_window"(%x, %c) <{base_dilations = array<i64: 2>, window_dimensions = array<i64: 1>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @reduce_window_shape(%x: tensor<4xf32>, %c: tensor<f32>) -> tensor<4xf32> {
+  // expected-error @+1 {{reduce_window result dim 0 should be 3}}
+  %0 = "stablehlo.reduce_window"(%x, %c) <{window_dimensions = array<i64: 2>}> ({
+  ^bb0(%a: tensor<f32>, %b: tensor<f32>):
+    %s = stablehlo.add %a, %b : tensor<f32>
+    stablehlo.return %s : tensor<f32>
+  }) : (tensor<4xf32>, tensor<f32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @chlo_unsupported(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'chlo.lgamma' is not supported by the StableHLO importer}}
+  %0 = chlo.lgamma %x : tensor<4xf32> -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

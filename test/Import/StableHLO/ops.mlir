@@ -157,3 +157,77 @@ func.func @gather(%table: tensor<2x9xf32>, %idx: tensor<4x4x1xi32>) -> tensor<2x
   %0 = "stablehlo.gather"(%table, %idx) <{dimension_numbers = #stablehlo.gather<offset_dims = [0], collapsed_slice_dims = [1], start_index_map = [1], index_vector_dim = 2>, indices_are_sorted = false, slice_sizes = array<i64: 2, 1>}> : (tensor<2x9xf32>, tensor<4x4x1xi32>) -> tensor<2x4x4xf32>
   return %0 : tensor<2x4x4xf32>
 }
+
+// -----
+
+// CHLO as JAX prints it (`jnp.square` in RMS norms, GELU's erf) is
+// decomposed as upstream defines it: square(x) = x * x.
+// CHECK-LABEL: func @chlo_square_erf
+func.func @chlo_square_erf(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  // CHECK: linalg.generic
+  // CHECK: %[[SQ:.+]] = arith.mulf %[[IN:.+]], %[[IN]] : f32
+  %0 = chlo.square %x : tensor<2x8xf32> -> tensor<2x8xf32>
+  // CHECK: math.erf
+  %1 = chlo.erf %0 : tensor<2x8xf32> -> tensor<2x8xf32>
+  // CHECK-NOT: chlo
+  return %1 : tensor<2x8xf32>
+}
+
+// -----
+
+// is_finite: |x| < inf (false for NaN and +-inf); sign keeps +-0 and NaN.
+// CHECK-LABEL: func @is_finite_sign
+func.func @is_finite_sign(%x: tensor<2x8xf32>, %n: tensor<8xi32>) -> (tensor<2x8xi1>, tensor<2x8xf32>, tensor<8xi32>) {
+  // CHECK: %[[ABS:.+]] = math.absf
+  // CHECK: arith.cmpf olt, %[[ABS]], %{{.+}} : f32
+  %0 = stablehlo.is_finite %x : (tensor<2x8xf32>) -> tensor<2x8xi1>
+  // CHECK: %[[ONE:.+]] = math.copysign
+  // CHECK: %[[ZERO:.+]] = arith.cmpf ueq
+  // CHECK: arith.select %[[ZERO]], %{{.+}}, %[[ONE]]
+  %1 = stablehlo.sign %x : tensor<2x8xf32>
+  // (x > 0) - (x < 0) on integers
+  // CHECK: arith.cmpi sgt
+  // CHECK: arith.cmpi slt
+  // CHECK: arith.subi
+  %2 = stablehlo.sign %n : tensor<8xi32>
+  return %0, %1, %2 : tensor<2x8xi1>, tensor<2x8xf32>, tensor<8xi32>
+}
+
+// -----
+
+// pad as JAX prints it: a concatenation of the operand with filled pieces,
+// per padded dim; a negative amount slices.
+// CHECK-LABEL: func @pad_concat
+func.func @pad_concat(%x: tensor<2x8xf32>, %c: tensor<f32>) -> (tensor<2x11xf32>, tensor<2x11xf32>, tensor<2x6xf32>) {
+  // CHECK: %[[LO:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<2x1xf32>)
+  // CHECK: %[[HI:.+]] = linalg.generic {{.*}} outs(%{{.+}} : tensor<2x2xf32>)
+  // CHECK: tensor.concat dim(1) %[[LO]], %{{.+}}, %[[HI]] : (tensor<2x1xf32>, tensor<2x8xf32>, tensor<2x2xf32>) -> tensor<2x11xf32>
+  %0 = stablehlo.pad %x, %c, low = [0, 1], high = [0, 2], interior = [0, 0] : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x11xf32>
+  // CHECK: tensor.concat dim(1)
+  %1 = "stablehlo.pad"(%x, %c) <{edge_padding_high = array<i64: 0, 2>, edge_padding_low = array<i64: 0, 1>, interior_padding = array<i64: 0, 0>}> : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x11xf32>
+  // CHECK: tensor.extract_slice %{{.+}}[0, 1] [2, 6] [1, 1]
+  %2 = stablehlo.pad %x, %c, low = [0, -1], high = [0, -1], interior = [0, 0] : (tensor<2x8xf32>, tensor<f32>) -> tensor<2x6xf32>
+  return %0, %1, %2 : tensor<2x11xf32>, tensor<2x11xf32>, tensor<2x6xf32>
+}
+
+// -----
+
+// jnp.cumsum: a reduce_window over a window of the whole dim padded by
+// N - 1 on the left. out[o] = sum_w x[o + w - 7], 0 outside the operand.
+// CHECK-LABEL: func @reduce_window_cumsum
+func.func @reduce_window_cumsum(%x: tensor<2x8xi32>) -> tensor<2x8xi32> {
+  %c = stablehlo.constant dense<0> : tensor<i32>
+  // CHECK: %[[WIN:.+]] = tensor.empty() : tensor<1x8xi32>
+  // CHECK: %[[FILL:.+]] = linalg.fill
+  // CHECK: linalg.generic {{.*}}iterator_types = ["parallel", "parallel", "reduction", "reduction"]} ins(%[[WIN]] : tensor<1x8xi32>) outs(%[[FILL]] : tensor<2x8xi32>)
+  // CHECK: %[[IDX:.+]] = arith.subi
+  // CHECK: tensor.extract %{{.+}}[%{{.+}}, %{{.+}}] : tensor<2x8xi32>
+  // CHECK: %[[X:.+]] = arith.select
+  // CHECK: arith.addi %{{.+}}, %[[X]] : i32
+  %1 = "stablehlo.reduce_window"(%x, %c) <{base_dilations = array<i64: 1, 1>, padding = dense<[[0, 0], [7, 0]]> : tensor<2x2xi64>, window_dilations = array<i64: 1, 1>, window_dimensions = array<i64: 1, 8>, window_strides = array<i64: 1, 1>}> ({
+  ^bb0(%a: tensor<i32>, %b: tensor<i32>):
+    %2 = stablehlo.add %a, %b : tensor<i32>
+    stablehlo.return %2 : tensor<i32>
+  }) : (tensor<2x8xi32>, tensor<i32>) -> tensor<2x8xi32>
+  return %1 : tensor<2x8xi32>
+}

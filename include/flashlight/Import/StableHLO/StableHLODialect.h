@@ -1,6 +1,6 @@
 //===- StableHLODialect.h - StableHLO import dialect ------------*- C++ -*-===//
 //
-// The `stablehlo` import dialect: parse hooks and attribute parsing for the
+// The `stablehlo` and `chlo` import dialects: parse hooks and attribute parsing for the
 // StableHLO text JAX prints. Its operations are unregistered.
 //
 //===----------------------------------------------------------------------===//
@@ -11,6 +11,7 @@
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpImplementation.h"
 
+#include "flashlight/Import/StableHLO/CHLODialect.h.inc"
 #include "flashlight/Import/StableHLO/StableHLODialect.h.inc"
 
 #endif // FLASHLIGHT_IMPORT_STABLEHLO_STABLEHLODIALECT_H
