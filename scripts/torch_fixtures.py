@@ -299,7 +299,8 @@ def export_one(name, prog, outdir, device):
     """Exports one program on `device`; returns (graph, device used)."""
     path = os.path.join(outdir, f"{name}.json")
     try:
-        return flashlight.export(prog.fn, *prog.example_args(device), path=path), device
+        return flashlight.export(prog.fn, *prog.example_args(device), path=path,
+                                 decompose=False), device
     except Exception:
         if device != "cpu" or not torch.cuda.is_available():
             raise
@@ -309,7 +310,8 @@ def export_one(name, prog, outdir, device):
         bias = CAPTURED_BIAS
         CAPTURED_BIAS = bias.cuda()
         try:
-            return flashlight.export(prog.fn, *prog.example_args("cuda"), path=path), "cuda"
+            return flashlight.export(prog.fn, *prog.example_args("cuda"), path=path,
+                                     decompose=False), "cuda"
         finally:
             CAPTURED_BIAS = bias
 

@@ -86,6 +86,9 @@ void flashlight::buildGPUToPTXPipeline(OpPassManager &pm,
   kernels.addPass(createSCFToControlFlowPass());
   kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
+  // What libdevice does not cover (math.absi on the reference path's
+  // kernels) becomes LLVM intrinsics NVPTX selects.
+  kernels.addPass(createConvertMathToLLVMPass());
   // NVVM ops that lower to inline PTX (wgmma.mma_async).
   kernels.addPass(createConvertNVVMToLLVMPass());
   kernels.addPass(createCanonicalizerPass());

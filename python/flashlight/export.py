@@ -3,13 +3,30 @@
     import flashlight
     flashlight.export(attention, q, k, v, path="attention.json")
 
-runs `torch.export.export` on the function (non-strict, no decompositions:
-the ATen operations stay as exported, e.g. `aten.matmul.default`,
-`aten.softmax.int`, `aten.scaled_dot_product_attention.default`) and writes
-`path` in the "flashlight-graph" schema, version 1 (docs/json-graph.md), the
-input of Flashlight's JSON graph importer. Tensors the function captures
-(lifted constants, parameters, buffers) are written beside it as raw data,
-`<stem>.<name>.bin`.
+runs `torch.export.export` on the function (non-strict, in eval mode) and,
+by default, reduces the exported program to the Core ATen opset with
+torch's own decomposition table (`ExportedProgram.run_decompositions`
+with `torch.export.default_decompositions()`): `matmul` becomes
+`expand`/`view`/`bmm`, `softmax` `_softmax`, `.to(dtype)` `_to_copy`,
+`transpose` `permute`, `scaled_dot_product_attention` the math it
+defines. The graph is then cleaned of what carries no computation in a
+functional graph (`clone`, `alias`, `detach`, `lift_fresh_copy`,
+`_assert_tensor_metadata`, `copy` of a same-typed value, ...; a `view`
+then reads its operand as a value, in row-major order, as `reshape`
+does), captured tensors nothing reads are dropped, and lifted 0-d tensor
+constants (`torch.tensor(0.0)`) are folded into `aten.scalar_tensor`
+nodes; other captured tensors (lifted constants, parameters, buffers)
+stay constants. The modules `fn` reaches (itself, closure cells, globals
+it names) are registered under the exported wrapper, so their weights are
+exported as parameters and buffers (`p_<var>_<path>`, `b_<var>_<path>`).
+`decompose=False` keeps the ATen operations as the program called them
+(`aten.matmul.default`, `aten.softmax.int`, ...), as flashlight.export
+wrote before (scripts/torch_fixtures.py's committed fixtures);
+`preserve=[...]` keeps named operators undecomposed.
+
+It writes `path` in the "flashlight-graph" schema, version 1
+(docs/json-graph.md), the input of Flashlight's JSON graph importer.
+Captured tensors are written beside it as raw data, `<stem>.<name>.bin`.
 
 torch is imported only when `export` is called.
 """
@@ -163,7 +180,9 @@ def _parameter_names(fn, count):
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     if len(params) < count or any(p.kind not in positional for p in params[:count]):
         return None
-    if any(p.default is inspect.Parameter.empty for p in params[count:]):
+    variadic = (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    if any(p.default is inspect.Parameter.empty and p.kind not in variadic
+           for p in params[count:]):
         return None
     return [p.name for p in params[:count]]
 
@@ -296,18 +315,231 @@ def to_graph(ep, function="", input_names=None):
     }, tensors
 
 
-def export(fn, *example_inputs, path):
-    """Exports `fn(*example_inputs)` with torch.export and writes `path`
-    (flashlight-graph JSON) and its constants beside it; returns the graph
-    as a dict. The example inputs must be tensors; their shapes and dtypes
-    are the graph's (static shapes)."""
+def _modules_of(fn):
+    """The nn.Modules `fn` is or reaches directly, as [(name, module)]: fn
+    itself, a bound method's object, closure cells (named after the free
+    variable), globals it names, functools.partial arguments, default
+    values. Export puts them
+    in eval mode and registers them under the wrapper, so that their
+    parameters and buffers are exported as such (`p_<name>_<path>`)."""
+    import functools
+
+    import torch
+
+    found, seen = [], set()
+
+    def visit(x, name, depth):
+        if id(x) in seen or depth > 3:
+            return
+        seen.add(id(x))
+        if isinstance(x, torch.nn.Module):
+            found.append((name, x))
+            return
+        if isinstance(x, functools.partial):
+            visit(x.func, name, depth + 1)
+            for i, a in enumerate(x.args):
+                visit(a, f"{name}_{i}", depth + 1)
+            for k, a in x.keywords.items():
+                visit(a, k, depth + 1)
+            return
+        if isinstance(x, (list, tuple)):
+            for i, a in enumerate(x):
+                visit(a, f"{name}_{i}", depth + 1)
+            return
+        if isinstance(x, dict):
+            for k, a in x.items():
+                visit(a, f"{name}_{k}", depth + 1)
+            return
+        owner = getattr(x, "__self__", None)
+        if owner is not None:
+            visit(owner, name, depth + 1)
+        code = getattr(x, "__code__", None)
+        freevars = code.co_freevars if code is not None else ()
+        for var, cell in zip(freevars, getattr(x, "__closure__", None) or ()):
+            try:
+                visit(cell.cell_contents, var, depth + 1)
+            except ValueError:  # an empty cell
+                pass
+        for i, a in enumerate(getattr(x, "__defaults__", None) or ()):
+            visit(a, f"{name}_default{i}", depth + 1)
+        module_globals = getattr(x, "__globals__", None)
+        if code is not None and module_globals is not None:
+            for var in code.co_names:  # modules the function names as globals
+                if isinstance(module_globals.get(var), torch.nn.Module):
+                    visit(module_globals[var], var, depth + 1)
+
+    visit(fn, "fn", 0)
+    names, result = set(), []
+    for name, m in found:
+        name = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "m"
+        while name in names or name == "training":
+            name += "_"
+        names.add(name)
+        result.append((name, m))
+    return result
+
+
+#: Operators that carry no computation in a functional graph: a use of one
+#: is a use of its first argument.
+_IDENTITY_OPS = (
+    "aten.clone.default",
+    "aten.alias.default",
+    "aten.detach.default",
+    "aten.detach_.default",
+    "aten.lift_fresh_copy.default",
+    "aten.lift_fresh.default",
+    "aten.contiguous.default",
+    "aten.dropout.default",  # only with train=False (checked)
+    "aten.feature_dropout.default",
+)
+
+#: Operators with no result that only check what the graph already says.
+_CHECK_OPS = (
+    "aten._assert_tensor_metadata.default",
+    "aten._assert_scalar.default",
+    "aten._assert_async.msg",
+    "aten._assert_async.default",
+    "aten.sym_constrain_range_for_size.default",
+    "aten.sym_constrain_range.default",
+    "aten._functional_assert_async.msg",
+)
+
+#: Random operators: their presence means dropout in training mode.
+_RANDOM_OPS = ("aten.native_dropout.default", "aten.bernoulli.p", "aten.bernoulli.default",
+               "aten.rand.default", "aten.rand_like.default", "aten.randn.default",
+               "aten.randn_like.default")
+
+
+def _clean(ep):
+    """Removes the identity and check nodes of `ep`'s graph and folds 0-d
+    lifted constants into `aten.scalar_tensor` nodes, in place; returns ep."""
+    import torch
+    from torch.export.graph_signature import InputKind
+
+    graph = ep.graph
+    for n in list(graph.nodes):
+        if n.op != "call_function":
+            continue
+        name = target_name(n.target)
+        if name in _RANDOM_OPS:
+            raise ExportError(f"{n.name}: {name}: a random operation (dropout in training "
+                              "mode?); export the function in eval mode")
+        if name in ("aten.dropout.default", "aten.feature_dropout.default"):
+            train = n.args[2] if len(n.args) > 2 else n.kwargs.get("train", False)
+            if train:
+                raise ExportError(f"{n.name}: dropout in training mode")
+        if name in _IDENTITY_OPS and n.args and isinstance(n.args[0], torch.fx.Node):
+            source = n.args[0]
+            src_val, val = source.meta.get("val"), n.meta.get("val")
+            if (isinstance(src_val, torch.Tensor) and isinstance(val, torch.Tensor)
+                    and (src_val.dtype != val.dtype or tuple(src_val.shape) != tuple(val.shape))):
+                continue
+            n.replace_all_uses_with(source)
+            graph.erase_node(n)
+        elif name in _CHECK_OPS and not n.users:
+            graph.erase_node(n)
+        elif name == "aten.copy.default" and len(n.args) >= 2:
+            # The functional form of `dst.copy_(src)` (a write into a new
+            # tensor): with src of dst's shape and dtype, the result is src.
+            dst, src = n.args[0], n.args[1]
+            dv = dst.meta.get("val") if isinstance(dst, torch.fx.Node) else None
+            sv = src.meta.get("val") if isinstance(src, torch.fx.Node) else None
+            if (isinstance(dv, torch.Tensor) and isinstance(sv, torch.Tensor)
+                    and dv.dtype == sv.dtype and tuple(dv.shape) == tuple(sv.shape)):
+                n.replace_all_uses_with(src)
+                graph.erase_node(n)
+
+    # 0-d lifted tensor constants (torch.tensor(0.0)) become scalar_tensor
+    # nodes: a value in the graph rather than a 1-element file.
+    placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
+    folded = []
+    for spec in ep.graph_signature.input_specs:
+        if spec.kind != InputKind.CONSTANT_TENSOR:
+            continue
+        tensor = ep.constants.get(spec.target)
+        node = placeholders.get(getattr(spec.arg, "name", None))
+        if (node is None or not isinstance(tensor, torch.Tensor) or tensor.dim() != 0
+                or not (tensor.dtype.is_floating_point or tensor.dtype in (
+                    torch.bool, torch.int8, torch.uint8, torch.int16, torch.int32, torch.int64))):
+            continue
+        first = next(n for n in graph.nodes if n.op != "placeholder")
+        with graph.inserting_before(first):
+            value = tensor.item()
+            new = graph.call_function(torch.ops.aten.scalar_tensor.default, (value,),
+                                      {"dtype": tensor.dtype})
+        new.meta["val"] = node.meta.get("val")
+        node.replace_all_uses_with(new)
+        folded.append((spec, node))
+    for spec, node in folded:
+        graph.erase_node(node)
+        ep.graph_signature.input_specs.remove(spec)
+        ep.constants.pop(spec.target, None)
+    graph.eliminate_dead_code()
+    # Captured tensors nothing reads (a buffer the module keeps but this
+    # computation does not use) are not written.
+    placeholders = {n.name: n for n in graph.nodes if n.op == "placeholder"}
+    for spec in list(ep.graph_signature.input_specs):
+        node = placeholders.get(getattr(spec.arg, "name", None))
+        if spec.kind != InputKind.USER_INPUT and node is not None and not node.users:
+            graph.erase_node(node)
+            ep.graph_signature.input_specs.remove(spec)
+    graph.lint()
+    return ep
+
+
+def decompositions(preserve=()):
+    """torch's Core ATen decomposition table, less the operators named in
+    `preserve` (OpOverloads or "aten.op.overload" names)."""
+    import torch
+
+    table = torch.export.default_decompositions()
+    names = {p if isinstance(p, str) else target_name(p) for p in preserve}
+    for op in list(table.keys()):
+        if target_name(op) in names:
+            del table[op]
+    return table
+
+
+def export_program(fn, *example_inputs, decompose=True, preserve=()):
+    """`torch.export` of `fn(*example_inputs)` as flashlight.export sees it:
+    in eval mode, reduced to Core ATen unless `decompose` is false, cleaned
+    (see the module's docstring). Returns (ExportedProgram, input names)."""
     import torch
 
     for i, x in enumerate(example_inputs):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"example input {i} is a {type(x).__name__}, not a tensor")
     module, names = _module(fn, len(example_inputs))
-    ep = torch.export.export(module, tuple(example_inputs), strict=False)
+    named = _modules_of(fn)
+    modules = [m for _, m in named]
+    for name, m in named:
+        module.add_module(name, m)
+    module.eval()
+    training = [m.training for m in modules]
+    try:
+        for m in modules:
+            m.eval()
+        ep = torch.export.export(module, tuple(example_inputs), strict=False)
+        if decompose:
+            ep = ep.run_decompositions(decompositions(preserve))
+    finally:
+        for m, t in zip(modules, training):
+            m.train(t)
+    if decompose:
+        ep = _clean(ep)
+    return ep, names
+
+
+def export(fn, *example_inputs, path, decompose=True, preserve=()):
+    """Exports `fn(*example_inputs)` with torch.export and writes `path`
+    (flashlight-graph JSON) and its constants beside it; returns the graph
+    as a dict. The example inputs must be tensors; their shapes and dtypes
+    are the graph's (static shapes). `fn` and the modules it reaches run in
+    eval mode (dropout is the identity). With `decompose` (the default) the
+    graph is reduced to Core ATen; `decompose=False` keeps the operators as
+    called. `preserve` names operators to keep undecomposed, e.g.
+    `["aten.scaled_dot_product_attention.default"]`."""
+    ep, names = export_program(fn, *example_inputs, decompose=decompose, preserve=preserve)
     graph, tensors = to_graph(ep, getattr(fn, "__name__", "function"), names)
 
     directory = os.path.dirname(os.path.abspath(path))

@@ -91,6 +91,8 @@ public:
   // ATen ops.
   FailureOr<Value> lowerOp(StringRef target, RankedTensorType out);
   FailureOr<Value> sdpa(RankedTensorType out);
+  FailureOr<SmallVector<Value, 1>> split(StringRef target,
+                                         ArrayRef<RankedTensorType> outs);
   FailureOr<Value> index(Value self, const json &indices, RankedTensorType out);
   /// `out[p] = self[at(p)]`: a generic over `out`'s dims reading the index
   /// tensors `indexTensors` through `maps`; `at` gives self's indices from
@@ -699,10 +701,27 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
   if (op == "mul")
     return apply({x, y}, Type(), floatOrInt(MulFOp(), MulIOp()));
   if (op == "div") {
-    if (!arg(2, "rounding_mode").is_null())
-      return fail("div with a rounding mode is not supported");
-    return apply({x, y}, isa<FloatType>(elt) ? elt : b.getF32Type(),
-                 floatOrInt(DivFOp(), DivSIOp()));
+    const json &mode = arg(2, "rounding_mode");
+    std::string rounding = mode.is_object() ? mode.value("str", "") : "";
+    if (!mode.is_null() && rounding != "floor" && rounding != "trunc")
+      return fail("div with rounding mode '" + rounding + "'");
+    if (rounding.empty())
+      return apply({x, y}, isa<FloatType>(elt) ? elt : b.getF32Type(),
+                   floatOrInt(DivFOp(), DivSIOp()));
+    // Rounded quotients keep the operands' type (integers stay integers).
+    return apply({x, y}, Type(),
+                 [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+                   Value d = castScalar(nb, l, s[1], s[0].getType());
+                   if (isa<FloatType>(s[0].getType())) {
+                     Value q = DivFOp::create(nb, l, s[0], d);
+                     if (rounding == "floor")
+                       return math::FloorOp::create(nb, l, q);
+                     return math::TruncOp::create(nb, l, q);
+                   }
+                   if (rounding == "floor")
+                     return FloorDivSIOp::create(nb, l, s[0], d);
+                   return DivSIOp::create(nb, l, s[0], d);
+                 });
   }
   if (op == "maximum")
     return apply({x, y}, Type(), floatOrInt(MaximumFOp(), MaxSIOp()));
@@ -730,6 +749,135 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
     return unaryF(math::SqrtOp());
   if (op == "rsqrt")
     return unaryF(math::RsqrtOp());
+  if (op == "cos")
+    return unaryF(math::CosOp());
+  if (op == "sin")
+    return unaryF(math::SinOp());
+  if (op == "exp2")
+    return unaryF(math::Exp2Op());
+  if (op == "log2")
+    return unaryF(math::Log2Op());
+  if (op == "log1p")
+    return unaryF(math::Log1pOp());
+  if (op == "expm1")
+    return unaryF(math::ExpM1Op());
+  if (op == "erf")
+    return unaryF(math::ErfOp());
+  if (op == "floor")
+    return unaryF(math::FloorOp());
+  if (op == "ceil")
+    return unaryF(math::CeilOp());
+  if (op == "round")
+    return unaryF(math::RoundEvenOp());
+  if (op == "trunc")
+    return unaryF(math::TruncOp());
+  if (op == "gelu") {
+    // erf form: x/2 (1 + erf(x / sqrt 2)); tanh form: x/2 (1 + tanh(
+    // sqrt(2/pi) (x + 0.044715 x^3))).
+    const json &mode = arg(1, "approximate");
+    bool tanhForm = mode.is_object() && mode.value("str", "") == "tanh";
+    Type c = isa<FloatType>(elt) ? elt : b.getF32Type();
+    return apply({x}, c, [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+      Type t = s[0].getType();
+      auto k = [&](double v) { return constantOf(nb, l, t, v); };
+      Value inner;
+      if (tanhForm) {
+        Value cube = MulFOp::create(
+            nb, l, s[0], MulFOp::create(nb, l, s[0], s[0]));
+        Value arg = MulFOp::create(
+            nb, l, k(std::sqrt(2.0 / M_PI)),
+            AddFOp::create(nb, l, s[0], MulFOp::create(nb, l, k(0.044715), cube)));
+        inner = math::TanhOp::create(nb, l, arg);
+      } else {
+        inner = math::ErfOp::create(nb, l,
+                                    MulFOp::create(nb, l, s[0], k(M_SQRT1_2)));
+      }
+      Value half = MulFOp::create(nb, l, s[0], k(0.5));
+      return MulFOp::create(nb, l, half, AddFOp::create(nb, l, k(1.0), inner));
+    });
+  }
+  if (op == "clamp" || op == "clamp_min" || op == "clamp_max") {
+    // Bounds are scalars or tensors; a missing one does not bound.
+    SmallVector<std::pair<unsigned, StringRef>> which = {x};
+    bool hasMin = op != "clamp_max" && !arg(1, "min").is_null();
+    bool hasMax = op == "clamp_max" ? !arg(1, "max").is_null()
+                                    : op == "clamp" && !arg(2, "max").is_null();
+    if (hasMin)
+      which.push_back({1, "min"});
+    if (hasMax)
+      which.push_back({op == "clamp_max" ? 1u : 2u, "max"});
+    return apply(which, Type(),
+                 [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+                   Value v = s[0];
+                   bool isFloat = isa<FloatType>(v.getType());
+                   auto bound = [&](Value c, bool lower) -> Value {
+                     c = castScalar(nb, l, c, v.getType());
+                     if (isFloat)
+                       return lower ? Value(MaximumFOp::create(nb, l, v, c))
+                                    : Value(MinimumFOp::create(nb, l, v, c));
+                     return lower ? Value(MaxSIOp::create(nb, l, v, c))
+                                  : Value(MinSIOp::create(nb, l, v, c));
+                   };
+                   unsigned next = 1;
+                   if (hasMin)
+                     v = bound(s[next++], true);
+                   if (hasMax)
+                     v = bound(s[next], false);
+                   return v;
+                 });
+  }
+  if (op == "remainder" || op == "fmod") {
+    // remainder: Python's, the sign of the divisor; fmod: C's, the sign of
+    // the dividend.
+    bool python = op == "remainder";
+    return apply({x, y}, Type(),
+                 [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+                   Type t = s[0].getType();
+                   Value d = castScalar(nb, l, s[1], t);
+                   if (isa<FloatType>(t)) {
+                     if (!python)
+                       return RemFOp::create(nb, l, s[0], d);
+                     Value q = math::FloorOp::create(
+                         nb, l, DivFOp::create(nb, l, s[0], d));
+                     return SubFOp::create(nb, l, s[0],
+                                           MulFOp::create(nb, l, q, d));
+                   }
+                   Value r = RemSIOp::create(nb, l, s[0], d);
+                   if (!python)
+                     return r;
+                   Value zero = constantOf(nb, l, t, 0);
+                   Value nonzero =
+                       CmpIOp::create(nb, l, CmpIPredicate::ne, r, zero);
+                   Value signs = XOrIOp::create(
+                       nb, l, CmpIOp::create(nb, l, CmpIPredicate::slt, r, zero),
+                       CmpIOp::create(nb, l, CmpIPredicate::slt, d, zero));
+                   Value fix = AndIOp::create(nb, l, nonzero, signs);
+                   return SelectOp::create(nb, l, fix,
+                                           AddIOp::create(nb, l, r, d), r);
+                 });
+  }
+  if (op == "floor_divide")
+    return apply({x, y}, Type(),
+                 [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+                   Value d = castScalar(nb, l, s[1], s[0].getType());
+                   if (isa<FloatType>(s[0].getType()))
+                     return math::FloorOp::create(
+                         nb, l, DivFOp::create(nb, l, s[0], d));
+                   return FloorDivSIOp::create(nb, l, s[0], d);
+                 });
+  if (op == "__rshift__" || op == "bitwise_right_shift" ||
+      op == "__lshift__" || op == "bitwise_left_shift") {
+    bool right = op.contains("right") || op == "__rshift__";
+    if (!isa<IntegerType>(elt))
+      return fail("shifts need integers");
+    return apply({x, y}, elt,
+                 [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+                   Value n = castScalar(nb, l, s[1], s[0].getType());
+                   if (right)
+                     return ShRSIOp::create(nb, l, s[0], n);
+                   return ShLIOp::create(nb, l, s[0], n);
+                 });
+  }
   if (op == "abs") {
     // Integers stay integers (a relative position's distance): through f32
     // they would round past 2^24.
@@ -897,6 +1045,82 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
     }
     return matmul(*self, *other, elt);
   }
+  if (op == "addmm" || op == "baddbmm") {
+    // beta * self + alpha * (mat1 @ mat2) (nn.Linear's decomposition).
+    if (failed(needSelf()))
+      return failure();
+    FailureOr<Value> m1 = tensor(arg(1, op == "addmm" ? "mat1" : "batch1"));
+    FailureOr<Value> m2 = tensor(arg(2, op == "addmm" ? "mat2" : "batch2"));
+    if (failed(m1) || failed(m2))
+      return failure();
+    auto t1 = cast<RankedTensorType>(m1->getType());
+    auto t2 = cast<RankedTensorType>(m2->getType());
+    if (t1.getRank() < 2 || t2.getRank() != t1.getRank() ||
+        t1.getDimSize(t1.getRank() - 1) != t2.getDimSize(t2.getRank() - 2))
+      return fail("'" + target + "' operands do not multiply");
+    double beta = number(arg(3, "beta")).value_or(1.0);
+    double alpha = number(arg(4, "alpha")).value_or(1.0);
+    Value product = matmul(*m1, *m2, elt);
+    if (failed(checkBroadcast({*self, product}, out)))
+      return failure();
+    Type c = isa<FloatType>(elt) ? elt : b.getF32Type();
+    return elementwise({*self, product}, out, c,
+                       [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+                         Type t = s[0].getType();
+                         Value a = s[0], p = s[1];
+                         if (beta != 1.0)
+                           a = MulFOp::create(nb, l, a, constantOf(nb, l, t, beta));
+                         if (alpha != 1.0)
+                           p = MulFOp::create(nb, l, p, constantOf(nb, l, t, alpha));
+                         if (beta == 0.0)
+                           return p;
+                         return AddFOp::create(nb, l, a, p);
+                       });
+  }
+  if (op == "cumsum") {
+    // out[..i..] = sum_{k <= i} self[..k..]: a reduction over a second
+    // index k along the dim, reading self through an affine map.
+    if (failed(needSelf()))
+      return failure();
+    int64_t rank = selfType.getRank();
+    FailureOr<int64_t> dim = dimArg(arg(1, "dim"), rank);
+    if (failed(dim))
+      return failure();
+    if (out.getShape() != selfType.getShape())
+      return fail("cumsum changes the shape");
+    Type acc = isLowFloat(elt) ? b.getF32Type() : elt;
+    SmallVector<AffineExpr> in, res;
+    for (int64_t d = 0; d < rank; ++d) {
+      in.push_back(b.getAffineDimExpr(d == *dim ? rank : d));
+      res.push_back(b.getAffineDimExpr(d));
+    }
+    auto accType = RankedTensorType::get(out.getShape(), acc);
+    Value init = linalg::FillOp::create(b, loc, constantOf(b, loc, acc, 0),
+                                        emptyLike(b, loc, accType))
+                     .getResult(0);
+    SmallVector<utils::IteratorType> iters = parallelIterators(rank);
+    iters.push_back(utils::IteratorType::reduction);
+    Value sums =
+        linalg::GenericOp::create(
+            b, loc, accType, *self, init,
+            {AffineMap::get(rank + 1, 0, in, ctx),
+             AffineMap::get(rank + 1, 0, res, ctx)},
+            iters,
+            [&](OpBuilder &nb, Location l, ValueRange s) {
+              Value i = linalg::IndexOp::create(nb, l, *dim);
+              Value k = linalg::IndexOp::create(nb, l, rank);
+              Value upTo = CmpIOp::create(nb, l, CmpIPredicate::sle, k, i);
+              Value v = castScalar(nb, l, s[0], acc);
+              v = SelectOp::create(nb, l, upTo, v, constantOf(nb, l, acc, 0));
+              Value sum = isa<FloatType>(acc)
+                              ? Value(AddFOp::create(nb, l, s[1], v))
+                              : Value(AddIOp::create(nb, l, s[1], v));
+              linalg::YieldOp::create(nb, l, sum);
+            })
+            .getResult(0);
+    return elementwise({sums}, out, acc,
+                       [](OpBuilder &, Location, ValueRange s) { return s[0]; });
+  }
   if (op == "amax" || op == "sum" || op == "max" || op == "mean" ||
       op == "all" || op == "any") {
     if (failed(needSelf()))
@@ -1052,6 +1276,90 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
         b.getDenseI64ArrayAttr(strides));
     return reshapeTensor(b, loc, v, out);
   }
+  if (op == "constant_pad_nd") {
+    // pad = (last_lo, last_hi, second_last_lo, ...): per padded dim, a
+    // concatenation with filled pieces; negative amounts crop.
+    if (failed(needSelf()))
+      return failure();
+    FailureOr<SmallVector<int64_t>> pad = ints(arg(1, "pad"));
+    if (failed(pad))
+      return failure();
+    int64_t rank = selfType.getRank();
+    if (pad->size() % 2 || (int64_t)pad->size() > 2 * rank)
+      return fail("constant_pad_nd needs (low, high) pairs for at most every "
+                  "dim");
+    double value = number(arg(2, "value")).value_or(0.0);
+    Value cur = *self;
+    for (size_t p = 0; p < pad->size(); p += 2) {
+      int64_t d = rank - 1 - p / 2, lo = (*pad)[p], hi = (*pad)[p + 1];
+      auto t = cast<RankedTensorType>(cur.getType());
+      int64_t size = t.getDimSize(d);
+      if (std::max<int64_t>(-lo, 0) + std::max<int64_t>(-hi, 0) > size)
+        return fail("constant_pad_nd crops more than the dim holds");
+      if (lo < 0 || hi < 0) {
+        SmallVector<int64_t> offsets(rank, 0), sizes(t.getShape()),
+            strides(rank, 1);
+        offsets[d] = std::max<int64_t>(-lo, 0);
+        sizes[d] = size - offsets[d] - std::max<int64_t>(-hi, 0);
+        cur = tensor::ExtractSliceOp::create(
+            b, loc, RankedTensorType::get(sizes, elt), cur, ValueRange(),
+            ValueRange(), ValueRange(), b.getDenseI64ArrayAttr(offsets),
+            b.getDenseI64ArrayAttr(sizes), b.getDenseI64ArrayAttr(strides));
+      }
+      SmallVector<Value> pieces;
+      auto filled = [&](int64_t extent) {
+        SmallVector<int64_t> shape(
+            cast<RankedTensorType>(cur.getType()).getShape());
+        shape[d] = extent;
+        auto pt = RankedTensorType::get(shape, elt);
+        return linalg::FillOp::create(b, loc, constantOf(b, loc, elt, value),
+                                      emptyLike(b, loc, pt))
+            .getResult(0);
+      };
+      if (lo > 0)
+        pieces.push_back(filled(lo));
+      pieces.push_back(cur);
+      if (hi > 0)
+        pieces.push_back(filled(hi));
+      if (pieces.size() > 1)
+        cur = tensor::ConcatOp::create(b, loc, d, pieces);
+    }
+    if (cur.getType() != out)
+      return fail("constant_pad_nd result differs from the declared one");
+    return cur;
+  }
+  if (op == "slice_scatter") {
+    // self with src written into self[.., start:end:step, ..] (step 1).
+    if (failed(needSelf()))
+      return failure();
+    FailureOr<Value> src = tensor(arg(1, "src"));
+    if (failed(src))
+      return failure();
+    int64_t rank = selfType.getRank();
+    FailureOr<int64_t> dim =
+        dimArg(arg(2, "dim").is_null() ? json(0) : arg(2, "dim"), rank);
+    if (failed(dim))
+      return failure();
+    auto st = cast<RankedTensorType>(src->getType());
+    int64_t size = selfType.getDimSize(*dim);
+    int64_t start = std::clamp<int64_t>(
+        normDim(integer(arg(3, "start")).value_or(0), size), 0, size);
+    if (integer(arg(5, "step")).value_or(1) != 1)
+      return fail("slice_scatter with a step other than 1 is not supported");
+    if (st.getRank() != rank || start + st.getDimSize(*dim) > size ||
+        st.getElementType() != elt || out != selfType)
+      return fail("slice_scatter source does not fit its slice");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != *dim && st.getDimSize(d) != selfType.getDimSize(d))
+        return fail("slice_scatter source does not fit its slice");
+    SmallVector<int64_t> offsets(rank, 0), strides(rank, 1);
+    offsets[*dim] = start;
+    return Value(tensor::InsertSliceOp::create(
+        b, loc, *src, *self, ValueRange(), ValueRange(), ValueRange(),
+        b.getDenseI64ArrayAttr(offsets),
+        b.getDenseI64ArrayAttr(st.getShape()),
+        b.getDenseI64ArrayAttr(strides)));
+  }
   if (op == "cat") {
     const json &list = arg(0, "tensors");
     if (!list.is_array() || list.empty())
@@ -1162,6 +1470,49 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
               "' is not supported by the PyTorch importers");
 }
 
+/// `split_with_sizes`, `split` and `unbind`: consecutive slices along a
+/// dim, one per declared output (their shapes give the sizes).
+FailureOr<SmallVector<Value, 1>>
+ATenLowering::Impl::split(StringRef target, ArrayRef<RankedTensorType> outs) {
+  FailureOr<Value> self = tensor(arg(0, "self"));
+  if (failed(self))
+    return failure();
+  auto st = cast<RankedTensorType>(self->getType());
+  int64_t rank = st.getRank();
+  bool unbind = target.starts_with("aten.unbind.");
+  const json &dimJson = arg(unbind ? 1 : 2, "dim");
+  FailureOr<int64_t> dim = dimArg(dimJson.is_null() ? json(0) : dimJson, rank);
+  if (failed(dim))
+    return failure();
+  SmallVector<Value, 1> results;
+  int64_t offset = 0;
+  for (RankedTensorType out : outs) {
+    SmallVector<int64_t> offsets(rank, 0), sizes(st.getShape()),
+        strides(rank, 1);
+    offsets[*dim] = offset;
+    sizes[*dim] = unbind ? 1 : (out.getRank() == rank ? out.getDimSize(*dim) : -1);
+    if (sizes[*dim] < 0 || offset + sizes[*dim] > st.getDimSize(*dim) ||
+        out.getElementType() != st.getElementType())
+      return fail("'" + target + "' outputs do not tile the dim");
+    offset += sizes[*dim];
+    Value piece = tensor::ExtractSliceOp::create(
+        b, loc, RankedTensorType::get(sizes, st.getElementType()), *self,
+        ValueRange(), ValueRange(), ValueRange(),
+        b.getDenseI64ArrayAttr(offsets), b.getDenseI64ArrayAttr(sizes),
+        b.getDenseI64ArrayAttr(strides));
+    if (RankedTensorType(cast<RankedTensorType>(piece.getType())) != out) {
+      if (cast<RankedTensorType>(piece.getType()).getNumElements() !=
+          out.getNumElements())
+        return fail("'" + target + "' outputs do not tile the dim");
+      piece = reshapeTensor(b, loc, piece, out);
+    }
+    results.push_back(piece);
+  }
+  if (offset != st.getDimSize(*dim))
+    return fail("'" + target + "' outputs do not cover the dim");
+  return results;
+}
+
 FailureOr<SmallVector<Value, 1>>
 ATenLowering::Impl::lower(StringRef target, const json &call,
                           ArrayRef<RankedTensorType> outs) {
@@ -1176,6 +1527,10 @@ ATenLowering::Impl::lower(StringRef target, const json &call,
       return SmallVector<Value, 1>();
     return fail("'" + target + "' has no output");
   }
+  if (target.starts_with("aten.split_with_sizes.") ||
+      target.starts_with("aten.split.") ||
+      target.starts_with("aten.unbind."))
+    return split(target, outs);
   FailureOr<Value> v = lowerOp(target, outs.front());
   if (failed(v))
     return failure();

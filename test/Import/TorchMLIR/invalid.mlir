@@ -1,10 +1,8 @@
 // RUN: flashlight-opt %s --split-input-file --verify-diagnostics --flashlight-import-torch
 
 func.func @unsupported_aten(%x: !torch.vtensor<[4],f32>) -> !torch.vtensor<[4],f32> {
-  %int0 = torch.constant.int 0
-  %none = torch.constant.none
-  // expected-error @+1 {{ATen op 'aten.cumsum.default' is not supported by the PyTorch importers}}
-  %0 = torch.aten.cumsum %x, %int0, %none : !torch.vtensor<[4],f32>, !torch.int, !torch.none -> !torch.vtensor<[4],f32>
+  // expected-error @+1 {{ATen op 'aten.lgamma.default' is not supported by the PyTorch importers}}
+  %0 = torch.aten.lgamma %x : !torch.vtensor<[4],f32> -> !torch.vtensor<[4],f32>
   return %0 : !torch.vtensor<[4],f32>
 }
 
