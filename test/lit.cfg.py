@@ -35,20 +35,20 @@ config.substitutions.append(
 # Import a StableHLO program, raise its attention, print the analysis.
 config.substitutions.append(
     ("%raise", "flashlight-opt --flashlight-import-stablehlo --canonicalize "
-     "--attn-raise --canonicalize --attn-explain")
+     "--attn-raise --canonicalize --attn-expand-empty-rows --attn-explain")
 )
 
 # Raise the attention of a linalg program on stdin, print the analysis.
 config.substitutions.append(
     ("%linalg-raise", "flashlight-opt --canonicalize --attn-raise "
-     "--canonicalize --attn-explain")
+     "--canonicalize --attn-expand-empty-rows --attn-explain")
 )
 
 # Import a torch-mlir `torch` dialect program, raise its attention, print the
 # analysis.
 config.substitutions.append(
     ("%torch-raise", "flashlight-opt --flashlight-import-torch --canonicalize "
-     "--attn-raise --canonicalize --attn-explain")
+     "--attn-raise --canonicalize --attn-expand-empty-rows --attn-explain")
 )
 
 llvm_config.use_default_substitutions()

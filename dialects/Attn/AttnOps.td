@@ -63,6 +63,11 @@ def Attn_AttentionOp : Attn_Op<"attention", [
       arguments `(o_0: f32, ..., o_{R-1}: f32, b, h, q_idx, d: index,
       captures...)`, yields the `f32` output element. It combines branches
       (differential attention) and applies gates.
+    * `mean_empty_rows` (softmax without sinks): a row whose keys are all
+      masked yields the mean of V over all keys instead of 0. This is what a
+      program computes when its mask fills with a finite constant
+      (`where(keep, s, finfo.min)`): the softmax of equal logits.
+      `attn-expand-empty-rows` implements it before code generation.
     * Results: `out` `[B,Hq,M,Dv]` and, optionally, one log-sum-exp tensor
       `[B,Hq,M]` (f32, natural log, over the unmasked keys and the sink) per
       branch.
@@ -99,7 +104,8 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     Variadic<RankedTensorOf<[AnyFloat]>>:$sinks,
     Variadic<AnyRankedTensor>:$captures,
     DenseF64ArrayAttr:$scale,
-    Attn_NormalizerAttr:$normalizer
+    Attn_NormalizerAttr:$normalizer,
+    UnitAttr:$mean_empty_rows
   );
   let results = (outs
     RankedTensorOf<[AnyFloat]>:$output,

@@ -293,12 +293,16 @@ FailureOr<json> importAndOutline(ModuleOp module,
     pm.addPass(createCanonicalizerPass());
   }
   if (!attention) {
+    // One form for every importer (the JSON graph's too): what the raise
+    // reads is canonical IR.
+    pm.addPass(createCanonicalizerPass());
     flashlight::attn::AttnRaiseOptions raise;
     raise.explain = explain;
     pm.addNestedPass<func::FuncOp>(flashlight::attn::createAttnRaise(raise));
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
+  pm.addPass(flashlight::attn::createAttnExpandEmptyRows());
   // Imported programs always get an entry (the user's function calling
   // its kernel), also when the attention is all they compute.
   flashlight::attn::AttnOutlineOptions outline;
@@ -460,7 +464,7 @@ int main(int argc, char **argv) {
 
   DialectRegistry registry;
   registry
-      .insert<flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect,
+      .insert<flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect, flashlight::shlo::CHLODialect,
               flashlight::torchimport::TorchDialect, arith::ArithDialect,
               cf::ControlFlowDialect, func::FuncDialect, gpu::GPUDialect,
               linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,

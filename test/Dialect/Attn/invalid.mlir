@@ -609,3 +609,11 @@ func.func @finalize_lse_needs_softmax(%a: tensor<1x2x16x8xf32>, %i: index) -> te
   %o, %lse = attn.online_finalize acc(%a : tensor<1x2x16x8xf32>) at(%i, %i, %i) normalizer none -> tensor<1x2x16x8xf32>, tensor<1x2x16xf32>
   return %o : tensor<1x2x16x8xf32>
 }
+
+// -----
+
+func.func @mean_empty_rows_sigmoid(%q: tensor<1x2x16x8xf16>, %k: tensor<1x2x16x8xf16>, %v: tensor<1x2x16x8xf16>) -> tensor<1x2x16x8xf16> {
+  // expected-error @+1 {{'mean_empty_rows' needs a softmax without sinks}}
+  %o = attn.attention q(%q : tensor<1x2x16x8xf16>) k(%k : tensor<1x2x16x8xf16>) v(%v : tensor<1x2x16x8xf16>) scale [0.35] normalizer sigmoid {mean_empty_rows} -> tensor<1x2x16x8xf16>
+  return %o : tensor<1x2x16x8xf16>
+}

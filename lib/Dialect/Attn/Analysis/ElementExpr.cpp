@@ -214,6 +214,25 @@ ENode *ElementGraph::scalarOutside(Value v) {
   return nullptr;
 }
 
+ENode *ElementGraph::foldConstant(ENode *n) {
+  SmallVector<Attribute> attrs;
+  for (ENode *operand : n->operands) {
+    if (operand->kind != ENode::Kind::Const)
+      return nullptr;
+    attrs.push_back(operand->value);
+  }
+  // The op's own folder: `sqrt(64.0)` is 8.0 whatever computed the 64.
+  SmallVector<OpFoldResult> folded;
+  if (failed(n->op->fold(attrs, folded)) || folded.size() != 1)
+    return nullptr;
+  auto value = dyn_cast_if_present<TypedAttr>(dyn_cast<Attribute>(folded[0]));
+  if (!value || value.getType() != n->type)
+    return nullptr;
+  ENode *c = make(ENode::Kind::Const, n->type);
+  c->value = value;
+  return c;
+}
+
 ENode *ElementGraph::evalBody(Operation *op, ArrayRef<AffineExpr> loops,
                               Value v, DenseMap<Value, ENode *> &scalars) {
   if (ENode *known = scalars.lookup(v))
@@ -280,6 +299,8 @@ ENode *ElementGraph::evalBody(Operation *op, ArrayRef<AffineExpr> loops,
           return nullptr;
         result->operands.push_back(n);
       }
+      if (ENode *folded = foldConstant(result))
+        result = folded;
     } else {
       lastError = ("'" + def->getName().getStringRef() +
                    "' in a linalg body is not understood")
@@ -566,9 +587,27 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
   } else {
     result = leaf();
   }
-  if (result)
+  if (result) {
     memo[key] = result;
+    // A computed element (a projection, RoPE, a norm) can still be read
+    // from the tensor that holds it.
+    if (result->kind != ENode::Kind::Leaf && def &&
+        isa<linalg::GenericOp>(def))
+      origins.try_emplace(result, tensor,
+                          SmallVector<AffineExpr>(indices.begin(), indices.end()));
+  }
   return result;
+}
+
+ENode *ElementGraph::stored(ENode *node) {
+  auto it = origins.find(node);
+  if (it == origins.end())
+    return nullptr;
+  auto [tensor, indices] = it->second;
+  ENode *n = make(ENode::Kind::Leaf, node->type);
+  n->tensor = tensor;
+  n->indices = indices;
+  return n;
 }
 
 //===----------------------------------------------------------------------===//

@@ -321,6 +321,9 @@ LogicalResult AttentionOp::verify() {
       failed(verifyOutput(*this, getOutput().getType(), *dims)) ||
       failed(verifySinks(*this, getSinks(), nb, getNormalizer(), dims->hq)))
     return failure();
+  if (getMeanEmptyRows() &&
+      (getNormalizer() != Normalizer::softmax || !getSinks().empty()))
+    return emitOpError("'mean_empty_rows' needs a softmax without sinks");
   return verifyLse(*this, TypeRange(getLse()), nb, getNormalizer(),
                    {dims->b, dims->hq, dims->m});
 }

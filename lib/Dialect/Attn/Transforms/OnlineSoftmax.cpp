@@ -99,8 +99,14 @@ struct AttnOnlineSoftmaxPass
   void runOnOperation() override {
     SmallVector<AttentionOp> ops;
     getOperation()->walk([&](AttentionOp op) { ops.push_back(op); });
-    for (AttentionOp op : ops)
+    for (AttentionOp op : ops) {
+      if (op.getMeanEmptyRows()) {
+        op.emitError("an attention with 'mean_empty_rows' reaches code "
+                     "generation (run attn-expand-empty-rows first)");
+        return signalPassFailure();
+      }
       rewrite(op);
+    }
   }
 };
 

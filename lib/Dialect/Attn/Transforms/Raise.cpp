@@ -75,6 +75,8 @@ bool isMaskingConst(ENode *n) {
                (peel(n)->type.isF16() && *c <= -6e4));
 }
 
+ENode *findNode(ENode *n, function_ref<bool(ENode *)> pred);
+
 bool isReduce(ENode *n, StringRef combiner) {
   return n->kind == Kind::Reduce && n->combinerName() == combiner;
 }
@@ -111,6 +113,9 @@ struct Branch {
   ENode *sink = nullptr;           // the extra logit in the denominator
   SmallVector<ENode *> keep;       // mask conjuncts
   SmallVector<ENode *> drop;       // conjuncts that mask when true
+  /// A mask fills with a finite constant (finfo.min, -1e9): a row with
+  /// every key masked is then a uniform average of V, not 0.
+  bool finiteFill = false;
   SmallVector<Distance> distances; // squared distances in S besides Q.K
 };
 
@@ -130,6 +135,17 @@ private:
   LogicalResult findBranches(ENode *root, SmallVectorImpl<Branch> &branches,
                              Reason &why);
   LogicalResult matchPV(ENode *sum, Branch &br, Reason &why);
+  /// `n` or a node under its float casts as an element of the tensor the
+  /// program stored it in (see ElementGraph::stored); null if none is.
+  ENode *storedElement(ENode *n) {
+    while (true) {
+      if (ENode *held = graph.stored(n))
+        return held;
+      if (!isCast(n))
+        return nullptr;
+      n = n->operands[0];
+    }
+  }
   void linearTerms(const Branch &pv, ENode *w, bool negative,
                    ArrayRef<ENode *> coefs, SmallVectorImpl<Branch> &branches);
   LogicalResult matchWeights(Branch &br, Reason &why);
@@ -158,6 +174,21 @@ LogicalResult Raiser::matchPV(ENode *sum, Branch &br, Reason &why) {
     ENode *v = peel(body->operands[side]);
     if (v->kind == Kind::Leaf && graph.dependsOn(v, br.j)) {
       br.v = v;
+      br.weights = body->operands[1 - side];
+      br.output = sum;
+      return success();
+    }
+  }
+  // V computed by the program (a projection): the factor without the
+  // exponential is V, read from the tensor it is stored in.
+  for (int side : {0, 1}) {
+    ENode *v = body->operands[side];
+    ENode *held = storedElement(v);
+    if (held && graph.dependsOn(v, br.j) &&
+        !findNode(v, [](ENode *x) { return isOp(x, "math.exp"); }) &&
+        findNode(body->operands[1 - side],
+                 [](ENode *x) { return isOp(x, "math.exp"); })) {
+      br.v = held;
       br.weights = body->operands[1 - side];
       br.output = sum;
       return success();
@@ -357,20 +388,52 @@ LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
 
 /// Whether `guard` is `all_j' (S[j'] == -inf)`: an and-reduction over the
 /// keys of `S == -inf`, with the S of the softmax (`logits` along `j`).
+/// `x` where `n` is `not x` (`xori x, true`), null otherwise.
+ENode *negated(ENode *n) {
+  n = peel(n);
+  if (!isOp(n, "arith.xori") || !n->type.isInteger(1))
+    return nullptr;
+  for (int side : {0, 1})
+    if (isConst(n->operands[1 - side], 1.0))
+      return n->operands[side];
+  return nullptr;
+}
+
 bool Raiser::isAllMasked(ENode *guard, ENode *logits, unsigned j) {
-  if (!isReduce(guard, "arith.andi") || !isConst(guard->operands[1], 1.0))
+  // `S[j'] == -inf` (masked) or, with `masked` false, `S[j'] != -inf`
+  // (kept, also spelled `not (S[j'] == -inf)`), with j' the guard's
+  // reduction variable.
+  auto tests = [&](ENode *e, unsigned var, bool masked) {
+    if (ENode *inner = negated(e)) {
+      e = inner;
+      masked = !masked;
+    }
+    e = peel(e);
+    if (!isOp(e, "arith.cmpf"))
+      return false;
+    auto pred = cast<arith::CmpFOp>(e->op).getPredicate();
+    bool equal = pred == arith::CmpFPredicate::OEQ;
+    bool unequal = pred == arith::CmpFPredicate::UNE ||
+                   pred == arith::CmpFPredicate::ONE;
+    if (!(masked ? equal : unequal))
+      return false;
+    for (int side : {0, 1}) {
+      std::optional<double> c = constValue(e->operands[1 - side]);
+      if (c && std::isinf(*c) && *c < 0 &&
+          graph.equivalent(peel(e->operands[side]), peel(logits), var, j))
+        return true;
+    }
     return false;
-  ENode *cmp = peel(guard->operands[0]);
-  if (!isOp(cmp, "arith.cmpf") ||
-      cast<arith::CmpFOp>(cmp->op).getPredicate() != arith::CmpFPredicate::OEQ)
-    return false;
-  for (int side : {0, 1}) {
-    std::optional<double> c = constValue(cmp->operands[1 - side]);
-    if (c && std::isinf(*c) && *c < 0 &&
-        graph.equivalent(peel(cmp->operands[side]), peel(logits), guard->var,
-                         j))
-      return true;
-  }
+  };
+  // all_j' (S == -inf), or its De Morgan form not any_j' (S != -inf)
+  // (Core ATen's decomposition of the safe softmax).
+  guard = peel(guard);
+  if (isReduce(guard, "arith.andi") && isConst(guard->operands[1], 1.0))
+    return tests(guard->operands[0], guard->var, /*masked=*/true);
+  ENode *any = negated(guard);
+  if (any && isReduce(peel(any), "arith.ori") &&
+      isConst(peel(any)->operands[1], 0.0))
+    return tests(peel(any)->operands[0], peel(any)->var, /*masked=*/false);
   return false;
 }
 
@@ -432,13 +495,24 @@ LogicalResult Raiser::matchContraction(Branch &br, Reason &why) {
   double scale = 1.0;
   SmallVector<ENode *> work = {qk->operands[0]};
   while (!work.empty()) {
-    ENode *f = peel(work.pop_back_val());
+    ENode *raw = work.pop_back_val();
+    ENode *f = peel(raw);
+    std::optional<double> divisor;
+    if (isOp(f, "arith.divf"))
+      divisor = constValue(f->operands[1]);
     if (isOp(f, "arith.mulf")) {
       work.append(f->operands.begin(), f->operands.end());
+    } else if (divisor && *divisor != 0.0) { // q / sqrt(d)
+      scale /= *divisor;
+      work.push_back(f->operands[0]);
     } else if (std::optional<double> c = constValue(f)) {
       scale *= *c;
     } else if (f->kind == Kind::Leaf) {
       leaves.push_back(f);
+    } else if (ENode *held = storedElement(raw)) {
+      // Q or K computed by the program (projections, RoPE, norms): the
+      // kernel reads the tensor they are stored in.
+      leaves.push_back(held);
     } else {
       return fail(why, "the Q.K contraction multiplies something that is "
                        "not a tensor element or a constant");
@@ -466,29 +540,44 @@ void Raiser::splitMask(Branch &br) {
   ENode *s = br.logits;
   while (true) {
     ENode *p = peel(s);
+    auto fill = [&](ENode *c) {
+      br.finiteFill |= std::isfinite(*constValue(c));
+    };
     if (isOp(p, "arith.select") && !graph.contains(p->operands[0], br.qk)) {
       if (isMaskingConst(p->operands[2])) {
+        fill(p->operands[2]);
         br.keep.push_back(p->operands[0]);
         s = p->operands[1];
         continue;
       }
       if (isMaskingConst(p->operands[1])) {
+        fill(p->operands[1]);
         br.drop.push_back(p->operands[0]);
         s = p->operands[2];
         continue;
       }
     }
     if (isOp(p, "arith.addf")) {
+      // `s + select(keep, 0, c)` or `s + select(drop, c, 0)`: an additive
+      // mask (HF's `where(mask, 0, finfo.min)`).
       bool done = false;
       for (int side : {0, 1}) {
         ENode *m = peel(p->operands[side]);
-        if (isOp(m, "arith.select") && !graph.contains(m, br.qk) &&
-            isConst(m->operands[1], 0.0) && isMaskingConst(m->operands[2])) {
+        if (!isOp(m, "arith.select") || graph.contains(m, br.qk))
+          continue;
+        if (isConst(m->operands[1], 0.0) && isMaskingConst(m->operands[2])) {
+          fill(m->operands[2]);
           br.keep.push_back(m->operands[0]);
-          s = p->operands[1 - side];
-          done = true;
-          break;
+        } else if (isConst(m->operands[2], 0.0) &&
+                   isMaskingConst(m->operands[1])) {
+          fill(m->operands[1]);
+          br.drop.push_back(m->operands[0]);
+        } else {
+          continue;
         }
+        s = p->operands[1 - side];
+        done = true;
+        break;
       }
       if (done)
         continue;
@@ -1423,6 +1512,14 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     return failure();
   }
 
+  // A mask that fills with a finite constant leaves a fully masked row
+  // the softmax of equal logits: the mean of V, not 0.
+  Value output = op.getOutput();
+  if (first.normalizer == Normalizer::softmax && sinks.empty() &&
+      llvm::any_of(branches,
+                   [](const Branch &br) { return br.finiteFill; }))
+    op.setMeanEmptyRows(true);
+
   // The output in the user's layout.
   SmallVector<AffineExpr> outExprs;
   for (int v : {roles.b, roles.h, roles.i, roles.d}) {
@@ -1435,12 +1532,12 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     if (v >= 0 && !llvm::is_contained(outRole, v))
       return fail(why, "the output does not keep every role dim");
   AffineMap map = AffineMap::get(rootType.getRank(), 0, outExprs, ctx);
-  Value result = op.getOutput();
+  Value result = output;
   if (!(map.isIdentity() && outType == rootType)) {
     Value init = tensor::EmptyOp::create(b, loc, rootType.getShape(),
                                          rootType.getElementType());
     result = linalg::GenericOp::create(
-                 b, loc, rootType, op.getOutput(), init,
+                 b, loc, rootType, output, init,
                  {map, b.getMultiDimIdentityMap(rootType.getRank())},
                  SmallVector<utils::IteratorType>(
                      rootType.getRank(), utils::IteratorType::parallel),
@@ -1536,3 +1633,4 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
 };
 
 } // namespace
+

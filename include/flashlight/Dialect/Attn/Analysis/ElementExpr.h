@@ -77,6 +77,10 @@ public:
   /// The element of `tensor` at `indices` (affine in the variables).
   ENode *element(mlir::Value tensor, llvm::ArrayRef<mlir::AffineExpr> indices);
 
+  /// `node` as a Leaf reading the tensor a linalg.generic stored it in, when
+  /// it is such an element (a Q computed by a projection); null otherwise.
+  ENode *stored(ENode *node);
+
   /// Simplifies floor divisions and remainders using the variables'
   /// extents, e.g. `(h * 2 + g) floordiv 2 = h` when `g < 2`.
   mlir::AffineExpr simplify(mlir::AffineExpr e) const;
@@ -106,6 +110,9 @@ private:
                   llvm::ArrayRef<mlir::AffineExpr> loops, mlir::Value v,
                   llvm::DenseMap<mlir::Value, ENode *> &scalars);
   ENode *scalarOutside(mlir::Value v);
+  /// `n` (an Op node) folded to a Const node when its operands all are
+  /// constants and its op folds them; null otherwise.
+  ENode *foldConstant(ENode *n);
   bool equivalentImpl(ENode *a, ENode *b,
                       llvm::DenseMap<unsigned, unsigned> &vars,
                       const llvm::DenseMap<ENode *, unsigned> &pieces);
@@ -116,6 +123,10 @@ private:
   std::map<std::pair<const void *, std::vector<const void *>>, ENode *> memo;
   llvm::DenseMap<std::pair<ENode *, unsigned>, bool> dependsMemo;
   std::string lastError;
+  /// Where computed elements were first asked for: (tensor, indices).
+  llvm::DenseMap<ENode *,
+                 std::pair<mlir::Value, llvm::SmallVector<mlir::AffineExpr>>>
+      origins;
 };
 
 } // namespace flashlight::attn

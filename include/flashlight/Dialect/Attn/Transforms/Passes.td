@@ -133,6 +133,32 @@ def AttnRaise : Pass<"attn-raise", "::mlir::func::FuncOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def AttnExpandEmptyRows : Pass<"attn-expand-empty-rows"> {
+  let summary = "Give fully masked rows the mean of V where the program's "
+                "finite mask fill does";
+  let description = [{
+    `attn-raise` marks an attention `mean_empty_rows` when its mask fills
+    with a finite constant (`where(keep, s, finfo.min)`, HF's additive
+    `where(mask, 0, finfo.min)`): there, a row whose keys are all masked is
+    the softmax of equal logits, the mean of V, where the kernels give 0.
+    This pass drops the attribute when the mask keeps a key in every row
+    (no mask, causal from the top left, a band around the diagonal, a
+    prefix); otherwise it makes the attention also return its LSE and
+    selects `mean_j V[b, h/g, j, d]` (a reduction over the keys, before
+    the kernel) where the LSE is `-inf`:
+
+    ```mlir
+    %o:2 = attn.attention ... -> tensor<2x4x128x64xbf16>, tensor<2x4x128xf32>
+    %mean = linalg.generic ... // sum_j V / N, [B, Hkv, Dv] f32
+    %out = linalg.generic ins(%o#0, %o#1, %mean ...) // lse == -inf ? mean : o
+    ```
+
+    Code generation refuses an attention still marked `mean_empty_rows`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def AttnOutline : Pass<"attn-outline", "::mlir::ModuleOp"> {
   let summary = "Move each attn.attention of a larger program into a kernel "
                 "function of its own";
