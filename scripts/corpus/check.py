@@ -69,9 +69,26 @@ def classify(manifest):
     steps = entry.get("steps") or []
     values = entry.get("values") or []
     outside = [s.get("kernel", s.get("op")) for s in steps if s.get("op") == "kernel"]
-    # The scores' size: M and N of the kernel's first q and k params.
+    # The scores' size: M and N of the kernel's first q and k params. A
+    # value of the reference path whose last dims are [M, N] is a score
+    # matrix (or a mask) materialized outside the kernel, unless it is
+    # computed from the program's constants alone (a transposed weight).
     shapes = [p.get("shape") for p in manifest.get("params", []) if isinstance(p, dict)]
     qk = [s for s in shapes if s and len(s) == 4][:2]
+    fixed = {i for i, inp in enumerate(entry.get("inputs", [])) if "file" in inp}
+    empty = set()
+    for s in steps:
+        if s.get("op") == "constant":
+            fixed.add(s["result"])
+        elif s.get("op") == "empty":
+            empty.add(s["result"])
+        elif s.get("op") == "reshape" and s.get("source") in fixed:
+            fixed.add(s["result"])
+        elif s.get("op") == "kernel":
+            reads = [a for a in s.get("args", []) if a not in empty
+                     and a not in s.get("results", [])]
+            if all(a in fixed for a in reads):
+                fixed.update(s.get("results", []))
     materialized = False
     if len(qk) == 2:
         m, n = qk[0][2], qk[1][2]
@@ -79,7 +96,8 @@ def classify(manifest):
                           for r in s.get("results", [])}
         for i, v in enumerate(values):
             shape = v.get("shape", []) if isinstance(v, dict) else []
-            if i in kernel_results and len(shape) >= 2 and shape[-2:] == [m, n] and m > 1:
+            if (i in kernel_results and i not in fixed and len(shape) >= 2
+                    and shape[-2:] == [m, n] and m > 1):
                 materialized = True
     if materialized:
         return "materialized", "/".join(codegens), outside

@@ -119,6 +119,21 @@ struct Branch {
   SmallVector<Distance> distances; // squared distances in S besides Q.K
 };
 
+/// Whether `e` reads head variable `h` other than as `h floordiv group`
+/// (a KV tensor read at the query head where GQA groups them).
+bool readsHeadDirectly(AffineExpr e, unsigned h, int64_t group) {
+  if (auto bin = dyn_cast<AffineBinaryOpExpr>(e)) {
+    if (bin.getKind() == AffineExprKind::FloorDiv &&
+        bin.getLHS() == getAffineDimExpr(h, e.getContext()))
+      if (auto g = dyn_cast<AffineConstantExpr>(bin.getRHS()))
+        if (g.getValue() % group == 0)
+          return false;
+    return readsHeadDirectly(bin.getLHS(), h, group) ||
+           readsHeadDirectly(bin.getRHS(), h, group);
+  }
+  return e == getAffineDimExpr(h, e.getContext());
+}
+
 class Raiser {
 public:
   Raiser(func::FuncOp func, bool keepRounding)
@@ -1251,13 +1266,32 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     for (auto [pos, v] : llvm::enumerate(roleVars))
       if (v >= 0)
         repl[v] = getAffineDimExpr(pos, ctx) * (pos == 1 ? group : 1);
-    // Each index must become one role dim or a constant; a symbol left over
-    // is a variable that is not a role, and `hk * G` a head read directly
-    // where GQA expected `h floordiv G`.
+    // Each index must become an affine function of the role dims: a role
+    // dim, a constant, or merged dims (`b * N + j` of a projection's
+    // [B * N, H * D] output). A symbol left over is a variable that is not
+    // a role, and `hk * G` a head read directly where GQA expected
+    // `h floordiv G`.
     SmallVector<AffineExpr> exprs;
     for (AffineExpr e : leaf->indices) {
       AffineExpr r = graph.simplify(e.replaceDimsAndSymbols(repl, {}));
-      if (!isa<AffineDimExpr, AffineConstantExpr>(r)) {
+      bool merged = !r.isSymbolicOrConstant() &&
+                    !(group > 1 && roleVars.size() > 1 && roleVars[1] >= 0 &&
+                      readsHeadDirectly(e, roleVars[1], group));
+      // Only sums of role dims times constants: a floordiv or mod would
+      // read one element of the tensor at several kernel positions (the
+      // roles came out wrong, and the copy would be a broadcast).
+      auto plainSum = [](AffineExpr x) {
+        bool ok = true;
+        x.walk([&](AffineExpr y) {
+          ok &= !isa<AffineSymbolExpr>(y) &&
+                (y.getKind() == AffineExprKind::Add ||
+                 y.getKind() == AffineExprKind::Mul ||
+                 isa<AffineDimExpr, AffineConstantExpr>(y));
+        });
+        return ok;
+      };
+      merged = merged && plainSum(r);
+      if (!isa<AffineDimExpr, AffineConstantExpr>(r) && !merged) {
         std::string text;
         llvm::raw_string_ostream os(text);
         os << what << " is not a layout of [B, H, rows, D]: its index "
@@ -1287,12 +1321,16 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
 
   // GQA group size from K's head index.
   int64_t group = 1;
+  // `h floordiv G` anywhere in K's indices (also inside a merged
+  // `(h floordiv G) * D + c` of a projection's output).
   for (AffineExpr e : first.k->indices)
-    if (auto div = dyn_cast<AffineBinaryOpExpr>(e);
-        div && div.getKind() == AffineExprKind::FloorDiv &&
-        div.getLHS() == getAffineDimExpr(roles.h, ctx))
-      if (auto g = dyn_cast<AffineConstantExpr>(div.getRHS()))
-        group = g.getValue();
+    e.walk([&](AffineExpr sub) {
+      if (auto div = dyn_cast<AffineBinaryOpExpr>(sub);
+          div && div.getKind() == AffineExprKind::FloorDiv &&
+          div.getLHS() == getAffineDimExpr(roles.h, ctx))
+        if (auto g = dyn_cast<AffineConstantExpr>(div.getRHS()))
+          group = g.getValue();
+    });
   if (roles.h >= 0 && !llvm::any_of(first.k->indices, [&](AffineExpr e) {
         return e.isFunctionOfDim(roles.h);
       }))
@@ -1618,9 +1656,8 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
       Reason why;
       Value value = op->getResult(0);
       FailureOr<Value> raised = raiser.raise(value, why);
-      if (failed(raised)) {
+      if (failed(raised))
         continue;
-      }
       value.replaceAllUsesWith(*raised);
       if (explain)
         emitRemark(op->getLoc())
@@ -1633,4 +1670,5 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
 };
 
 } // namespace
+
 
