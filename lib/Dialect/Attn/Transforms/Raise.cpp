@@ -14,6 +14,7 @@
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Verifier.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -1258,8 +1259,22 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   OpBuilder b(ctx);
   b.setInsertionPointAfterValue(root);
   Location loc = root.getLoc();
+  // Q, K and V share one element type in attn.attention: a program that
+  // mixes them (an f32 V beside bf16 Q and K) reads all three in the widest.
+  Type common;
+  for (Branch &br : branches)
+    for (ENode *leaf : {br.q, br.k, br.v}) {
+      Type t = cast<RankedTensorType>(leaf->tensor.getType()).getElementType();
+      if (!common || common == t)
+        common = t;
+      else if (!isa<FloatType>(common) || !isa<FloatType>(t))
+        return fail(why, "Q, K and V are not all floats");
+      else
+        common = Float32Type::get(ctx);
+    }
   auto view = [&](ENode *leaf, ArrayRef<int> roleVars, int64_t group,
-                  ArrayRef<int64_t> shape, StringRef what) -> Value {
+                  ArrayRef<int64_t> shape, StringRef what,
+                  Type elt = Type()) -> Value {
     SmallVector<AffineExpr> repl;
     for (unsigned v = 0; v < graph.numVars(); ++v)
       repl.push_back(getAffineSymbolExpr(v, ctx)); // unknown: a symbol
@@ -1301,22 +1316,73 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
       }
       exprs.push_back(r);
     }
-    auto type = RankedTensorType::get(
-        shape, cast<RankedTensorType>(leaf->tensor.getType()).getElementType());
+    Type from = cast<RankedTensorType>(leaf->tensor.getType()).getElementType();
+    auto type = RankedTensorType::get(shape, elt ? elt : from);
     unsigned rank = roleVars.size();
     AffineMap map = AffineMap::get(rank, 0, exprs, ctx);
     if (map.isIdentity() && type == leaf->tensor.getType())
       return leaf->tensor;
+    // The map must read inside the tensor: an index's range over the
+    // view's shape within the dim it indexes.
+    auto leafType = cast<RankedTensorType>(leaf->tensor.getType());
+    for (auto [pos, e] : llvm::enumerate(exprs)) {
+      SmallVector<int64_t> ranges(shape.begin(), shape.end());
+      int64_t lo = 0, hi = 0;
+      bool affineSum = true;
+      e.walk([&](AffineExpr x) {
+        affineSum &= x.getKind() == AffineExprKind::Add ||
+                     x.getKind() == AffineExprKind::Mul ||
+                     isa<AffineDimExpr, AffineConstantExpr>(x);
+      });
+      if (affineSum) {
+        // Max of a sum of nonnegative multiples of dims: each dim at its top.
+        SmallVector<AffineExpr> top, bottom;
+        for (int64_t r : ranges) {
+          top.push_back(getAffineConstantExpr(r - 1, ctx));
+          bottom.push_back(getAffineConstantExpr(0, ctx));
+        }
+        auto eval = [&](ArrayRef<AffineExpr> at) -> std::optional<int64_t> {
+          if (auto c = dyn_cast<AffineConstantExpr>(
+                  simplifyAffineExpr(e.replaceDims(at), 0, 0)))
+            return c.getValue();
+          return std::nullopt;
+        };
+        std::optional<int64_t> a = eval(bottom), z = eval(top);
+        if (a && z) {
+          lo = std::min(*a, *z);
+          hi = std::max(*a, *z);
+          if (lo < 0 || hi >= leafType.getDimSize(pos)) {
+            why.text = (what + " does not fit [B, H, rows, D]: its index " +
+                        Twine(pos) + " leaves the tensor")
+                           .str();
+            return {};
+          }
+        }
+      }
+    }
     Value init = tensor::EmptyOp::create(b, loc, shape, type.getElementType());
-    return linalg::GenericOp::create(
-               b, loc, type, leaf->tensor, init,
-               {map, b.getMultiDimIdentityMap(rank)},
-               SmallVector<utils::IteratorType>(rank,
-                                                utils::IteratorType::parallel),
-               [](OpBuilder &nb, Location l, ValueRange args) {
-                 linalg::YieldOp::create(nb, l, args[0]);
-               })
-        .getResult(0);
+    auto copy = linalg::GenericOp::create(
+        b, loc, type, leaf->tensor, init, {map, b.getMultiDimIdentityMap(rank)},
+        SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+        [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value x = args[0];
+          if (x.getType() != type.getElementType())
+            x = arith::ExtFOp::create(nb, l, type.getElementType(), x);
+          linalg::YieldOp::create(nb, l, x);
+        });
+    // A dim read whole must be read at its full extent (linalg infers the
+    // loop ranges from it): a part of it is not a layout.
+    ScopedDiagnosticHandler silence(ctx,
+                                    [](Diagnostic &) { return success(); });
+    if (failed(mlir::verify(copy))) {
+      copy->erase();
+      init.getDefiningOp()->erase();
+      why.text = (what + " reads part of a dim: not a layout of [B, H, rows, "
+                         "D]")
+                     .str();
+      return {};
+    }
+    return copy.getResult(0);
   };
 
   // GQA group size from K's head index.
@@ -1343,9 +1409,9 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   Value value;
   for (Branch &br : branches) {
     Value q = view(br.q, {roles.b, roles.h, roles.i, (int)br.c}, 1,
-                   {roles.B, roles.Hq, roles.M, Dqk}, "Q");
+                   {roles.B, roles.Hq, roles.M, Dqk}, "Q", common);
     Value k = view(br.k, {roles.b, roles.h, (int)br.j, (int)br.c}, group,
-                   {roles.B, roles.Hkv, N, Dqk}, "K");
+                   {roles.B, roles.Hkv, N, Dqk}, "K", common);
     if (!q || !k)
       return failure();
     if (!br.distances.empty() &&
@@ -1356,7 +1422,7 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     keys.push_back(k);
   }
   value = view(first.v, {roles.b, roles.h, (int)first.j, roles.d}, group,
-               {roles.B, roles.Hkv, N, roles.Dv}, "V");
+               {roles.B, roles.Hkv, N, roles.Dv}, "V", common);
   if (!value)
     return failure();
 
@@ -1583,6 +1649,25 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
                    linalg::YieldOp::create(nb, l, args[0]);
                  })
                  .getResult(0);
+  }
+  // What was built must verify; a role assignment the builders above do
+  // not cover is a failed match, never invalid IR.
+  Operation *layout = result != output ? result.getDefiningOp() : nullptr;
+  bool valid;
+  {
+    ScopedDiagnosticHandler silence(ctx,
+                                    [](Diagnostic &) { return success(); });
+    valid = succeeded(mlir::verify(op)) &&
+            (!layout || succeeded(mlir::verify(layout)));
+  }
+  if (!valid) {
+    if (layout)
+      layout->erase();
+    if (output != op.getOutput())
+      output.getDefiningOp()->erase();
+    op->erase();
+    return fail(why, "the attention found does not fit [B, H, rows, D] "
+                     "views (the roles of its dims are ambiguous)");
   }
   return result;
 }
