@@ -96,6 +96,15 @@ protected:
   // Small builders
   //===--------------------------------------------------------------------===//
 
+  /// A score region's logit floored at -1e30. A program's finite mask fill
+  /// (finfo.min added to the scores) would overflow to -inf once scaled by
+  /// log2(e) for exp2, and a row whose keys all carry it would give 0 where
+  /// the program's softmax of equal logits gives the mean of V. -inf (a
+  /// mask) stays -inf; no real score is that low.
+  Value floorLogit(Value x) {
+    return arith::MaximumFOp::create(b, loc, x, f32(-1e30));
+  }
+
   Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value f32(double v) {
     return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(v));

@@ -978,7 +978,7 @@ protected:
               if (branchesOnGroups)
                 logits[0] = byGroup(logits);
               for (unsigned r : group)
-                x[r] = logits[r];
+                x[r] = softmax ? floorLogit(logits[r]) : logits[r];
             }
             Value keep = keeps(mt, nb, i);
             for (unsigned r : group)

@@ -127,7 +127,7 @@ protected:
           inlineRegion(step.getScore(), logits, indices, step.getCaptures());
       if (softmax)
         for (Value &s : logits)
-          s = mul(s, f32(kLog2e));
+          s = mul(floorLogit(s), f32(kLog2e));
     }
     Value keep =
         step.getMask().empty()

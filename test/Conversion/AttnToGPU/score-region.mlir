@@ -57,3 +57,31 @@ func.func @pair_bias(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
       } -> tensor<1x2x128x64xbf16>
   return %o : tensor<1x2x128x64xbf16>
 }
+
+// -----
+
+// A softmax's logits from a score region are floored at -1e30 before the
+// exp2 scale: a finite mask fill (finfo.min in an additive bias) would
+// overflow to -inf once scaled by log2(e), and a row of them would give 0
+// where the program's softmax of equal logits gives the mean of V.
+// CHECK-LABEL: gpu.func @finite_fill_bias
+// CHECK-DAG: %[[FLOOR:.*]] = arith.constant -1.000000e+30 : f32
+// CHECK: scf.for
+// CHECK: arith.maximumf %{{.*}}, %[[FLOOR]] : f32
+// WGMMA-LABEL: gpu.func @finite_fill_bias
+// WGMMA-DAG: %[[FLOOR:.*]] = arith.constant -1.000000e+30 : f32
+// WGMMA: arith.maximumf %{{.*}}, %[[FLOOR]] : f32
+func.func @finite_fill_bias(%q: tensor<1x2x128x64xf16>, %k: tensor<1x2x128x64xf16>,
+                            %v: tensor<1x2x128x64xf16>, %bias: tensor<1x1x128x128xf32>) -> tensor<1x2x128x64xf16> {
+  %o = attn.attention q(%q : tensor<1x2x128x64xf16>) k(%k : tensor<1x2x128x64xf16>)
+      v(%v : tensor<1x2x128x64xf16>) captures(%bias : tensor<1x1x128x128xf32>)
+      scale [0.125] normalizer softmax
+      score {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<1x1x128x128xf32>):
+        %c0 = arith.constant 0 : index
+        %x = tensor.extract %t[%c0, %c0, %i, %j] : tensor<1x1x128x128xf32>
+        %y = arith.addf %s, %x : f32
+        attn.yield %y : f32
+      } -> tensor<1x2x128x64xf16>
+  return %o : tensor<1x2x128x64xf16>
+}
