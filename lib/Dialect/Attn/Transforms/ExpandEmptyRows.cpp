@@ -13,6 +13,7 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
 
 #include <cmath>
 
@@ -48,6 +49,25 @@ bool rowsNeverEmpty(AttentionOp op) {
   default:
     return false;
   }
+}
+
+/// The epilogue of `op` applied where every branch's output is `o` (f32),
+/// at the generic's own indices (b, h, q_idx, d).
+Value applyEpilogue(OpBuilder &b, Location loc, AttentionOp op, Value o) {
+  Block &block = op.getEpilogue().front();
+  IRMapping map;
+  unsigned branches = op.getNumBranches();
+  for (unsigned r = 0; r < branches; ++r)
+    map.map(block.getArgument(r), o);
+  for (unsigned d = 0; d < 4; ++d)
+    map.map(block.getArgument(branches + d),
+            linalg::IndexOp::create(b, loc, d));
+  for (auto [arg, capture] : llvm::zip(
+           block.getArguments().drop_front(branches + 4), op.getCaptures()))
+    map.map(arg, capture);
+  for (Operation &inner : block.without_terminator())
+    b.clone(inner, map);
+  return map.lookup(block.getTerminator()->getOperand(0));
 }
 
 /// `op`'s output with every fully masked row (LSE -inf) replaced by the
@@ -115,6 +135,10 @@ Value meanOfValuesWhereEmpty(OpBuilder &b, Location loc, AttentionOp op) {
                    nb, l, args[2],
                    arith::ConstantOp::create(nb, l,
                                              nb.getF32FloatAttr(double(N))));
+               // Every branch of an empty row is the mean; the epilogue
+               // (a gate, a query-length mask) still applies to it.
+               if (!withLse.getEpilogue().empty())
+                 mean = applyEpilogue(nb, l, withLse, mean);
                if (mean.getType() != args[0].getType())
                  mean = arith::TruncFOp::create(nb, l, args[0].getType(), mean);
                linalg::YieldOp::create(

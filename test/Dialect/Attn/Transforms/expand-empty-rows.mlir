@@ -56,3 +56,32 @@ func.func @band_off_the_diagonal(%q: tensor<1x2x16x8xbf16>, %k: tensor<1x2x16x8x
   } {mean_empty_rows} -> tensor<1x2x16x8xbf16>
   return %o : tensor<1x2x16x8xbf16>
 }
+
+// -----
+
+// With an epilogue (a query-length mask zeroing padded queries), an empty
+// row is the epilogue applied to the mean, not the mean itself.
+// CHECK-LABEL: func.func @epilogue_applies_to_the_mean
+// CHECK: %[[O:.+]]:2 = attn.attention
+// CHECK: linalg.generic
+// CHECK: linalg.generic {{.*}} ins(%[[O]]#0, %[[O]]#1
+// CHECK: %[[MEAN:.+]] = arith.divf
+// CHECK: %[[I:.+]] = linalg.index 2 : index
+// CHECK: %[[VALID:.+]] = arith.cmpi slt, %[[I]]
+// CHECK: %[[GATED:.+]] = arith.select %[[VALID]], %[[MEAN]]
+// CHECK: arith.truncf %[[GATED]]
+func.func @epilogue_applies_to_the_mean(%q: tensor<1x2x16x8xbf16>, %k: tensor<1x2x16x8xbf16>, %v: tensor<1x2x16x8xbf16>, %keep: tensor<1x16xi1>) -> tensor<1x2x16x8xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x8xbf16>) k(%k : tensor<1x2x16x8xbf16>) v(%v : tensor<1x2x16x8xbf16>) captures(%keep : tensor<1x16xi1>) scale [0.35] normalizer softmax mask {
+  ^bb0(%b: index, %h: index, %i: index, %j: index, %m: tensor<1x16xi1>):
+    %x = tensor.extract %m[%b, %j] : tensor<1x16xi1>
+    attn.yield %x : i1
+  } epilogue {
+  ^bb0(%o0: f32, %b: index, %h: index, %i: index, %d: index, %m: tensor<1x16xi1>):
+    %c12 = arith.constant 12 : index
+    %valid = arith.cmpi slt, %i, %c12 : index
+    %zero = arith.constant 0.0 : f32
+    %r = arith.select %valid, %o0, %zero : f32
+    attn.yield %r : f32
+  } {mean_empty_rows} -> tensor<1x2x16x8xbf16>
+  return %o : tensor<1x2x16x8xbf16>
+}
