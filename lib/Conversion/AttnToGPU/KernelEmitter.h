@@ -96,13 +96,15 @@ protected:
   // Small builders
   //===--------------------------------------------------------------------===//
 
-  /// A score region's logit floored at -1e30. A program's finite mask fill
-  /// (finfo.min added to the scores) would overflow to -inf once scaled by
-  /// log2(e) for exp2, and a row whose keys all carry it would give 0 where
-  /// the program's softmax of equal logits gives the mean of V. -inf (a
-  /// mask) stays -inf; no real score is that low.
+  /// A score region's logit floored at -1e5 (a softmax's). A program's
+  /// finite mask fill (finfo.min added to the scores) is otherwise beyond
+  /// what the exp2 step takes: scaled by log2(e) it overflows to -inf (a row
+  /// of them gives 0, not the program's mean of V), and near -1e30 the FMA
+  /// `x * f - m * f` leaves a residual of ~1e23 (exp2 of it is inf, then
+  /// inf * 0 = NaN). At -1e5 the residual is below 0.004 and exp2 of any
+  /// floored logit beside a real one is 0; no real logit is that low.
   Value floorLogit(Value x) {
-    return arith::MaximumFOp::create(b, loc, x, f32(-1e30));
+    return arith::MaximumFOp::create(b, loc, x, f32(-1e5));
   }
 
   Value idx(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }

@@ -60,16 +60,16 @@ func.func @pair_bias(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
 
 // -----
 
-// A softmax's logits from a score region are floored at -1e30 before the
+// A softmax's logits from a score region are floored at -1e5 before the
 // exp2 scale: a finite mask fill (finfo.min in an additive bias) would
-// overflow to -inf once scaled by log2(e), and a row of them would give 0
+// overflow to -inf once scaled by log2(e), or leave a huge FMA residual,
 // where the program's softmax of equal logits gives the mean of V.
 // CHECK-LABEL: gpu.func @finite_fill_bias
-// CHECK-DAG: %[[FLOOR:.*]] = arith.constant -1.000000e+30 : f32
+// CHECK-DAG: %[[FLOOR:.*]] = arith.constant -1.000000e+05 : f32
 // CHECK: scf.for
 // CHECK: arith.maximumf %{{.*}}, %[[FLOOR]] : f32
 // WGMMA-LABEL: gpu.func @finite_fill_bias
-// WGMMA-DAG: %[[FLOOR:.*]] = arith.constant -1.000000e+30 : f32
+// WGMMA-DAG: %[[FLOOR:.*]] = arith.constant -1.000000e+05 : f32
 // WGMMA: arith.maximumf %{{.*}}, %[[FLOOR]] : f32
 func.func @finite_fill_bias(%q: tensor<1x2x128x64xf16>, %k: tensor<1x2x128x64xf16>,
                             %v: tensor<1x2x128x64xf16>, %bias: tensor<1x1x128x128xf32>) -> tensor<1x2x128x64xf16> {

@@ -166,6 +166,29 @@ private:
                    ArrayRef<ENode *> coefs, SmallVectorImpl<Branch> &branches);
   LogicalResult matchWeights(Branch &br, Reason &why);
   bool isAllMasked(ENode *guard, ENode *logits, unsigned j);
+  /// The m of `x = S - m` when m is a row max (a max-reduction) or a
+  /// finite constant, constant along `j`: a shift a softmax cancels.
+  ENode *rowShift(ENode *x, unsigned j) {
+    if (!isOp(x, "arith.subf") || graph.dependsOn(x->operands[1], j))
+      return nullptr;
+    ENode *m = peel(x->operands[1]);
+    std::optional<double> c = constValue(m);
+    bool max = isReduce(m, "arith.maximumf") || isReduce(m, "arith.maxnumf");
+    return max || (c && std::isfinite(*c)) ? m : nullptr;
+  }
+  /// Whether the softmax denominator `den` (a sum over concat(S, sink))
+  /// subtracts `shift` outside the concatenation, i.e. from the sink too.
+  bool shiftsSink(ENode *den, ENode *shift) {
+    ENode *x = peel(den->operands[0]);
+    if (!isOp(x, "math.exp"))
+      return false;
+    for (x = peel(x->operands[0]); isOp(x, "arith.subf");
+         x = peel(x->operands[0]))
+      if (peel(x->operands[1]) == shift ||
+          graph.equivalent(peel(x->operands[1]), shift, den->var, den->var))
+        return true;
+    return false;
+  }
   LogicalResult matchContraction(Branch &br, Reason &why);
   void splitMask(Branch &br);
 
@@ -321,6 +344,7 @@ ENode *findConcat(ElementGraph &graph, ENode *n, unsigned var) {
 /// sigmoid (`1 / (1 + exp(-S))`).
 LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
   ENode *e = nullptr;
+  ENode *sum = nullptr; // the softmax denominator, when P = E / sum
   if (br.logits) {
     e = br.logits; // normalized after PV: E is known
   } else {
@@ -388,6 +412,7 @@ LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
                          "its numerator");
       br.sink = concat->operands[1];
     }
+    sum = den;
     e = numer;
   }
   e = peel(e);
@@ -397,6 +422,15 @@ LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
   // exp(S - m) = exp(S) * exp(-m): any m constant along j cancels.
   if (isOp(x, "arith.subf") && !graph.dependsOn(x->operands[1], br.j))
     x = x->operands[0];
+  // So do further shifts of the logits by a row max or a constant
+  // (gpt-oss subtracts the max over concat(S, sink) before its softmax);
+  // with a sink, only a shift outside the concatenation, which moves the
+  // sink's logit too.
+  for (ENode *shift; (shift = rowShift(peel(x), br.j));) {
+    if (br.sink && !shiftsSink(sum, shift))
+      return fail(why, "the logits are shifted apart from the sink's");
+    x = peel(peel(x)->operands[0]);
+  }
   br.normalizer = Normalizer::softmax;
   br.logits = x;
   return success();
@@ -1755,5 +1789,6 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
 };
 
 } // namespace
+
 
 
