@@ -927,21 +927,54 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
                          return CmpIOp::create(nb, l, ip, s[0], s[1]);
                        });
   }
-  if (op == "logical_not" || op == "bitwise_not")
+  // Logical ops read any value as a truth value (nonzero); bitwise ops act
+  // on the integers' bits (on bool tensors, the same thing).
+  auto truth = [](OpBuilder &nb, Location l, Value v) -> Value {
+    Type t = v.getType();
+    if (t.isInteger(1))
+      return v;
+    if (isa<FloatType>(t))
+      return CmpFOp::create(nb, l, CmpFPredicate::UNE, v,
+                            constantOf(nb, l, t, 0.0));
+    return CmpIOp::create(nb, l, CmpIPredicate::ne, v, constantOf(nb, l, t, 0));
+  };
+  if (op == "logical_not")
     return apply({x}, b.getI1Type(),
-                 [](OpBuilder &nb, Location l, ValueRange s) {
-                   return XOrIOp::create(nb, l, s[0],
-                                         constantOf(nb, l, s[0].getType(), 1))
-                       .getResult();
+                 [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+                   Value v = truth(nb, l, s[0]);
+                   return XOrIOp::create(nb, l, v,
+                                         constantOf(nb, l, v.getType(), 1));
                  });
-  if (op == "logical_and" || op == "bitwise_and" || op == "logical_or" ||
-      op == "bitwise_or") {
-    bool isAnd = op.ends_with("and");
+  if (op == "bitwise_not") {
+    if (!isa<IntegerType>(elt))
+      return fail("bitwise_not needs integers or bools");
+    return apply({x}, elt, [&](OpBuilder &nb, Location l, ValueRange s) {
+      return XOrIOp::create(nb, l, s[0], constantOf(nb, l, s[0].getType(), -1))
+          .getResult();
+    });
+  }
+  if (op == "logical_and" || op == "logical_or" || op == "logical_xor")
     return apply({x, y}, b.getI1Type(),
                  [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
-                   if (isAnd)
-                     return AndIOp::create(nb, l, s[0], s[1]);
-                   return OrIOp::create(nb, l, s[0], s[1]);
+                   Value a = truth(nb, l, s[0]), c = truth(nb, l, s[1]);
+                   if (op == "logical_and")
+                     return AndIOp::create(nb, l, a, c);
+                   if (op == "logical_or")
+                     return OrIOp::create(nb, l, a, c);
+                   return XOrIOp::create(nb, l, a, c);
+                 });
+  if (op == "bitwise_and" || op == "bitwise_or" || op == "bitwise_xor" ||
+      op == "__and__" || op == "__or__" || op == "__xor__") {
+    if (!isa<IntegerType>(elt))
+      return fail("'" + target + "' needs integers or bools");
+    return apply({x, y}, elt,
+                 [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+                   Value c = castScalar(nb, l, s[1], s[0].getType());
+                   if (op.contains("and"))
+                     return AndIOp::create(nb, l, s[0], c);
+                   if (op.contains("or") && !op.contains("xor"))
+                     return OrIOp::create(nb, l, s[0], c);
+                   return XOrIOp::create(nb, l, s[0], c);
                  });
   }
   if (op == "where" || op == "masked_fill") {
