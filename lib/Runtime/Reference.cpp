@@ -199,6 +199,10 @@ private:
       return std::erf(in(0));
     if (n == "math.floor")
       return std::floor(in(0));
+    if (n == "math.trunc")
+      return std::trunc(in(0));
+    if (n == "math.copysign")
+      return std::copysign(in(0), in(1));
     if (n == "math.ceil")
       return std::ceil(in(0));
     // Half to even (the default rounding mode), and half away from zero.
@@ -264,6 +268,19 @@ private:
       return wrap(i64(0) | i64(1), op.bits);
     if (n == "arith.xori")
       return wrap(i64(0) ^ i64(1), op.bits);
+    if (n == "arith.shli" || n == "arith.shrsi" || n == "arith.shrui") {
+      int64_t a = i64(0), k = i64(1);
+      if (k < 0 || k >= op.bits) // poison in MLIR: refuse rather than guess
+        throw ManifestError("reference: shift by " + std::to_string(k) +
+                            " of a " + std::to_string(op.bits) +
+                            "-bit integer");
+      if (n == "arith.shli")
+        return wrap(int64_t(uint64_t(a) << k), op.bits);
+      if (n == "arith.shrsi")
+        return double(a >> k);
+      uint64_t mask = op.bits == 64 ? ~uint64_t(0) : (uint64_t(1) << op.bits) - 1;
+      return double((uint64_t(a) & mask) >> k);
+    }
     if (n == "math.absi")
       return double(std::llabs(i64(0)));
     if (n == "arith.cmpi" || n == "arith.cmpf")

@@ -75,7 +75,9 @@ const llvm::StringSet<> &interpretedOps() {
       "math.absi",        "math.powf",          "math.sin",
       "math.cos",         "math.erf",           "math.floor",
       "math.ceil",        "math.roundeven",     "math.round",
-      "math.fma",         "tensor.extract"};
+      "math.fma",         "math.trunc",         "math.copysign",
+      "arith.shli",       "arith.shrsi",        "arith.shrui",
+      "tensor.extract"};
   return ops;
 }
 
