@@ -592,7 +592,7 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
     // A computed element (a projection, RoPE, a norm) can still be read
     // from the tensor that holds it.
     if (result->kind != ENode::Kind::Leaf && def &&
-        isa<linalg::GenericOp>(def))
+        isa<linalg::GenericOp, tensor::ConcatOp, tensor::InsertSliceOp>(def))
       origins.try_emplace(result, tensor,
                           SmallVector<AffineExpr>(indices.begin(), indices.end()));
   }

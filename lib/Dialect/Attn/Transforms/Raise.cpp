@@ -35,6 +35,10 @@ namespace {
 /// A failed match: which step, and why.
 struct Reason {
   std::string text;
+  /// How far the match got: 0 no P V sum, 1 branches found, 2 their
+  /// weights normalized, 3 the Q.K contraction found, 4 roles assigned.
+  /// Among several candidates, the furthest one's reason explains best.
+  int stage = 0;
 };
 
 bool isOp(ENode *n, StringRef name) {
@@ -550,7 +554,15 @@ LogicalResult Raiser::matchContraction(Branch &br, Reason &why) {
     std::optional<double> divisor;
     if (isOp(f, "arith.divf"))
       divisor = constValue(f->operands[1]);
-    if (isOp(f, "arith.mulf")) {
+    // A product of several tensors that the program stores (a norm's
+    // q * rsqrt(mean q^2) * w) is one factor, read from where it is stored;
+    // a tensor times constants is flattened into the scale.
+    bool storedProduct =
+        isOp(f, "arith.mulf") &&
+        llvm::count_if(f->operands, [](ENode *o) { return !constValue(o); }) >
+            1 &&
+        storedElement(raw);
+    if (isOp(f, "arith.mulf") && !storedProduct) {
       work.append(f->operands.begin(), f->operands.end());
     } else if (divisor && *divisor != 0.0) { // q / sqrt(d)
       scale /= *divisor;
@@ -1200,11 +1212,17 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   SmallVector<Branch, 2> branches;
   if (failed(findBranches(out, branches, why)))
     return failure();
+  why.stage = 1;
+  for (Branch &br : branches)
+    if (failed(matchWeights(br, why)))
+      return failure();
+  why.stage = 2;
   for (Branch &br : branches) {
-    if (failed(matchWeights(br, why)) || failed(matchContraction(br, why)))
+    if (failed(matchContraction(br, why)))
       return failure();
     splitMask(br);
   }
+  why.stage = 3;
   Branch &first = branches.front();
   for (Branch &br : llvm::drop_begin(branches)) {
     if (br.normalizer != first.normalizer)
@@ -1287,6 +1305,7 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     outRole.push_back(v);
   }
 
+  why.stage = 4;
   // Views of Q, K, V as [B, H, rows, D]: substitute role dims. K and V are
   // read at `h floordiv G` for GQA; h -> hk * G recovers hk.
   MLIRContext *ctx = func.getContext();
@@ -1770,13 +1789,20 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
           isa<linalg::GenericOp, tensor::CollapseShapeOp,
               tensor::ExpandShapeOp>(op))
         candidates.push_back(&op);
+    Reason best;
+    Operation *bestOp = nullptr;
     for (Operation *op : llvm::reverse(candidates)) {
       Raiser raiser(func, keepRounding);
       Reason why;
       Value value = op->getResult(0);
       FailureOr<Value> raised = raiser.raise(value, why);
-      if (failed(raised))
+      if (failed(raised)) {
+        if (!bestOp || why.stage > best.stage) {
+          best = why;
+          bestOp = op;
+        }
         continue;
+      }
       value.replaceAllUsesWith(*raised);
       if (explain)
         emitRemark(op->getLoc())
@@ -1785,6 +1811,11 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
                "attention";
       return;
     }
+    // The value that came closest to an attention says what stopped it.
+    if (explain && bestOp && best.stage > 0)
+      emitRemark(bestOp->getLoc())
+          << "attn-raise: nothing inside result " << resultNumber
+          << " is raised; the closest value stopped at: " << best.text;
   }
 };
 

@@ -98,6 +98,7 @@ func.func @negative_softmax_over_queries(%q: tensor<16x8xf32>, %k: tensor<16x8xf
     %y = arith.addf %acc, %x : f32
     linalg.yield %y : f32
   } -> tensor<16xf32>
+  // expected-remark @+1 {{nothing inside result 0 is raised; the closest value stopped at: the PV weights are neither a softmax (E / sum E) nor a sigmoid}}
   %p = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]} ins(%e, %l : tensor<16x16xf32>, tensor<16xf32>) outs(%s0 : tensor<16x16xf32>) {
   ^bb0(%x: f32, %sum: f32, %o: f32):
     %y = arith.divf %x, %sum : f32
@@ -198,6 +199,7 @@ func.func @negative_ipa_weight_per_key(%q: tensor<2x16x16xf32>, %k: tensor<2x16x
     %y = arith.addf %acc, %sq : f32
     linalg.yield %y : f32
   } -> tensor<2x16x16xf32>
+  // expected-remark @+1 {{nothing inside result 0 is raised; the closest value stopped at: the PV weights are neither a softmax (E / sum E) nor a sigmoid}}
   %p = linalg.generic {indexing_maps = [affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (j)>, affine_map<(h, i, j) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %d2, %w : tensor<2x16x16xf32>, tensor<2x16x16xf32>, tensor<16xf32>) outs(%s0 : tensor<2x16x16xf32>) {
   ^bb0(%x: f32, %d: f32, %wj: f32, %o: f32):
     %dw = arith.mulf %d, %wj : f32
@@ -286,6 +288,7 @@ func.func @negative_ipa_gqa_points_per_query_head(%q: tensor<4x16x16xf32>, %k: t
     %y = arith.addf %acc, %sq : f32
     linalg.yield %y : f32
   } -> tensor<4x16x16xf32>
+  // expected-remark @+1 {{nothing inside result 0 is raised; the closest value stopped at: the PV weights are neither a softmax (E / sum E) nor a sigmoid}}
   %p = linalg.generic {indexing_maps = [affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h, i, j)>, affine_map<(h, i, j) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%s, %d2 : tensor<4x16x16xf32>, tensor<4x16x16xf32>) outs(%s0 : tensor<4x16x16xf32>) {
   ^bb0(%x: f32, %d: f32, %o: f32):
     %l = arith.subf %x, %d : f32
