@@ -24,6 +24,12 @@
 # checks each against the framework's own f32 result of the same function
 # on the same inputs (scripts/jax_check.py, scripts/torch_import_check.py),
 # where JAX / PyTorch are importable.
+#
+# The real-world corpus (test/Corpus: HF transformers, attention-gym, flax,
+# equinox, haiku, Gemma, AlphaFold): with CORPUS=1, `prepare` also runs
+# scripts/corpus/prepare_gpu.sh into <dir>/corpus (kernels, and reference
+# inputs and outputs computed here by the libraries themselves in f32), and
+# `run` checks every program with scripts/corpus/gpu_check.py.
 set -euo pipefail
 mode=${1:?usage: gpu-check.sh prepare|run <dir>}
 dir=${2:?usage: gpu-check.sh prepare|run <dir>}
@@ -97,6 +103,9 @@ if [ "$mode" = prepare ]; then
         --arch=sm_80,sm_90a
     done
   done
+  if [ "${CORPUS:-0}" = 1 ]; then
+    BUILD="$build" "$root/scripts/corpus/prepare_gpu.sh" "$dir/corpus"
+  fi
   echo "gpu-check: prepared $(ls "$dir"/*/*.json | wc -l) kernels in $dir"
   exit 0
 fi
@@ -153,5 +162,9 @@ fi
 if [ -d "$dir/jax" ] && python3 -c "import jax, torch" 2>/dev/null; then
   python3 "$root/scripts/jax_check.py" "$dir/jax" --require-all \
     --out "$dir/jax-import.jsonl" || status=1
+fi
+if [ -d "$dir/corpus/kernels" ]; then
+  python3 "$root/scripts/corpus/gpu_check.py" "$dir/corpus/kernels" \
+    "$dir/corpus/ref" --out "$dir/corpus-check.json" || status=1
 fi
 exit $status
