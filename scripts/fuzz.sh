@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang-22 in build-fuzz/ and runs each
-# for N executions (default 100000), seeded with the importer's fixtures:
+# for N executions (default 100000), seeded with the importer's fixtures and
+# the real-world corpus (test/Corpus):
 #   scripts/fuzz.sh [N]
 # Crashing inputs land in build-fuzz/crashes/<target>/ and make this fail;
 # each one found becomes a regression test under test/Import.
@@ -20,6 +21,7 @@ ninja -C "$build" stablehlo-import-fuzzer json-import-fuzzer torch-import-fuzzer
 corpus="$build/corpus/stablehlo"
 mkdir -p "$corpus" "$build/crashes/stablehlo"
 cp "$root"/test/Import/StableHLO/Inputs/jax/*.mlir "$corpus/"
+cp "$root"/test/Corpus/jax/*.stablehlo.mlir "$corpus/"  # the real-world corpus
 for test in "$root"/test/Import/StableHLO/*.mlir; do
   awk -v dir="$corpus" -v base="$(basename "$test" .mlir)" \
     '/^\/\/ -----/ { n++; next } { print > (dir "/" base "-" n ".mlir") }' "$test"
@@ -27,6 +29,9 @@ done
 # JSON graphs: the PyTorch fixtures.
 mkdir -p "$build/corpus/json" "$build/crashes/json"
 cp "$root"/test/Import/JSON/Inputs/torch/*.json "$build/corpus/json/"
+for f in "$root"/test/Corpus/torch/*.json; do  # the real-world corpus
+  [ "$(basename "$f")" = index.json ] || cp "$f" "$build/corpus/json/"
+done
 cp "$root"/test/Import/JSON/*.json "$build/corpus/json/" 2>/dev/null || true
 # torch-mlir text: the `torch` dialect fixtures and the importer tests.
 corpus="$build/corpus/torch"
