@@ -278,7 +278,8 @@ private:
         return wrap(int64_t(uint64_t(a) << k), op.bits);
       if (n == "arith.shrsi")
         return double(a >> k);
-      uint64_t mask = op.bits == 64 ? ~uint64_t(0) : (uint64_t(1) << op.bits) - 1;
+      uint64_t mask =
+          op.bits == 64 ? ~uint64_t(0) : (uint64_t(1) << op.bits) - 1;
       return double((uint64_t(a) & mask) >> k);
     }
     if (n == "math.absi")

@@ -463,13 +463,13 @@ int main(int argc, char **argv) {
   }
 
   DialectRegistry registry;
-  registry
-      .insert<flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect, flashlight::shlo::CHLODialect,
-              flashlight::torchimport::TorchDialect, arith::ArithDialect,
-              cf::ControlFlowDialect, func::FuncDialect, gpu::GPUDialect,
-              linalg::LinalgDialect, LLVM::LLVMDialect, math::MathDialect,
-              memref::MemRefDialect, NVVM::NVVMDialect, scf::SCFDialect,
-              tensor::TensorDialect, tosa::TosaDialect>();
+  registry.insert<
+      flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect,
+      flashlight::shlo::CHLODialect, flashlight::torchimport::TorchDialect,
+      arith::ArithDialect, cf::ControlFlowDialect, func::FuncDialect,
+      gpu::GPUDialect, linalg::LinalgDialect, LLVM::LLVMDialect,
+      math::MathDialect, memref::MemRefDialect, NVVM::NVVMDialect,
+      scf::SCFDialect, tensor::TensorDialect, tosa::TosaDialect>();
   flashlight::registerPipelineDependencies(registry);
   MLIRContext context(registry);
   // Diagnostics are for users: the location, not the op's IR.

@@ -34,11 +34,11 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<
-      flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect, flashlight::shlo::CHLODialect,
-      flashlight::torchimport::TorchDialect, mlir::affine::AffineDialect,
-      mlir::arith::ArithDialect, mlir::bufferization::BufferizationDialect,
-      mlir::cf::ControlFlowDialect, mlir::func::FuncDialect,
-      mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
+      flashlight::attn::AttnDialect, flashlight::shlo::StableHLODialect,
+      flashlight::shlo::CHLODialect, flashlight::torchimport::TorchDialect,
+      mlir::affine::AffineDialect, mlir::arith::ArithDialect,
+      mlir::bufferization::BufferizationDialect, mlir::cf::ControlFlowDialect,
+      mlir::func::FuncDialect, mlir::gpu::GPUDialect, mlir::LLVM::LLVMDialect,
       mlir::linalg::LinalgDialect, mlir::math::MathDialect,
       mlir::memref::MemRefDialect, mlir::nvgpu::NVGPUDialect,
       mlir::NVVM::NVVMDialect, mlir::scf::SCFDialect,

@@ -53,6 +53,15 @@ mlir::Value copyThroughMap(mlir::OpBuilder &b, mlir::Location loc,
 mlir::Value reshapeTensor(mlir::OpBuilder &b, mlir::Location loc,
                           mlir::Value input, mlir::RankedTensorType result);
 
+/// `x` padded by `low[d]` / `high[d]` elements per dim (negative amounts
+/// crop): per padded dim, a `tensor.concat` of `x` with the pieces
+/// `filled(pieceType)` builds, a form attn-raise reads piece by piece.
+/// Fails (null) when a crop takes more than a dim holds.
+mlir::Value
+padWithPieces(mlir::OpBuilder &b, mlir::Location loc, mlir::Value x,
+              llvm::ArrayRef<int64_t> low, llvm::ArrayRef<int64_t> high,
+              llvm::function_ref<mlir::Value(mlir::RankedTensorType)> filled);
+
 /// `result[out] = sum over the remaining loops of lhs[lhsMap] * rhs[rhsMap]`:
 /// loops are `result`'s dims (in `outMap`) followed by the contracted ones.
 /// f16/bf16 products accumulate in f32 from zero, then round to `result`'s

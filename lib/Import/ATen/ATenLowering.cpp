@@ -782,11 +782,12 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
       auto k = [&](double v) { return constantOf(nb, l, t, v); };
       Value inner;
       if (tanhForm) {
-        Value cube = MulFOp::create(
-            nb, l, s[0], MulFOp::create(nb, l, s[0], s[0]));
+        Value cube =
+            MulFOp::create(nb, l, s[0], MulFOp::create(nb, l, s[0], s[0]));
         Value arg = MulFOp::create(
             nb, l, k(std::sqrt(2.0 / M_PI)),
-            AddFOp::create(nb, l, s[0], MulFOp::create(nb, l, k(0.044715), cube)));
+            AddFOp::create(nb, l, s[0],
+                           MulFOp::create(nb, l, k(0.044715), cube)));
         inner = math::TanhOp::create(nb, l, arg);
       } else {
         inner = math::ErfOp::create(nb, l,
@@ -830,43 +831,39 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
     // remainder: Python's, the sign of the divisor; fmod: C's, the sign of
     // the dividend.
     bool python = op == "remainder";
-    return apply({x, y}, Type(),
-                 [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
-                   Type t = s[0].getType();
-                   Value d = castScalar(nb, l, s[1], t);
-                   if (isa<FloatType>(t)) {
-                     if (!python)
-                       return RemFOp::create(nb, l, s[0], d);
-                     Value q = math::FloorOp::create(
-                         nb, l, DivFOp::create(nb, l, s[0], d));
-                     return SubFOp::create(nb, l, s[0],
-                                           MulFOp::create(nb, l, q, d));
-                   }
-                   Value r = RemSIOp::create(nb, l, s[0], d);
-                   if (!python)
-                     return r;
-                   Value zero = constantOf(nb, l, t, 0);
-                   Value nonzero =
-                       CmpIOp::create(nb, l, CmpIPredicate::ne, r, zero);
-                   Value signs = XOrIOp::create(
-                       nb, l, CmpIOp::create(nb, l, CmpIPredicate::slt, r, zero),
-                       CmpIOp::create(nb, l, CmpIPredicate::slt, d, zero));
-                   Value fix = AndIOp::create(nb, l, nonzero, signs);
-                   return SelectOp::create(nb, l, fix,
-                                           AddIOp::create(nb, l, r, d), r);
-                 });
+    return apply(
+        {x, y}, Type(), [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+          Type t = s[0].getType();
+          Value d = castScalar(nb, l, s[1], t);
+          if (isa<FloatType>(t)) {
+            if (!python)
+              return RemFOp::create(nb, l, s[0], d);
+            Value q =
+                math::FloorOp::create(nb, l, DivFOp::create(nb, l, s[0], d));
+            return SubFOp::create(nb, l, s[0], MulFOp::create(nb, l, q, d));
+          }
+          Value r = RemSIOp::create(nb, l, s[0], d);
+          if (!python)
+            return r;
+          Value zero = constantOf(nb, l, t, 0);
+          Value nonzero = CmpIOp::create(nb, l, CmpIPredicate::ne, r, zero);
+          Value signs = XOrIOp::create(
+              nb, l, CmpIOp::create(nb, l, CmpIPredicate::slt, r, zero),
+              CmpIOp::create(nb, l, CmpIPredicate::slt, d, zero));
+          Value fix = AndIOp::create(nb, l, nonzero, signs);
+          return SelectOp::create(nb, l, fix, AddIOp::create(nb, l, r, d), r);
+        });
   }
   if (op == "floor_divide")
-    return apply({x, y}, Type(),
-                 [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
-                   Value d = castScalar(nb, l, s[1], s[0].getType());
-                   if (isa<FloatType>(s[0].getType()))
-                     return math::FloorOp::create(
-                         nb, l, DivFOp::create(nb, l, s[0], d));
-                   return FloorDivSIOp::create(nb, l, s[0], d);
-                 });
-  if (op == "__rshift__" || op == "bitwise_right_shift" ||
-      op == "__lshift__" || op == "bitwise_left_shift") {
+    return apply(
+        {x, y}, Type(), [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+          Value d = castScalar(nb, l, s[1], s[0].getType());
+          if (isa<FloatType>(s[0].getType()))
+            return math::FloorOp::create(nb, l, DivFOp::create(nb, l, s[0], d));
+          return FloorDivSIOp::create(nb, l, s[0], d);
+        });
+  if (op == "__rshift__" || op == "bitwise_right_shift" || op == "__lshift__" ||
+      op == "bitwise_left_shift") {
     bool right = op.contains("right") || op == "__rshift__";
     if (!isa<IntegerType>(elt))
       return fail("shifts need integers");
@@ -1097,18 +1094,19 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
     if (failed(checkBroadcast({*self, product}, out)))
       return failure();
     Type c = isa<FloatType>(elt) ? elt : b.getF32Type();
-    return elementwise({*self, product}, out, c,
-                       [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
-                         Type t = s[0].getType();
-                         Value a = s[0], p = s[1];
-                         if (beta != 1.0)
-                           a = MulFOp::create(nb, l, a, constantOf(nb, l, t, beta));
-                         if (alpha != 1.0)
-                           p = MulFOp::create(nb, l, p, constantOf(nb, l, t, alpha));
-                         if (beta == 0.0)
-                           return p;
-                         return AddFOp::create(nb, l, a, p);
-                       });
+    return elementwise(
+        {*self, product}, out, c,
+        [&](OpBuilder &nb, Location l, ValueRange s) -> Value {
+          Type t = s[0].getType();
+          Value a = s[0], p = s[1];
+          if (beta != 1.0)
+            a = MulFOp::create(nb, l, a, constantOf(nb, l, t, beta));
+          if (alpha != 1.0)
+            p = MulFOp::create(nb, l, p, constantOf(nb, l, t, alpha));
+          if (beta == 0.0)
+            return p;
+          return AddFOp::create(nb, l, a, p);
+        });
   }
   if (op == "cumsum") {
     // out[..i..] = sum_{k <= i} self[..k..]: a reduction over a second
@@ -1151,8 +1149,9 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
               linalg::YieldOp::create(nb, l, sum);
             })
             .getResult(0);
-    return elementwise({sums}, out, acc,
-                       [](OpBuilder &, Location, ValueRange s) { return s[0]; });
+    return elementwise(
+        {sums}, out, acc,
+        [](OpBuilder &, Location, ValueRange s) { return s[0]; });
   }
   if (op == "amax" || op == "sum" || op == "max" || op == "mean" ||
       op == "all" || op == "any") {
@@ -1322,41 +1321,19 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
       return fail("constant_pad_nd needs (low, high) pairs for at most every "
                   "dim");
     double value = number(arg(2, "value")).value_or(0.0);
-    Value cur = *self;
+    SmallVector<int64_t> low(rank, 0), high(rank, 0);
     for (size_t p = 0; p < pad->size(); p += 2) {
-      int64_t d = rank - 1 - p / 2, lo = (*pad)[p], hi = (*pad)[p + 1];
-      auto t = cast<RankedTensorType>(cur.getType());
-      int64_t size = t.getDimSize(d);
-      if (std::max<int64_t>(-lo, 0) + std::max<int64_t>(-hi, 0) > size)
-        return fail("constant_pad_nd crops more than the dim holds");
-      if (lo < 0 || hi < 0) {
-        SmallVector<int64_t> offsets(rank, 0), sizes(t.getShape()),
-            strides(rank, 1);
-        offsets[d] = std::max<int64_t>(-lo, 0);
-        sizes[d] = size - offsets[d] - std::max<int64_t>(-hi, 0);
-        cur = tensor::ExtractSliceOp::create(
-            b, loc, RankedTensorType::get(sizes, elt), cur, ValueRange(),
-            ValueRange(), ValueRange(), b.getDenseI64ArrayAttr(offsets),
-            b.getDenseI64ArrayAttr(sizes), b.getDenseI64ArrayAttr(strides));
-      }
-      SmallVector<Value> pieces;
-      auto filled = [&](int64_t extent) {
-        SmallVector<int64_t> shape(
-            cast<RankedTensorType>(cur.getType()).getShape());
-        shape[d] = extent;
-        auto pt = RankedTensorType::get(shape, elt);
-        return linalg::FillOp::create(b, loc, constantOf(b, loc, elt, value),
-                                      emptyLike(b, loc, pt))
-            .getResult(0);
-      };
-      if (lo > 0)
-        pieces.push_back(filled(lo));
-      pieces.push_back(cur);
-      if (hi > 0)
-        pieces.push_back(filled(hi));
-      if (pieces.size() > 1)
-        cur = tensor::ConcatOp::create(b, loc, d, pieces);
+      low[rank - 1 - p / 2] = (*pad)[p];
+      high[rank - 1 - p / 2] = (*pad)[p + 1];
     }
+    Value cur =
+        padWithPieces(b, loc, *self, low, high, [&](RankedTensorType pt) {
+          return linalg::FillOp::create(b, loc, constantOf(b, loc, elt, value),
+                                        emptyLike(b, loc, pt))
+              .getResult(0);
+        });
+    if (!cur)
+      return fail("constant_pad_nd crops more than the dim holds");
     if (cur.getType() != out)
       return fail("constant_pad_nd result differs from the declared one");
     return cur;
@@ -1389,8 +1366,7 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
     offsets[*dim] = start;
     return Value(tensor::InsertSliceOp::create(
         b, loc, *src, *self, ValueRange(), ValueRange(), ValueRange(),
-        b.getDenseI64ArrayAttr(offsets),
-        b.getDenseI64ArrayAttr(st.getShape()),
+        b.getDenseI64ArrayAttr(offsets), b.getDenseI64ArrayAttr(st.getShape()),
         b.getDenseI64ArrayAttr(strides)));
   }
   if (op == "cat") {
@@ -1523,7 +1499,8 @@ ATenLowering::Impl::split(StringRef target, ArrayRef<RankedTensorType> outs) {
     SmallVector<int64_t> offsets(rank, 0), sizes(st.getShape()),
         strides(rank, 1);
     offsets[*dim] = offset;
-    sizes[*dim] = unbind ? 1 : (out.getRank() == rank ? out.getDimSize(*dim) : -1);
+    sizes[*dim] =
+        unbind ? 1 : (out.getRank() == rank ? out.getDimSize(*dim) : -1);
     if (sizes[*dim] < 0 || offset + sizes[*dim] > st.getDimSize(*dim) ||
         out.getElementType() != st.getElementType())
       return fail("'" + target + "' outputs do not tile the dim");
@@ -1561,8 +1538,7 @@ ATenLowering::Impl::lower(StringRef target, const json &call,
     return fail("'" + target + "' has no output");
   }
   if (target.starts_with("aten.split_with_sizes.") ||
-      target.starts_with("aten.split.") ||
-      target.starts_with("aten.unbind."))
+      target.starts_with("aten.split.") || target.starts_with("aten.unbind."))
     return split(target, outs);
   FailureOr<Value> v = lowerOp(target, outs.front());
   if (failed(v))

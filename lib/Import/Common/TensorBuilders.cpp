@@ -149,3 +149,45 @@ Value flashlight::import::contract(OpBuilder &b, Location loc, Value lhs,
                        return castScalar(nb, l, args[0], elt);
                      });
 }
+
+Value flashlight::import::padWithPieces(
+    OpBuilder &b, Location loc, Value x, ArrayRef<int64_t> low,
+    ArrayRef<int64_t> high, function_ref<Value(RankedTensorType)> filled) {
+  Value cur = x;
+  int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t lo = low[d], hi = high[d];
+    auto t = cast<RankedTensorType>(cur.getType());
+    int64_t size = t.getDimSize(d);
+    int64_t cropLo = std::max<int64_t>(-lo, 0),
+            cropHi = std::max<int64_t>(-hi, 0);
+    if (cropLo + cropHi > size)
+      return Value();
+    if (cropLo || cropHi) {
+      SmallVector<int64_t> offsets(rank, 0), sizes(t.getShape()),
+          strides(rank, 1);
+      offsets[d] = cropLo;
+      sizes[d] = size - cropLo - cropHi;
+      cur = tensor::ExtractSliceOp::create(
+          b, loc, RankedTensorType::get(sizes, t.getElementType()), cur,
+          ValueRange(), ValueRange(), ValueRange(),
+          b.getDenseI64ArrayAttr(offsets), b.getDenseI64ArrayAttr(sizes),
+          b.getDenseI64ArrayAttr(strides));
+    }
+    auto piece = [&](int64_t extent) {
+      SmallVector<int64_t> shape(
+          cast<RankedTensorType>(cur.getType()).getShape());
+      shape[d] = extent;
+      return filled(RankedTensorType::get(shape, t.getElementType()));
+    };
+    SmallVector<Value> pieces;
+    if (lo > 0)
+      pieces.push_back(piece(lo));
+    pieces.push_back(cur);
+    if (hi > 0)
+      pieces.push_back(piece(hi));
+    if (pieces.size() > 1)
+      cur = tensor::ConcatOp::create(b, loc, d, pieces);
+  }
+  return cur;
+}

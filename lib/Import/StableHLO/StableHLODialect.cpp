@@ -229,7 +229,8 @@ ParseResult parseGeneric(OpAsmParser &parser, OperationState &state) {
       SmallVector<int64_t> amounts;
       if (parseI64List(parser, amounts))
         return failure();
-      state.addAttribute((key == "interior" ? std::string("interior_padding") : ("edge_padding_" + key).str()),
+      state.addAttribute((key == "interior" ? std::string("interior_padding")
+                                            : ("edge_padding_" + key).str()),
                          b.getDenseI64ArrayAttr(amounts));
     } else if (isDot && key == "batching_dims") {
       if (parseDimsPair(parser, lhsBatch, rhsBatch))

@@ -223,7 +223,8 @@ FailureOr<Value> emitScalar(OpBuilder &b, Operation *op, ValueRange args,
     if (isFloat) {
       // +-1 by the sign bit; +-0 and NaN are returned as they are.
       Value zero = constantOf(b, loc, t, 0.0);
-      Value one = math::CopySignOp::create(b, loc, constantOf(b, loc, t, 1.0), x);
+      Value one =
+          math::CopySignOp::create(b, loc, constantOf(b, loc, t, 1.0), x);
       Value keep = CmpFOp::create(b, loc, CmpFPredicate::UEQ, x, zero);
       return Value(SelectOp::create(b, loc, keep, x, one));
     }
@@ -752,48 +753,22 @@ FailureOr<Value> Converter::pad(Operation *op, RankedTensorType result) {
   if (llvm::any_of(interior->asArrayRef(), [](int64_t x) { return x != 0; }))
     return op->emitError("interior padding is not supported");
   Location loc = op->getLoc();
-  Value cur = op->getOperand(0);
-  for (int64_t d = 0; d < rank; ++d) {
-    int64_t l = (*lo)[d], h = (*hi)[d];
-    auto t = cast<RankedTensorType>(cur.getType());
-    int64_t size = t.getDimSize(d);
-    if (-l - h > size || -l > size || -h > size)
-      return op->emitError() << "padding crops more than dim " << d << " holds";
-    if (l < 0 || h < 0) {
-      SmallVector<int64_t> offsets(rank, 0), sizes(t.getShape()),
-          strides(rank, 1);
-      offsets[d] = std::max<int64_t>(-l, 0);
-      sizes[d] = size - offsets[d] - std::max<int64_t>(-h, 0);
-      cur = tensor::ExtractSliceOp::create(
-          b, loc, RankedTensorType::get(sizes, t.getElementType()), cur,
-          ValueRange(), ValueRange(), ValueRange(),
-          b.getDenseI64ArrayAttr(offsets), b.getDenseI64ArrayAttr(sizes),
-          b.getDenseI64ArrayAttr(strides));
-    }
-    SmallVector<Value> pieces;
-    auto filled = [&](int64_t extent) {
-      SmallVector<int64_t> shape(
-          cast<RankedTensorType>(cur.getType()).getShape());
-      shape[d] = extent;
-      auto pt = RankedTensorType::get(shape, t.getElementType());
-      return linalg::GenericOp::create(
-                 b, loc, pt, op->getOperand(1), emptyLike(b, loc, pt),
-                 {AffineMap::get(rank, 0, {}, b.getContext()),
-                  b.getMultiDimIdentityMap(rank)},
-                 parallelIterators(rank),
-                 [](OpBuilder &nb, Location l, ValueRange args) {
-                   linalg::YieldOp::create(nb, l, args[0]);
-                 })
-          .getResult(0);
-    };
-    if (l > 0)
-      pieces.push_back(filled(l));
-    pieces.push_back(cur);
-    if (h > 0)
-      pieces.push_back(filled(h));
-    if (pieces.size() > 1)
-      cur = tensor::ConcatOp::create(b, loc, d, pieces);
-  }
+  Value cur = padWithPieces(
+      b, loc, op->getOperand(0), lo->asArrayRef(), hi->asArrayRef(),
+      [&](RankedTensorType pt) {
+        int64_t r = pt.getRank();
+        return linalg::GenericOp::create(
+                   b, loc, pt, op->getOperand(1), emptyLike(b, loc, pt),
+                   {AffineMap::get(r, 0, {}, b.getContext()),
+                    b.getMultiDimIdentityMap(r)},
+                   parallelIterators(r),
+                   [](OpBuilder &nb, Location l, ValueRange args) {
+                     linalg::YieldOp::create(nb, l, args[0]);
+                   })
+            .getResult(0);
+      });
+  if (!cur)
+    return op->emitError("padding crops more than a dim holds");
   if (cur.getType() != result)
     return op->emitError("pad result shape does not match its amounts");
   return cur;
@@ -825,8 +800,9 @@ FailureOr<Value> Converter::applyReducer(OpBuilder &nb, Operation *op,
     if (inner.getNumResults() != 1 || !staticTensor(inner.getResult(0)) ||
         staticTensor(inner.getResult(0)).getRank() != 0)
       return inner.emitError("reducer ops must be scalar (rank-0) ops");
-    FailureOr<Value> v = emitScalar(
-        nb, &inner, operands, staticTensor(inner.getResult(0)).getElementType());
+    FailureOr<Value> v =
+        emitScalar(nb, &inner, operands,
+                   staticTensor(inner.getResult(0)).getElementType());
     if (failed(v))
       return failure();
     scalars.map(inner.getResult(0), *v);
@@ -883,8 +859,8 @@ FailureOr<Value> Converter::reduceWindow(Operation *op,
     int64_t padded = src.getDimSize(d) + low[d] + high[d];
     int64_t extent = padded < span ? 0 : (padded - span) / strides[d] + 1;
     if (extent != result.getDimSize(d))
-      return op->emitError() << "reduce_window result dim " << d
-                             << " should be " << extent;
+      return op->emitError()
+             << "reduce_window result dim " << d << " should be " << extent;
   }
   Location loc = op->getLoc();
   // The window dims are loops of their own, known to linalg through an
@@ -899,9 +875,8 @@ FailureOr<Value> Converter::reduceWindow(Operation *op,
   SmallVector<utils::IteratorType> iters = parallelIterators(rank);
   iters.append(rank, utils::IteratorType::reduction);
   Value init = tensor::ExtractOp::create(b, loc, op->getOperand(1));
-  Value filled =
-      linalg::FillOp::create(b, loc, init, emptyLike(b, loc, result))
-          .getResult(0);
+  Value filled = linalg::FillOp::create(b, loc, init, emptyLike(b, loc, result))
+                     .getResult(0);
   Block &body = op->getRegion(0).front();
   LogicalResult status = success();
   auto generic = linalg::GenericOp::create(
@@ -925,8 +900,8 @@ FailureOr<Value> Converter::reduceWindow(Operation *op,
                                            idx, c(0));
           Value lt = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt,
                                            idx, c(src.getDimSize(d)));
-          inside = arith::AndIOp::create(
-              nb, l, inside, arith::AndIOp::create(nb, l, ge, lt));
+          inside = arith::AndIOp::create(nb, l, inside,
+                                         arith::AndIOp::create(nb, l, ge, lt));
           at.push_back(arith::MinSIOp::create(
               nb, l, arith::MaxSIOp::create(nb, l, idx, c(0)),
               c(src.getDimSize(d) - 1)));

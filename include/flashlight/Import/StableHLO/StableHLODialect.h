@@ -1,7 +1,7 @@
 //===- StableHLODialect.h - StableHLO import dialect ------------*- C++ -*-===//
 //
-// The `stablehlo` and `chlo` import dialects: parse hooks and attribute parsing for the
-// StableHLO text JAX prints. Its operations are unregistered.
+// The `stablehlo` and `chlo` import dialects: parse hooks and attribute parsing
+// for the StableHLO text JAX prints. Its operations are unregistered.
 //
 //===----------------------------------------------------------------------===//
 

@@ -593,8 +593,9 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
     // from the tensor that holds it.
     if (result->kind != ENode::Kind::Leaf && def &&
         isa<linalg::GenericOp, tensor::ConcatOp, tensor::InsertSliceOp>(def))
-      origins.try_emplace(result, tensor,
-                          SmallVector<AffineExpr>(indices.begin(), indices.end()));
+      origins.try_emplace(
+          result, tensor,
+          SmallVector<AffineExpr>(indices.begin(), indices.end()));
   }
   return result;
 }

@@ -34,8 +34,8 @@ bool rowsNeverEmpty(AttentionOp op) {
   auto qt = cast<RankedTensorType>(op.getQueries()[0].getType());
   auto vt = cast<RankedTensorType>(op.getValue().getType());
   bool diagonalFits = qt.getDimSize(2) <= vt.getDimSize(2);
-  bool bandHasDiagonal = mask.band.lo.value_or(0) <= 0 &&
-                         mask.band.hi.value_or(0) >= 0;
+  bool bandHasDiagonal =
+      mask.band.lo.value_or(0) <= 0 && mask.band.hi.value_or(0) >= 0;
   switch (mask.kind) {
   case MaskKind::None:
     return true;
@@ -92,11 +92,12 @@ Value meanOfValuesWhereEmpty(OpBuilder &b, Location loc, AttentionOp op) {
   auto d = [&](unsigned k) { return getAffineDimExpr(k, ctx); };
   auto meanType = RankedTensorType::get({B, Hkv, Dv}, b.getF32Type());
   Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
-  Value init = linalg::FillOp::create(
-                   b, loc, zero,
-                   tensor::EmptyOp::create(b, loc, meanType.getShape(),
-                                           b.getF32Type()).getResult())
-                   .getResult(0);
+  Value init =
+      linalg::FillOp::create(
+          b, loc, zero,
+          tensor::EmptyOp::create(b, loc, meanType.getShape(), b.getF32Type())
+              .getResult())
+          .getResult(0);
   using utils::IteratorType;
   Value sums =
       linalg::GenericOp::create(
@@ -109,9 +110,8 @@ Value meanOfValuesWhereEmpty(OpBuilder &b, Location loc, AttentionOp op) {
             Value v = args[0];
             if (v.getType() != nb.getF32Type())
               v = arith::ExtFOp::create(nb, l, nb.getF32Type(), v);
-            linalg::YieldOp::create(nb, l,
-                                    ValueRange{arith::AddFOp::create(
-                                        nb, l, args[1], v)});
+            linalg::YieldOp::create(
+                nb, l, ValueRange{arith::AddFOp::create(nb, l, args[1], v)});
           })
           .getResult(0);
   int64_t group = Hq / Hkv;
@@ -141,17 +141,15 @@ Value meanOfValuesWhereEmpty(OpBuilder &b, Location loc, AttentionOp op) {
                  mean = applyEpilogue(nb, l, withLse, mean);
                if (mean.getType() != args[0].getType())
                  mean = arith::TruncFOp::create(nb, l, args[0].getType(), mean);
-               linalg::YieldOp::create(
-                   nb, l,
-                   ValueRange{arith::SelectOp::create(nb, l, empty, mean,
-                                                      args[0])});
+               linalg::YieldOp::create(nb, l,
+                                       ValueRange{arith::SelectOp::create(
+                                           nb, l, empty, mean, args[0])});
              })
       .getResult(0);
 }
 
 struct AttnExpandEmptyRowsPass
-    : flashlight::attn::impl::AttnExpandEmptyRowsBase<
-          AttnExpandEmptyRowsPass> {
+    : flashlight::attn::impl::AttnExpandEmptyRowsBase<AttnExpandEmptyRowsPass> {
   void runOnOperation() override {
     SmallVector<AttentionOp> ops;
     getOperation()->walk([&](AttentionOp op) {

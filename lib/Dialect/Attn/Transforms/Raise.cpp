@@ -114,10 +114,10 @@ struct Branch {
   unsigned c = 0;
   ENode *q = nullptr, *k = nullptr;
   double scale = 1.0;
-  ENode *score = nullptr;          // S without the mask
-  ENode *sink = nullptr;           // the extra logit in the denominator
-  SmallVector<ENode *> keep;       // mask conjuncts
-  SmallVector<ENode *> drop;       // conjuncts that mask when true
+  ENode *score = nullptr;    // S without the mask
+  ENode *sink = nullptr;     // the extra logit in the denominator
+  SmallVector<ENode *> keep; // mask conjuncts
+  SmallVector<ENode *> drop; // conjuncts that mask when true
   /// A mask fills with a finite constant (finfo.min, -1e9): a row with
   /// every key masked is then a uniform average of V, not 0.
   bool finiteFill = false;
@@ -467,8 +467,8 @@ bool Raiser::isAllMasked(ENode *guard, ENode *logits, unsigned j) {
       return false;
     auto pred = cast<arith::CmpFOp>(e->op).getPredicate();
     bool equal = pred == arith::CmpFPredicate::OEQ;
-    bool unequal = pred == arith::CmpFPredicate::UNE ||
-                   pred == arith::CmpFPredicate::ONE;
+    bool unequal =
+        pred == arith::CmpFPredicate::UNE || pred == arith::CmpFPredicate::ONE;
     if (!(masked ? equal : unequal))
       return false;
     for (int side : {0, 1}) {
@@ -1673,8 +1673,7 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   // the softmax of equal logits: the mean of V, not 0.
   Value output = op.getOutput();
   if (first.normalizer == Normalizer::softmax && sinks.empty() &&
-      llvm::any_of(branches,
-                   [](const Branch &br) { return br.finiteFill; }))
+      llvm::any_of(branches, [](const Branch &br) { return br.finiteFill; }))
     op.setMeanEmptyRows(true);
 
   // The output in the user's layout.
@@ -1820,6 +1819,3 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
 };
 
 } // namespace
-
-
-
