@@ -440,8 +440,6 @@ LogicalResult Raiser::matchWeights(Branch &br, Reason &why) {
   return success();
 }
 
-/// Whether `guard` is `all_j' (S[j'] == -inf)`: an and-reduction over the
-/// keys of `S == -inf`, with the S of the softmax (`logits` along `j`).
 /// `x` where `n` is `not x` (`xori x, true`), null otherwise.
 ENode *negated(ENode *n) {
   n = peel(n);
@@ -453,6 +451,8 @@ ENode *negated(ENode *n) {
   return nullptr;
 }
 
+/// Whether `guard` is `all_j' (S[j'] == -inf)` (or `not any_j' (S[j'] !=
+/// -inf)`), with the S of the softmax (`logits` along `j`).
 bool Raiser::isAllMasked(ENode *guard, ENode *logits, unsigned j) {
   // `S[j'] == -inf` (masked) or, with `masked` false, `S[j'] != -inf`
   // (kept, also spelled `not (S[j'] == -inf)`), with j' the guard's
