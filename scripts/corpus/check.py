@@ -94,17 +94,21 @@ def classify(manifest):
         b, hq, m, dqk = qk[0]
         hkv, n = qk[1][1], qk[1][2]
         dv = shapes[2][3] if len(shapes) > 2 and shapes[2] and len(shapes[2]) == 4 else dqk
-        # Scores are [.., heads, M, N] (or [B * heads, M, N]); where N equals
-        # a head dim the shape cannot tell scores from Q/K/V, so it is not
-        # flagged (the corpus's shapes keep N apart from D where they can).
+        # Scores are [B, heads, M, N]; where N equals a head dim the shape
+        # cannot tell scores from Q/K/V, so it is not flagged.
         heads = {hq, hkv, b * hq, b * hkv}
         kernel_results = {r for s in steps if s.get("op") == "kernel"
                           for r in s.get("results", [])}
+        fed = {a for s in steps if s.get("op") == "attention" for a in s.get("args", [])}
         for i, v in enumerate(values):
             shape = v.get("shape", []) if isinstance(v, dict) else []
-            if (i in kernel_results and i not in fixed and len(shape) >= 3
-                    and shape[-2:] == [m, n] and shape[-3] in heads
-                    and m > 1 and n not in (dqk, dv)):
+            if i not in kernel_results or i in fixed or m <= 1 or shape[-2:] != [m, n]:
+                continue
+            # A score-sized operand of the kernel (a dense mask or bias the
+            # reference path built), or a [B, heads, M, N] value anywhere (a
+            # projection's [B, N, hidden] is rank 3).
+            if n not in (dqk, dv) and (
+                    i in fed or (len(shape) >= 4 and shape[-3] in heads)):
                 materialized = True
     if materialized:
         return "materialized", "/".join(codegens), outside

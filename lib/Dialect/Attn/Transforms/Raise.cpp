@@ -671,6 +671,16 @@ SmallVector<unsigned> varsOf(ArrayRef<AffineExpr> exprs, unsigned numVars) {
 /// The longest reduction a region unrolls.
 constexpr int64_t kMaxUnrolledReduction = 16;
 
+/// A long reduction a region reads (a cumsum of a padding mask, positions)
+/// as the element of the tensor the program stores it in: computed before
+/// the kernel, read as a capture. Null unless `n` is one.
+ENode *precomputed(ElementGraph &graph, ENode *n) {
+  if (n->kind != Kind::Reduce ||
+      graph.extent(n->var) <= kMaxUnrolledReduction)
+    return nullptr;
+  return graph.stored(n);
+}
+
 /// Emits scalar IR for element expressions inside a region.
 class Emitter {
 public:
@@ -772,6 +782,10 @@ public:
       break;
     }
     case Kind::Reduce: {
+      if (ENode *held = precomputed(graph, n)) {
+        result = emit(held);
+        break;
+      }
       // A short one unrolled (TOSA linearizes a gather's 2-D index as a sum
       // over 2 terms); a long one stays out of the per-element code.
       int64_t extent = graph.extent(n->var);
@@ -1185,16 +1199,21 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
 }
 
 /// Collects the tensors that `n` reads as captures (not Q/K/V themselves).
-void collectCaptures(ENode *n, llvm::SetVector<Value> &captures,
+void collectCaptures(ElementGraph &graph, ENode *n,
+                     llvm::SetVector<Value> &captures,
                      llvm::DenseSet<ENode *> &seen,
                      const llvm::DenseSet<ENode *> &stop) {
   if (stop.count(n) || !seen.insert(n).second)
     return;
+  if (ENode *held = precomputed(graph, n)) {
+    captures.insert(held->tensor);
+    return;
+  }
   if ((n->kind == Kind::Leaf && !Emitter::iotaDim(n->tensor)) ||
       n->kind == Kind::Extract)
     captures.insert(n->tensor);
   for (ENode *o : n->operands)
-    collectCaptures(o, captures, seen, stop);
+    collectCaptures(graph, o, captures, seen, stop);
 }
 
 FailureOr<Value> Raiser::raise(Value root, Reason &why) {
@@ -1512,19 +1531,19 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   bool hasScore = false;
   for (Branch &br : branches) {
     hasScore |= br.score != br.qk;
-    collectCaptures(br.score, captures, seen, stops);
+    collectCaptures(graph, br.score, captures, seen, stops);
     for (ENode *m : llvm::concat<ENode *>(br.keep, br.drop))
-      collectCaptures(m, captures, seen, stops);
+      collectCaptures(graph, m, captures, seen, stops);
   }
   bool hasMask = !first.keep.empty() || !first.drop.empty();
   ENode *epilogue = peel(out);
   bool hasEpilogue = branches.size() > 1 || epilogue != first.output ||
                      !first.coefs.empty() || first.negative;
   if (hasEpilogue) {
-    collectCaptures(epilogue, captures, seen, stops);
+    collectCaptures(graph, epilogue, captures, seen, stops);
     for (Branch &br : branches)
       for (ENode *c : br.coefs)
-        collectCaptures(c, captures, seen, stops);
+        collectCaptures(graph, c, captures, seen, stops);
   }
 
   SmallVector<double> scales;
@@ -1819,3 +1838,4 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
 };
 
 } // namespace
+
