@@ -675,8 +675,7 @@ constexpr int64_t kMaxUnrolledReduction = 16;
 /// as the element of the tensor the program stores it in: computed before
 /// the kernel, read as a capture. Null unless `n` is one.
 ENode *precomputed(ElementGraph &graph, ENode *n) {
-  if (n->kind != Kind::Reduce ||
-      graph.extent(n->var) <= kMaxUnrolledReduction)
+  if (n->kind != Kind::Reduce || graph.extent(n->var) <= kMaxUnrolledReduction)
     return nullptr;
   return graph.stored(n);
 }
@@ -1838,4 +1837,3 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
 };
 
 } // namespace
-
