@@ -314,8 +314,9 @@ private:
   FailureOr<Value> gather(Operation *op, RankedTensorType result);
   FailureOr<Value> pad(Operation *op, RankedTensorType result);
   FailureOr<Value> reduceWindow(Operation *op, RankedTensorType result);
-  FailureOr<Value> applyReducer(OpBuilder &nb, Operation *op, Block &body,
-                                ValueRange accs, ValueRange elems);
+  FailureOr<SmallVector<Value>> applyReducer(OpBuilder &nb, Operation *op,
+                                             Block &body, ValueRange accs,
+                                             ValueRange elems);
 
   OpBuilder b;
 };
@@ -558,49 +559,15 @@ FailureOr<SmallVector<Value>> Converter::reduce(Operation *op) {
   auto generic = linalg::GenericOp::create(
       b, loc, resultTypes, op->getOperands().take_front(n), inits, maps, iters,
       [&](OpBuilder &nb, Location l, ValueRange args) {
-        // Reducer arguments are (accumulators..., elements...); the linalg
-        // body's are (elements..., accumulators...).
-        IRMapping scalars;
-        for (unsigned i = 0; i < n; ++i) {
-          scalars.map(body.getArgument(i), args[n + i]);
-          scalars.map(body.getArgument(n + i), args[i]);
+        // The linalg body's arguments are (elements..., accumulators...).
+        FailureOr<SmallVector<Value>> next =
+            applyReducer(nb, op, body, args.drop_front(n), args.take_front(n));
+        if (failed(next)) {
+          status = failure();
+          linalg::YieldOp::create(nb, l, args.drop_front(n));
+          return;
         }
-        for (Operation &inner : body) {
-          SmallVector<Value> operands;
-          for (Value v : inner.getOperands())
-            operands.push_back(scalars.lookupOrNull(v));
-          if (llvm::is_contained(operands, Value())) {
-            inner.emitError("the reducer may only use its arguments and "
-                            "its own results");
-            status = failure();
-            break;
-          }
-          if (inner.getName().getStringRef() == "stablehlo.return") {
-            if (operands.size() != n) {
-              inner.emitError("the reducer must return ") << n << " values";
-              status = failure();
-              break;
-            }
-            linalg::YieldOp::create(nb, l, operands);
-            return;
-          }
-          if (inner.getNumResults() != 1 || !staticTensor(inner.getResult(0)) ||
-              staticTensor(inner.getResult(0)).getRank() != 0) {
-            inner.emitError("reducer ops must be scalar (rank-0) ops");
-            status = failure();
-            break;
-          }
-          FailureOr<Value> v =
-              emitScalar(nb, &inner, operands,
-                         staticTensor(inner.getResult(0)).getElementType());
-          if (failed(v)) {
-            status = failure();
-            break;
-          }
-          scalars.map(inner.getResult(0), *v);
-        }
-        linalg::YieldOp::create(nb, l, args.drop_front(n));
-        status = failure();
+        linalg::YieldOp::create(nb, l, *next);
       });
   if (failed(status)) {
     generic->erase();
@@ -774,11 +741,11 @@ FailureOr<Value> Converter::pad(Operation *op, RankedTensorType result) {
   return cur;
 }
 
-/// The scalar body of a one-input reducer region (`stablehlo.return` of
-/// rank-0 ops on its arguments) applied to `accs` and `elems`.
-FailureOr<Value> Converter::applyReducer(OpBuilder &nb, Operation *op,
-                                         Block &body, ValueRange accs,
-                                         ValueRange elems) {
+/// The scalar body of a reducer region (`stablehlo.return` of rank-0 ops on
+/// its arguments, accumulators first) applied to `accs` and `elems`.
+FailureOr<SmallVector<Value>>
+Converter::applyReducer(OpBuilder &nb, Operation *op, Block &body,
+                        ValueRange accs, ValueRange elems) {
   IRMapping scalars;
   unsigned n = accs.size();
   for (unsigned i = 0; i < n; ++i) {
@@ -793,9 +760,9 @@ FailureOr<Value> Converter::applyReducer(OpBuilder &nb, Operation *op,
       return inner.emitError("the reducer may only use its arguments and "
                              "its own results");
     if (inner.getName().getStringRef() == "stablehlo.return") {
-      if (operands.size() != 1)
-        return inner.emitError("the reducer must return one value");
-      return operands[0];
+      if (operands.size() != n)
+        return inner.emitError("the reducer must return ") << n << " values";
+      return operands;
     }
     if (inner.getNumResults() != 1 || !staticTensor(inner.getResult(0)) ||
         staticTensor(inner.getResult(0)).getRank() != 0)
@@ -910,10 +877,11 @@ FailureOr<Value> Converter::reduceWindow(Operation *op,
         Value scalarInit =
             tensor::ExtractOp::create(nb, l, op->getOperand(1), ValueRange());
         x = arith::SelectOp::create(nb, l, inside, x, scalarInit);
-        FailureOr<Value> acc = applyReducer(nb, op, body, args[1], x);
+        FailureOr<SmallVector<Value>> acc =
+            applyReducer(nb, op, body, args[1], x);
         if (failed(acc)) {
           status = failure();
-          acc = args[1];
+          acc = SmallVector<Value>{args[1]};
         }
         linalg::YieldOp::create(nb, l, *acc);
       });
