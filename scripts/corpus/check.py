@@ -11,7 +11,9 @@ runs outside the fused kernel (the entry's reference-path `steps`). A
 program is
 
 - `fused`: one attention kernel on tensor cores for both archs, no tensor
-  of the scores' size ([.., M, N]) materialized outside it;
+  of the scores' size ([.., M, N]) materialized outside it (a kernel
+  operand computed from an [.., M, N, ..] input, AlphaFold's pair bias, is
+  the program's own data);
 - `fused-reference-codegen`: raised, but a kernel generator without tensor
   cores took it (the remark says why);
 - `materialized`: raised, but an [M, N] tensor is computed outside;
@@ -93,6 +95,18 @@ def classify(manifest):
     if len(qk) == 2:
         b, hq, m, dqk = qk[0]
         hkv, n = qk[1][1], qk[1][2]
+        # Kernel operands computed from an input that is itself [.., M, N, ..]
+        # (a pair representation) are the program's own N x N data, not
+        # scores: AlphaFold projects its pair representation [M, N, c] to the
+        # bias [heads, M, N] before the kernel.
+        pairwise = {i for i, inp in enumerate(entry.get("inputs", []))
+                    if any(list(inp.get("shape", []))[d:d + 2] == [m, n]
+                           for d in range(len(inp.get("shape", []))))}
+        for s in steps:
+            if s.get("op") == "kernel" and pairwise & set(s.get("args", [])):
+                pairwise.update(s.get("results", []))
+            elif s.get("op") == "reshape" and s.get("source") in pairwise:
+                pairwise.add(s["result"])
         dv = shapes[2][3] if len(shapes) > 2 and shapes[2] and len(shapes[2]) == 4 else dqk
         # Scores are [B, heads, M, N]; where N equals a head dim the shape
         # cannot tell scores from Q/K/V, so it is not flagged.
@@ -108,7 +122,8 @@ def classify(manifest):
             # reference path built), or a [B, heads, M, N] value anywhere (a
             # projection's [B, N, hidden] is rank 3).
             if n not in (dqk, dv) and (
-                    i in fed or (len(shape) >= 4 and shape[-3] in heads)):
+                    (i in fed and i not in pairwise)
+                    or (len(shape) >= 4 and shape[-3] in heads)):
                 materialized = True
     if materialized:
         return "materialized", "/".join(codegens), outside

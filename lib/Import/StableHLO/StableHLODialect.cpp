@@ -224,6 +224,11 @@ ParseResult parseGeneric(OpAsmParser &parser, OperationState &state) {
       state.addAttribute(name == "stablehlo.iota" ? "iota_dimension"
                                                   : "dimension",
                          b.getI64IntegerAttr(dim));
+    } else if (key == "sizes" && name == "stablehlo.dynamic_slice") {
+      SmallVector<int64_t> sizes;
+      if (parseI64List(parser, sizes))
+        return failure();
+      state.addAttribute("slice_sizes", b.getDenseI64ArrayAttr(sizes));
     } else if (name == "stablehlo.pad" &&
                (key == "low" || key == "high" || key == "interior")) {
       SmallVector<int64_t> amounts;
@@ -426,6 +431,30 @@ ParseResult parseReduce(OpAsmParser &parser, OperationState &state) {
   return parser.parseRegion(*body, lhs);
 }
 
+/// `stablehlo.while(%it = %init, ...) : types attr-dict? cond { region }
+/// do { region }`: both regions take the iteration values.
+ParseResult parseWhile(OpAsmParser &parser, OperationState &state) {
+  SmallVector<OpAsmParser::Argument> args;
+  SmallVector<UnresolvedOperand> inits;
+  SmallVector<Type> types;
+  llvm::SMLoc loc = parser.getCurrentLocation();
+  if (parser.parseAssignmentList(args, inits) || parser.parseColon() ||
+      parser.parseTypeList(types))
+    return failure();
+  if (args.size() != types.size())
+    return parser.emitError(loc, "expected one type per iteration value");
+  for (auto [arg, type] : llvm::zip(args, types))
+    arg.type = type;
+  if (parser.resolveOperands(inits, types, loc, state.operands) ||
+      parser.parseOptionalAttrDictWithKeyword(state.attributes) ||
+      parser.parseKeyword("cond") ||
+      parser.parseRegion(*state.addRegion(), args) ||
+      parser.parseKeyword("do") || parser.parseRegion(*state.addRegion(), args))
+    return failure();
+  state.addTypes(types);
+  return success();
+}
+
 /// `chlo.OP operands attr-dict : T -> R` (or `: (Ts) -> R`, or `: T`).
 ParseResult parseCHLO(OpAsmParser &parser, OperationState &state) {
   SmallVector<UnresolvedOperand> ops;
@@ -473,5 +502,6 @@ StableHLODialect::getParseOperationHook(StringRef opName) const {
       .Case("slice", parseSlice)
       .Case("return", parseReturn)
       .Case("reduce", parseReduce)
+      .Case("while", parseWhile)
       .Default(parseGeneric);
 }

@@ -10,7 +10,10 @@
 #include "flashlight/Import/Passes.h"
 #include "flashlight/Import/TensorBuilders.h"
 
+#include "ConstantLoops.h"
+
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/StringSwitch.h"
 
@@ -311,6 +314,8 @@ private:
   FailureOr<SmallVector<Value>> reduce(Operation *op);
   FailureOr<Value> reshape(Operation *op, RankedTensorType result);
   FailureOr<Value> slice(Operation *op, RankedTensorType result);
+  FailureOr<Value> dynamicSlice(Operation *op, RankedTensorType result);
+  FailureOr<Value> dynamicUpdateSlice(Operation *op, RankedTensorType result);
   FailureOr<Value> gather(Operation *op, RankedTensorType result);
   FailureOr<Value> pad(Operation *op, RankedTensorType result);
   FailureOr<Value> reduceWindow(Operation *op, RankedTensorType result);
@@ -615,6 +620,63 @@ FailureOr<Value> Converter::slice(Operation *op, RankedTensorType result) {
 
 /// XLA gather, element by element: the output's batch dims pick a start
 /// index vector from `indices`, its offset dims walk the slice.
+/// The start indices of a dynamic slice or update (operands from `first`
+/// on), clamped as StableHLO specifies so that `sizes` fits in `shape`.
+/// Indices must be constants: loop counters are, once loops are unrolled.
+static FailureOr<SmallVector<int64_t>> constantStarts(Operation *op,
+                                                      unsigned first,
+                                                      ArrayRef<int64_t> shape,
+                                                      ArrayRef<int64_t> sizes) {
+  if (op->getNumOperands() != first + shape.size() ||
+      sizes.size() != shape.size())
+    return op->emitError("expected one start index per dimension");
+  SmallVector<int64_t> starts;
+  for (auto [d, dim] : llvm::enumerate(shape)) {
+    DenseIntElementsAttr index;
+    if (!matchPattern(op->getOperand(first + d), m_Constant(&index)) ||
+        index.getNumElements() != 1)
+      return op->emitError() << "start index " << d
+                             << " is not a compile-time constant (only "
+                                "indices computed from constants and loop "
+                                "counters are supported)";
+    if (sizes[d] > dim)
+      return op->emitError() << "slice size exceeds dimension " << d;
+    int64_t start = (*index.value_begin<APInt>()).getSExtValue();
+    starts.push_back(std::clamp<int64_t>(start, 0, dim - sizes[d]));
+  }
+  return starts;
+}
+
+FailureOr<Value> Converter::dynamicSlice(Operation *op,
+                                         RankedTensorType result) {
+  RankedTensorType src = staticTensor(op->getOperand(0));
+  FailureOr<SmallVector<int64_t>> starts =
+      constantStarts(op, 1, src.getShape(), result.getShape());
+  if (failed(starts))
+    return failure();
+  SmallVector<int64_t> ones(result.getRank(), 1);
+  return Value(tensor::ExtractSliceOp::create(
+      b, op->getLoc(), result, op->getOperand(0), ValueRange(), ValueRange(),
+      ValueRange(), b.getDenseI64ArrayAttr(*starts),
+      b.getDenseI64ArrayAttr(result.getShape()), b.getDenseI64ArrayAttr(ones)));
+}
+
+FailureOr<Value> Converter::dynamicUpdateSlice(Operation *op,
+                                               RankedTensorType result) {
+  RankedTensorType update = staticTensor(op->getOperand(1));
+  if (!update || update.getRank() != result.getRank())
+    return op->emitError("the update must have the result's rank");
+  FailureOr<SmallVector<int64_t>> starts =
+      constantStarts(op, 2, result.getShape(), update.getShape());
+  if (failed(starts))
+    return failure();
+  SmallVector<int64_t> ones(result.getRank(), 1);
+  return Value(tensor::InsertSliceOp::create(
+      b, op->getLoc(), op->getOperand(1), op->getOperand(0), ValueRange(),
+      ValueRange(), ValueRange(), b.getDenseI64ArrayAttr(*starts),
+      b.getDenseI64ArrayAttr(update.getShape()), b.getDenseI64ArrayAttr(ones)));
+}
+
 FailureOr<Value> Converter::gather(Operation *op, RankedTensorType result) {
   auto dims = op->getAttrOfType<DictionaryAttr>("dimension_numbers");
   FailureOr<DenseI64ArrayAttr> sliceSizes = i64Array(op, "slice_sizes");
@@ -950,6 +1012,10 @@ LogicalResult Converter::convert(Operation *op) {
     value = reshape(op, result);
   } else if (name == "slice") {
     value = slice(op, result);
+  } else if (name == "dynamic_slice") {
+    value = dynamicSlice(op, result);
+  } else if (name == "dynamic_update_slice") {
+    value = dynamicUpdateSlice(op, result);
   } else if (name == "gather") {
     value = gather(op, result);
   } else if (name == "pad") {
@@ -1026,7 +1092,8 @@ struct ImportStableHLOPass
     : flashlight::impl::ImportStableHLOBase<ImportStableHLOPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    if (failed(inlineCalls(module)))
+    if (failed(inlineCalls(module)) ||
+        failed(flashlight::shlo::unrollConstantLoops(module)))
       return signalPassFailure();
     Converter converter(&getContext());
     SmallVector<Operation *> work;

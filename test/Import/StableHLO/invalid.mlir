@@ -172,3 +172,45 @@ func.func @chlo_unsupported(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = chlo.lgamma %x : tensor<4xf32> -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @while_data_dependent(%x: tensor<f32>) -> tensor<f32> {
+  // expected-error @+1 {{the loop condition is not a compile-time constant}}
+  %r = stablehlo.while(%a = %x) : tensor<f32>
+    cond {
+      %z = stablehlo.constant dense<1.000000e+00> : tensor<f32>
+      %p = stablehlo.compare LT, %a, %z, FLOAT : (tensor<f32>, tensor<f32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %d = stablehlo.add %a, %a : tensor<f32>
+      stablehlo.return %d : tensor<f32>
+    }
+  return %r : tensor<f32>
+}
+
+// -----
+
+func.func @while_too_long(%x: tensor<f32>) -> tensor<f32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  // expected-error @+1 {{'stablehlo.while' runs more than 1024 trips; not unrolled}}
+  %r:2 = stablehlo.while(%i = %c0, %a = %x) : tensor<i32>, tensor<f32>
+    cond {
+      %n = stablehlo.constant dense<100000> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %next = stablehlo.add %i, %one : tensor<i32>
+      stablehlo.return %next, %a : tensor<i32>, tensor<f32>
+    }
+  return %r#1 : tensor<f32>
+}
+
+// -----
+
+func.func @dynamic_slice_data_index(%x: tensor<4xf32>, %i: tensor<i32>) -> tensor<2xf32> {
+  // expected-error @+1 {{start index 0 is not a compile-time constant}}
+  %0 = stablehlo.dynamic_slice %x, %i, sizes = [2] : (tensor<4xf32>, tensor<i32>) -> tensor<2xf32>
+  return %0 : tensor<2xf32>
+}

@@ -231,3 +231,75 @@ func.func @reduce_window_cumsum(%x: tensor<2x8xi32>) -> tensor<2x8xi32> {
   }) : (tensor<2x8xi32>, tensor<i32>) -> tensor<2x8xi32>
   return %1 : tensor<2x8xi32>
 }
+
+// -----
+
+// lax.fori_loop as JAX prints it: a counter from 0 below 3 slices the
+// stacked rows and accumulates them. The loop is unrolled (3 trips) and each
+// dynamic_slice reads at its trip's constant start; a start past the end is
+// clamped (trip 2 asks for row 4 of a 4-row slice of 2: it reads row 2).
+// CHECK-LABEL: func @while_fori_unrolled
+func.func @while_fori_unrolled(%x: tensor<4x8xf32>) -> tensor<2x8xf32> {
+  %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %acc = stablehlo.broadcast_in_dim %zero, dims = [] : (tensor<f32>) -> tensor<2x8xf32>
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  // CHECK-NOT: stablehlo.while
+  // CHECK: tensor.extract_slice %{{.+}}[0, 0] [2, 8] [1, 1]
+  // CHECK: tensor.extract_slice %{{.+}}[2, 0] [2, 8] [1, 1]
+  // CHECK: tensor.extract_slice %{{.+}}[2, 0] [2, 8] [1, 1]
+  // CHECK-NOT: tensor.extract_slice
+  %r:2 = stablehlo.while(%i = %c0, %a = %acc) : tensor<i32>, tensor<2x8xf32>
+    cond {
+      %n = stablehlo.constant dense<3> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %two = stablehlo.constant dense<2> : tensor<i32>
+      %row = stablehlo.multiply %i, %two : tensor<i32>
+      %z = stablehlo.constant dense<0> : tensor<i32>
+      %s = stablehlo.dynamic_slice %x, %row, %z, sizes = [2, 8] : (tensor<4x8xf32>, tensor<i32>, tensor<i32>) -> tensor<2x8xf32>
+      %sum = stablehlo.add %a, %s : tensor<2x8xf32>
+      %one = stablehlo.constant dense<1> : tensor<i32>
+      %next = stablehlo.add %i, %one : tensor<i32>
+      stablehlo.return %next, %sum : tensor<i32>, tensor<2x8xf32>
+    }
+  return %r#1 : tensor<2x8xf32>
+}
+
+// -----
+
+// The generic form, a start index from an index table (AlphaFold's
+// sub-batching: iota * 2), and dynamic_update_slice writing each trip's rows.
+// CHECK-LABEL: func @while_generic_update
+func.func @while_generic_update(%x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %iota = stablehlo.iota dim = 0 : tensor<2xi32>
+  %c2 = stablehlo.constant dense<2> : tensor<i32>
+  %b2 = stablehlo.broadcast_in_dim %c2, dims = [] : (tensor<i32>) -> tensor<2xi32>
+  %starts = stablehlo.multiply %iota, %b2 : tensor<2xi32>
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  // CHECK-NOT: stablehlo.while
+  // CHECK: %[[A:.+]] = tensor.extract_slice %{{.+}}[0, 0] [2, 8] [1, 1]
+  // CHECK: %[[NEG0:.+]] = linalg.generic {{.*}} ins(%[[A]]
+  // CHECK: %[[W0:.+]] = tensor.insert_slice %[[NEG0]] into %{{.+}}[0, 0] [2, 8] [1, 1]
+  // CHECK: %[[B:.+]] = tensor.extract_slice %{{.+}}[2, 0] [2, 8] [1, 1]
+  // CHECK: %[[NEG1:.+]] = linalg.generic {{.*}} ins(%[[B]]
+  // CHECK: tensor.insert_slice %[[NEG1]] into %[[W0]][2, 0] [2, 8] [1, 1]
+  %r:3 = "stablehlo.while"(%c0, %starts, %x) ({
+  ^bb0(%i: tensor<i32>, %t: tensor<2xi32>, %o: tensor<4x8xf32>):
+    %n = stablehlo.constant dense<2> : tensor<i32>
+    %p = "stablehlo.compare"(%i, %n) <{comparison_direction = #stablehlo<comparison_direction LT>}> : (tensor<i32>, tensor<i32>) -> tensor<i1>
+    "stablehlo.return"(%p) : (tensor<i1>) -> ()
+  }, {
+  ^bb0(%i: tensor<i32>, %t: tensor<2xi32>, %o: tensor<4x8xf32>):
+    %e = "stablehlo.dynamic_slice"(%t, %i) <{slice_sizes = array<i64: 1>}> : (tensor<2xi32>, tensor<i32>) -> tensor<1xi32>
+    %row = stablehlo.reshape %e : (tensor<1xi32>) -> tensor<i32>
+    %z = stablehlo.constant dense<0> : tensor<i32>
+    %s = "stablehlo.dynamic_slice"(%o, %row, %z) <{slice_sizes = array<i64: 2, 8>}> : (tensor<4x8xf32>, tensor<i32>, tensor<i32>) -> tensor<2x8xf32>
+    %neg = stablehlo.negate %s : tensor<2x8xf32>
+    %w = stablehlo.dynamic_update_slice %o, %neg, %row, %z : (tensor<4x8xf32>, tensor<2x8xf32>, tensor<i32>, tensor<i32>) -> tensor<4x8xf32>
+    %one = stablehlo.constant dense<1> : tensor<i32>
+    %next = stablehlo.add %i, %one : tensor<i32>
+    "stablehlo.return"(%next, %t, %w) : (tensor<i32>, tensor<2xi32>, tensor<4x8xf32>) -> ()
+  }) : (tensor<i32>, tensor<2xi32>, tensor<4x8xf32>) -> (tensor<i32>, tensor<2xi32>, tensor<4x8xf32>)
+  return %r#2 : tensor<4x8xf32>
+}

@@ -170,6 +170,7 @@ private:
                    ArrayRef<ENode *> coefs, SmallVectorImpl<Branch> &branches);
   LogicalResult matchWeights(Branch &br, Reason &why);
   bool isAllMasked(ENode *guard, ENode *logits, unsigned j);
+  bool readsKeysAndQueries(const Branch &br, ENode *n);
   /// The m of `x = S - m` when m is a row max (a max-reduction) or a
   /// finite constant, constant along `j`: a shift a softmax cancels.
   ENode *rowShift(ENode *x, unsigned j) {
@@ -195,6 +196,24 @@ private:
   }
   LogicalResult matchContraction(Branch &br, Reason &why);
   void splitMask(Branch &br);
+  /// Whether `n` computes an exponential itself, not only by reading a
+  /// stored tensor (other than through casts) that does.
+  bool ownExp(ENode *n) {
+    n = peel(n);
+    llvm::DenseSet<ENode *> seen;
+    SmallVector<ENode *> work = {n};
+    while (!work.empty()) {
+      ENode *x = work.pop_back_val();
+      if (!seen.insert(x).second)
+        continue;
+      if (isOp(x, "math.exp"))
+        return true;
+      if (x != n && !isCast(x) && graph.stored(x))
+        continue;
+      work.append(x->operands.begin(), x->operands.end());
+    }
+    return false;
+  }
 
   func::FuncOp func;
   ElementGraph graph;
@@ -223,14 +242,19 @@ LogicalResult Raiser::matchPV(ENode *sum, Branch &br, Reason &why) {
     }
   }
   // V computed by the program (a projection): the factor without the
-  // exponential is V, read from the tensor it is stored in.
+  // exponential is V, read from the tensor it is stored in. Where both hold
+  // one (V of a layer after another attention holds that one's), only an
+  // exponential not behind a tensor the program stores counts.
+  auto hasExp = [](ENode *n) {
+    return findNode(n, [](ENode *x) { return isOp(x, "math.exp"); }) != nullptr;
+  };
+  bool both = hasExp(body->operands[0]) && hasExp(body->operands[1]);
   for (int side : {0, 1}) {
     ENode *v = body->operands[side];
     ENode *held = storedElement(v);
-    if (held && graph.dependsOn(v, br.j) &&
-        !findNode(v, [](ENode *x) { return isOp(x, "math.exp"); }) &&
-        findNode(body->operands[1 - side],
-                 [](ENode *x) { return isOp(x, "math.exp"); })) {
+    ENode *w = body->operands[1 - side];
+    bool vIsV = both ? !ownExp(v) && ownExp(w) : !hasExp(v) && hasExp(w);
+    if (held && graph.dependsOn(v, br.j) && vIsV) {
       br.v = held;
       br.weights = body->operands[1 - side];
       br.output = sum;
@@ -519,6 +543,54 @@ std::optional<Distance> matchDistance(ElementGraph &graph, ENode *n,
   return d;
 }
 
+/// The longest reduction a region unrolls.
+constexpr int64_t kMaxUnrolledReduction = 16;
+
+/// A long reduction a region reads (a cumsum of a padding mask, positions)
+/// as the element of the tensor the program stores it in: computed before
+/// the kernel, read as a capture. Null unless `n` is one.
+ENode *precomputed(ElementGraph &graph, ENode *n) {
+  if (n->kind != Kind::Reduce || graph.extent(n->var) <= kMaxUnrolledReduction)
+    return nullptr;
+  return graph.stored(n);
+}
+
+/// Whether a factor of the product that contraction `n` sums reads along the
+/// keys and along the queries (the variables of the logits that V does not
+/// read): a pair bias, never Q.K.
+bool Raiser::readsKeysAndQueries(const Branch &br, ENode *n) {
+  // Variables the logits reduce over (projections, norms) are not indices.
+  llvm::DenseSet<unsigned> bound;
+  llvm::DenseSet<ENode *> seen;
+  SmallVector<ENode *> walk = {br.logits};
+  while (!walk.empty()) {
+    ENode *e = walk.pop_back_val();
+    if (!seen.insert(e).second)
+      continue;
+    if (e->kind == Kind::Reduce)
+      bound.insert(e->var);
+    walk.append(e->operands.begin(), e->operands.end());
+  }
+  SmallVector<unsigned> queries;
+  for (unsigned v = 0; v < graph.numVars(); ++v)
+    if (v != br.j && !bound.count(v) && graph.dependsOn(br.logits, v) &&
+        !graph.dependsOn(br.v, v))
+      queries.push_back(v);
+  SmallVector<ENode *> work = {n->operands[0]};
+  while (!work.empty()) {
+    ENode *f = peel(work.pop_back_val());
+    if (isOp(f, "arith.mulf")) {
+      work.append(f->operands.begin(), f->operands.end());
+      continue;
+    }
+    if (graph.dependsOn(f, br.j) && llvm::any_of(queries, [&](unsigned v) {
+          return graph.dependsOn(f, v);
+        }))
+      return true;
+  }
+  return false;
+}
+
 /// The contraction `sum_c Q * K` inside S; constant factors go to scale.
 /// Squared distances along the keys beside it go to `br.distances`.
 LogicalResult Raiser::matchContraction(Branch &br, Reason &why) {
@@ -537,6 +609,22 @@ LogicalResult Raiser::matchContraction(Branch &br, Reason &why) {
       continue;
     }
     stack.append(n->operands.begin(), n->operands.end());
+  }
+  // Beside Q.K, the logits may hold other contractions along the keys that
+  // the program stores: AlphaFold's pair bias, a projection of the pair
+  // representation [q, k, c] over c. Such a term is read from its tensor,
+  // computed before the kernel. Q.K is the one whose key factor does not
+  // read along the queries.
+  if (found.size() > 1) {
+    SmallVector<ENode *> qkShaped;
+    for (ENode *n : found) {
+      if (!readsKeysAndQueries(br, n))
+        qkShaped.push_back(n);
+      else if (!precomputed(graph, n))
+        return fail(why, "the logits hold a contraction along the keys and "
+                         "the queries that the program does not store");
+    }
+    found = qkShaped;
   }
   if (found.size() != 1)
     return fail(why, "the logits hold " + Twine(found.size()) +
@@ -666,18 +754,6 @@ SmallVector<unsigned> varsOf(ArrayRef<AffineExpr> exprs, unsigned numVars) {
       if (e.isFunctionOfDim(v) && !llvm::is_contained(vars, v))
         vars.push_back(v);
   return vars;
-}
-
-/// The longest reduction a region unrolls.
-constexpr int64_t kMaxUnrolledReduction = 16;
-
-/// A long reduction a region reads (a cumsum of a padding mask, positions)
-/// as the element of the tensor the program stores it in: computed before
-/// the kernel, read as a capture. Null unless `n` is one.
-ENode *precomputed(ElementGraph &graph, ENode *n) {
-  if (n->kind != Kind::Reduce || graph.extent(n->var) <= kMaxUnrolledReduction)
-    return nullptr;
-  return graph.stored(n);
 }
 
 /// Emits scalar IR for element expressions inside a region.
@@ -1771,6 +1847,8 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
         if (explain)
           emitRemark(loc) << "attn-raise: result " << operand.getOperandNumber()
                           << " is not raised: " << why.text;
+        // One attention per program: the tool compiles one kernel (a layer
+        // stack's later attentions stay on the reference path).
         raiseInside(func, root, operand.getOperandNumber());
         continue;
       }
