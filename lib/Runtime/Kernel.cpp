@@ -167,10 +167,15 @@ std::string flashlight::runtime::chooseArtifact(const KernelManifest &m,
   for (const std::string &arch : {own + "a", own})
     if (m.archs.contains(arch) && m.archs[arch].contains("cubin"))
       return m.archs[arch]["cubin"];
-  // PTX of the newest arch not newer than the device.
+  // PTX of the newest arch not newer than the device. Arch-specific PTX
+  // (sm_90a: wgmma) runs on that arch only, never through the JIT on a
+  // newer one.
   std::string best;
   int bestCC = -1;
   for (auto &[arch, info] : m.archs.items()) {
+    if (arch.size() < 4 || arch.compare(0, 3, "sm_") != 0 ||
+        !std::all_of(arch.begin() + 3, arch.end(), ::isdigit))
+      continue;
     int archCC = std::stoi(arch.substr(3));
     if (archCC <= cc && archCC > bestCC && info.contains("ptx")) {
       best = info["ptx"];

@@ -97,9 +97,13 @@ def _choose_artifact(archs, cc):
     for arch in (own + "a", own):
         if arch in archs and "cubin" in archs[arch]:
             return archs[arch]["cubin"]
+    # PTX of the newest arch not newer than the device; arch-specific PTX
+    # (sm_90a: wgmma) runs on that arch only, never JIT-compiled on a newer one.
     best, best_cc = None, -1
     for arch, info in archs.items():
-        arch_cc = int(arch[3:].rstrip("a"))
+        if not arch.startswith("sm_") or not arch[3:].isdigit():
+            continue
+        arch_cc = int(arch[3:])
         if best_cc < arch_cc <= cc and "ptx" in info:
             best, best_cc = info["ptx"], arch_cc
     if best is None:

@@ -500,6 +500,24 @@ def decompositions(preserve=()):
     return table
 
 
+def distinct_inputs(example_inputs):
+    """The example inputs, each in storage of its own. torch.export merges
+    inputs that share memory (`f(x, x, x)`, `q = k = v = torch.zeros(..)`)
+    into one placeholder, and the graph would compute f(v, v, v) whatever
+    the caller later passes; every input of the graph must stay distinct, so
+    aliased ones are copied first (the values are the same)."""
+    seen = set()
+    out = []
+    for x in example_inputs:
+        key = (x.device, x.untyped_storage().data_ptr()) if x.numel() else None
+        if key is not None and key in seen:
+            x = x.clone()
+        elif key is not None:
+            seen.add(key)
+        out.append(x)
+    return tuple(out)
+
+
 def export_program(fn, *example_inputs, decompose=True, preserve=()):
     """`torch.export` of `fn(*example_inputs)` as flashlight.export sees it:
     in eval mode, reduced to Core ATen unless `decompose` is false, cleaned
@@ -509,6 +527,7 @@ def export_program(fn, *example_inputs, decompose=True, preserve=()):
     for i, x in enumerate(example_inputs):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"example input {i} is a {type(x).__name__}, not a tensor")
+    example_inputs = distinct_inputs(example_inputs)
     module, names = _module(fn, len(example_inputs))
     named = _modules_of(fn)
     modules = [m for _, m in named]

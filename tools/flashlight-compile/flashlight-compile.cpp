@@ -161,6 +161,39 @@ static cl::opt<std::string> nameOpt("name",
 
 namespace {
 
+/// The chips the code generators target: mma.sync and cp.async need
+/// sm_80; wgmma needs sm_90a. Newer chips run sm_80 PTX through the JIT.
+const std::array<StringRef, 6> kSupportedArchs = {"sm_80", "sm_86", "sm_87",
+                                                  "sm_89", "sm_90", "sm_90a"};
+
+/// `name` as a PTX identifier ([A-Za-z_][A-Za-z0-9_]*): other characters
+/// (`<lambda>`, Unicode, `.`) become `_`; a leading digit gets a prefix.
+std::string ptxIdentifier(StringRef name) {
+  std::string id;
+  for (char c : name)
+    id += llvm::isAlnum(c) || c == '_' ? c : '_';
+  if (id.empty() || llvm::isDigit(id.front()))
+    id = "fn_" + id;
+  return id;
+}
+
+/// Renames every function of `module` whose name is not a PTX identifier
+/// (kernel symbols come from function names); names stay unique.
+void sanitizeSymbols(ModuleOp module) {
+  SymbolTable symbols(module);
+  for (auto func : llvm::make_early_inc_range(module.getOps<func::FuncOp>())) {
+    std::string id = ptxIdentifier(func.getName());
+    if (id == func.getName())
+      continue;
+    std::string unique = id;
+    for (int n = 1; symbols.lookup(unique); ++n)
+      unique = id + "_" + std::to_string(n);
+    if (failed(
+            symbols.rename(func, StringAttr::get(module.getContext(), unique))))
+      continue;
+  }
+}
+
 /// Prints `message` as an error and returns 1.
 int fail(const Twine &message) {
   llvm::errs() << "flashlight-compile: error: " << message << "\n";
@@ -445,13 +478,21 @@ FailureOr<json> compileHostKernels(ModuleOp hostModule, const std::string &name,
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   cl::ParseCommandLineOptions(argc, argv, "Flashlight attention compiler\n");
-  if (archs.empty())
+  // Both generators by default: mma.sync for Ampere and Ada (its PTX also
+  // runs on newer GPUs through the driver's JIT), wgmma for Hopper.
+  if (archs.empty()) {
     archs.push_back("sm_80");
+    archs.push_back("sm_90a");
+  }
   if (emit != "mlir" && emit != "ptx" && emit != "cubin")
     return fail("--emit must be mlir, ptx or cubin, got '" + emit + "'");
   for (const std::string &chip : archs)
-    if (!llvm::Regex("^sm_[0-9]+a?$").match(chip))
-      return fail("bad --arch '" + chip + "' (expected e.g. sm_80, sm_90a)");
+    if (!llvm::is_contained(kSupportedArchs, chip))
+      return fail("--arch=" + chip +
+                  " is not supported: Flashlight generates "
+                  "code for " +
+                  llvm::join(kSupportedArchs, ", ") +
+                  " (sm_80 PTX runs on newer GPUs through the driver's JIT)");
   std::string ptxas;
   if (emit == "cubin") {
     ptxas = findPtxas();
@@ -498,6 +539,19 @@ int main(int argc, char **argv) {
           : parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module || failed(verify(*module)))
     return 1;
+  sanitizeSymbols(*module);
+  // Kernels are compiled for one shape: a dynamic dimension could not run.
+  for (auto func : module->getOps<func::FuncOp>())
+    for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+      if (auto shaped = dyn_cast<ShapedType>(type);
+          shaped && !shaped.hasStaticShape()) {
+        emitError(func.getLoc())
+            << "input " << i << " of '" << func.getName() << "' has type "
+            << type
+            << ": dynamic shapes are not supported yet; export the program "
+               "at static shapes";
+        return 1;
+      }
 
   // model.stablehlo.mlir -> model.
   std::string name = nameOpt;
@@ -508,6 +562,7 @@ int main(int argc, char **argv) {
       stem.consume_back(kind);
     name = stem.str();
   }
+
   if (auto ec = llvm::sys::fs::create_directories(outputDir))
     return fail("cannot create " + outputDir + ": " + ec.message());
   auto outPath = [&](StringRef suffix) {

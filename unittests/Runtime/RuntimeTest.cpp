@@ -49,7 +49,8 @@ json tinyManifest(const json &program) {
         param("lse0", "out", {1, 1, 2})}},
       {"archs",
        {{"sm_80", {{"ptx", "tiny.sm_80.ptx"}, {"cubin", "tiny.sm_80.cubin"}}},
-        {"sm_90a", {{"cubin", "tiny.sm_90a.cubin"}}}}},
+        {"sm_90a",
+         {{"ptx", "tiny.sm_90a.ptx"}, {"cubin", "tiny.sm_90a.cubin"}}}}},
       {"program", program}};
 }
 
@@ -100,6 +101,9 @@ TEST_CASE("the artifact matches the device's arch", "[runtime]") {
   CHECK(chooseArtifact(m, 80) == "tiny.sm_80.cubin");
   // An Ada GPU runs the sm_80 PTX through the driver's JIT.
   CHECK(chooseArtifact(m, 89) == "tiny.sm_80.ptx");
+  // A Blackwell GPU too: sm_90a PTX (wgmma) cannot be JIT-compiled there.
+  CHECK(chooseArtifact(m, 100) == "tiny.sm_80.ptx");
+  CHECK(chooseArtifact(m, 120) == "tiny.sm_80.ptx");
   CHECK_THROWS_AS(chooseArtifact(m, 75), ManifestError);
 }
 

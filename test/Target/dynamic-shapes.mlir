@@ -1,0 +1,8 @@
+// A program with dynamic dimensions is refused at compile time (it could
+// not run: kernels are compiled for one shape), not compiled with exit 0.
+// RUN: not flashlight-compile %s -o %t --emit=ptx 2>&1 | FileCheck %s
+// CHECK: dynamic-shapes.mlir:[[# @LINE + 2]]:{{[0-9]+}}: error: input 0 of 'dyn' has type 'tensor<?x4x?x64xbf16>': dynamic shapes are not supported yet; export the program at static shapes
+
+func.func @dyn(%q: tensor<?x4x?x64xbf16>) -> tensor<?x4x?x64xbf16> {
+  return %q : tensor<?x4x?x64xbf16>
+}
