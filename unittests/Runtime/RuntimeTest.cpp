@@ -23,10 +23,13 @@ KernelManifest manifestFrom(const json &j) {
   static int counter = 0;
   std::string path = "flashlight-test-manifest-" + std::to_string(getpid()) +
                      "-" + std::to_string(counter++) + ".json";
+  // Removed also when loading throws (the bad-manifest cases).
+  struct Remove {
+    std::string path;
+    ~Remove() { std::remove(path.c_str()); }
+  } remove{path};
   std::ofstream(path) << j.dump();
-  KernelManifest m = KernelManifest::load(path);
-  std::remove(path.c_str());
-  return m;
+  return KernelManifest::load(path);
 }
 
 json param(const std::string &name, const std::string &dir,
