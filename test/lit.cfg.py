@@ -55,5 +55,6 @@ llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
 tool_dirs = [config.flashlight_tools_dir, config.llvm_tools_dir]
-tools = ["flashlight-opt", "flashlight-compile", "flashlight-translate"]
+tools = ["flashlight-opt", "flashlight-compile", "flashlight-translate",
+         "flashlight-run"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)

@@ -24,7 +24,8 @@ size_t flashlight::runtime::dtypeSize(const std::string &dtype) {
 int64_t ParamInfo::numElements() const {
   int64_t n = 1;
   for (int64_t d : shape)
-    n *= d;
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      throw ManifestError(name + ": shape has a dynamic dim or is too large");
   return n;
 }
 
@@ -98,7 +99,43 @@ KernelManifest KernelManifest::load(const std::string &path) {
   }
   if (!m.find("q0"))
     throw ManifestError("manifest " + path + " has no q0 parameter");
+  m.validate();
   return m;
+}
+
+void KernelManifest::validate() const {
+  auto bad = [&](const std::string &what) {
+    throw ManifestError("manifest " + name + ": " + what);
+  };
+  if (blockM < 1 || blockM > 1024)
+    bad("block_m " + std::to_string(blockM) + " is not in [1, 1024]");
+  if (blockN < 0 || blockN > 1024)
+    bad("block_n " + std::to_string(blockN) + " is not in [0, 1024]");
+  uint64_t threads = 1;
+  for (unsigned b : block)
+    threads *= b;
+  if (threads < 1 || threads > 1024 || block[2] > 64)
+    bad("block [" + std::to_string(block[0]) + ", " + std::to_string(block[1]) +
+        ", " + std::to_string(block[2]) +
+        "] is not a CUDA block (1 to 1024 threads)");
+  if (dynamicSharedMemory > 227 * 1024)
+    bad("dynamic_shared_memory " + std::to_string(dynamicSharedMemory) +
+        " exceeds 227 KiB");
+  if (pointerAlignment < 1 || pointerAlignment > 256 ||
+      (pointerAlignment & (pointerAlignment - 1)))
+    bad("pointer_alignment must be a power of 2 up to 256");
+  std::vector<std::vector<int64_t>> shapes;
+  for (const ParamInfo &p : params) {
+    uint64_t bytes = 0;
+    if (__builtin_mul_overflow(uint64_t(p.numElements()), dtypeSize(p.dtype),
+                               &bytes) ||
+        bytes > (uint64_t(1) << 47))
+      bad(p.name + " needs more than 128 TiB");
+    shapes.push_back(p.shape);
+  }
+  if (find("q0")->shape.size() != 4)
+    bad("q0 must have rank 4 [B, H, M, D]");
+  grid(shapes); // Throws when the problem exceeds the launch grid.
 }
 
 KernelManifest KernelManifest::forArtifact(const std::string &artifact) const {
@@ -123,6 +160,7 @@ KernelManifest KernelManifest::forArtifact(const std::string &artifact) const {
       throw ManifestError("bad manifest entry for " + arch + ": " + e.what());
     }
   }
+  m.validate();
   return m;
 }
 
@@ -139,7 +177,10 @@ KernelManifest::grid(const std::vector<std::vector<int64_t>> &shapes) const {
   const std::vector<int64_t> &s = shapes.at(q);
   int64_t tiles = (s.at(2) + blockM - 1) / blockM;
   if (tiles > 0x7fffffff || s.at(1) > 65535 || s.at(0) > 65535)
-    throw ManifestError("problem too large for the launch grid");
+    throw ManifestError(
+        "problem too large for the launch grid: B = " + std::to_string(s[0]) +
+        " and H = " + std::to_string(s[1]) + " may be at most 65535, M / " +
+        "block_m = " + std::to_string(tiles) + " at most 2^31 - 1");
   return {unsigned(tiles), unsigned(s[1]), unsigned(s[0])};
 }
 

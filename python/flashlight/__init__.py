@@ -21,9 +21,11 @@ import os
 
 from .export import export
 
-__all__ = ["load", "Kernel", "export"]
+__all__ = ["load", "Kernel", "ManifestError", "export"]
 
 _DTYPES = None
+# The dtypes of manifests (flashlight-compile's names).
+_DTYPE_NAMES = ("f16", "bf16", "f32", "f64", "i1", "i8", "i32", "i64")
 
 
 def _torch_dtypes():
@@ -111,17 +113,82 @@ def _choose_artifact(archs, cc):
     return best
 
 
+class ManifestError(ValueError):
+    """A manifest that flashlight-compile did not write (or that was
+    edited): says which field is wrong."""
+
+
+def _check_manifest(m, path):
+    """Raises ManifestError unless `m` has what the loader reads, with
+    sizes a launch can take; nothing is allocated before this passes."""
+    def bad(what):
+        raise ManifestError(f"bad manifest {path}: {what}")
+
+    def shape_ok(shape):
+        return (isinstance(shape, list)
+                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                        for d in shape))
+
+    if not isinstance(m, dict):
+        bad("not a JSON object")
+    if m.get("manifest_version") != 1:
+        bad(f"manifest_version {m.get('manifest_version')!r} (this loader reads 1)")
+    if not isinstance(m.get("name"), str):
+        bad("'name' must be a string")
+    params = m.get("params")
+    if not isinstance(params, list):
+        bad("'params' must be a list")
+    for i, p in enumerate(params):
+        if not isinstance(p, dict) or not isinstance(p.get("name"), str):
+            bad(f"params[{i}] must be an object with a 'name'")
+        if p.get("direction") not in ("in", "out"):
+            bad(f"params[{i}] ({p['name']}): direction must be 'in' or 'out'")
+        if p.get("dtype") not in _DTYPE_NAMES:
+            bad(f"params[{i}] ({p['name']}): unknown dtype {p.get('dtype')!r}")
+        if not shape_ok(p.get("shape")):
+            bad(f"params[{i}] ({p['name']}): shape must be a list of non-negative "
+                "integers (dynamic dims are not supported)")
+    if not isinstance(m.get("archs"), dict):
+        bad("'archs' must be an object")
+    kernel = m.get("kernel")
+    if kernel is not None:
+        if not isinstance(kernel, str):
+            bad("'kernel' must be a string or null")
+        block_m = m.get("block_m")
+        if not isinstance(block_m, int) or not 1 <= block_m <= 1024:
+            bad(f"block_m {block_m!r} is not in [1, 1024]")
+        block = m.get("block")
+        if (not isinstance(block, list) or len(block) != 3
+                or not all(isinstance(b, int) and b >= 1 for b in block)
+                or block[0] * block[1] * block[2] > 1024):
+            bad(f"block {block!r} is not a CUDA block (3 sizes, 1 to 1024 threads)")
+        q = next((p for p in params if p["name"] == "q0"), None)
+        if q is None or len(q["shape"]) != 4:
+            bad("no q0 parameter of rank 4")
+        if q["shape"][0] > 65535 or q["shape"][1] > 65535:
+            bad(f"q0 shape {q['shape']} exceeds the launch grid (B and H at most 65535)")
+    entry = m.get("entry")
+    if entry is not None:
+        if not isinstance(entry, dict) or not isinstance(entry.get("inputs"), list):
+            bad("'entry' must be an object with 'inputs'")
+        for i, inp in enumerate(entry["inputs"]):
+            if not isinstance(inp, dict) or not shape_ok(inp.get("shape")):
+                bad(f"entry.inputs[{i}] must have a shape of non-negative integers")
+
+
 class Kernel:
     """A compiled attention kernel; call it with the input tensors in
     manifest order (outputs are allocated and returned)."""
 
     def __init__(self, manifest_path):
+        try:
+            with open(manifest_path) as f:
+                self.manifest = json.load(f)
+        except json.JSONDecodeError as e:
+            raise ManifestError(f"bad manifest {manifest_path}: {e}") from None
+        _check_manifest(self.manifest, manifest_path)
         import torch
 
-        with open(manifest_path) as f:
-            self.manifest = json.load(f)
-        if self.manifest.get("manifest_version") != 1:
-            raise RuntimeError(f"unsupported manifest {manifest_path}")
         directory = os.path.dirname(os.path.abspath(manifest_path))
         self.directory = directory
         self.params = self.manifest["params"]
@@ -388,9 +455,11 @@ def _call_entry(kernel, *args):
                         f"got {len(args)}")
     args = list(args) + [_load_constant(kernel, i, args[0].device)
                          for i in entry["inputs"] if "file" in i]
-    for a, info in zip(args, entry["inputs"]):
+    for i, (a, info) in enumerate(zip(args, entry["inputs"])):
         if list(a.shape) != info["shape"]:
-            raise ValueError(f"shape {tuple(a.shape)}, expected {info['shape']}")
+            name = f" ({info['name']})" if "name" in info else ""
+            raise ValueError(f"{entry['function']}: argument {i}{name} has shape "
+                             f"{tuple(a.shape)}, expected {tuple(info['shape'])}")
     if "steps" in entry:
         return _run_steps(kernel, entry, args)
     # Each kernel tensor is a layout of a user input, or a constant of the

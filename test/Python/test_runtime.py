@@ -2,6 +2,7 @@
 `python/unit`); the ones that need PyTorch skip without it."""
 
 import importlib.util
+import json
 import os
 import sys
 import tempfile
@@ -31,6 +32,62 @@ class ChooseArtifact(unittest.TestCase):
     def test_older_gpu_is_an_error(self):
         with self.assertRaises(RuntimeError):
             _choose_artifact(self.archs, 75)
+
+
+def tiny_manifest():
+    q = {"name": "q0", "direction": "in", "dtype": "bf16", "shape": [1, 2, 64, 64]}
+    o = {"name": "out", "direction": "out", "dtype": "bf16", "shape": [1, 2, 64, 64]}
+    return {"manifest_version": 1, "name": "tiny", "kernel": "tiny",
+            "block_m": 64, "block": [128, 1, 1], "params": [q, o],
+            "archs": {"sm_80": {"ptx": "tiny.sm_80.ptx"}}}
+
+
+class ManifestChecks(unittest.TestCase):
+    """A corrupt or edited manifest is a ManifestError naming the field,
+    raised before PyTorch or the GPU is touched."""
+
+    def load(self, manifest):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.json")
+            with open(path, "w") as f:
+                f.write(manifest if isinstance(manifest, str) else json.dumps(manifest))
+            return flashlight.load(path)
+
+    def expect(self, manifest, text):
+        with self.assertRaises(flashlight.ManifestError) as ctx:
+            self.load(manifest)
+        self.assertIn(text, str(ctx.exception))
+
+    def test_valid_manifest_passes_the_checks(self):
+        flashlight._check_manifest(tiny_manifest(), "tiny.json")
+
+    def test_missing_params(self):
+        m = tiny_manifest()
+        del m["params"]
+        self.expect(m, "'params' must be a list")
+
+    def test_truncated_json_has_a_position(self):
+        self.expect(json.dumps(tiny_manifest())[:40], "line 1 column")
+
+    def test_block_m_zero(self):
+        m = tiny_manifest()
+        m["block_m"] = 0
+        self.expect(m, "block_m 0 is not in [1, 1024]")
+
+    def test_dynamic_dim(self):
+        m = tiny_manifest()
+        m["params"][0]["shape"] = [-1, 2, 64, 64]
+        self.expect(m, "dynamic dims are not supported")
+
+    def test_grid_limit(self):
+        m = tiny_manifest()
+        m["params"][0]["shape"] = [70000, 2, 64, 64]
+        self.expect(m, "exceeds the launch grid")
+
+    def test_unknown_dtype(self):
+        m = tiny_manifest()
+        m["params"][1]["dtype"] = "c64"
+        self.expect(m, "unknown dtype 'c64'")
 
 
 @unittest.skipUnless(HAS_TORCH, "needs PyTorch")

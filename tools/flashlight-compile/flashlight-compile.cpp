@@ -644,6 +644,15 @@ int main(int argc, char **argv) {
     return fail("expected exactly one function in " + inputFile + ", found " +
                 Twine(funcs.size()));
   json params = flashlight::describeParams(funcs.front());
+  // The grid is (query tiles, H, B): CUDA caps its y and z at 65535.
+  for (const json &p : params)
+    if (p.value("name", "") == "q0" && p["shape"].size() == 4)
+      for (int d : {0, 1})
+        if (p["shape"][d].get<int64_t>() > 65535)
+          return fail(Twine(d == 0 ? "batch" : "heads") + " = " +
+                      Twine(p["shape"][d].get<int64_t>()) +
+                      " exceeds the launch grid (at most 65535): split the "
+                      "batch or the heads over several calls");
   FailureOr<json> program = flashlight::exportProgram(funcs.front());
   std::string kernelName = funcs.front().getName().str();
 

@@ -17,6 +17,7 @@
 #include "flashlight/Runtime/Reference.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -43,35 +44,62 @@ struct Options {
   std::string jsonPath;
 };
 
-Options parse(int argc, char **argv) {
+const char kUsage[] =
+    "usage: flashlight-run <manifest.json> [options]\n"
+    "\n"
+    "Loads a kernel compiled by flashlight-compile, runs it on random inputs\n"
+    "(NaN-poisoned outputs) and prints a JSON result.\n"
+    "\n"
+    "  --check          compare with the fp64 reference of the program\n"
+    "  --check-rows=N   query rows to check (default: all up to 256, else 64)\n"
+    "  --bench          time the kernel (median of --iters launches)\n"
+    "  --iters=N        launches to time (default 20)\n"
+    "  --seed=N         seed of the random inputs (default 0)\n"
+    "  --json=FILE      also write the result to FILE\n"
+    "  --help           this text\n";
+
+/// `text` as a whole number in [lo, hi], or a ManifestError naming `flag`.
+int64_t parseInteger(const std::string &flag, const std::string &text,
+                     int64_t lo, int64_t hi) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE || v < lo || v > hi)
+    throw ManifestError(flag + "=" + text + ": expected an integer in [" +
+                        std::to_string(lo) + ", " + std::to_string(hi) + "]");
+  return v;
+}
+
+/// The options; `help` is set for --help (usage goes to stdout).
+Options parse(int argc, char **argv, bool &help) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    auto value = [&](const char *flag) -> std::string {
-      std::string prefix = std::string(flag) + "=";
-      return a.rfind(prefix, 0) == 0 ? a.substr(prefix.size()) : "";
-    };
-    if (a == "--check")
+    size_t eq = a.find('=');
+    std::string flag = a.substr(0, eq);
+    std::string value = eq == std::string::npos ? "" : a.substr(eq + 1);
+    bool hasValue = eq != std::string::npos;
+    if (a == "--help" || a == "-h")
+      help = true;
+    else if (a == "--check")
       o.check = true;
     else if (a == "--bench")
       o.bench = true;
-    else if (!value("--seed").empty())
-      o.seed = std::stoull(value("--seed"));
-    else if (!value("--iters").empty())
-      o.iters = std::max(1, std::stoi(value("--iters")));
-    else if (!value("--check-rows").empty())
-      o.checkRows = std::stoll(value("--check-rows"));
-    else if (!value("--json").empty())
-      o.jsonPath = value("--json");
-    else if (a[0] != '-' && o.manifest.empty())
+    else if (flag == "--seed" && hasValue)
+      o.seed = parseInteger(flag, value, 0, INT64_MAX);
+    else if (flag == "--iters" && hasValue)
+      o.iters = parseInteger(flag, value, 1, 1000000);
+    else if (flag == "--check-rows" && hasValue)
+      o.checkRows = parseInteger(flag, value, 0, INT64_MAX);
+    else if (flag == "--json" && hasValue && !value.empty())
+      o.jsonPath = value;
+    else if (!a.empty() && a[0] != '-' && o.manifest.empty())
       o.manifest = a;
     else
-      throw ManifestError("unknown argument '" + a + "'");
+      throw ManifestError("unknown argument '" + a + "' (see --help)");
   }
-  if (o.manifest.empty())
-    throw ManifestError("usage: flashlight-run <manifest.json> [--check] "
-                        "[--bench] [--seed=N] [--iters=N] [--check-rows=N] "
-                        "[--json=file]");
+  if (o.manifest.empty() && !help)
+    throw ManifestError(std::string("no manifest given\n") + kUsage);
   return o;
 }
 
@@ -123,6 +151,15 @@ void trace(const char *stage) {
 
 int run(const Options &o) {
   KernelManifest manifest = KernelManifest::load(o.manifest);
+  // The result file is opened before the run: an unwritable path is an
+  // error now, not a silent exit 0 at the end.
+  std::ofstream jsonFile;
+  if (!o.jsonPath.empty()) {
+    jsonFile.open(o.jsonPath);
+    if (!jsonFile)
+      throw ManifestError("cannot write --json file " + o.jsonPath + ": " +
+                          std::strerror(errno));
+  }
   std::vector<std::vector<int64_t>> shapes;
   for (const ParamInfo &p : manifest.params) {
     for (int64_t d : p.shape)
@@ -252,8 +289,12 @@ int run(const Options &o) {
   // Flushed now: the result must not depend on how teardown goes.
   std::cout << result.dump() << std::endl;
   trace("printed");
-  if (!o.jsonPath.empty())
-    std::ofstream(o.jsonPath) << result.dump(2) << "\n";
+  if (jsonFile.is_open()) {
+    jsonFile << result.dump(2) << "\n";
+    jsonFile.close();
+    if (!jsonFile)
+      throw ManifestError("writing " + o.jsonPath + " failed");
+  }
   trace("return");
   return pass ? 0 : 1;
 }
@@ -276,7 +317,13 @@ int main(int argc, char **argv) {
   for (int signal : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT})
     std::signal(signal, onFatalSignal);
   try {
-    int rc = run(parse(argc, argv));
+    bool help = false;
+    Options options = parse(argc, argv, help);
+    if (help) {
+      std::cout << kUsage;
+      return 0;
+    }
+    int rc = run(options);
     trace("exit");
     return rc;
   } catch (const CudaError &e) {

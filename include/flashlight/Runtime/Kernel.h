@@ -66,6 +66,11 @@ struct KernelManifest {
   KernelManifest forArtifact(const std::string &artifact) const;
   /// The parameter named `name`, or nullptr.
   const ParamInfo *find(const std::string &name) const;
+  /// Checks the launch geometry and the parameters (q0 of rank 4, static
+  /// non-negative dims whose sizes do not overflow, the grid within CUDA's
+  /// limits) before anything is allocated or launched. Throws
+  /// ManifestError; load() and forArtifact() call it.
+  void validate() const;
   /// Grid for the given parameter shapes: (ceil(M / block_m), Hq, B), read
   /// from q0's shape.
   std::array<unsigned, 3>

@@ -182,6 +182,38 @@ OwningOpRef<ModuleOp> GraphImporter::run(const json &graph) {
   return owner;
 }
 
+/// A SAX handler that accepts every value and records where parsing
+/// failed: nlohmann's DOM parser without exceptions only says that it did.
+struct ErrorPosition : nlohmann::json_sax<json> {
+  size_t offset = 0;
+  std::string message = "unexpected end of input";
+
+  bool null() override { return true; }
+  bool boolean(bool) override { return true; }
+  bool number_integer(number_integer_t) override { return true; }
+  bool number_unsigned(number_unsigned_t) override { return true; }
+  bool number_float(number_float_t, const string_t &) override { return true; }
+  bool string(string_t &) override { return true; }
+  bool binary(binary_t &) override { return true; }
+  bool start_object(std::size_t) override { return true; }
+  bool key(string_t &) override { return true; }
+  bool end_object() override { return true; }
+  bool start_array(std::size_t) override { return true; }
+  bool end_array() override { return true; }
+  bool parse_error(std::size_t position, const std::string &,
+                   const nlohmann::detail::exception &e) override {
+    // The byte after the offending token: point at the token itself.
+    offset = position > 0 ? position - 1 : 0;
+    message = e.what();
+    // "[json.exception.parse_error.101] parse error at line 1, column 9:
+    // syntax error ...": the location is ours, the reason theirs.
+    size_t colon = message.find(": ");
+    if (colon != std::string::npos)
+      message = message.substr(colon + 2);
+    return false;
+  }
+};
+
 } // namespace
 
 OwningOpRef<ModuleOp>
@@ -192,7 +224,17 @@ flashlight::importJSONGraph(StringRef text, StringRef path, MLIRContext *ctx) {
   json graph = json::parse(text.begin(), text.end(), nullptr,
                            /*allow_exceptions=*/false);
   if (graph.is_discarded()) {
-    emitError(FileLineColLoc::get(ctx, path, 0, 0)) << "malformed JSON";
+    ErrorPosition where;
+    json::sax_parse(text.begin(), text.end(), &where);
+    // The byte offset as a line and column of the file.
+    StringRef before = text.take_front(std::min(where.offset, text.size()));
+    unsigned line = 1 + before.count('\n');
+    size_t lineStart = before.rfind('\n');
+    unsigned column =
+        1 + (lineStart == StringRef::npos ? before.size()
+                                          : before.size() - lineStart - 1);
+    emitError(FileLineColLoc::get(ctx, path, line, column))
+        << "malformed JSON: " << where.message;
     return {};
   }
   return GraphImporter(ctx, path).run(graph);

@@ -617,3 +617,24 @@ func.func @mean_empty_rows_sigmoid(%q: tensor<1x2x16x8xf16>, %k: tensor<1x2x16x8
   %o = attn.attention q(%q : tensor<1x2x16x8xf16>) k(%k : tensor<1x2x16x8xf16>) v(%v : tensor<1x2x16x8xf16>) scale [0.35] normalizer sigmoid {mean_empty_rows} -> tensor<1x2x16x8xf16>
   return %o : tensor<1x2x16x8xf16>
 }
+
+// -----
+
+// A head dim of 0 is a located error (it was an out-of-bounds offset).
+func.func @empty_head_dim(%q: tensor<1x2x16x0xbf16>, %k: tensor<1x2x16x0xbf16>, %v: tensor<1x2x16x0xbf16>) -> tensor<1x2x16x0xbf16> {
+  // expected-error @+1 {{value [B, Hkv, N, Dv] has size 0 in dim 3: every dimension must be at least 1}}
+  %o = attn.attention q(%q : tensor<1x2x16x0xbf16>) k(%k : tensor<1x2x16x0xbf16>)
+      v(%v : tensor<1x2x16x0xbf16>) scale [0.125] normalizer softmax
+      -> tensor<1x2x16x0xbf16>
+  return %o : tensor<1x2x16x0xbf16>
+}
+
+// -----
+
+func.func @empty_query_length(%q: tensor<1x2x0x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x64xbf16>) -> tensor<1x2x0x64xbf16> {
+  // expected-error @+1 {{query #0 [B, Hq, M, Dqk] has size 0 in dim 2}}
+  %o = attn.attention q(%q : tensor<1x2x0x64xbf16>) k(%k : tensor<1x2x16x64xbf16>)
+      v(%v : tensor<1x2x16x64xbf16>) scale [0.125] normalizer softmax
+      -> tensor<1x2x0x64xbf16>
+  return %o : tensor<1x2x0x64xbf16>
+}

@@ -46,10 +46,16 @@ struct ProblemDims {
 LogicalResult checkRank(Operation *op, Value value, int64_t rank,
                         const Twine &what, const char *dims) {
   auto type = cast<RankedTensorType>(value.getType());
-  if (type.getRank() == rank)
-    return success();
-  return op->emitOpError() << what << " must have rank " << rank << " " << dims
-                           << ", got rank " << type.getRank();
+  if (type.getRank() != rank)
+    return op->emitOpError() << what << " must have rank " << rank << " "
+                             << dims << ", got rank " << type.getRank();
+  // An empty dimension (a head dim or a sequence of 0) has no attention to
+  // compute; the kernels' index arithmetic assumes at least one element.
+  for (auto [d, size] : llvm::enumerate(type.getShape()))
+    if (size == 0)
+      return op->emitOpError() << what << " " << dims << " has size 0 in dim "
+                               << d << ": every dimension must be at least 1";
+  return success();
 }
 
 /// Checks `actual` dim against `expected`, naming both and where the expected
