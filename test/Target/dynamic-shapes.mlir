@@ -6,3 +6,7 @@
 func.func @dyn(%q: tensor<?x4x?x64xbf16>) -> tensor<?x4x?x64xbf16> {
   return %q : tensor<?x4x?x64xbf16>
 }
+
+// JAX's symbolic shapes (custom_call shape assertions read, then refused).
+// RUN: not flashlight-compile %S/Inputs/jax-symbolic-shapes.stablehlo.mlir -o %t --emit=ptx 2>&1 | FileCheck %s --check-prefix=JAX
+// JAX: jax-symbolic-shapes.stablehlo.mlir:0:0: error: input 0 of 'main' has type 'tensor<?x4x?x64xbf16>': dynamic shapes are not supported yet

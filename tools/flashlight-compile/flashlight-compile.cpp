@@ -545,7 +545,11 @@ int main(int argc, char **argv) {
     for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
       if (auto shaped = dyn_cast<ShapedType>(type);
           shaped && !shaped.hasStaticShape()) {
-        emitError(func.getLoc())
+        Location loc =
+            isa<UnknownLoc>(func.getLoc())
+                ? Location(FileLineColLoc::get(&context, inputFile, 0, 0))
+                : func.getLoc();
+        emitError(loc)
             << "input " << i << " of '" << func.getName() << "' has type "
             << type
             << ": dynamic shapes are not supported yet; export the program "

@@ -455,6 +455,21 @@ ParseResult parseWhile(OpAsmParser &parser, OperationState &state) {
   return success();
 }
 
+/// `stablehlo.custom_call @target(%a, ...) attr-dict : (types) -> results`:
+/// read so that the importer can name it (JAX's shape assertions, sharding
+/// annotations), though it does not convert it.
+ParseResult parseCustomCall(OpAsmParser &parser, OperationState &state) {
+  Builder b(parser.getContext());
+  StringAttr target;
+  SmallVector<UnresolvedOperand> ops;
+  if (parser.parseSymbolName(target) ||
+      parser.parseOperandList(ops, AsmParser::Delimiter::Paren) ||
+      parser.parseOptionalAttrDict(state.attributes))
+    return failure();
+  state.addAttribute("call_target_name", target);
+  return parseTypes(parser, ops, state);
+}
+
 /// `chlo.OP operands attr-dict : T -> R` (or `: (Ts) -> R`, or `: T`).
 ParseResult parseCHLO(OpAsmParser &parser, OperationState &state) {
   SmallVector<UnresolvedOperand> ops;
@@ -503,5 +518,6 @@ StableHLODialect::getParseOperationHook(StringRef opName) const {
       .Case("return", parseReturn)
       .Case("reduce", parseReduce)
       .Case("while", parseWhile)
+      .Case("custom_call", parseCustomCall)
       .Default(parseGeneric);
 }

@@ -214,3 +214,11 @@ func.func @dynamic_slice_data_index(%x: tensor<4xf32>, %i: tensor<i32>) -> tenso
   %0 = stablehlo.dynamic_slice %x, %i, sizes = [2] : (tensor<4xf32>, tensor<i32>) -> tensor<2xf32>
   return %0 : tensor<2xf32>
 }
+
+// -----
+
+func.func @custom_call(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{'stablehlo.custom_call' is not supported by the StableHLO importer}}
+  %0 = stablehlo.custom_call @Sharding(%x) {mhlo.sharding = "{replicated}"} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
