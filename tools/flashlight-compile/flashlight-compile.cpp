@@ -65,99 +65,113 @@ using namespace mlir;
 using json = nlohmann::json;
 namespace cl = llvm::cl;
 
+static cl::OptionCategory toolCategory("flashlight-compile options");
+
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<input.mlir>"),
-                                      cl::Required);
+                                      cl::Required, cl::cat(toolCategory));
 static cl::opt<std::string> outputDir("o", cl::desc("Output directory"),
-                                      cl::value_desc("dir"), cl::init("."));
-static cl::list<std::string> archs("arch", cl::desc("Target chips"),
-                                   cl::CommaSeparated);
+                                      cl::value_desc("dir"), cl::init("."),
+                                      cl::cat(toolCategory));
+static cl::list<std::string>
+    archs("arch",
+          cl::desc("Target chips, comma separated (default: sm_80,sm_90a; "
+                   "supported: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a)"),
+          cl::CommaSeparated, cl::cat(toolCategory));
 static cl::opt<std::string> emit("emit", cl::desc("mlir, ptx or cubin"),
-                                 cl::init("cubin"));
+                                 cl::init("cubin"), cl::cat(toolCategory));
 static cl::opt<std::string>
     printAfter("print-ir-after",
-               cl::desc("Print the IR after this pass (e.g. attn-tile)"));
-static cl::opt<bool> timing("mlir-timing", cl::desc("Time each pass"));
+               cl::desc("Print the IR after this pass (e.g. attn-tile)"),
+               cl::cat(toolCategory));
+static cl::opt<bool> timing("mlir-timing", cl::desc("Time each pass"),
+                            cl::cat(toolCategory));
 static cl::opt<int64_t> blockM("block-m", cl::desc("Query rows per block"),
-                               cl::init(4));
+                               cl::init(4), cl::cat(toolCategory));
 static cl::opt<int64_t> blockN("block-n", cl::desc("Keys per KV tile"),
-                               cl::init(32));
+                               cl::init(32), cl::cat(toolCategory));
 // Re-shaping (attn-specialize); -1 / empty keeps the program's own sizes.
-static cl::opt<int64_t> batch("batch", cl::desc("Batch size B"), cl::init(-1));
-static cl::opt<int64_t> qHeads("q-heads", cl::desc("Query heads"),
-                               cl::init(-1));
+static cl::opt<int64_t> batch("batch", cl::desc("Batch size B"), cl::init(-1),
+                              cl::cat(toolCategory));
+static cl::opt<int64_t> qHeads("q-heads", cl::desc("Query heads"), cl::init(-1),
+                               cl::cat(toolCategory));
 static cl::opt<int64_t> kvHeads("kv-heads", cl::desc("Key/value heads"),
-                                cl::init(-1));
-static cl::opt<int64_t> qLen("q-len", cl::desc("Query length M"), cl::init(-1));
+                                cl::init(-1), cl::cat(toolCategory));
+static cl::opt<int64_t> qLen("q-len", cl::desc("Query length M"), cl::init(-1),
+                             cl::cat(toolCategory));
 static cl::opt<int64_t> kvLen("kv-len", cl::desc("Key/value length N"),
-                              cl::init(-1));
+                              cl::init(-1), cl::cat(toolCategory));
 static cl::opt<int64_t> headDim("head-dim", cl::desc("Head dim (Dqk = Dv)"),
-                                cl::init(-1));
+                                cl::init(-1), cl::cat(toolCategory));
 static cl::opt<int64_t>
     warpRows("warp-rows",
              cl::desc("Query rows per warp of the tensor-core generator (16 "
                       "or 32; default: 32 for 128-row tiles, else 16)"),
-             cl::init(0));
+             cl::init(0), cl::cat(toolCategory));
 static cl::opt<std::string> dtype("dtype",
-                                  cl::desc("Q/K/V element type: f16, bf16"));
+                                  cl::desc("Q/K/V element type: f16, bf16"),
+                                  cl::cat(toolCategory));
 static cl::opt<bool> tensorCores(
     "tensor-cores",
     cl::desc("Use the mma.sync code generator where the program fits "
              "(block sizes then default to its tile heuristic, "
              "tensorCoreTiles); =false forces the "
              "reference generator"),
-    cl::init(true));
+    cl::init(true), cl::cat(toolCategory));
 static cl::opt<bool>
     wgmma("wgmma",
           cl::desc("On sm_90a, use the warpgroup-MMA (wgmma) code generator "
                    "where the tensor-core one applies; =false keeps mma.sync"),
-          cl::init(true));
+          cl::init(true), cl::cat(toolCategory));
 static cl::opt<bool> blockMask(
     "block-mask",
     cl::desc("For masks that read data (document ids, ...), on the "
              "tensor-core path: build a block mask per call with a generated "
              "pre-kernel; =false makes each block vote on its tiles instead"),
-    cl::init(true));
+    cl::init(true), cl::cat(toolCategory));
 static cl::opt<bool> overlapSoftmax(
     "overlap-softmax",
     cl::desc("With wgmma: software-pipeline the KV loop so that each "
              "warpgroup's softmax of a tile overlaps its P V of the previous "
              "one; =false keeps the plain loop"),
-    cl::init(true));
+    cl::init(true), cl::cat(toolCategory));
 static cl::opt<bool> decoupleWarpgroups(
     "decouple-warpgroups",
     cl::desc("With wgmma, two warpgroups on the plain KV loop: mbarriers "
              "(buffer full / empty) instead of a block-wide barrier per "
              "step; =false keeps the barrier"),
-    cl::init(true));
+    cl::init(true), cl::cat(toolCategory));
 static cl::opt<bool> branchWarpgroups(
     "branch-warpgroups",
     cl::desc("With wgmma and two logit branches that fit: each branch on "
              "its own warpgroup (on 64-row tiles), the first combining the "
              "outputs (measured no faster yet: docs/benchmarks)"),
-    cl::init(false));
+    cl::init(false), cl::cat(toolCategory));
 static cl::opt<bool> producerWarpgroup(
     "producer-warpgroup",
     cl::desc("With wgmma and two warpgroups on the mbarrier loop: a third "
              "warpgroup copies the K/V tiles"),
-    cl::init(true));
+    cl::init(true), cl::cat(toolCategory));
 static cl::opt<bool> pingPong(
     "ping-pong",
     cl::desc("With --producer-warpgroup: the consumer warpgroups take turns "
              "issuing P V and the next S = Q K^T"),
-    cl::init(true));
+    cl::init(true), cl::cat(toolCategory));
 static cl::opt<bool> branchLookahead(
     "branch-lookahead",
     cl::desc("With wgmma and several logit branches: issue the next "
              "branch's S = Q K^T before this branch's softmax"),
-    cl::init(true));
+    cl::init(true), cl::cat(toolCategory));
 static cl::opt<bool>
     explain("flashlight-explain",
             cl::desc("Say what the analysis found and which code generator was "
-                     "used, and why"));
-static cl::opt<std::string> ptxasPath("ptxas", cl::desc("ptxas to use"));
+                     "used, and why"),
+            cl::cat(toolCategory));
+static cl::opt<std::string> ptxasPath("ptxas", cl::desc("ptxas to use"),
+                                      cl::cat(toolCategory));
 static cl::opt<std::string> nameOpt("name",
                                     cl::desc("Output base name (default: "
-                                             "the input file's stem)"));
+                                             "the input file's stem)"),
+                                    cl::cat(toolCategory));
 
 namespace {
 
@@ -477,6 +491,8 @@ FailureOr<json> compileHostKernels(ModuleOp hostModule, const std::string &name,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  // --help lists this tool's options, not every LLVM library's.
+  cl::HideUnrelatedOptions(toolCategory);
   cl::ParseCommandLineOptions(argc, argv, "Flashlight attention compiler\n");
   // Both generators by default: mma.sync for Ampere and Ada (its PTX also
   // runs on newer GPUs through the driver's JIT), wgmma for Hopper.
