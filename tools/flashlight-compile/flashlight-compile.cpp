@@ -83,6 +83,10 @@ static cl::opt<std::string>
     printAfter("print-ir-after",
                cl::desc("Print the IR after this pass (e.g. attn-tile)"),
                cl::cat(toolCategory));
+static cl::opt<bool> dumpPipeline(
+    "dump-pass-pipeline",
+    cl::desc("Print the pass pipelines this compile runs, per arch"),
+    cl::cat(toolCategory));
 static cl::opt<bool> timing("mlir-timing", cl::desc("Time each pass"),
                             cl::cat(toolCategory));
 static cl::opt<int64_t> blockM("block-m", cl::desc("Query rows per block"),
@@ -224,6 +228,15 @@ LogicalResult writeFile(StringRef path, StringRef contents) {
   file->os() << contents;
   file->keep();
   return success();
+}
+
+/// With --dump-pass-pipeline, prints `pm`'s pipeline (`stage` for `chip`).
+void printPipeline(PassManager &pm, StringRef chip, StringRef stage) {
+  if (!dumpPipeline)
+    return;
+  llvm::outs() << chip << " " << stage << ": ";
+  pm.printAsTextualPipeline(llvm::outs());
+  llvm::outs() << "\n";
 }
 
 void configure(PassManager &pm) {
@@ -737,6 +750,7 @@ int main(int argc, char **argv) {
       PassManager pm(&context);
       configure(pm);
       flashlight::buildAttnToGPUPipeline(pm, options);
+      printPipeline(pm, chip, "attn-to-gpu");
       if (failed(pm.run(*kernels)))
         return 1;
     }
@@ -813,6 +827,7 @@ int main(int argc, char **argv) {
       PassManager pm(&context);
       configure(pm);
       flashlight::buildGPUToPTXPipeline(pm, options);
+      printPipeline(pm, chip, "gpu-to-ptx");
       auto start = std::chrono::steady_clock::now();
       if (failed(pm.run(*kernels)))
         return 1;

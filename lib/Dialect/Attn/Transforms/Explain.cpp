@@ -52,7 +52,9 @@ struct AttnExplainPass
            << stringifyNormalizer(finalize.getNormalizer());
       }
       os << ", " << MaskScoreAnalysis(op).describe();
-      op->emitRemark(text);
+      // The location only: the op's IR (with operands printed as unknown
+      // SSA values) is noise in a remark meant for users.
+      emitRemark(op->getLoc(), text);
     });
   }
 };
