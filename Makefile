@@ -2,12 +2,14 @@
 #   make demo   - run flashlight on the shipped examples
 #   make test   - build and run every test (lit + Catch2 + docs) through ctest
 #   make docs   - regenerate docs/generated from ODS
+#   make fuzz   - install clang-22, build the libFuzzer targets (build-fuzz/)
+#                 and run each for FUZZ_RUNS executions
 
 BUILD ?= build
 LLVM_DIR ?= /usr/lib/llvm-22
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps configure build test demo docs clean
+.PHONY: all deps configure build test demo docs fuzz clean
 
 all: build
 
@@ -35,6 +37,11 @@ demo: build
 docs: build
 	mkdir -p docs/generated
 	cp $(BUILD)/docs/*.md docs/generated/
+
+FUZZ_RUNS ?= 100000
+fuzz:
+	./scripts/install-deps.sh --fuzz
+	./scripts/fuzz.sh $(FUZZ_RUNS)
 
 clean:
 	rm -rf $(BUILD)

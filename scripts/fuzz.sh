@@ -1,7 +1,11 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets with clang-22 in build-fuzz/ and runs each
 # for N executions (default 100000), seeded with the importer's fixtures and
-# the real-world corpus (test/Corpus):
+# the real-world corpus (test/Corpus), and flashlight-compile's manifests
+# (tools/fuzz/seeds) for the runtime's manifest loader. `make fuzz` installs
+# clang-22 first (scripts/install-deps.sh --fuzz). The pipeline behind the
+# importers is fuzzed by scripts/fuzz/attn_programs.py (random attn programs
+# through flashlight-compile; ctest fuzz/attn-programs runs a short one):
 #   scripts/fuzz.sh [N]
 # Crashing inputs land in build-fuzz/crashes/<target>/ and make this fail;
 # each one found becomes a regression test under test/Import.
@@ -15,7 +19,8 @@ if [ ! -f "$build/build.ninja" ]; then
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
     -DLLVM_EXTERNAL_LIT=/usr/lib/llvm-22/bin/lit
 fi
-ninja -C "$build" stablehlo-import-fuzzer json-import-fuzzer torch-import-fuzzer
+ninja -C "$build" stablehlo-import-fuzzer json-import-fuzzer torch-import-fuzzer \
+  manifest-fuzzer
 
 # Seeds: every JAX fixture (both forms) and each case of the importer tests.
 corpus="$build/corpus/stablehlo"
@@ -42,8 +47,12 @@ for test in "$root"/test/Import/TorchMLIR/*.mlir; do
     '/^\/\/ -----/ { n++; next } { print > (dir "/" base "-" n ".mlir") }' "$test"
 done
 
+# Manifests: flashlight-compile's, with and without an entry and a block mask.
+mkdir -p "$build/corpus/manifest" "$build/crashes/manifest"
+cp "$root"/tools/fuzz/seeds/manifest/*.json "$build/corpus/manifest/"
+
 status=0
-for target in stablehlo json torch; do
+for target in stablehlo json torch manifest; do
   echo "fuzz.sh: $target-import-fuzzer, $runs runs"
   # allow_user_poisoning=0: LLVM's BumpPtrAllocator poisons fresh slabs
   # when its inline code is compiled with ASan (ours), but Debian's

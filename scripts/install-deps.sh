@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what Flashlight needs to build and test on Debian 12, and nothing
 # that is already there. Idempotent; run as root (or with sudo available).
+#   scripts/install-deps.sh [--fuzz]
+# --fuzz adds what the libFuzzer targets need (clang-22 and its runtime
+# libraries: libFuzzer, ASan), for `make fuzz` / scripts/fuzz.sh.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 
@@ -9,6 +12,9 @@ packages=(
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   nlohmann-json3-dev catch2
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(clang-22 libclang-rt-22-dev)
+fi
 
 # ptxas and libdevice assemble and link the PTX (CUDA toolkit, or NVIDIA's
 # PyPI wheel when no toolkit is installed).

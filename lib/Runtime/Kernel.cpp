@@ -56,9 +56,16 @@ KernelManifest KernelManifest::load(const std::string &path) {
   std::ifstream in(path);
   if (!in)
     throw ManifestError("cannot open manifest " + path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return parse(text.str(), path);
+}
+
+KernelManifest KernelManifest::parse(const std::string &text,
+                                     const std::string &path) {
   json j;
   try {
-    in >> j;
+    j = json::parse(text);
   } catch (const json::exception &e) {
     throw ManifestError("bad manifest " + path + ": " + e.what());
   }
@@ -133,8 +140,9 @@ void KernelManifest::validate() const {
       bad(p.name + " needs more than 128 TiB");
     shapes.push_back(p.shape);
   }
-  if (find("q0")->shape.size() != 4)
-    bad("q0 must have rank 4 [B, H, M, D]");
+  for (const char *role : {"q0", "k0", "v"})
+    if (const ParamInfo *p = find(role); p && p->shape.size() != 4)
+      bad(std::string(role) + " must have rank 4");
   grid(shapes); // Throws when the problem exceeds the launch grid.
 }
 

@@ -59,6 +59,9 @@ struct KernelManifest {
 
   /// Parses `path`; throws ManifestError.
   static KernelManifest load(const std::string &path);
+  /// Parses manifest `text`, read from `path` (artifacts are found beside
+  /// it); throws ManifestError.
+  static KernelManifest parse(const std::string &text, const std::string &path);
   /// This manifest with the launch geometry (block_m, block, dynamic shared
   /// memory) of the arch whose cubin or PTX is `artifact`: the code
   /// generator, and with it the geometry, can differ per arch (wgmma on
