@@ -626,8 +626,15 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
   // "aten.<op>.<overload>" -> "<op>"; the overload only says which
   // arguments are tensors, which the arguments themselves tell.
   StringRef op = target;
+  // Custom operators whose meaning is documented: attention-gym's
+  // `approx::tanh` is tanh, computed with PTX's tanh.approx.f32 (the
+  // kernels compute tanh in f32). Any other is an error that names it.
+  if (op == "approx.tanh.default")
+    op = "aten.tanh.default";
   if (!op.consume_front("aten."))
-    return fail("unsupported target '" + target + "'");
+    return fail("unsupported target '" + target +
+                "' (a custom operator: only ATen operators and "
+                "approx.tanh are known)");
   op = op.take_until([](char c) { return c == '.'; });
   Type elt = out.getElementType();
 
