@@ -53,13 +53,15 @@ cp "$root"/tools/fuzz/seeds/manifest/*.json "$build/corpus/manifest/"
 
 status=0
 for target in stablehlo json torch manifest; do
-  echo "fuzz.sh: $target-import-fuzzer, $runs runs"
+  binary=$target-import-fuzzer
+  [ "$target" = manifest ] && binary=manifest-fuzzer
+  echo "fuzz.sh: $binary, $runs runs"
   # allow_user_poisoning=0: LLVM's BumpPtrAllocator poisons fresh slabs
   # when its inline code is compiled with ASan (ours), but Debian's
   # libMLIR.so allocates from the same slabs uninstrumented, never
   # unpoisoning: a false "use-after-poison" in the context's uniquer.
   ASAN_OPTIONS=detect_leaks=0:allow_user_poisoning=0 \
-    "$build/bin/$target-import-fuzzer" \
+    "$build/bin/$binary" \
     "$build/corpus/$target" -runs="$runs" -max_len=16384 -timeout=20 \
     -rss_limit_mb=4096 -artifact_prefix="$build/crashes/$target/" \
     -print_final_stats=1 || status=1
