@@ -12,14 +12,18 @@ per-batch lengths), score region (soft-cap, ALiBi, a captured bias, a
 relative-position table), sinks and an output gate, and is compiled for
 sm_80 and sm_90a. A compile may refuse a program with a located error
 (counted); a signal, an LLVM fatal error, an assertion, a stack dump, a
-timeout, or a success without both archs' artifacts is a crash: the program
-is saved under --crashes and the run fails.
+timeout, a failure that does not say why, or a success without both archs'
+artifacts is a crash: the program is saved under --crashes and the run
+fails. With --mutate P, a share P of the programs is edited at random
+first (a changed number, a deleted or duplicated line, a swapped type or
+operation): those must be compiled or refused with a located error.
 """
 
 import argparse
 import concurrent.futures
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -211,6 +215,40 @@ def generate(rng):
     return "\n".join(lines) + "\n", what
 
 
+def mutate(rng, text):
+    """The program with 1 to 3 random edits: a changed number (a dim, an
+    index, a constant), a deleted or duplicated line, a swapped type or
+    operation. The result is mostly invalid: the compiler must say so with a
+    located error, never crash."""
+    lines = text.splitlines()
+    for _ in range(rng.randint(1, 3)):
+        k = rng.randrange(len(lines))
+        line = lines[k]
+        choice = rng.randrange(5)
+        if choice == 0:
+            numbers = [m for m in re.finditer(r"\d+", line)]
+            if numbers:
+                m = rng.choice(numbers)
+                new = str(rng.choice([0, 1, 2, 3, 63, 65, 127, 4096, 99999]))
+                line = line[:m.start()] + new + line[m.end():]
+        elif choice == 1 and len(lines) > 3:
+            del lines[k]
+            continue
+        elif choice == 2:
+            lines.insert(k, line)
+            continue
+        elif choice == 3:
+            a, b = rng.sample(["f32", "bf16", "f16", "i32", "i1", "index", "i64"], 2)
+            line = line.replace(a, b, 1)
+        else:
+            a, b = rng.sample(["arith.addf", "arith.mulf", "arith.cmpi sge",
+                               "arith.cmpi eq", "math.tanh", "arith.subi",
+                               "tensor.extract", "attn.yield"], 2)
+            line = line.replace(a, b, 1)
+        lines[k] = line
+    return "\n".join(lines) + "\n"
+
+
 def compile_one(build, emit, text, index, crashes):
     compiler = os.path.join(build, "bin", "flashlight-compile")
     with tempfile.TemporaryDirectory() as tmp:
@@ -250,11 +288,19 @@ def main():
     parser.add_argument("--emit", default="ptx", choices=["ptx", "cubin"])
     parser.add_argument("--crashes", default="")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--mutate", type=float, default=0.0,
+                        help="share of programs to edit at random (mostly "
+                             "invalid: a located error is expected)")
     parser.add_argument("--print", action="store_true",
                         help="print the programs instead of compiling them")
     args = parser.parse_args()
     rng = random.Random(args.seed)
-    programs = [generate(rng) for _ in range(args.count)]
+    programs = []
+    for _ in range(args.count):
+        text, what = generate(rng)
+        if rng.random() < args.mutate:
+            text, what = mutate(rng, text), what + " (mutated)"
+        programs.append((text, what))
     if args.print:
         for text, what in programs:
             print(f"// {what}\n{text}")
