@@ -535,7 +535,7 @@ bool isAdditiveIn(const RegionEvaluator &eval, Value v, unsigned logit,
 
 } // namespace
 
-MaskScoreAnalysis::MaskScoreAnalysis(Operation *op) {
+MaskScoreAnalysis::MaskScoreAnalysis(Operation *op) : op(op) {
   unsigned nb = 1;
   unsigned numCaptures = 0;
   if (auto program = dyn_cast<ScoreProgramOpInterface>(op)) {
@@ -697,4 +697,28 @@ StringRef flashlight::attn::stringifyIndexRole(IndexRole role) {
     return "indirect";
   }
   llvm_unreachable("unknown index role");
+}
+
+bool MaskScoreAnalysis::rowsNeverEmpty() const {
+  auto attention = dyn_cast<AttentionOp>(op);
+  if (!attention)
+    return false;
+  auto qt = cast<RankedTensorType>(attention.getQueries()[0].getType());
+  auto vt = cast<RankedTensorType>(attention.getValue().getType());
+  bool diagonalFits = qt.getDimSize(2) <= vt.getDimSize(2);
+  bool bandHasDiagonal =
+      mask.band.lo.value_or(0) <= 0 && mask.band.hi.value_or(0) >= 0;
+  switch (mask.kind) {
+  case MaskKind::None:
+    return true;
+  case MaskKind::Causal:
+    return mask.band.lo.value_or(0) <= 0;
+  case MaskKind::SlidingWindow:
+  case MaskKind::Chunked:
+    return diagonalFits && bandHasDiagonal;
+  case MaskKind::Prefix:
+    return mask.prefixLength > 0 || (diagonalFits && bandHasDiagonal);
+  default:
+    return false;
+  }
 }

@@ -27,30 +27,6 @@ using namespace flashlight::attn;
 
 namespace {
 
-/// Whether every query row keeps at least one key, whatever the data
-/// (causal from the top left, a band around the diagonal, a prefix).
-bool rowsNeverEmpty(AttentionOp op) {
-  MaskInfo mask = MaskScoreAnalysis(op).getMask();
-  auto qt = cast<RankedTensorType>(op.getQueries()[0].getType());
-  auto vt = cast<RankedTensorType>(op.getValue().getType());
-  bool diagonalFits = qt.getDimSize(2) <= vt.getDimSize(2);
-  bool bandHasDiagonal =
-      mask.band.lo.value_or(0) <= 0 && mask.band.hi.value_or(0) >= 0;
-  switch (mask.kind) {
-  case MaskKind::None:
-    return true;
-  case MaskKind::Causal:
-    return mask.band.lo.value_or(0) <= 0;
-  case MaskKind::SlidingWindow:
-  case MaskKind::Chunked:
-    return diagonalFits && bandHasDiagonal;
-  case MaskKind::Prefix:
-    return mask.prefixLength > 0 || (diagonalFits && bandHasDiagonal);
-  default:
-    return false;
-  }
-}
-
 /// The epilogue of `op` applied where every branch's output is `o` (f32),
 /// at the generic's own indices (b, h, q_idx, d).
 Value applyEpilogue(OpBuilder &b, Location loc, AttentionOp op, Value o) {
@@ -158,7 +134,7 @@ struct AttnExpandEmptyRowsPass
     });
     for (AttentionOp op : ops) {
       op.setMeanEmptyRows(false);
-      if (rowsNeverEmpty(op))
+      if (MaskScoreAnalysis(op).rowsNeverEmpty())
         continue;
       OpBuilder b(op);
       Value out = meanOfValuesWhereEmpty(b, op.getLoc(), op);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "flashlight/Dialect/Attn/Analysis/ElementExpr.h"
+#include "flashlight/Dialect/Attn/Analysis/MaskScoreAnalysis.h"
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
 
@@ -147,6 +148,13 @@ public:
   /// Raises the attention computing `root`, or says why it is not one.
   FailureOr<Value> raise(Value root, Reason &why);
 
+  /// Other results of the function: one that is the log-sum-exp of the
+  /// raised attention's logits (jax.nn.dot_product_attention's
+  /// `return_residual`) becomes the op's LSE.
+  SmallVector<Value> siblings;
+  /// After raise: (index into `siblings`, the value that replaces it).
+  SmallVector<std::pair<unsigned, Value>> lseOf;
+
 private:
   LogicalResult fail(Reason &why, const Twine &text) {
     why.text = text.str();
@@ -171,6 +179,9 @@ private:
   LogicalResult matchWeights(Branch &br, Reason &why);
   bool isAllMasked(ENode *guard, ENode *logits, unsigned j);
   bool readsKeysAndQueries(const Branch &br, ENode *n);
+  std::optional<SmallVector<int>> matchLse(Value sibling, const Branch &br,
+                                           ArrayRef<int> roles);
+  bool isLse(ENode *n, const Branch &br);
   /// The m of `x = S - m` when m is a row max (a max-reduction) or a
   /// finite constant, constant along `j`: a shift a softmax cancels.
   ENode *rowShift(ENode *x, unsigned j) {
@@ -1291,6 +1302,97 @@ void collectCaptures(ElementGraph &graph, ENode *n,
     collectCaptures(graph, o, captures, seen, stop);
 }
 
+/// Whether no row of `op` can be fully masked, from its mask region in
+/// canonical form (as built, `iota(i) >= iota(j)` is index arithmetic the
+/// analysis does not read yet).
+bool rowsNeverEmpty(AttentionOp op) {
+  if (op.getMask().empty())
+    return true;
+  MLIRContext *ctx = op.getContext();
+  RewritePatternSet patterns(ctx);
+  for (Dialect *dialect : ctx->getLoadedDialects())
+    dialect->getCanonicalizationPatterns(patterns);
+  for (RegisteredOperationName name : ctx->getRegisteredOperations())
+    if (name.getDialectNamespace() != "attn")
+      name.getCanonicalizationPatterns(patterns, ctx);
+  (void)applyPatternsGreedily(op.getMask(), std::move(patterns));
+  return MaskScoreAnalysis(op).rowsNeverEmpty();
+}
+
+/// Whether `n` is `log(sum_j exp(S - c)) + c` (a sum of a row-constant c,
+/// `abs` around the sum allowed) of branch `br`'s logits S: its
+/// log-sum-exp.
+bool Raiser::isLse(ENode *n, const Branch &br) {
+  n = peel(n);
+  if (!isOp(n, "arith.addf"))
+    return false;
+  for (int side : {0, 1}) {
+    ENode *log = peel(n->operands[side]);
+    ENode *shift = peel(n->operands[1 - side]);
+    if (!isOp(log, "math.log"))
+      continue;
+    ENode *sum = peel(log->operands[0]);
+    if (isOp(sum, "math.absf"))
+      sum = peel(sum->operands[0]);
+    if (!isReduce(sum, "arith.addf") || !isConst(sum->operands[1], 0.0))
+      continue;
+    ENode *exp = peel(sum->operands[0]);
+    if (!isOp(exp, "math.exp"))
+      continue;
+    ENode *x = peel(exp->operands[0]);
+    if (!isOp(x, "arith.subf") || graph.dependsOn(x->operands[1], sum->var) ||
+        peel(x->operands[1]) != shift)
+      continue;
+    if (graph.equivalent(peel(x->operands[0]), peel(br.logits), sum->var, br.j))
+      return true;
+  }
+  return false;
+}
+
+/// The roles (batch, head, query variables; -1 for a unit dim) of
+/// `sibling`'s dims when it is the log-sum-exp of `br`'s logits. `roles`
+/// holds the batch, head and query variables (-1 where absent).
+std::optional<SmallVector<int>>
+Raiser::matchLse(Value sibling, const Branch &br, ArrayRef<int> roles) {
+  auto type = dyn_cast<RankedTensorType>(sibling.getType());
+  if (!type || !type.hasStaticShape() ||
+      !isa<FloatType>(type.getElementType()) || type.getRank() > 6)
+    return std::nullopt;
+  MLIRContext *ctx = func.getContext();
+  SmallVector<int> assign(type.getRank(), -1);
+  std::optional<SmallVector<int>> found;
+  // Each dim is one role of the same size, or a unit dim; every role of
+  // more than one element appears once.
+  std::function<void(int64_t, unsigned)> visit = [&](int64_t d, unsigned used) {
+    if (found)
+      return;
+    if (d == type.getRank()) {
+      for (auto [k, v] : llvm::enumerate(roles))
+        if (v >= 0 && !(used & (1u << k)) && graph.extent(v) != 1)
+          return;
+      SmallVector<AffineExpr> idx;
+      for (int v : assign)
+        idx.push_back(v >= 0 ? getAffineDimExpr(v, ctx)
+                             : getAffineConstantExpr(0, ctx));
+      if (ENode *n = graph.element(sibling, idx); n && isLse(n, br))
+        found = assign;
+      return;
+    }
+    int64_t size = type.getDimSize(d);
+    for (auto [k, v] : llvm::enumerate(roles))
+      if (v >= 0 && !(used & (1u << k)) && graph.extent(v) == size) {
+        assign[d] = v;
+        visit(d + 1, used | (1u << k));
+      }
+    if (size == 1) {
+      assign[d] = -1;
+      visit(d + 1, used);
+    }
+  };
+  visit(0, 0);
+  return found;
+}
+
 FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   auto rootType = dyn_cast<RankedTensorType>(root.getType());
   if (!rootType || !rootType.hasStaticShape())
@@ -1626,8 +1728,21 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     scales.push_back(br.scale);
   auto outType = RankedTensorType::get({roles.B, roles.Hq, roles.M, roles.Dv},
                                        rootType.getElementType());
-  auto op = AttentionOp::create(b, loc, outType, TypeRange(), queries, keys,
-                                value, sinks, captures.getArrayRef(),
+  // Results that are this attention's log-sum-exp (one softmax branch, no
+  // sinks): the op computes them.
+  SmallVector<std::pair<unsigned, SmallVector<int>>> lseSiblings;
+  if (branches.size() == 1 && first.normalizer == Normalizer::softmax &&
+      sinks.empty())
+    for (auto [k, sibling] : llvm::enumerate(siblings))
+      if (std::optional<SmallVector<int>> roleOf =
+              matchLse(sibling, first, {roles.b, roles.h, roles.i}))
+        lseSiblings.push_back({unsigned(k), *roleOf});
+  SmallVector<Type> lseTypes;
+  if (!lseSiblings.empty())
+    lseTypes.push_back(
+        RankedTensorType::get({roles.B, roles.Hq, roles.M}, b.getF32Type()));
+  auto op = AttentionOp::create(b, loc, outType, lseTypes, queries, keys, value,
+                                sinks, captures.getArrayRef(),
                                 b.getDenseF64ArrayAttr(scales),
                                 NormalizerAttr::get(ctx, first.normalizer));
 
@@ -1815,6 +1930,40 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     return fail(why, "the attention found does not fit [B, H, rows, D] "
                      "views (the roles of its dims are ambiguous)");
   }
+  // The LSE in each sibling's layout and type. Where a row may be fully
+  // masked by a finite fill, the program's LSE there is the fill plus
+  // log N, which the op's (-inf) is not: such a sibling stays as written.
+  if (!lseSiblings.empty() && (!op.getMeanEmptyRows() || rowsNeverEmpty(op))) {
+    for (auto &[k, roleOf] : lseSiblings) {
+      auto type = cast<RankedTensorType>(siblings[k].getType());
+      SmallVector<AffineExpr> exprs;
+      for (int v : {roles.b, roles.h, roles.i}) {
+        auto *it = llvm::find(roleOf, v);
+        exprs.push_back(v >= 0 && it != roleOf.end()
+                            ? getAffineDimExpr(it - roleOf.begin(), ctx)
+                            : getAffineConstantExpr(0, ctx));
+      }
+      Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                           type.getElementType());
+      Type elementType = type.getElementType();
+      Value layout = linalg::GenericOp::create(
+                         b, loc, type, op.getLse()[0], init,
+                         {AffineMap::get(type.getRank(), 0, exprs, ctx),
+                          b.getMultiDimIdentityMap(type.getRank())},
+                         SmallVector<utils::IteratorType>(
+                             type.getRank(), utils::IteratorType::parallel),
+                         [&](OpBuilder &nb, Location l, ValueRange args) {
+                           Value v = args[0];
+                           if (elementType.getIntOrFloatBitWidth() < 32)
+                             v = arith::TruncFOp::create(nb, l, elementType, v);
+                           else if (elementType.getIntOrFloatBitWidth() > 32)
+                             v = arith::ExtFOp::create(nb, l, elementType, v);
+                           linalg::YieldOp::create(nb, l, v);
+                         })
+                         .getResult(0);
+      lseOf.push_back({k, layout});
+    }
+  }
   return result;
 }
 
@@ -1837,9 +1986,20 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
     auto ret = dyn_cast<func::ReturnOp>(func.getBody().back().getTerminator());
     if (!ret)
       return;
+    // Results another result's attention computes as its LSE.
+    llvm::DenseSet<unsigned> lseResults;
     for (OpOperand &operand : ret->getOpOperands()) {
+      if (lseResults.contains(operand.getOperandNumber()))
+        continue;
       Value root = operand.get();
       Raiser raiser(func, keepRounding);
+      SmallVector<OpOperand *> siblings;
+      for (OpOperand &other : ret->getOpOperands())
+        if (&other != &operand &&
+            !lseResults.contains(other.getOperandNumber())) {
+          siblings.push_back(&other);
+          raiser.siblings.push_back(other.get());
+        }
       Reason why;
       FailureOr<Value> raised = raiser.raise(root, why);
       Location loc = root.getDefiningOp() ? root.getLoc() : ret.getLoc();
@@ -1856,6 +2016,15 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
       if (explain)
         emitRemark(loc) << "attn-raise: result " << operand.getOperandNumber()
                         << " raised to attn.attention";
+      for (auto [k, lse] : raiser.lseOf) {
+        siblings[k]->set(lse);
+        lseResults.insert(siblings[k]->getOperandNumber());
+        if (explain)
+          emitRemark(loc) << "attn-raise: result "
+                          << siblings[k]->getOperandNumber()
+                          << " is the log-sum-exp of result "
+                          << operand.getOperandNumber() << "'s attention";
+      }
     }
     // The matched program is dead now.
     RewritePatternSet none(&getContext());

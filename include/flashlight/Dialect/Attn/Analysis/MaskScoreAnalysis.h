@@ -118,7 +118,13 @@ public:
   /// One-line summary, e.g. "mask=causal(offset=0) score=[additive]".
   std::string describe() const;
 
+  /// Whether every query row keeps at least one key whatever the data
+  /// (causal from the top left, a band around the diagonal, a prefix): no
+  /// row of the attention can be fully masked.
+  bool rowsNeverEmpty() const;
+
 private:
+  mlir::Operation *op;
   MaskInfo mask;
   llvm::SmallVector<ScoreKind> scoreKinds;
   bool scoreReads = false;
