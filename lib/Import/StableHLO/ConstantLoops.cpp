@@ -297,9 +297,17 @@ SmallVector<Value> cloneBody(Block &block, Operation *at, IRMapping &map,
 /// (erased by the caller once nothing evaluates any more).
 LogicalResult unroll(Operation *loop, IntEvaluator &eval, int64_t maxTrips,
                      SmallVectorImpl<Operation *> &dead) {
-  if (loop->getNumRegions() != 2 || loop->getRegion(0).empty() ||
-      loop->getRegion(1).empty())
-    return loop->emitError("'stablehlo.while' needs a cond and a body region");
+  // Each region: one block ending in `stablehlo.return` (unregistered, so
+  // nothing checked that when parsing).
+  auto wellFormed = [](Region &region) {
+    return region.hasOneBlock() && !region.front().empty() &&
+           region.front().back().getName().getStringRef() == "stablehlo.return";
+  };
+  if (loop->getNumRegions() != 2 || !wellFormed(loop->getRegion(0)) ||
+      !wellFormed(loop->getRegion(1)))
+    return loop->emitError("'stablehlo.while' needs a cond and a body "
+                           "region, each one block ending in "
+                           "stablehlo.return");
   Block &cond = loop->getRegion(0).front();
   Block &body = loop->getRegion(1).front();
   if (cond.getNumArguments() != loop->getNumOperands() ||

@@ -32,3 +32,36 @@ func.func @reducer_reads_outside(%x: tensor<4x8xf32>) -> tensor<4xf32> {
   }
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+// A while loop whose body region has a block but no operation: its
+// terminator was read past the block's end.
+func.func @while_empty_body(%x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  // expected-error @+1 {{'stablehlo.while' needs a cond and a body region, each one block ending in stablehlo.return}}
+  %r:2 = stablehlo.while(%i = %c0, %a = %x) : tensor<i32>, tensor<2x8xf32>
+    cond {
+      %n = stablehlo.constant dense<3> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {    }
+  return %r#1 : tensor<2x8xf32>
+}
+
+// -----
+
+// A body that does not end in stablehlo.return.
+func.func @while_no_return(%x: tensor<f32>) -> tensor<f32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  // expected-error @+1 {{each one block ending in stablehlo.return}}
+  %r:2 = stablehlo.while(%i = %c0, %a = %x) : tensor<i32>, tensor<f32>
+    cond {
+      %n = stablehlo.constant dense<3> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %d = stablehlo.add %a, %a : tensor<f32>
+    }
+  return %r#1 : tensor<f32>
+}
