@@ -316,6 +316,13 @@ LogicalResult unroll(Operation *loop, IntEvaluator &eval, int64_t maxTrips,
       body.back().getNumOperands() != loop->getNumResults())
     return loop->emitError("'stablehlo.while' regions do not match its "
                            "operands and results");
+  // Types too: unrolled values replace the loop's results.
+  if (cond.getArgumentTypes() != loop->getOperandTypes() ||
+      body.getArgumentTypes() != loop->getOperandTypes() ||
+      TypeRange(body.back().getOperandTypes()) != loop->getResultTypes() ||
+      loop->getOperandTypes() != loop->getResultTypes())
+    return loop->emitError("'stablehlo.while' iteration values change "
+                           "type");
   SmallVector<Value> carried(loop->getOperands());
   for (int64_t trip = 0;; ++trip) {
     IRMapping map;

@@ -65,3 +65,21 @@ func.func @while_no_return(%x: tensor<f32>) -> tensor<f32> {
     }
   return %r#1 : tensor<f32>
 }
+
+// -----
+
+// A body returning another type than the loop carries.
+func.func @while_type_change(%x: tensor<f32>) -> tensor<f32> {
+  %c0 = stablehlo.constant dense<0> : tensor<i32>
+  // expected-error @+1 {{'stablehlo.while' iteration values change type}}
+  %r:2 = stablehlo.while(%i = %c0, %a = %x) : tensor<i32>, tensor<f32>
+    cond {
+      %n = stablehlo.constant dense<3> : tensor<i32>
+      %p = stablehlo.compare LT, %i, %n, SIGNED : (tensor<i32>, tensor<i32>) -> tensor<i1>
+      stablehlo.return %p : tensor<i1>
+    } do {
+      %f = stablehlo.convert %a : (tensor<f32>) -> tensor<f16>
+      stablehlo.return %i, %f : tensor<i32>, tensor<f16>
+    }
+  return %r#1 : tensor<f32>
+}
