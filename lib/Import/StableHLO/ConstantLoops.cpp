@@ -110,7 +110,10 @@ DenseIntElementsAttr IntEvaluator::elementwise(Operation *op,
   SmallVector<DenseIntElementsAttr> args;
   for (Value operand : op->getOperands()) {
     DenseIntElementsAttr a = evaluate(operand);
-    if (!a)
+    // A scalar, or one element per result element (malformed text may
+    // declare anything).
+    if (!a || (a.getNumElements() != 1 &&
+               a.getNumElements() != type.getNumElements()))
       return {};
     args.push_back(a);
   }
@@ -201,9 +204,10 @@ DenseIntElementsAttr IntEvaluator::reshuffle(Operation *op,
   auto srcType = cast<RankedTensorType>(src.getType());
   SmallVector<APInt> in(src.getValues<APInt>());
   SmallVector<int64_t> srcStrides = stridesOf(srcType.getShape());
-  if (name == "reshape") {
-    return DenseIntElementsAttr::get(type, in);
-  }
+  if (name == "reshape")
+    return int64_t(in.size()) == type.getNumElements()
+               ? DenseIntElementsAttr::get(type, in)
+               : DenseIntElementsAttr();
   // The source position each result element reads: per result dim, the
   // source dim it maps to and an offset.
   SmallVector<int64_t> srcDim(type.getRank(), -1), offset(type.getRank(), 0);
