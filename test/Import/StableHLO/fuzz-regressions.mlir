@@ -83,17 +83,3 @@ func.func @while_type_change(%x: tensor<f32>) -> tensor<f32> {
     }
   return %r#1 : tensor<f32>
 }
-
-// -----
-
-// Index arithmetic whose declared types disagree (a reshape of 2 elements
-// to a scalar) is not evaluated: it built a constant of the wrong size, which
-// MLIR's assertions reject (release builds went on, as they do now); the
-// conversion then rejects the reshape, located.
-func.func @malformed_index(%x: tensor<4xf32>) -> tensor<2xf32> {
-  %c = stablehlo.constant dense<[1, 2]> : tensor<2xi32>
-  // expected-error @+1 {{reshape changes the number of elements}}
-  %i = "stablehlo.reshape"(%c) : (tensor<2xi32>) -> tensor<i32>
-  %0 = stablehlo.dynamic_slice %x, %i, sizes = [2] : (tensor<4xf32>, tensor<i32>) -> tensor<2xf32>
-  return %0 : tensor<2xf32>
-}
