@@ -48,14 +48,13 @@ if [ "$mode" = prepare ]; then
   # latter cannot take fall back to the reference kernel, with a remark).
   # reference: no tensor cores; mma: mma.sync on every arch; wgmma: the
   # default (wgmma on sm_90a where it applies, mma.sync elsewhere);
-  # warpgroups, consumers, rows192 (not in the default set): wgmma with
-  # --branch-warpgroups, without the producer warpgroup (and its turns), or
-  # on 192 x 128 tiles (three consumer warpgroups) at every shape.
+  # consumers, rows192 (not in the default set): wgmma without the
+  # producer warpgroup (and its turns), or on 192 x 128 tiles (three
+  # consumer warpgroups) at every shape.
   for codegen in ${CODEGENS:-reference mma wgmma}; do
     case "$codegen" in
       reference) flags=(--tensor-cores=false) ;;
       mma) flags=(--tensor-cores --wgmma=false) ;;
-      warpgroups) flags=(--tensor-cores --branch-warpgroups) ;;
       consumers) flags=(--tensor-cores --producer-warpgroup=false) ;;
       rows192) flags=(--tensor-cores --block-m=192 --block-n=128) ;;
       *) flags=(--tensor-cores) ;;

@@ -72,7 +72,6 @@ void flashlight::buildAttnToGPUPipeline(OpPassManager &pm,
   codegen.overlapSoftmax = options.overlapSoftmax;
   codegen.decoupleWarpgroups = options.decoupleWarpgroups;
   codegen.branchLookahead = options.branchLookahead;
-  codegen.branchWarpgroups = options.branchWarpgroups;
   codegen.producerWarpgroup = options.producerWarpgroup;
   codegen.pingPong = options.pingPong;
   pm.addPass(createAttnToGPU(codegen));
@@ -158,11 +157,6 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
       llvm::cl::desc("With wgmma, mbarriers instead of a block-wide barrier "
                      "per step (two warpgroups, plain loop)"),
       llvm::cl::init(true)};
-  Option<bool> branchWarpgroups{
-      *this, "branch-warpgroups",
-      llvm::cl::desc("With wgmma and two branches that fit, each branch on "
-                     "its own warpgroup"),
-      llvm::cl::init(false)};
   Option<bool> producerWarpgroup{
       *this, "producer-warpgroup",
       llvm::cl::desc("With wgmma, a producer warpgroup copies K/V"),
@@ -190,7 +184,6 @@ struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
     o.overlapSoftmax = overlapSoftmax;
     o.decoupleWarpgroups = decoupleWarpgroups;
     o.branchLookahead = branchLookahead;
-    o.branchWarpgroups = branchWarpgroups;
     o.producerWarpgroup = producerWarpgroup;
     o.pingPong = pingPong;
     o.libdevice = flashlight::findLibdevice();

@@ -10,10 +10,8 @@
 // RUN: flashlight-compile %S/Inputs/pair-bias-d128.mlir -o %t --emit=mlir --arch=sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=PAIR
 // RUN: flashlight-compile %S/Inputs/pair-bias-d128.mlir -o %t --emit=mlir --arch=sm_80 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=PAIR80
 // Two logit branches at D = 64 (differential): two warpgroups on 128 x 128
-// and a producer warpgroup; with --branch-warpgroups, one warpgroup per
-// branch on 64 x 64.
+// and a producer warpgroup.
 // RUN: flashlight-compile %S/Inputs/differential-d64.mlir -o %t --emit=mlir --arch=sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=DIFF
-// RUN: flashlight-compile %S/Inputs/differential-d64.mlir -o %t --emit=mlir --arch=sm_90a --branch-warpgroups --flashlight-explain 2>&1 | FileCheck %s --check-prefix=DIFF2
 // One branch at D = 64 with a plain mask and score: 192 x 128 tiles (three
 // consumer warpgroups and the producer) once queries and keys are both at
 // least 8192 long; 128 x 64 below, and on Ampere.
@@ -42,7 +40,6 @@
 // PAIR: code generator wgmma, tiles 128x128, 384 threads per block
 // PAIR80: code generator mma.sync, tiles 64x64, 128 threads per block
 // DIFF: code generator wgmma, tiles 128x128, 384 threads per block
-// DIFF2: code generator wgmma, tiles 64x64, 256 threads per block
 
 func.func @alibi(%q: tensor<1x2x512x128xbf16>, %k: tensor<1x2x512x128xbf16>,
                  %v: tensor<1x2x512x128xbf16>, %slopes: tensor<2xf32>)

@@ -144,12 +144,6 @@ static cl::opt<bool> decoupleWarpgroups(
              "(buffer full / empty) instead of a block-wide barrier per "
              "step; =false keeps the barrier"),
     cl::init(true), cl::cat(toolCategory));
-static cl::opt<bool> branchWarpgroups(
-    "branch-warpgroups",
-    cl::desc("With wgmma and two logit branches that fit: each branch on "
-             "its own warpgroup (on 64-row tiles), the first combining the "
-             "outputs (measured no faster yet: docs/benchmarks)"),
-    cl::init(false), cl::cat(toolCategory));
 static cl::opt<bool> producerWarpgroup(
     "producer-warpgroup",
     cl::desc("With wgmma and two warpgroups on the mbarrier loop: a third "
@@ -699,7 +693,6 @@ int main(int argc, char **argv) {
   options.overlapSoftmax = overlapSoftmax;
   options.decoupleWarpgroups = decoupleWarpgroups;
   options.branchLookahead = branchLookahead;
-  options.branchWarpgroups = branchWarpgroups;
   options.producerWarpgroup = producerWarpgroup;
   options.pingPong = pingPong;
   auto chooseTiles = [&](const std::string &chip) {
@@ -707,7 +700,7 @@ int main(int argc, char **argv) {
     if (tensorCores)
       funcs.front().walk([&](flashlight::attn::AttentionOp op) {
         std::pair<int64_t, int64_t> tiles = flashlight::tensorCoreTiles(
-            op, wgmma && chip == "sm_90a", blockMask, branchWarpgroups,
+            op, wgmma && chip == "sm_90a", blockMask,
             producerWarpgroup && decoupleWarpgroups);
         if (!flashlight::tensorCoreIneligibility(op.getKeys(), op.getValue(),
                                                  op.getScore(), tiles.first,

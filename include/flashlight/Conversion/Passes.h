@@ -45,15 +45,13 @@ tensorCoreIneligibility(mlir::ValueRange keys, mlir::Value value,
 /// - otherwise 64 x 64, where per-element score code or a window's many
 ///   partial tiles lose with more rows or keys per tile (32-row warps spill
 ///   on mma.sync; on wgmma, 128-row and 128-key tiles measured slower).
-/// - several logit branches at D <= 64 on wgmma: 128 x 128 (64 x 64 with
-///   `branchWarpgroups`, one warpgroup per branch);
+/// - several logit branches at D <= 64 on wgmma: 128 x 128;
 /// - one logit branch at D = 64 with a plain mask and score and static
 ///   lengths of at least 8192, on wgmma with `threeWarpgroups` (the
 ///   producer warpgroup's dense loop is on): 192 x 128;
 /// `wgmma`: the sm_90a generator will take it (head dims 64 or 128).
 std::pair<int64_t, int64_t> tensorCoreTiles(attn::AttentionOp op, bool wgmma,
                                             bool blockMask = true,
-                                            bool branchWarpgroups = false,
                                             bool threeWarpgroups = true);
 
 #define GEN_PASS_REGISTRATION

@@ -77,12 +77,6 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
            "With wgmma, two warpgroups on the plain KV loop: mbarriers "
            "say when a K/V buffer is full and empty, instead of a "
            "block-wide barrier per step">,
-    Option<"branchWarpgroups", "branch-warpgroups", "bool",
-           /*default=*/"false",
-           "With wgmma and two logit branches that fit "
-           "(branchesFitWarpgroups) on 64-row tiles: each branch on its own "
-           "warpgroup, the first combining their outputs (off: measured "
-           "0.87-0.99x on an H100, docs/benchmarks)">,
     Option<"producerWarpgroup", "producer-warpgroup", "bool",
            /*default=*/"true",
            "With wgmma and two warpgroups on the mbarrier loop (block-m 128, "

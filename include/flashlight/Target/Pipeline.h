@@ -37,8 +37,6 @@ struct PipelineOptions {
   bool decoupleWarpgroups = true;
   /// With wgmma and several branches, issue the next branch's S early.
   bool branchLookahead = true;
-  /// With wgmma and two branches that fit, one warpgroup per branch.
-  bool branchWarpgroups = false;
   /// With wgmma, a producer warpgroup copies K/V (see attn-to-gpu).
   bool producerWarpgroup = true;
   /// With the producer warpgroup, consumers take turns issuing their

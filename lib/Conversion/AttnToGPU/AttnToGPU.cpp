@@ -82,7 +82,7 @@ flashlight::tensorCoreIneligibility(ValueRange keys, Value value, Region &score,
 /// memory check.
 static std::pair<int64_t, int64_t>
 preferredTiles(flashlight::attn::AttentionOp op, bool wgmma, bool blockMask,
-               bool branchWarpgroups, bool threeWarpgroups) {
+               bool threeWarpgroups) {
   using namespace flashlight;
   attn::MaskScoreAnalysis analysis(op);
   attn::MaskKind mask = analysis.getMask().kind;
@@ -113,11 +113,9 @@ preferredTiles(flashlight::attn::AttentionOp op, bool wgmma, bool blockMask,
   // Several logit branches at D = 64: 128 x 128 tiles, so that the
   // producer warpgroup and ping-pong apply: 1.00-1.11x one warpgroup on
   // 64 x 64 (differential, causal, N = 2k / 8k, H100), which itself had
-  // run 1.245x two warpgroups on 128 x 64 without them. Branches on
-  // warpgroups take 64-row tiles.
+  // run 1.245x two warpgroups on 128 x 64 without them.
   if (op.getNumBranches() > 1 && wgmma && atoms && dv <= 64)
-    return branchWarpgroups ? std::pair<int64_t, int64_t>{64, 64}
-                            : std::pair<int64_t, int64_t>{128, 128};
+    return {128, 128};
   bool plainMask = mask == attn::MaskKind::None ||
                    mask == attn::MaskKind::Causal ||
                    mask == attn::MaskKind::Prefix;
@@ -174,9 +172,9 @@ preferredTiles(flashlight::attn::AttentionOp op, bool wgmma, bool blockMask,
 
 std::pair<int64_t, int64_t>
 flashlight::tensorCoreTiles(attn::AttentionOp op, bool wgmma, bool blockMask,
-                            bool branchWarpgroups, bool threeWarpgroups) {
+                            bool threeWarpgroups) {
   std::pair<int64_t, int64_t> tiles =
-      preferredTiles(op, wgmma, blockMask, branchWarpgroups, threeWarpgroups);
+      preferredTiles(op, wgmma, blockMask, threeWarpgroups);
   // Each logit branch stages its own Q and K tiles: with several, 128-key
   // tiles may not fit in shared memory, 64-key ones do up to D = 128.
   if (tiles.second > 64 &&
@@ -236,14 +234,6 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
   Value warpSize = arith::ConstantIndexOp::create(b, loc, kThreadsPerWarp);
   emitter.thread = tid;
   emitter.warp = arith::DivUIOp::create(b, loc, tid, warpSize);
-  if (emitter.branchesOnGroups) {
-    // Warpgroup g runs branch g over the block's rows: its warps hold rows
-    // as one warpgroup's would.
-    Value groupSize = arith::ConstantIndexOp::create(b, loc, 4);
-    emitter.branchGroup =
-        arith::DivUIOp::create(b, loc, emitter.warp, groupSize);
-    emitter.warp = arith::RemUIOp::create(b, loc, emitter.warp, groupSize);
-  }
   emitter.lane = arith::RemUIOp::create(b, loc, tid, warpSize);
   gpu::Dimension dims[] = {gpu::Dimension::z, gpu::Dimension::y,
                            gpu::Dimension::x};
@@ -330,8 +320,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                               int64_t warpRows, bool wgmma,
                               bool blockMaskOption, bool overlapSoftmax,
                               bool decoupleWarpgroups, bool branchLookahead,
-                              bool branchWarpgroups, bool producerWarpgroup,
-                              bool pingPong) {
+                              bool producerWarpgroup, bool pingPong) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   if (ValueRange(ret.getOperands()) != ValueRange(forall.getResults()))
     return func.emitError("attn-to-gpu: the function must return exactly the "
@@ -417,20 +406,6 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
       useWgmma = true;
   }
 
-  // Branches on warpgroups: 64 query rows per block, one warpgroup per
-  // branch (Wgmma.cpp); they need the finalize's sinks and LSE results.
-  OnlineFinalizeOp fin;
-  forall.walk([&](OnlineFinalizeOp f) {
-    if (!fin)
-      fin = f;
-  });
-  bool onWarpgroups =
-      useWgmma && branchWarpgroups && blockM.getInt() == 64 && fin &&
-      branchesFitWarpgroups(branches, TypeRange(step.getQueries()),
-                            TypeRange(step.getKeys()), step.getScale(),
-                            step.getScore(),
-                            !fin.getSinks().empty() || !fin.getLse().empty());
-
   // Tensor cores: 16 * mTiles query rows per warp; Q stays in shared memory
   // when its A fragments and the accumulators would not both fit in
   // registers (more than 32 registers of Q per thread).
@@ -468,8 +443,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   auto kernel = gpu::GPUFuncOp::create(b, loc, func.getName(),
                                        b.getFunctionType(params, {}));
   kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  int64_t threads = useWgmma ? blockM.getInt() / 64 * 4 * kThreadsPerWarp *
-                                   (onWarpgroups ? branches : 1)
+  int64_t threads = useWgmma ? blockM.getInt() / 64 * 4 * kThreadsPerWarp
                     : useMma ? blockM.getInt() / (16 * mTiles) * kThreadsPerWarp
                              : blockM.getInt() * kThreadsPerWarp;
   kernel.setKnownBlockSizeAttr(
@@ -482,7 +456,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // there, as they do when the mask is also evaluated for a tile vote);
     // 32-row warps need 2 (up to 255 registers). Each branch holds its
     // own accumulators: what counts is their columns in all.
-    int64_t dv = headDim(step.getValue()) * (onWarpgroups ? 1 : branches);
+    int64_t dv = headDim(step.getValue()) * branches;
     // A score region that gathers from a captured tensor per element (T5's
     // bucket table; not ALiBi's slope[h]) keeps addresses live across the
     // tile: at 3 blocks (168 registers) T5 spilled 8 bytes once exp2 became
@@ -585,7 +559,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // warpgroups' products already interleave) lost 1-4 %.
     // One branch per warpgroup only: the loop carries one P.
     bool pipelined = useWgmma && overlapSoftmax && !votes && blockN < 128 &&
-                     (branches == 1 || onWarpgroups) &&
+                     branches == 1 &&
                      step->getParentOfType<scf::ForOp>();
     // Two warpgroups on the plain loop (dense, or sparse over a block
     // mask): mbarriers instead of the per-step block-wide barrier
@@ -596,12 +570,11 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     // pipelined 64-key loop keeps its barrier: with mbarriers (V a step
     // behind K, so 8 of them) it lost 0-9 %.
     if (useWgmma && decoupleWarpgroups && !pipelined && (!votes || buildMask) &&
-        (blockM.getInt() >= 128 || onWarpgroups) &&
+        blockM.getInt() >= 128 &&
         step->getParentOfType<scf::ForOp>()) {
       // A producer warpgroup (Wgmma.cpp) for the dense loop; it fills K and
       // V through barriers of their own (8).
-      tiles.producer = producerWarpgroup && !buildMask && !onWarpgroups &&
-                       blockM.getInt() >= 128;
+      tiles.producer = producerWarpgroup && !buildMask;
       tiles.barriers = carve({tiles.producer ? 8 : 4}, b.getI64Type());
       tiles.pingPong = tiles.producer && pingPong;
       if (tiles.producer) {
@@ -634,20 +607,6 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
             carve({2 * rows, row * 8 / read.getType().getIntOrFloatBitWidth()},
                   read.getType()));
       }
-    // Branches on warpgroups: every warpgroup but the first hands over its
-    // [64, Dv] output (f32) at finalize, over the K tiles (the first ones
-    // carved) where they are large enough: nobody reads them any more.
-    if (onWarpgroups) {
-      int64_t count = int64_t(branches - 1) * 64 * headDim(step.getValue());
-      int64_t keyBytes = 0;
-      for (Value tile : tiles.keys) {
-        auto type = cast<MemRefType>(tile.getType());
-        keyBytes += type.getNumElements() * type.getElementTypeBitWidth() / 8;
-      }
-      tiles.exchange = 4 * count <= keyBytes
-                           ? viewAt(0, {count}, b.getF32Type())
-                           : carve({count}, b.getF32Type());
-    }
     // wgmma: plus the 1024 bytes the alignment shift may skip.
     kernel->setAttr("flashlight.dynamic_shared_memory",
                     b.getI64IntegerAttr(bytes + (useWgmma ? 1024 : 0)));
@@ -775,7 +734,7 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
       if (failed(convertFunction(
               func, gpuModule, forall, tensorCores, warpRows, wgmma, blockMask,
               overlapSoftmax, decoupleWarpgroups, branchLookahead,
-              branchWarpgroups, producerWarpgroup, pingPong)))
+              producerWarpgroup, pingPong)))
         return signalPassFailure();
       func.erase();
     }

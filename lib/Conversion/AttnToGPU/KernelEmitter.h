@@ -56,12 +56,6 @@ public:
   IRMapping map;
   /// This thread's lane, warp and index in the block.
   Value lane, warp, thread;
-  /// Logit branches on warpgroups (wgmma; null: off): warpgroup g computes
-  /// branch g of all the block's query rows, and `warp` is the warp within
-  /// its warpgroup (which rows it holds).
-  Value branchGroup;
-  /// Whether the emitter puts the branches on warpgroups (branchGroup).
-  bool branchesOnGroups = false;
 
   /// Converts the ops of `block`, up to `stop` or the terminator.
   LogicalResult convertOps(Block &block, Operation *stop = nullptr) {
@@ -614,10 +608,6 @@ struct MmaTiles {
   /// kernel's steps: every step's score region reads the same).
   SmallVector<Value, 2> staged;
   SmallVector<tensor::ExtractOp, 2> stagedReads;
-  /// Branches on warpgroups: f32 room for every warpgroup but the first to
-  /// hand its normalized output to the first, which combines them; else
-  /// null.
-  Value exchange;
 };
 
 /// The most score-region reads whose tiles the wgmma generator stages.
@@ -704,18 +694,8 @@ int64_t relativeTableBytes(Region &score, unsigned numLeading, int64_t blockM,
 
 /// Whether the score region's logit r reads branch r's score s_r only (or
 /// there is no region): the branches' products can then be emitted one
-/// after the other, or on different warpgroups.
+/// after the other.
 bool separableBranches(Region &score, unsigned branches);
-
-/// Whether wgmma can put each logit branch on its own warpgroup: two
-/// branches whose Q.K products have one shape, element type and scale, a
-/// separable score region without relative-position terms, and no sinks or
-/// LSE results (`sinksOrLse`). Each warpgroup then runs one branch's
-/// online softmax (a single-branch register budget, the pipelined loop);
-/// the first combines their outputs in the epilogue.
-bool branchesFitWarpgroups(unsigned branches, TypeRange queries, TypeRange keys,
-                           ArrayRef<double> scale, Region &score,
-                           bool sinksOrLse);
 
 /// True when `region` (a score or mask region) reads a captured tensor at an
 /// index other than the batch and head arguments: a gather per element.

@@ -44,15 +44,6 @@ bool flashlight::attn_to_gpu::separableBranches(Region &score,
   return true;
 }
 
-bool flashlight::attn_to_gpu::branchesFitWarpgroups(
-    unsigned branches, TypeRange queries, TypeRange keys,
-    ArrayRef<double> scale, Region &score, bool sinksOrLse) {
-  auto same = [](TypeRange types) { return llvm::all_equal(types); };
-  return branches == 2 && same(queries) && same(keys) &&
-         llvm::all_equal(scale) && !sinksOrLse &&
-         separableBranches(score, branches) && !relativeTerms(score, branches);
-}
-
 bool flashlight::attn_to_gpu::gathersPerElement(
     Region &region, ArrayRef<tensor::ExtractOp> except) {
   // Block arguments 1 and 2 are the batch and head: uniform per tile.

@@ -40,10 +40,8 @@ public:
                  int64_t threads, int64_t mTiles, const BlockMask &mask)
       : KernelEmitter(b, loc), keyTiles(tiles.keys), queryTiles(tiles.queries),
         valueTile(tiles.values), relativeTable(tiles.relative),
-        stagedTiles(tiles.staged), exchangeTile(tiles.exchange),
-        threads(threads), mTiles(mTiles), blockMask(mask) {
-    branchesOnGroups = bool(exchangeTile);
-  }
+        stagedTiles(tiles.staged), threads(threads), mTiles(mTiles),
+        blockMask(mask) {}
 
 protected:
   /// Shared-memory staging tiles: one K (and Q) tile per logit branch, V
@@ -55,8 +53,6 @@ protected:
   Value relativeTable;
   /// MmaTiles::staged: tiles of the step's stagedTileReads, in order.
   SmallVector<Value, 2> stagedTiles;
-  /// MmaTiles::exchange (null: the branches are not on warpgroups).
-  Value exchangeTile;
   /// Maps the step's staged reads, for element `i` of block `nb` of m16
   /// tile `mt` (column `col` of the KV tile), to their values in the
   /// staged tiles (the wgmma generator's).
@@ -167,15 +163,6 @@ protected:
   void namedBarrier(Value id, int64_t count) {
     NVVM::BarrierOp::create(b, loc, TypeRange{}, id, i32(count),
                             NVVM::BarrierReductionAttr(), Value());
-  }
-  /// Branches on warpgroups: this warpgroup's entry of `perBranch`.
-  Value byGroup(ArrayRef<Value> perBranch) {
-    Value v = perBranch[0];
-    for (auto [g, x] : llvm::enumerate(perBranch.drop_front()))
-      v = arith::SelectOp::create(
-          b, loc, cmpI(arith::CmpIPredicate::eq, branchGroup, idx(g + 1)), x,
-          v);
-    return v;
   }
   Value i32(int64_t v) {
     return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
@@ -864,12 +851,7 @@ protected:
     const double negInf = -std::numeric_limits<double>::infinity();
     SmallVector<SmallVector<Value>> newMax(branches), newSum(branches),
         newAcc(branches);
-    // Branches on warpgroups: this warpgroup's branch stands in for branch
-    // 0 (its tiles are picked by branchGroup); the others' state passes
-    // through.
-    SmallVector<SmallVector<unsigned>> groups =
-        branchesOnGroups ? SmallVector<SmallVector<unsigned>>{{0}}
-                         : branchGroups(step);
+    SmallVector<SmallVector<unsigned>> groups = branchGroups(step);
     // A score region that gathers per element (a bias table): what does not
     // depend on the logits (the loads, index math) runs before the S
     // products, which then hide its latency.
@@ -970,13 +952,11 @@ protected:
             if (!step.getScore().empty()) {
               for (Value &v : x)
                 if (!v)
-                  v = branchesOnGroups ? x[0] : f32(0);
+                  v = f32(0);
               SmallVector<Value> logits = inlineRegion(
                   step.getScore(), x, elementIndices(mt, nb, i).second,
                   step.getCaptures(),
                   pre.empty() ? nullptr : &pre[(mt * blocks + nb) * 4 + i]);
-              if (branchesOnGroups)
-                logits[0] = byGroup(logits);
               for (unsigned r : group)
                 x[r] = softmax ? floorLogit(logits[r]) : logits[r];
             }
@@ -1041,11 +1021,6 @@ protected:
         newAcc[r] = valueProduct(s[r], acc[r], alpha, dv, bn);
         lastValueProduct = true;
       }
-    }
-    for (unsigned r = 1; r < branches && branchesOnGroups; ++r) {
-      newMax[r] = m[r];
-      newSum[r] = l[r];
-      newAcc[r] = acc[r];
     }
     SmallVector<Value> next;
     for (auto *part : {&newMax, &newSum, &newAcc})
@@ -1150,9 +1125,7 @@ protected:
     int64_t rowCount = 2 * mTiles, accPerTile = dv / 8 * 4;
     SmallVector<SmallVector<Value>> outScale(
         branches, SmallVector<Value>(rowCount, f32(1)));
-    // Branches on warpgroups: branch 0's lanes hold this warpgroup's.
-    unsigned ownBranches = branchesOnGroups ? 1 : branches;
-    for (unsigned r = 0; r < ownBranches && softmax; ++r)
+    for (unsigned r = 0; r < branches && softmax; ++r)
       for (int64_t row = 0; row < rowCount; ++row) {
         Value m = lanes.lookup(fin.getMaxState()[r])[row];
         Value l = quadReduce(lanes.lookup(fin.getSumState()[r])[row], false);
@@ -1195,49 +1168,8 @@ protected:
       return o;
     };
     SmallVector<SmallVector<Value>> outputs;
-    std::optional<OpBuilder::InsertionGuard> firstGroup;
-    if (branchesOnGroups) {
-      // Each later warpgroup hands its o to the first through shared memory
-      // (value k of thread t at k * 128 + t: conflict-free); the first
-      // combines them and stores.
-      SmallVector<Value> own = output(0);
-      int64_t count = own.size();
-      Value tid = addI(mulI(warp, kThreadsPerWarp), lane);
-      auto at = [&](Value group, int64_t k) {
-        return addI(mulI(addI(mulI(group, count), idx(k)), 128), tid);
-      };
-      Value first = cmpI(arith::CmpIPredicate::eq, branchGroup, idx(0));
-      // The room may be the K tiles': every warpgroup is done with them
-      // (its products, and every thread's copies landed).
-      barrier();
-      auto ifLater = scf::IfOp::create(
-          b, loc,
-          arith::XOrIOp::create(
-              b, loc, first,
-              arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)));
-      {
-        OpBuilder::InsertionGuard g(b);
-        b.setInsertionPointToStart(&ifLater.getThenRegion().front());
-        Value slot = arith::SubIOp::create(b, loc, branchGroup, idx(1));
-        for (auto [k, v] : llvm::enumerate(own))
-          memref::StoreOp::create(b, loc, v, exchangeTile, at(slot, k));
-      }
-      barrier();
-      auto ifFirst = scf::IfOp::create(b, loc, first);
-      firstGroup.emplace(b);
-      b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
-      outputs.push_back(own);
-      for (unsigned r = 1; r < branches; ++r) {
-        SmallVector<Value> o;
-        for (int64_t k = 0; k < count; ++k)
-          o.push_back(
-              memref::LoadOp::create(b, loc, exchangeTile, at(idx(r - 1), k)));
-        outputs.push_back(o);
-      }
-    } else {
-      for (unsigned r = 0; r < branches; ++r)
-        outputs.push_back(output(r));
-    }
+    for (unsigned r = 0; r < branches; ++r)
+      outputs.push_back(output(r));
     SmallVector<Value> pairs;
     int64_t element = 0;
     for (int64_t mt = 0; mt < mTiles; ++mt)

@@ -895,14 +895,10 @@ protected:
                               lb),
         stepSize);
     waitCopies(queryGroup, 0);
-    bool owed = true;
     for (Value result : loop.getResults()) {
       auto type = cast<RankedTensorType>(result.getType());
-      // Branches on warpgroups: branch 0's accumulators are this
-      // warpgroup's; the others passed through.
-      if (type.getRank() != 4 || !owed)
+      if (type.getRank() != 4)
         continue;
-      owed = !branchesOnGroups;
       SmallVector<Value> &acc = lanes[result];
       int64_t dv = type.getDimSize(3);
       Carried carried = split(acc);
@@ -942,10 +938,6 @@ protected:
   /// rows; these are a quarter as many stores, each a full 16 bytes.
   void storeOutput(const FinalizeTarget &target, Value q0,
                    ArrayRef<Value> pairs) override {
-    // Branches on warpgroups: the first warpgroup stores alone (no
-    // block-wide barrier here).
-    if (branchesOnGroups)
-      return MmaSyncEmitter::storeOutput(target, q0, pairs);
     auto [out, outType, b0, h0] = target;
     int64_t dv = outType.getDimSize(3);
     // Branch 0's Q tile (every branch's last S = Q K^T has completed).
@@ -1088,11 +1080,8 @@ protected:
     Value group = warpgroup();
     Value rowsOffset = arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
                                                     mulI(group, 64 * 128));
-    // Branches on warpgroups: this warpgroup's branch's tiles.
-    Value queryAddress =
-        branchesOnGroups ? byGroup(queryAddresses) : queryAddresses[r];
-    Value keyAddress =
-        branchesOnGroups ? byGroup(keyAddresses) : keyAddresses[r];
+    Value queryAddress = queryAddresses[r];
+    Value keyAddress = keyAddresses[r];
     Type type = accumulatorType(bn / 2);
     auto wgmmaType =
         elementType().isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
