@@ -24,4 +24,104 @@ def Attn_NormalizerAttr : EnumAttr<Attn_Dialect, Attn_Normalizer,
   let assemblyFormat = "$value";
 }
 
+
+//===----------------------------------------------------------------------===//
+// Kernel plan
+//===----------------------------------------------------------------------===//
+
+def Attn_GeneratorReference : I32EnumAttrCase<"reference", 0>;
+def Attn_GeneratorMmaSync : I32EnumAttrCase<"mma_sync", 1>;
+def Attn_GeneratorWgmma : I32EnumAttrCase<"wgmma", 2>;
+
+def Attn_Generator : I32EnumAttr<"Generator",
+    "the code generator a kernel is emitted by",
+    [Attn_GeneratorReference, Attn_GeneratorMmaSync, Attn_GeneratorWgmma]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::flashlight::attn";
+}
+
+def Attn_LoopBarrier : I32EnumAttrCase<"barrier", 0>;
+def Attn_LoopPipelined : I32EnumAttrCase<"pipelined", 1>;
+def Attn_LoopMbarrier : I32EnumAttrCase<"mbarrier", 2>;
+
+def Attn_LoopForm : I32EnumAttr<"LoopForm",
+    "how the KV loop's steps are synchronized and overlapped",
+    [Attn_LoopBarrier, Attn_LoopPipelined, Attn_LoopMbarrier]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::flashlight::attn";
+}
+
+/// A flag of the kernel plan, printed `true` / `false`.
+def Attn_PlanFlag : AttrOrTypeParameter<"bool", "a flag"> {
+  let parser = [{ [&]() -> ::mlir::FailureOr<bool> {
+    if (::mlir::succeeded($_parser.parseOptionalKeyword("true")))
+      return true;
+    if (::mlir::succeeded($_parser.parseOptionalKeyword("false")))
+      return false;
+    return $_parser.emitError($_parser.getCurrentLocation(),
+                              "expected 'true' or 'false'");
+  }() }];
+  let printer = [{ $_printer << ($_self ? "true" : "false") }];
+}
+
+def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
+  let mnemonic = "kernel_plan";
+  let summary = "How one attention becomes a kernel, decided once";
+  let description = [{
+    Written by `attn-plan` on each `attn.attention` from the program's facts
+    (KernelFacts), the target chip and the pass's overrides; carried by
+    `attn-online-softmax` and `attn-tile` to the tiled loop nest, read by
+    `attn-to-gpu`, the manifest and `--flashlight-explain`. Nothing
+    downstream decides any of these again.
+
+    * `generator`: `reference` (a warp per query row), `mma_sync` or `wgmma`.
+    * `block_m` x `block_n`: query rows per block, keys per KV tile.
+    * `warp_rows`: query rows per warp (reference 1; mma.sync 16 or 32;
+      wgmma 16, four warps per 64-row warpgroup).
+    * `consumer_groups`: wgmma's computing warpgroups (block_m / 64).
+    * `producer`: a further warpgroup that only copies K/V tiles.
+    * `loop`: `barrier` (a block-wide barrier per step), `pipelined`
+      (S_t issued before the P V of tile t - 1) or `mbarrier` (buffer
+      full/empty mbarriers, warpgroups decoupled).
+    * `ping_pong`: consumers take turns issuing their products.
+    * `lookahead`: with several logit branches, the next branch's S is
+      issued before this branch's softmax.
+    * `block_mask`: a pre-kernel classifies (query tile, KV tile) pairs.
+    * `query_in_smem`: Q is read from shared memory each step.
+    * `min_blocks`: the blocks per SM ptxas budgets registers for (0: no
+      bound).
+    * `producer_registers`, `consumer_registers`: setmaxnreg's split with a
+      producer (0 without).
+  }];
+  let parameters = (ins
+    EnumParameter<Attn_Generator>:$generator,
+    "int64_t":$block_m,
+    "int64_t":$block_n,
+    "int64_t":$warp_rows,
+    "int64_t":$consumer_groups,
+    Attn_PlanFlag:$producer,
+    EnumParameter<Attn_LoopForm>:$loop,
+    Attn_PlanFlag:$ping_pong,
+    Attn_PlanFlag:$lookahead,
+    Attn_PlanFlag:$block_mask,
+    Attn_PlanFlag:$query_in_smem,
+    "int64_t":$min_blocks,
+    "int64_t":$producer_registers,
+    "int64_t":$consumer_registers
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let extraClassDeclaration = [{
+    /// Threads per block: a warp per `warp_rows` query rows, four warps per
+    /// wgmma warpgroup, plus the producer warpgroup.
+    int64_t getThreads() const;
+    /// Whether a tensor-core generator emits the kernel.
+    bool usesTensorCores() const {
+      return getGenerator() != Generator::reference;
+    }
+    /// The plan of the reference generator on `blockM` x `blockN` tiles.
+    static KernelPlanAttr getReference(::mlir::MLIRContext *context,
+                                       int64_t blockM, int64_t blockN);
+  }];
+}
+
 #endif // FLASHLIGHT_ATTN_ATTRS

@@ -56,25 +56,14 @@ void flashlight::registerPipelineDependencies(DialectRegistry &registry) {
 void flashlight::buildAttnToGPUPipeline(OpPassManager &pm,
                                         const PipelineOptions &options) {
   pm.addPass(createCanonicalizerPass());
+  attn::AttnPlanOptions plan = options.plan;
+  plan.arch = options.chip;
+  pm.addPass(attn::createAttnPlan(plan));
   pm.addPass(attn::createAttnOnlineSoftmax());
-  attn::AttnTileOptions tile;
-  tile.blockM = options.blockM;
-  tile.blockN = options.blockN;
-  pm.addPass(attn::createAttnTile(tile));
+  pm.addPass(attn::createAttnTile());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
-  AttnToGPUOptions codegen;
-  codegen.tensorCores = options.tensorCores;
-  codegen.warpRows = options.warpRows;
-  // Warpgroup MMA needs the arch-specific sm_90a target.
-  codegen.wgmma = options.wgmma && options.chip == "sm_90a";
-  codegen.blockMask = options.blockMask;
-  codegen.overlapSoftmax = options.overlapSoftmax;
-  codegen.decoupleWarpgroups = options.decoupleWarpgroups;
-  codegen.branchLookahead = options.branchLookahead;
-  codegen.producerWarpgroup = options.producerWarpgroup;
-  codegen.pingPong = options.pingPong;
-  pm.addPass(createAttnToGPU(codegen));
+  pm.addPass(createAttnToGPU());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 }
@@ -123,69 +112,16 @@ std::string flashlight::findLibdevice() {
 }
 
 namespace {
-/// Options of the registered pipelines (flashlight-opt).
+/// Options of the registered pipelines (flashlight-opt): the chip. The
+/// kernel plan's overrides are attn-plan's options; run the passes one by
+/// one to set them.
 struct PipelineCLOptions : PassPipelineOptions<PipelineCLOptions> {
   Option<std::string> chip{*this, "chip", llvm::cl::desc("Target chip"),
                            llvm::cl::init("sm_80")};
-  Option<int64_t> blockM{*this, "block-m",
-                         llvm::cl::desc("Query rows per block"),
-                         llvm::cl::init(4)};
-  Option<int64_t> blockN{*this, "block-n", llvm::cl::desc("Keys per KV tile"),
-                         llvm::cl::init(32)};
-  Option<bool> tensorCores{*this, "tensor-cores",
-                           llvm::cl::desc("Use mma.sync where it fits"),
-                           llvm::cl::init(false)};
-  Option<int64_t> warpRows{
-      *this, "warp-rows",
-      llvm::cl::desc("Query rows per warp with tensor cores (16 or 32; 0: "
-                     "32 for block-m >= 128)"),
-      llvm::cl::init(0)};
-  Option<bool> wgmma{*this, "wgmma",
-                     llvm::cl::desc("With chip=sm_90a, use warpgroup MMA"),
-                     llvm::cl::init(true)};
-  Option<bool> blockMask{
-      *this, "block-mask",
-      llvm::cl::desc("Build a block mask for data-dependent masks"),
-      llvm::cl::init(true)};
-  Option<bool> overlapSoftmax{
-      *this, "overlap-softmax",
-      llvm::cl::desc("With wgmma, software-pipeline the KV loop (softmax of "
-                     "tile t overlaps P V of tile t - 1)"),
-      llvm::cl::init(true)};
-  Option<bool> decoupleWarpgroups{
-      *this, "decouple-warpgroups",
-      llvm::cl::desc("With wgmma, mbarriers instead of a block-wide barrier "
-                     "per step (two warpgroups, plain loop)"),
-      llvm::cl::init(true)};
-  Option<bool> producerWarpgroup{
-      *this, "producer-warpgroup",
-      llvm::cl::desc("With wgmma, a producer warpgroup copies K/V"),
-      llvm::cl::init(true)};
-  Option<bool> pingPong{
-      *this, "ping-pong",
-      llvm::cl::desc("With the producer warpgroup, consumers take turns "
-                     "issuing their products"),
-      llvm::cl::init(true)};
-  Option<bool> branchLookahead{
-      *this, "branch-lookahead",
-      llvm::cl::desc("With wgmma and several branches, issue the next "
-                     "branch's S before this branch's softmax"),
-      llvm::cl::init(true)};
 
   flashlight::PipelineOptions get() const {
     flashlight::PipelineOptions o;
     o.chip = chip;
-    o.blockM = blockM;
-    o.blockN = blockN;
-    o.tensorCores = tensorCores;
-    o.warpRows = warpRows;
-    o.wgmma = wgmma;
-    o.blockMask = blockMask;
-    o.overlapSoftmax = overlapSoftmax;
-    o.decoupleWarpgroups = decoupleWarpgroups;
-    o.branchLookahead = branchLookahead;
-    o.producerWarpgroup = producerWarpgroup;
-    o.pingPong = pingPong;
     o.libdevice = flashlight::findLibdevice();
     return o;
   }

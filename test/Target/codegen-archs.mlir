@@ -31,7 +31,7 @@
 // MANIFEST: "pointer_alignment": 16
 // MANIFEST: "codegen": "mma.sync"
 
-// HOPPER-IR: flashlight.codegen = "wgmma"
+// HOPPER-IR: generator = wgmma
 // HOPPER-IR: nvvm.wgmma.mma_async
 
 // PYTHON: {'block_m': 128, 'block_n': 128, 'block': [384, 1, 1], 'dynamic_shared_memory': 164928, 'block_mask': None, 'pointer_alignment': 16}

@@ -14,7 +14,7 @@
 // diagonal, like causal: 128-row tiles.
 // PREFIX: code generator mma.sync, tiles 128x64, 128 threads per block
 // HUGE: code generator mma.sync, tiles 256x64, 256 threads per block
-// BAD: error: attn-to-gpu: warp-rows 48 must be 16 or 32 and divide block-m 128
+// BAD: error: attn-plan: warp-rows 48 must be 16 or 32 and divide block-m 128
 
 func.func @alibi(%q: tensor<1x2x100x64xbf16>, %k: tensor<1x2x100x64xbf16>,
                  %v: tensor<1x2x100x64xbf16>) -> tensor<1x2x100x64xbf16> {

@@ -89,10 +89,13 @@ static cl::opt<bool> dumpPipeline(
     cl::cat(toolCategory));
 static cl::opt<bool> timing("mlir-timing", cl::desc("Time each pass"),
                             cl::cat(toolCategory));
-static cl::opt<int64_t> blockM("block-m", cl::desc("Query rows per block"),
-                               cl::init(4), cl::cat(toolCategory));
-static cl::opt<int64_t> blockN("block-n", cl::desc("Keys per KV tile"),
-                               cl::init(32), cl::cat(toolCategory));
+static cl::opt<int64_t>
+    blockM("block-m",
+           cl::desc("Query rows per block (default: the kernel plan's)"),
+           cl::init(0), cl::cat(toolCategory));
+static cl::opt<int64_t>
+    blockN("block-n", cl::desc("Keys per KV tile (default: the kernel plan's)"),
+           cl::init(0), cl::cat(toolCategory));
 // Re-shaping (attn-specialize); -1 / empty keeps the program's own sizes.
 static cl::opt<int64_t> batch("batch", cl::desc("Batch size B"), cl::init(-1),
                               cl::cat(toolCategory));
@@ -177,6 +180,31 @@ namespace {
 /// sm_80; wgmma needs sm_90a. Newer chips run sm_80 PTX through the JIT.
 const std::array<StringRef, 6> kSupportedArchs = {"sm_80", "sm_86", "sm_87",
                                                   "sm_89", "sm_90", "sm_90a"};
+
+/// The manifest's name of a code generator.
+std::string codegenName(flashlight::attn::Generator generator) {
+  return generator == flashlight::attn::Generator::mma_sync
+             ? "mma.sync"
+             : flashlight::attn::stringifyGenerator(generator).str();
+}
+
+/// The kernel plan as the manifest records it (every field, by name).
+json planJson(flashlight::attn::KernelPlanAttr plan) {
+  return {{"generator", codegenName(plan.getGenerator())},
+          {"block_m", plan.getBlockM()},
+          {"block_n", plan.getBlockN()},
+          {"warp_rows", plan.getWarpRows()},
+          {"consumer_groups", plan.getConsumerGroups()},
+          {"producer", plan.getProducer()},
+          {"loop", flashlight::attn::stringifyLoopForm(plan.getLoop()).str()},
+          {"ping_pong", plan.getPingPong()},
+          {"lookahead", plan.getLookahead()},
+          {"block_mask", plan.getBlockMask()},
+          {"query_in_smem", plan.getQueryInSmem()},
+          {"min_blocks", plan.getMinBlocks()},
+          {"producer_registers", plan.getProducerRegisters()},
+          {"consumer_registers", plan.getConsumerRegisters()}};
+}
 
 /// `name` as a PTX identifier ([A-Za-z_][A-Za-z0-9_]*): other characters
 /// (`<lambda>`, Unicode, `.`) become `_`; a leading digit gets a prefix.
@@ -683,35 +711,19 @@ int main(int argc, char **argv) {
   FailureOr<json> program = flashlight::exportProgram(funcs.front());
   std::string kernelName = funcs.front().getName().str();
 
-  // The tensor-core generator's tiles come from the program's structure and
-  // the arch's generator (tensorCoreTiles); programs it cannot take keep the
-  // reference generator's tiles (and attn-to-gpu remarks why).
-  options.tensorCores = tensorCores;
-  options.warpRows = warpRows;
-  options.wgmma = wgmma;
-  options.blockMask = blockMask;
-  options.overlapSoftmax = overlapSoftmax;
-  options.decoupleWarpgroups = decoupleWarpgroups;
-  options.branchLookahead = branchLookahead;
-  options.producerWarpgroup = producerWarpgroup;
-  options.pingPong = pingPong;
-  auto chooseTiles = [&](const std::string &chip) {
-    std::optional<std::pair<int64_t, int64_t>> mmaTiles;
-    if (tensorCores)
-      funcs.front().walk([&](flashlight::attn::AttentionOp op) {
-        std::pair<int64_t, int64_t> tiles = flashlight::tensorCoreTiles(
-            op, wgmma && chip == "sm_90a", blockMask,
-            producerWarpgroup && decoupleWarpgroups);
-        if (!flashlight::tensorCoreIneligibility(op.getKeys(), op.getValue(),
-                                                 op.getScore(), tiles.first,
-                                                 tiles.second))
-          mmaTiles = tiles;
-      });
-    options.blockM =
-        mmaTiles && !blockM.getNumOccurrences() ? mmaTiles->first : blockM;
-    options.blockN =
-        mmaTiles && !blockN.getNumOccurrences() ? mmaTiles->second : blockN;
-  };
+  // The kernel plan's overrides (attn-plan decides the rest, per arch).
+  flashlight::attn::AttnPlanOptions &plan = options.plan;
+  plan.tensorCores = tensorCores;
+  plan.wgmma = wgmma;
+  plan.blockM = blockM;
+  plan.blockN = blockN;
+  plan.warpRows = warpRows;
+  plan.blockMask = blockMask;
+  plan.overlapSoftmax = overlapSoftmax;
+  plan.decoupleWarpgroups = decoupleWarpgroups;
+  plan.producerWarpgroup = producerWarpgroup;
+  plan.pingPong = pingPong;
+  plan.branchLookahead = branchLookahead;
   if (explain) {
     PassManager pm(&context);
     pm.addPass(flashlight::attn::createAttnExplain());
@@ -738,7 +750,6 @@ int main(int argc, char **argv) {
   for (const std::string &chip : archs) {
     OwningOpRef<ModuleOp> kernels = cast<ModuleOp>((*module)->clone());
     options.chip = chip;
-    chooseTiles(chip);
     {
       PassManager pm(&context);
       configure(pm);
@@ -758,9 +769,9 @@ int main(int argc, char **argv) {
         failed(writeFile(outPath(irFile.substr(name.size())), kernelIR)))
       return 1;
 
-    // Launch geometry and code generator, as the kernel records them.
+    // Launch geometry and the kernel plan, as the kernel records them.
     std::vector<int64_t> block = {1, 1, 1};
-    std::string codegen;
+    flashlight::attn::KernelPlanAttr plan;
     int64_t dynamicShared = 0;
     // Bytes every tensor pointer must be aligned to, beyond its element.
     int64_t pointerAlignment = 1;
@@ -792,25 +803,30 @@ int main(int argc, char **argv) {
         pointerAlignment = bytes.getInt();
       if (auto known = kernel.getKnownBlockSizeAttr())
         block = {known[0], known[1], known[2]};
-      if (auto name = kernel->getAttrOfType<StringAttr>("flashlight.codegen"))
-        codegen = name.str();
+      plan = kernel->getAttrOfType<flashlight::attn::KernelPlanAttr>(
+          flashlight::attn::kKernelPlanAttrName);
     });
+    if (!plan)
+      return fail("no kernel plan on kernel " + kernelName + " for " + chip);
+    std::string codegen = codegenName(plan.getGenerator());
     if (explain)
       llvm::errs() << inputFile << ": code generator " << codegen << ", tiles "
-                   << options.blockM << "x" << options.blockN << ", "
-                   << block[0] << " threads per block for " << chip << "\n";
+                   << plan.getBlockM() << "x" << plan.getBlockN() << ", "
+                   << block[0] << " threads per block for " << chip << "\n"
+                   << inputFile << ": kernel plan " << plan << "\n";
     json info = {{"block", block},
-                 {"block_m", options.blockM},
-                 {"block_n", options.blockN},
+                 {"block_m", plan.getBlockM()},
+                 {"block_n", plan.getBlockN()},
                  {"codegen", codegen},
+                 {"plan", planJson(plan)},
                  {"dynamic_shared_memory", dynamicShared},
                  {"pointer_alignment", pointerAlignment},
                  {"kernel_ir", irFile},
                  {"block_mask", blockMaskInfo}};
     if (first)
       manifest.update(json{{"block", block},
-                           {"block_m", options.blockM},
-                           {"block_n", options.blockN},
+                           {"block_m", plan.getBlockM()},
+                           {"block_n", plan.getBlockN()},
                            {"codegen", codegen},
                            {"dynamic_shared_memory", dynamicShared},
                            {"pointer_alignment", pointerAlignment},

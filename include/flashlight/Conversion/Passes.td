@@ -6,15 +6,22 @@
 include "mlir/Pass/PassBase.td"
 
 def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
-  let summary = "Generate one GPU kernel per tiled attention (reference path)";
+  let summary = "Generate one GPU kernel per tiled attention, as its kernel "
+                "plan says";
   let description = [{
     Turns each tiled attention (the `scf.forall` that `attn-tile` produces,
-    returned by its function) into a `gpu.func` kernel in a `gpu.module`,
-    and removes the host function. This is the reference code generator: no
-    tensor cores, correct for every program the dialect expresses.
+    returned by its function, carrying its `#attn.kernel_plan`) into a
+    `gpu.func` kernel in a `gpu.module`, and removes the host function. The
+    plan (`attn-plan`) names the code generator and everything it varies;
+    this pass decides nothing again. Its stages: check the plan against the
+    loop nest, the parameters, the kernel and its launch attributes, the
+    shared-memory layout, the code generator's emitter, the body, the
+    block-mask pre-kernel.
 
-    Mapping. The forall's `(b, h, query tile)` become block ids `(z, y, x)`;
-    a block has `attn.block_m` warps and warp `w` owns query row `q0 + w`.
+    Reference generator (no tensor cores, correct for every program the
+    dialect expresses). The forall's `(b, h, query tile)` become block ids
+    `(z, y, x)`; a block has `block_m` warps and warp `w` owns query row
+    `q0 + w`.
     Lane `l` owns the head-dim columns `l, l + 32, ...`: it keeps those
     columns of Q in registers (loaded once per tile) and of each branch's
     accumulator; a logit is a warp-wide sum (butterfly shuffles), so every
@@ -26,15 +33,16 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
     global memory), and `attn.online_finalize` divides by the sum (with the
     sink), inlines the epilogue and stores the output and LSE rows.
 
-    With `tensor-cores`, programs that fit use the tensor-core generator
-    instead (FlashAttention-2 style: 16 or 32 query rows per warp, mma.sync
+    With a `mma_sync` plan, the tensor-core generator instead
+    (FlashAttention-2 style: 16 or 32 query rows per warp, mma.sync
     m16n8k16 for Q K^T and P V, K/V tiles staged in dynamic shared memory, P
     kept in registers as the A operand of P V). With `wgmma` (sm_90a), the
     same structure with both products on warpgroup MMA: one warpgroup per 64
     query rows, Q/K/V tiles in core-matrix order, P V with P in registers.
 
-    Block mask. For a mask no bound describes (it reads captured data, or
-    matches no known shape), a second kernel, `<name>_block_mask`, is
+    Block mask. Where the plan says `block_mask` (a mask no bound
+    describes: it reads captured data, or matches no known shape), a second
+    kernel, `<name>_block_mask`, is
     generated from the same tiled loop nest: one block per (query tile, KV
     tile) in the loop's range evaluates the mask region on the tile and
     writes one byte (0 empty, 1 partial, 2 full) into a trailing `i8`
@@ -44,56 +52,10 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
     partial ones. Both kernels record it in `flashlight.block_mask`.
 
     Kernel parameters, in order: the function's arguments, then its results,
-    each a memref of the same shape (dynamic dims allowed). The kernel gets
-    `flashlight.kernel` attributes (block size, block_m, parameter roles)
-    that `flashlight-compile` turns into the manifest.
+    each a memref of the same shape (dynamic dims allowed). The kernel keeps
+    its `attn.kernel_plan` and gets its block size and dynamic shared memory,
+    which `flashlight-compile` turns into the manifest.
   }];
-  let options = [
-    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"false",
-           "Use the mma.sync code generator where the program fits (one "
-           "branch, f16/bf16, head dims multiples of 16 up to 128, block-m "
-           "64, 128 or 256, block-n 32, 64 or 128); otherwise, and with a remark "
-           "saying why, the reference one">,
-    Option<"warpRows", "warp-rows", "int64_t", /*default=*/"0",
-           "Query rows per warp of the tensor-core generator: 16 or 32 (one "
-           "or two m16 tiles); 0 picks 32 for block-m >= 128, else 16">,
-    Option<"wgmma", "wgmma", "bool", /*default=*/"false",
-           "With tensor-cores, use Hopper's warpgroup MMA (sm_90a only) for "
-           "block-m 64 or 128 and head dims 64 or 128 (else mma.sync, with a "
-           "remark): one warpgroup per 64 query rows">,
-    Option<"blockMask", "block-mask", "bool", /*default=*/"true",
-           "With tensor-cores, for masks whose kept tiles no bound describes "
-           "(data-dependent ones): emit a block-mask pre-kernel that "
-           "classifies every (query tile, KV tile) once per call as empty, "
-           "partial or full, and have the attention kernel read it (else each "
-           "block votes on every tile of its range)">,
-    Option<"overlapSoftmax", "overlap-softmax", "bool", /*default=*/"true",
-           "With wgmma, software-pipeline the KV loop: each step issues "
-           "S_t = Q K_t^T and then the P V of tile t - 1, and computes "
-           "softmax_t while that P V runs (programs with a tile vote or "
-           "block mask keep the plain loop)">,
-    Option<"decoupleWarpgroups", "decouple-warpgroups", "bool",
-           /*default=*/"true",
-           "With wgmma, two warpgroups on the plain KV loop: mbarriers "
-           "say when a K/V buffer is full and empty, instead of a "
-           "block-wide barrier per step">,
-    Option<"producerWarpgroup", "producer-warpgroup", "bool",
-           /*default=*/"true",
-           "With wgmma and two warpgroups on the mbarrier loop (block-m 128, "
-           "no block mask): a third warpgroup copies every K/V tile "
-           "(cp.async; K and V on mbarriers of their own), so that the "
-           "consumers issue no copies; registers move from it to them "
-           "(setmaxnreg)">,
-    Option<"pingPong", "ping-pong", "bool", /*default=*/"true",
-           "With producer-warpgroup: the two consumer warpgroups take turns "
-           "issuing P_t V_t and S_{t+1} = Q K_{t+1}^T back to back (named "
-           "barriers), so that one's softmax overlaps the other's products "
-           "(+0-11 % on an H100, docs/benchmarks)">,
-    Option<"branchLookahead", "branch-lookahead", "bool", /*default=*/"true",
-           "With wgmma and several logit branches run one after the other: "
-           "issue the next branch's S = Q K^T before this branch's softmax, "
-           "and leave this branch's P V in flight behind it">,
-  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",
                            "::mlir::LLVM::LLVMDialect",

@@ -8,6 +8,8 @@
 #ifndef FLASHLIGHT_TARGET_PIPELINE_H
 #define FLASHLIGHT_TARGET_PIPELINE_H
 
+#include "flashlight/Dialect/Attn/Transforms/Passes.h"
+
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/Pass/PassManager.h"
 
@@ -15,33 +17,13 @@
 
 namespace flashlight {
 
-/// Knobs of the lowering. Defaults are the reference path's heuristic.
+/// What the lowering takes: the chip, the kernel planner's overrides
+/// (declared once, as attn-plan's options) and libdevice.
 struct PipelineOptions {
-  /// Target chip, e.g. "sm_80" or "sm_90a".
+  /// Target chip, e.g. "sm_80" or "sm_90a" (attn-plan's `arch` follows it).
   std::string chip = "sm_80";
-  /// Query rows per thread block (one warp each) and keys per KV tile.
-  int64_t blockM = 4;
-  int64_t blockN = 32;
-  /// Use the tensor-core (mma.sync) code generator where the program fits.
-  bool tensorCores = false;
-  /// Query rows per warp of the tensor-core generator (16 or 32; 0: its
-  /// default for block-m).
-  int64_t warpRows = 0;
-  /// On sm_90a, use warpgroup MMA (wgmma) for the tensor-core generator.
-  bool wgmma = true;
-  /// For data-dependent masks, a block-mask pre-kernel (else a tile vote).
-  bool blockMask = true;
-  /// With wgmma, overlap each warpgroup's softmax with its previous P V.
-  bool overlapSoftmax = true;
-  /// With wgmma, mbarriers instead of a block-wide barrier per step.
-  bool decoupleWarpgroups = true;
-  /// With wgmma and several branches, issue the next branch's S early.
-  bool branchLookahead = true;
-  /// With wgmma, a producer warpgroup copies K/V (see attn-to-gpu).
-  bool producerWarpgroup = true;
-  /// With the producer warpgroup, consumers take turns issuing their
-  /// products.
-  bool pingPong = true;
+  /// Overrides of the kernel plan (attn-plan's options).
+  attn::AttnPlanOptions plan;
   /// libdevice bitcode for math functions (tanh, log, ...); empty: none.
   std::string libdevice;
 };
@@ -49,8 +31,8 @@ struct PipelineOptions {
 /// Dialects, interfaces and translations the pipelines need.
 void registerPipelineDependencies(mlir::DialectRegistry &registry);
 
-/// attn.attention -> online form -> tiles -> gpu.module with one kernel per
-/// attention (the host functions are removed).
+/// attn.attention -> kernel plan -> online form -> tiles -> gpu.module with
+/// one kernel per attention (the host functions are removed).
 void buildAttnToGPUPipeline(mlir::OpPassManager &pm,
                             const PipelineOptions &options);
 

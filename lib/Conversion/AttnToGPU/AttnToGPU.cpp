@@ -26,175 +26,10 @@ namespace flashlight {
 
 using namespace mlir;
 
-/// Dynamic shared memory a block may use on sm_80 (163 KB; sm_90a allows
-/// 227 KB): the tensor-core tiles must fit on either.
-constexpr int64_t kMaxSharedMemory = 166912;
-/// sm_90a's (227 KB): what wgmma's kernels (sm_90a only) may add on top,
-/// for staged tiles.
-constexpr int64_t kMaxSharedMemoryHopper = 232448;
-
-std::optional<std::string>
-flashlight::tensorCoreIneligibility(ValueRange keys, Value value, Region &score,
-                                    int64_t blockM, int64_t blockN) {
-  unsigned branches = keys.size();
-  Type element = cast<RankedTensorType>(value.getType()).getElementType();
-  SmallVector<int64_t> headDims;
-  for (Value v : llvm::concat<const Value>(keys, ValueRange(value)))
-    headDims.push_back(cast<RankedTensorType>(v.getType()).getDimSize(3));
-  if (!element.isF16() && !element.isBF16())
-    return std::string("Q/K/V are not f16 or bf16");
-  // Q.K may be wider than V (folded extra contractions): Q then stays in
-  // shared memory.
-  for (auto [n, d] : llvm::enumerate(headDims)) {
-    int64_t most = n + 1 == headDims.size() ? 128 : 256;
-    if (ShapedType::isDynamic(d) || d % 16 != 0 || d > most)
-      return "head dim " + std::to_string(d) +
-             " is not a multiple of 16 up to " + std::to_string(most);
-  }
-  if ((blockM != 64 && blockM != 128 && blockM != 192 && blockM != 256) ||
-      (blockN != 32 && blockN != 64 && blockN != 128))
-    return "tiles are " + std::to_string(blockM) + "x" +
-           std::to_string(blockN) +
-           " (block-m 64, 128 or 256, block-n 32, 64 or 128)";
-  // Shared memory, as the larger of the two generators lays it out: wgmma
-  // has per branch a Q tile and two K tiles, and two V tiles; mma.sync pads
-  // rows by 8 elements and has one K and V tile (Q's at most). Plus 1024
-  // bytes of alignment slack, the mbarriers and the relative-position
-  // tables.
-  int64_t dv = headDims.back();
-  int64_t wgmma = 2 * blockN * dv, mma = blockN * (dv + 8);
-  for (int64_t d : ArrayRef<int64_t>(headDims).drop_back()) {
-    wgmma += (blockM + 2 * blockN) * llvm::alignTo(d, 64);
-    mma += (blockM + blockN) * (d + 8);
-  }
-  int64_t elements = std::max(wgmma, mma);
-  int64_t bytes =
-      elements * element.getIntOrFloatBitWidth() / 8 + 1024 + 64 +
-      attn_to_gpu::relativeTableBytes(score, branches, blockM, blockN);
-  if (bytes > kMaxSharedMemory)
-    return "its tiles (" + std::to_string(branches) + " logit branches) need " +
-           std::to_string(bytes) + " bytes of shared memory (at most " +
-           std::to_string(kMaxSharedMemory) + ")";
-  return std::nullopt;
-}
-
-/// tensorCoreTiles' choice by the program's structure, before the shared
-/// memory check.
-static std::pair<int64_t, int64_t>
-preferredTiles(flashlight::attn::AttentionOp op, bool wgmma, bool blockMask,
-               bool threeWarpgroups) {
-  using namespace flashlight;
-  attn::MaskScoreAnalysis analysis(op);
-  attn::MaskKind mask = analysis.getMask().kind;
-  bool lean = op.getScore().empty() &&
-              (mask == attn::MaskKind::None || mask == attn::MaskKind::Causal ||
-               mask == attn::MaskKind::Prefix);
-  // The smallest head dim, and whether every one is whole 64-column atoms
-  // (wgmma's).
-  int64_t dqk = std::numeric_limits<int64_t>::max();
-  bool atoms = true;
-  Value value = op.getValue();
-  for (Value v : llvm::concat<const Value>(op.getKeys(), ValueRange(value))) {
-    int64_t d = cast<RankedTensorType>(v.getType()).getDimSize(3);
-    dqk = std::min(dqk, d);
-    atoms &= d % 64 == 0;
-  }
-  int64_t dv = cast<RankedTensorType>(op.getValue().getType()).getDimSize(3);
-  // Data-dependent masks without a score region get a block mask (unless
-  // `blockMask` is off; the tile vote keeps 64x64): the kernel then
-  // evaluates the mask on partial tiles only, and 128x128 tiles ran fastest
-  // for document masks at D = 64 and 128 (64x64: 0.6-0.7x, 128x64:
-  // 0.75-0.85x; docs/benchmarks).
-  bool blockMasked =
-      blockMask && op.getScore().empty() &&
-      (mask == attn::MaskKind::DataDependent || mask == attn::MaskKind::Custom);
-  if (blockMasked && wgmma && atoms)
-    return {128, 128};
-  // Several logit branches at D = 64: 128 x 128 tiles, so that the
-  // producer warpgroup and ping-pong apply: 1.00-1.11x one warpgroup on
-  // 64 x 64 (differential, causal, N = 2k / 8k, H100), which itself had
-  // run 1.245x two warpgroups on 128 x 64 without them.
-  if (op.getNumBranches() > 1 && wgmma && atoms && dv <= 64)
-    return {128, 128};
-  bool plainMask = mask == attn::MaskKind::None ||
-                   mask == attn::MaskKind::Causal ||
-                   mask == attn::MaskKind::Prefix;
-  // Long sequences at D = 64 with one branch, a plain mask and a score of
-  // plain arithmetic (no gather, staged tile or math-dialect op): 192 x 128
-  // tiles (three consumer warpgroups taking turns, FlashAttention-3's D = 64
-  // configuration). Measured on an H100 against the tiles before (same
-  // runs, docs/benchmarks): vanilla, causal, GQA, prefix LM and ALiBi
-  // +8-15 % at N = 8k and 16k (2k: -2 to -4 %); sink +10 %, sigmoid
-  // +9-19 %, causal sigmoid +5 % at 8k (2k: 0.87-1.03x); 4k mixed
-  // (0.95-1.06x); a tanh soft-cap 0.96-0.99x.
-  auto length = [](Value v) {
-    return cast<RankedTensorType>(v.getType()).getDimSize(2);
-  };
-  int64_t shortest = std::min(length(op.getQueries()[0]), length(value));
-  auto usesMath = [&] {
-    return op.getScore()
-        .walk([](Operation *o) {
-          return isa_and_nonnull<math::MathDialect>(o->getDialect())
-                     ? WalkResult::interrupt()
-                     : WalkResult::advance();
-        })
-        .wasInterrupted();
-  };
-  bool plainScore =
-      op.getScore().empty() ||
-      (!attn_to_gpu::gathersPerElement(op.getScore()) &&
-       attn_to_gpu::stagedTileReads(op.getScore(), 1).empty() &&
-       !attn_to_gpu::relativeTerms(op.getScore(), 1) && !usesMath());
-  if (wgmma && threeWarpgroups && atoms && op.getNumBranches() == 1 &&
-      dqk == 64 && dv == 64 && !ShapedType::isDynamic(shortest) &&
-      shortest >= 8192 && plainMask && plainScore)
-    return {192, 128};
-  if (lean && wgmma && atoms)
-    return {128, dqk >= 128 && dv >= 128 ? 128 : 64};
-  // A score region of plain arithmetic (ALiBi's slope[h] * (j - i)): no
-  // math-dialect op, no per-element gather. With a lean mask at D = 128 it
-  // also runs fastest on 128 x 128 tiles (measured on an H100, same run:
-  // ALiBi +10-15 % from 4k, -3 % at 1k; 128 x 64 lost at D = 64 and 128,
-  // and a tanh soft-cap lost up to 9 % on 128 x 128 below 16k).
-  // Reads wgmma stages with K (a pair bias) are no gathers: with the
-  // producer warpgroup copying them, Evoformer's pair bias at D = 128 ran
-  // 1.16-1.17x its 64 x 64 kernel (H100, same run; at D = 64, 0.94-0.98x).
-  SmallVector<tensor::ExtractOp> staged;
-  if (wgmma)
-    staged = attn_to_gpu::stagedTileReads(op.getScore(), op.getNumBranches());
-  bool arithmeticScore =
-      !op.getScore().empty() &&
-      !attn_to_gpu::gathersPerElement(op.getScore(), staged) && !usesMath();
-  if (arithmeticScore && plainMask && wgmma && dqk >= 128 && dv >= 128 && atoms)
-    return {128, 128};
-  return {lean ? 128 : 64, 64};
-}
-
-std::pair<int64_t, int64_t>
-flashlight::tensorCoreTiles(attn::AttentionOp op, bool wgmma, bool blockMask,
-                            bool threeWarpgroups) {
-  std::pair<int64_t, int64_t> tiles =
-      preferredTiles(op, wgmma, blockMask, threeWarpgroups);
-  // Each logit branch stages its own Q and K tiles: with several, 128-key
-  // tiles may not fit in shared memory, 64-key ones do up to D = 128.
-  if (tiles.second > 64 &&
-      tensorCoreIneligibility(op.getKeys(), op.getValue(), op.getScore(),
-                              tiles.first, tiles.second))
-    tiles.second = 64;
-  return tiles;
-}
-
 using namespace flashlight::attn;
 using namespace flashlight::attn_to_gpu;
 
 namespace {
-
-/// Why the tensor-core generator cannot take `step`, or nothing if it can.
-std::optional<std::string> mmaIneligibility(OnlineStepOp step, int64_t blockM,
-                                            int64_t blockN) {
-  return flashlight::tensorCoreIneligibility(step.getKeys(), step.getValue(),
-                                             step.getScore(), blockM, blockN);
-}
 
 /// The block id along `d` of a grid that is `gridSize` blocks along it:
 /// when that is a constant, it bounds the id (integer range analysis then
@@ -314,166 +149,214 @@ LogicalResult emitBlockMaskKernel(OpBuilder &b, func::FuncOp func,
                         /*outputs=*/false);
 }
 
-/// Converts one function whose body is a tiled attention.
+/// Views of the dynamic shared memory: the tensor-core generators' tiles,
+/// carved one after the other (the shared-memory plan of a kernel).
+class SharedMemoryPlan {
+public:
+  /// Starts at the kernel's dynamic shared memory; `swizzled` tiles (wgmma's)
+  /// start at the next kSwizzleAlignment boundary past the base.
+  SharedMemoryPlan(OpBuilder &b, Location loc, bool swizzled)
+      : b(b), loc(loc), swizzled(swizzled) {
+    smem = gpu::AddressSpaceAttr::get(b.getContext(),
+                                      gpu::AddressSpace::Workgroup);
+    base = gpu::DynamicSharedMemoryOp::create(
+        b, loc,
+        MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
+                        MemRefLayoutAttrInterface(), smem));
+    shift = arith::ConstantIndexOp::create(b, loc, 0);
+    if (!swizzled)
+      return;
+    Value address =
+        memref::ExtractAlignedPointerAsIndexOp::create(b, loc, base);
+    Value atom =
+        arith::ConstantIndexOp::create(b, loc, ArchInfo::kSwizzleAlignment);
+    shift = arith::RemUIOp::create(
+        b, loc,
+        arith::SubIOp::create(b, loc, atom,
+                              arith::RemUIOp::create(b, loc, address, atom)),
+        atom);
+  }
+
+  /// The next buffer of `shape` `element`s.
+  Value carve(ArrayRef<int64_t> shape, Type element) {
+    auto type =
+        MemRefType::get(shape, element, MemRefLayoutAttrInterface(), smem);
+    Value view = memref::ViewOp::create(
+        b, loc, type, base,
+        arith::AddIOp::create(b, loc, shift,
+                              arith::ConstantIndexOp::create(b, loc, bytes)),
+        ValueRange{});
+    bytes += type.getNumElements() * element.getIntOrFloatBitWidth() / 8;
+    return view;
+  }
+
+  /// A staging tile for `rows` rows of `of` (a [B, H, N, D] tensor): for
+  /// mma.sync rows padded by 8 elements (ldmatrix rows then start 16 bytes
+  /// apart in bank terms, free of conflicts); for wgmma 128-byte swizzled
+  /// atoms of 64 columns, `buffers` of them (K and V are double-buffered).
+  Value tile(Value of, int64_t rows, int64_t buffers) {
+    auto t = cast<RankedTensorType>(of.getType());
+    int64_t d = t.getDimSize(3);
+    int64_t atom = ArchInfo::atomElements(t.getElementTypeBitWidth());
+    if (swizzled)
+      return carve({buffers * rows * int64_t(llvm::divideCeil(d, atom)), atom},
+                   t.getElementType());
+    return carve({rows, d + 8}, t.getElementType());
+  }
+
+  /// Bytes carved so far, and the bytes the kernel must request (plus the
+  /// alignment the shift may skip).
+  int64_t used() const { return bytes; }
+  int64_t requested() const {
+    return bytes + (swizzled ? ArchInfo::kSwizzleAlignment : 0);
+  }
+
+private:
+  OpBuilder &b;
+  Location loc;
+  bool swizzled;
+  Attribute smem;
+  Value base, shift;
+  int64_t bytes = 0;
+};
+
+/// Lays out the tensor-core generators' shared memory for `step` as `plan`
+/// says: K and V tiles (Q's where it stays in shared memory), the
+/// mbarriers of the decoupled loop, the relative-position tables and the
+/// tiles wgmma stages with K.
+MmaTiles layoutTiles(SharedMemoryPlan &smem, OpBuilder &b, OnlineStepOp step,
+                     KernelPlanAttr plan) {
+  bool wgmma = plan.getGenerator() == Generator::wgmma;
+  MmaTiles tiles;
+  for (Value key : step.getKeys())
+    tiles.keys.push_back(smem.tile(key, plan.getBlockN(), 2));
+  tiles.values = smem.tile(step.getValue(), plan.getBlockN(), 2);
+  if (plan.getQueryInSmem())
+    for (Value query : step.getQueries())
+      tiles.queries.push_back(smem.tile(query, plan.getBlockM(), 1));
+  // Buffer 0 and 1 full, then empty; with a producer, those of K then V.
+  if (plan.getLoop() == LoopForm::mbarrier)
+    tiles.barriers = smem.carve({plan.getProducer() ? 8 : 4}, b.getI64Type());
+  // The relative-position tables (MmaSync.h's fillRelativeTable): per warp
+  // two buffers of block-n + rows - 1 f32 entries per term.
+  unsigned branches = step.getNumBranches();
+  if (RelativeTerms relative = relativeTerms(step.getScore(), branches)) {
+    int64_t rows = plan.getWarpRows();
+    int64_t threads = wgmma ? plan.getConsumerGroups() *
+                                  ArchInfo::kThreadsPerWarpgroup
+                            : plan.getThreads();
+    int64_t entries = threads / ArchInfo::kThreadsPerWarp * 2 *
+                      relative.terms.size() * (plan.getBlockN() + rows - 1);
+    tiles.relative = smem.carve({entries}, b.getF32Type());
+  }
+  // wgmma: pair-bias-like reads staged with K, where the tiles fit in
+  // sm_90a's budget (the eligibility check does not count them: without
+  // them the program still runs, gathering).
+  if (wgmma && !tiles.relative)
+    for (tensor::ExtractOp read : stagedTileReads(step.getScore(), branches)) {
+      int64_t row = stagedRowBytes(read, plan.getBlockN());
+      int64_t rows = stagedPerQuery(read) ? plan.getBlockM() : 1;
+      if (smem.used() + 2 * rows * row + ArchInfo::kSwizzleAlignment >
+          ArchInfo::kHopperSharedMemory)
+        break;
+      tiles.stagedReads.push_back(read);
+      tiles.staged.push_back(smem.carve(
+          {2 * rows, row * 8 / read.getType().getIntOrFloatBitWidth()},
+          read.getType()));
+    }
+  return tiles;
+}
+
+/// Checks that the tiled loop nest has what `plan` relies on (its KV loop,
+/// an online step), which attn-plan predicted from the program's shapes.
+LogicalResult checkPlan(func::FuncOp func, scf::ForallOp forall,
+                        OnlineStepOp step, KernelPlanAttr plan) {
+  if (!plan.usesTensorCores())
+    return success();
+  if (!step)
+    return func.emitError("attn-to-gpu: the kernel plan uses tensor cores but "
+                          "the tiled attention has no online step");
+  bool loopNeeded = plan.getLoop() != LoopForm::barrier || plan.getBlockMask();
+  if (loopNeeded && !step->getParentOfType<scf::ForOp>())
+    return func.emitError("attn-to-gpu: the kernel plan needs a KV loop, "
+                          "which the tiled attention does not have");
+  return success();
+}
+
+/// The kernel function for `func` with `params`, its launch attributes
+/// from `plan`.
+gpu::GPUFuncOp createKernel(OpBuilder &b, func::FuncOp func,
+                            ArrayRef<Type> params, KernelPlanAttr plan) {
+  auto kernel = gpu::GPUFuncOp::create(b, func.getLoc(), func.getName(),
+                                       b.getFunctionType(params, {}));
+  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
+  kernel.setKnownBlockSizeAttr(
+      b.getDenseI32ArrayAttr({int32_t(plan.getThreads()), 1, 1}));
+  if (plan.getMinBlocks())
+    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
+                    b.getI32IntegerAttr(plan.getMinBlocks()));
+  kernel->setAttr(kKernelPlanAttrName, plan);
+  return kernel;
+}
+
+/// The block id x's query tile: when a query tile's KV range grows with
+/// its index (causal), the grid runs the longest tiles first, so that the
+/// short ones fill the tail (null: block id x itself).
+Value queryTileOrder(OpBuilder &b, Location loc, scf::ForallOp forall,
+                     OnlineStepOp step, KernelPlanAttr plan) {
+  if (!plan.usesTensorCores() || !step ||
+      !boundGrowsWithQueryTile(forall, step))
+    return Value();
+  OpFoldResult tiles = forall.getMixedUpperBound().back();
+  std::optional<int64_t> size = getConstantIntValue(tiles);
+  Value x = blockId(b, loc, gpu::Dimension::x, tiles);
+  Value gridSize =
+      size ? Value(arith::ConstantIndexOp::create(b, loc, *size))
+           : Value(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
+  Value last = arith::SubIOp::create(b, loc, gridSize,
+                                     arith::ConstantIndexOp::create(b, loc, 1));
+  return arith::SubIOp::create(b, loc, last, x);
+}
+
+/// Converts one function whose body is a tiled attention, as the plan the
+/// loop nest carries says: parameters, the kernel, its shared memory and
+/// code generator, the body, and the block-mask pre-kernel.
 LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
-                              scf::ForallOp forall, bool tensorCores,
-                              int64_t warpRows, bool wgmma,
-                              bool blockMaskOption, bool overlapSoftmax,
-                              bool decoupleWarpgroups, bool branchLookahead,
-                              bool producerWarpgroup, bool pingPong) {
+                              scf::ForallOp forall) {
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   if (ValueRange(ret.getOperands()) != ValueRange(forall.getResults()))
     return func.emitError("attn-to-gpu: the function must return exactly the "
                           "results of its attention (ops after the attention "
                           "are not supported yet)");
-  auto blockM = forall->getAttrOfType<IntegerAttr>("attn.block_m");
-
-  // Parameters: the function's tensors as memrefs, arguments then results.
-  SmallVector<Type> params;
-  auto toMemref = [](Type t) {
-    auto tensor = cast<RankedTensorType>(t);
-    return MemRefType::get(tensor.getShape(), tensor.getElementType());
-  };
-  for (Type t : func.getArgumentTypes())
-    params.push_back(toMemref(t));
-  for (Type t : func.getResultTypes())
-    params.push_back(toMemref(t));
-
-  // The code generator: tensor cores where asked and the program fits.
-  int64_t blockN = forall->getAttrOfType<IntegerAttr>("attn.block_n").getInt();
+  auto plan = forall->getAttrOfType<KernelPlanAttr>(kKernelPlanAttrName);
   OnlineStepOp step;
   forall.walk([&](OnlineStepOp s) {
     if (!step)
       step = s;
   });
-  std::optional<std::string> notMma =
-      step ? mmaIneligibility(step, blockM.getInt(), blockN)
-           : std::optional<std::string>("it has no online step");
-  bool useMma = tensorCores && !notMma;
-  if (tensorCores && notMma)
-    func.emitRemark() << "tensor-core path not taken: " << *notMma
-                      << "; using the reference kernel";
+  if (failed(checkPlan(func, forall, step, plan)))
+    return failure();
 
-  // Three consumer warpgroups are wgmma's (mma.sync takes up to 128 rows
-  // here and 256 in 32-row warps).
-  if (useMma && blockM.getInt() == 192 && !wgmma)
-    return func.emitError() << "attn-to-gpu: block-m 192 needs wgmma (sm_90a)";
-  if (!useMma && blockM.getInt() * kThreadsPerWarp > 1024)
-    return func.emitError() << "attn-to-gpu: block-m " << blockM.getInt()
-                            << " needs " << blockM.getInt() * kThreadsPerWarp
-                            << " threads per block with the reference code "
-                               "generator (at most 1024)";
-
-  // Hopper's warpgroup MMA takes 64 query rows per warpgroup, up to two
-  // warpgroups (more would leave under 128 registers per thread), and head
-  // dims of whole 128-byte swizzle atoms.
-  auto headDim = [](Value v) {
-    return cast<RankedTensorType>(v.getType()).getDimSize(3);
+  // Parameters: the function's tensors as memrefs, arguments then results,
+  // then the block mask (an i8 buffer both kernels take).
+  SmallVector<Type> params;
+  auto toMemref = [](Type t) {
+    auto tensor = cast<RankedTensorType>(t);
+    return MemRefType::get(tensor.getShape(), tensor.getElementType());
   };
-  unsigned branches = step ? step.getNumBranches() : 1;
-  bool useWgmma = false;
-  // Whether a step votes on its tiles (a mask no bound describes).
-  bool votes = false;
-  forall.walk([&](OnlineStepOp s) { votes |= votesOnTiles(s); });
-
-  if (useMma && wgmma) {
-    std::optional<int64_t> partial;
-    Value value = step.getValue();
-    // Q.K's head dims fill their last atom partly (a folded contraction's
-    // extra columns); V's fill whole atoms.
-    for (Value v : llvm::concat<const Value>(step.getKeys(), ValueRange(value)))
-      if (headDim(v) % (v == value ? 64 : 16))
-        partial = headDim(v);
-    // Three consumer warpgroups exist on the producer warpgroup's dense
-    // loop only (Wgmma.cpp).
-    bool producerLoop = blockN == 128 && decoupleWarpgroups &&
-                        producerWarpgroup && !votes &&
-                        step->getParentOfType<scf::ForOp>();
-    if (blockM.getInt() != 64 && blockM.getInt() != 128 &&
-        blockM.getInt() != 192)
-      func.emitRemark() << "wgmma not used: block-m " << blockM.getInt()
-                        << " (it takes 64, 128 or 192); using mma.sync";
-    else if (blockM.getInt() == 192 && !producerLoop)
-      return func.emitError()
-             << "attn-to-gpu: block-m 192 needs wgmma's producer warpgroup "
-                "on a dense KV loop (block-n 128, a KV loop, no block mask "
-                "or tile vote)";
-    else if (partial)
-      func.emitRemark() << "wgmma not used: head dim " << *partial
-                        << " (it takes Q.K's in multiples of 16, V's of 64); "
-                           "using mma.sync";
-    else
-      useWgmma = true;
-  }
-
-  // Tensor cores: 16 * mTiles query rows per warp; Q stays in shared memory
-  // when its A fragments and the accumulators would not both fit in
-  // registers (more than 32 registers of Q per thread).
-  int64_t mTiles = 1;
-  bool queryInSmem = useWgmma;
-  if (useMma && !useWgmma) {
-    // Several branches each hold accumulators and a live S: one m16 tile
-    // per warp (two spilled with two branches).
-    int64_t rows = warpRows                                  ? warpRows
-                   : blockM.getInt() >= 128 && branches == 1 ? 32
-                                                             : 16;
-    if ((rows != 16 && rows != 32) || blockM.getInt() % rows)
-      return func.emitError()
-             << "attn-to-gpu: warp-rows " << rows
-             << " must be 16 or 32 and divide block-m " << blockM.getInt();
-    mTiles = rows / 16;
-    int64_t dqk = 0;
-    for (Value key : step.getKeys())
-      dqk += headDim(key);
-    queryInSmem = mTiles * dqk / 16 * 4 > 32;
-  }
-
-  // A mask no bound describes gets a block mask (a trailing i8 parameter
-  // both kernels take) where the tensor-core generator would vote on tiles.
-  BlockMask mask;
-  bool buildMask =
-      useMma && votes && blockMaskOption && step->getParentOfType<scf::ForOp>();
-  if (buildMask)
+  llvm::append_range(params, llvm::map_range(func.getArgumentTypes(), toMemref));
+  llvm::append_range(params, llvm::map_range(func.getResultTypes(), toMemref));
+  if (plan.getBlockMask())
     params.push_back(
         MemRefType::get(SmallVector<int64_t>(4, ShapedType::kDynamic),
                         IntegerType::get(func.getContext(), 8)));
 
   OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
   Location loc = func.getLoc();
-  auto kernel = gpu::GPUFuncOp::create(b, loc, func.getName(),
-                                       b.getFunctionType(params, {}));
-  kernel->setAttr(gpu::GPUDialect::getKernelFuncAttrName(), b.getUnitAttr());
-  int64_t threads = useWgmma ? blockM.getInt() / 64 * 4 * kThreadsPerWarp
-                    : useMma ? blockM.getInt() / (16 * mTiles) * kThreadsPerWarp
-                             : blockM.getInt() * kThreadsPerWarp;
-  kernel.setKnownBlockSizeAttr(
-      b.getDenseI32ArrayAttr({int32_t(threads), 1, 1}));
-  if (useMma) {
-    // Blocks per SM that ptxas budgets registers for. Left alone, its
-    // heuristic for 128 threads sometimes aims at 4 blocks (128 registers)
-    // and spills. Measured on an H100 (docs/benchmarks): 16-row warps run
-    // best at 3 blocks of 128 threads up to D = 64 and at 2 beyond (3 spill
-    // there, as they do when the mask is also evaluated for a tile vote);
-    // 32-row warps need 2 (up to 255 registers). Each branch holds its
-    // own accumulators: what counts is their columns in all.
-    int64_t dv = headDim(step.getValue()) * branches;
-    // A score region that gathers from a captured tensor per element (T5's
-    // bucket table; not ALiBi's slope[h]) keeps addresses live across the
-    // tile: at 3 blocks (168 registers) T5 spilled 8 bytes once exp2 became
-    // one instruction.
-    bool gathers = gathersPerElement(step.getScore());
-    bool roomy = mTiles == 1 && dv <= 64 && !votes && !gathers;
-    int64_t blocksPerSM = threads > 128 ? 1 : (roomy ? 3 : 2);
-    // wgmma keeps 16 rows per warp at any block size: with D = 64 its
-    // state fits twice in the register file at 256 threads (128 registers);
-    // not at 384 (85: too few for a 64 x 128 accumulator).
-    if (useWgmma && threads > 128 && threads <= 256 && dv <= 64)
-      blocksPerSM = 2;
-    kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                    b.getI32IntegerAttr(blocksPerSM));
-  }
-  if (buildMask) {
-    mask = blockMaskOf(step, blockM.getInt(), blockN);
+  gpu::GPUFuncOp kernel = createKernel(b, func, params, plan);
+  BlockMask mask;
+  if (plan.getBlockMask()) {
+    mask = blockMaskOf(step, plan.getBlockM(), plan.getBlockN());
     mask.memref = kernel.getArgument(params.size() - 1);
     kernel->setAttr(
         "flashlight.block_mask",
@@ -485,155 +368,24 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
              b.getNamedAttr("heads", b.getBoolAttr(mask.heads)),
              b.getNamedAttr("block", b.getI64IntegerAttr(kBlockMaskThreads))}));
   }
-  kernel->setAttr("flashlight.block_m", blockM);
-  kernel->setAttr("flashlight.codegen",
-                  b.getStringAttr(useWgmma ? "wgmma"
-                                  : useMma ? "mma.sync"
-                                           : "reference"));
 
   b.setInsertionPointToStart(&kernel.getBody().front());
-  std::unique_ptr<KernelEmitter> owner;
-  if (useMma) {
-    // K, V (and Q) tiles in dynamic shared memory (more than the 48 KB of
-    // static shared memory with Q). For mma.sync, rows padded by 8 elements:
-    // ldmatrix rows then start 16 bytes apart in bank terms, free of
-    // conflicts. For wgmma, 128-byte swizzled tiles (Wgmma.cpp), which must
-    // start 1024-byte aligned: the views start past the base's misalignment
-    // (1024 bytes are reserved for it).
-    auto smem = gpu::AddressSpaceAttr::get(b.getContext(),
-                                           gpu::AddressSpace::Workgroup);
-    Value base = gpu::DynamicSharedMemoryOp::create(
-        b, loc,
-        MemRefType::get({ShapedType::kDynamic}, b.getI8Type(),
-                        MemRefLayoutAttrInterface(), smem));
-    int64_t bytes = 0;
-    Value shift = arith::ConstantIndexOp::create(b, loc, 0);
-    if (useWgmma) {
-      Value address =
-          memref::ExtractAlignedPointerAsIndexOp::create(b, loc, base);
-      Value atom = arith::ConstantIndexOp::create(b, loc, 1024);
-      shift = arith::RemUIOp::create(
-          b, loc,
-          arith::SubIOp::create(b, loc, atom,
-                                arith::RemUIOp::create(b, loc, address, atom)),
-          atom);
-    }
-    // A `shape` buffer of `element`s `at` bytes into the shared window.
-    auto viewAt = [&](int64_t at, ArrayRef<int64_t> shape, Type element) {
-      auto type =
-          MemRefType::get(shape, element, MemRefLayoutAttrInterface(), smem);
-      return memref::ViewOp::create(
-          b, loc, type, base,
-          arith::AddIOp::create(b, loc, shift,
-                                arith::ConstantIndexOp::create(b, loc, at)),
-          ValueRange{});
-    };
-    // The next such buffer.
-    auto carve = [&](ArrayRef<int64_t> shape, Type element) -> Value {
-      Value view = viewAt(bytes, shape, element);
-      bytes += cast<MemRefType>(view.getType()).getNumElements() *
-               element.getIntOrFloatBitWidth() / 8;
-      return view;
-    };
-    auto tile = [&](Value of, int64_t rows) {
-      auto t = cast<RankedTensorType>(of.getType());
-      int64_t d = t.getDimSize(3);
-      SmallVector<int64_t, 2> shape = {rows, d + 8};
-      if (useWgmma) // K and V double-buffered: 2 tiles each, whole atoms.
-        shape = {(llvm::is_contained(step.getQueries(), of) ? 1 : 2) * rows *
-                     int64_t(llvm::divideCeil(d, 64)),
-                 64};
-      return carve(shape, t.getElementType());
-    };
-    MmaTiles tiles;
-    for (Value key : step.getKeys())
-      tiles.keys.push_back(tile(key, blockN));
-    tiles.values = tile(step.getValue(), blockN);
-    for (Value query : step.getQueries())
-      if (queryInSmem)
-        tiles.queries.push_back(tile(query, blockM.getInt()));
-    // wgmma's software-pipelined KV loop needs a loop (not folded away)
-    // that visits every tile of its range (no tile vote or block mask).
-    // Measured on an H100 (docs/benchmarks): it gains up to 8 % with
-    // 64-key tiles; 128 x 128 tiles (255 registers, where the two
-    // warpgroups' products already interleave) lost 1-4 %.
-    // One branch per warpgroup only: the loop carries one P.
-    bool pipelined = useWgmma && overlapSoftmax && !votes && blockN < 128 &&
-                     branches == 1 &&
-                     step->getParentOfType<scf::ForOp>();
-    // Two warpgroups on the plain loop (dense, or sparse over a block
-    // mask): mbarriers instead of the per-step block-wide barrier
-    // (Wgmma.cpp), so that the warpgroups need not run the same step.
-    // Measured on an H100 (docs/benchmarks): +0-9 % for causal-like
-    // programs, document mask +1-18 %, vanilla D = 128 +8-13 % (once exp2
-    // was one instruction; before, vanilla lost 2-8 %), ALiBi +-2 %. The
-    // pipelined 64-key loop keeps its barrier: with mbarriers (V a step
-    // behind K, so 8 of them) it lost 0-9 %.
-    if (useWgmma && decoupleWarpgroups && !pipelined && (!votes || buildMask) &&
-        blockM.getInt() >= 128 &&
-        step->getParentOfType<scf::ForOp>()) {
-      // A producer warpgroup (Wgmma.cpp) for the dense loop; it fills K and
-      // V through barriers of their own (8).
-      tiles.producer = producerWarpgroup && !buildMask;
-      tiles.barriers = carve({tiles.producer ? 8 : 4}, b.getI64Type());
-      tiles.pingPong = tiles.producer && pingPong;
-      if (tiles.producer) {
-        kernel.setKnownBlockSizeAttr(
-            b.getDenseI32ArrayAttr({int32_t(threads + 128), 1, 1}));
-        kernel->setAttr(NVVM::NVVMDialect::getMinctasmAttrName(),
-                        b.getI32IntegerAttr(1));
-      }
-    }
-    // The relative-position tables (MmaSync.h's fillRelativeTable): per
-    // warp two buffers of block-n + rows - 1 f32 entries per term.
-    if (RelativeTerms relative = relativeTerms(step.getScore(), branches)) {
-      int64_t rows = useWgmma ? 16 : 16 * mTiles;
-      int64_t entries = threads / kThreadsPerWarp * 2 * relative.terms.size() *
-                        (blockN + rows - 1);
-      tiles.relative = carve({entries}, b.getF32Type());
-    }
-    // wgmma: pair-bias-like reads staged with K, where the tiles fit in
-    // sm_90a's budget (the eligibility check does not count them: without
-    // them the program still runs, gathering).
-    if (useWgmma && !tiles.relative)
-      for (tensor::ExtractOp read :
-           stagedTileReads(step.getScore(), branches)) {
-        int64_t row = stagedRowBytes(read, blockN);
-        int64_t rows = stagedPerQuery(read) ? blockM.getInt() : 1;
-        if (bytes + 2 * rows * row + 1024 > kMaxSharedMemoryHopper)
-          break;
-        tiles.stagedReads.push_back(read);
-        tiles.staged.push_back(
-            carve({2 * rows, row * 8 / read.getType().getIntOrFloatBitWidth()},
-                  read.getType()));
-      }
-    // wgmma: plus the 1024 bytes the alignment shift may skip.
+  std::unique_ptr<KernelEmitter> emitter;
+  if (plan.usesTensorCores()) {
+    bool wgmma = plan.getGenerator() == Generator::wgmma;
+    SharedMemoryPlan smem(b, loc, /*swizzled=*/wgmma);
+    MmaTiles tiles = layoutTiles(smem, b, step, plan);
     kernel->setAttr("flashlight.dynamic_shared_memory",
-                    b.getI64IntegerAttr(bytes + (useWgmma ? 1024 : 0)));
+                    b.getI64IntegerAttr(smem.requested()));
     // cp.async copies 16 bytes, and the output is stored in element pairs.
     kernel->setAttr("flashlight.pointer_alignment", b.getI64IntegerAttr(16));
-    owner = useWgmma
-                ? createWgmmaEmitter(b, loc, tiles, threads, mask,
-                                     pipelined ? blockN : 0, branchLookahead)
-                : createMmaSyncEmitter(b, loc, tiles, threads, mTiles, mask);
+    emitter = wgmma ? createWgmmaEmitter(b, loc, tiles, plan, mask)
+                    : createMmaSyncEmitter(b, loc, tiles, plan, mask);
   } else {
-    owner = createRowPerWarpEmitter(b, loc);
+    emitter = createRowPerWarpEmitter(b, loc);
   }
-  // When a query tile's KV range grows with its index (causal), the grid
-  // runs the longest tiles first, so that the short ones fill the tail.
-  Value queryTile;
-  if (useMma && step && boundGrowsWithQueryTile(forall, step)) {
-    OpFoldResult tiles = forall.getMixedUpperBound().back();
-    std::optional<int64_t> size = getConstantIntValue(tiles);
-    Value x = blockId(b, loc, gpu::Dimension::x, tiles);
-    Value gridSize =
-        size ? Value(arith::ConstantIndexOp::create(b, loc, *size))
-             : Value(gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
-    Value last = arith::SubIOp::create(
-        b, loc, gridSize, arith::ConstantIndexOp::create(b, loc, 1));
-    queryTile = arith::SubIOp::create(b, loc, last, x);
-  }
-  if (failed(emitKernelBody(b, *owner, kernel, func, forall, queryTile,
+  Value queryTile = queryTileOrder(b, loc, forall, step, plan);
+  if (failed(emitKernelBody(b, *emitter, kernel, func, forall, queryTile,
                             /*outputs=*/true)))
     return failure();
   if (!mask.memref)
@@ -713,7 +465,7 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
     for (auto func : module.getOps<func::FuncOp>()) {
       SmallVector<scf::ForallOp> foralls;
       func.walk([&](scf::ForallOp f) {
-        if (f->hasAttr("attn.block_m"))
+        if (f->hasAttr(kKernelPlanAttrName))
           foralls.push_back(f);
       });
       if (foralls.size() > 1) {
@@ -732,9 +484,7 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
         gpu::GPUModuleOp::create(b, module.getLoc(), "flashlight_kernels");
     for (auto [func, forall] : work) {
       if (failed(convertFunction(
-              func, gpuModule, forall, tensorCores, warpRows, wgmma, blockMask,
-              overlapSoftmax, decoupleWarpgroups, branchLookahead,
-              producerWarpgroup, pingPong)))
+              func, gpuModule, forall)))
         return signalPassFailure();
       func.erase();
     }

@@ -13,6 +13,8 @@
 #define FLASHLIGHT_LIB_CONVERSION_ATTNTOGPU_KERNELEMITTER_H
 
 #include "flashlight/Conversion/HostToGPU.h"
+#include "flashlight/Dialect/Attn/Analysis/ArchInfo.h"
+#include "flashlight/Dialect/Attn/Analysis/KernelFacts.h"
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -595,10 +597,6 @@ struct MmaTiles {
   /// shared memory, K/V buffer 0 and 1 full, then empty (with a producer,
   /// 8: those for K, then for V); else null.
   Value barriers;
-  /// wgmma with barriers: a third warpgroup (threads 256..383) copies every
-  /// K/V tile, the two others compute; and whether those take turns
-  /// issuing their products, P_t V_t then S_{t+1} (ping-pong).
-  bool producer = false, pingPong = false;
   /// The relative-position tables (f32, [warp][buffer][term][position]),
   /// when the score region has RelativeTerms; else null.
   Value relative;
@@ -609,25 +607,6 @@ struct MmaTiles {
   SmallVector<Value, 2> staged;
   SmallVector<tensor::ExtractOp, 2> stagedReads;
 };
-
-/// The most score-region reads whose tiles the wgmma generator stages.
-constexpr unsigned kMaxStagedReads = 2;
-
-/// Score-region reads of a captured tensor at (b or h or constants...,
-/// q_idx or b or h or a constant, kv_idx) whose rows are whole 16-byte
-/// chunks (a pair bias [B, H, M, N]; a key mask bias [B, 1, 1, N]): the
-/// wgmma generator copies their [block-m, block-n] tile (one row when the
-/// row index is uniform over the block) with each K tile (cp.async) and
-/// reads it from shared memory, rather than each thread gathering its
-/// elements from global memory. At most kMaxStagedReads, in region order.
-SmallVector<tensor::ExtractOp> stagedTileReads(Region &score,
-                                               unsigned numLeading);
-/// Whether a stagedTileReads() read's row index is q_idx (a tile of
-/// block-m rows), not uniform over the block (one row).
-bool stagedPerQuery(tensor::ExtractOp read);
-/// Bytes of one staged tile's row (block-n elements; its 16-byte chunks are
-/// swizzled, not padded, against bank conflicts).
-int64_t stagedRowBytes(tensor::ExtractOp read, int64_t blockN);
 
 /// A block mask (BlockMask.cpp): an i8 buffer [B', H', M tiles, N tiles]
 /// classifying each (query tile, KV tile) of a data-dependent mask once per
@@ -665,62 +644,24 @@ std::unique_ptr<KernelEmitter>
 createBlockMaskEmitter(OpBuilder &b, Location loc, const BlockMask &mask,
                        Value kvTile, int64_t threads);
 
-/// True when the tensor-core generator evaluates `step`'s mask on a whole
-/// KV tile first and skips the tile if nothing is kept: masks whose kept
-/// tiles no bound describes (data-dependent or of no known shape).
-bool votesOnTiles(OnlineStepOp step);
-
-/// At most this many relative-position terms get a table.
-constexpr size_t kMaxRelativeTerms = 2;
-
-/// The terms of a score region (whose first `numLeading` arguments are the
-/// logits) that depend on the query and key indices only through j - i and
-/// are worth a table per warp (RelativeTerms.cpp); empty otherwise.
-struct RelativeTerms {
-  /// The region's ops computing from j - i, in order, and the sign of each
-  /// that takes the difference itself (+1: j - i, -1: i - j).
-  SmallVector<Operation *> ops;
-  DenseMap<Operation *, int> differences;
-  /// The f32 values of those ops that the rest of the region reads.
-  SmallVector<Value> terms;
-  explicit operator bool() const { return !terms.empty(); }
-};
-RelativeTerms relativeTerms(Region &score, unsigned numLeading);
-
-/// Shared memory the tensor-core generator's relative-position tables take
-/// at most with block-m x block-n tiles (0 without such terms).
-int64_t relativeTableBytes(Region &score, unsigned numLeading, int64_t blockM,
-                           int64_t blockN);
-
-/// Whether the score region's logit r reads branch r's score s_r only (or
-/// there is no region): the branches' products can then be emitted one
-/// after the other.
-bool separableBranches(Region &score, unsigned branches);
-
-/// True when `region` (a score or mask region) reads a captured tensor at an
-/// index other than the batch and head arguments: a gather per element.
-/// Reads in `except` (staged ones) do not count.
-bool gathersPerElement(Region &region, ArrayRef<tensor::ExtractOp> except = {});
-
-/// Tensor cores (mma.sync m16n8k16, ldmatrix); `mTiles` m16 tiles (16 query
-/// rows each) per warp; `threads` is the block size. With `mask.memref`, a
-/// mask that votesOnTiles reads the block mask instead.
+/// Tensor cores (mma.sync m16n8k16, ldmatrix), warps of the plan's
+/// warp_rows query rows. With `mask.memref`, a mask that votesOnTiles reads
+/// the block mask instead.
 std::unique_ptr<KernelEmitter>
 createMmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
-                     int64_t threads, int64_t mTiles, const BlockMask &mask);
+                     KernelPlanAttr plan, const BlockMask &mask);
 
 /// Hopper warpgroup MMA (sm_90a): the mma.sync generator's structure with
-/// both products on wgmma; one warpgroup (128 threads) per 64 query rows,
-/// `threads` in all. `tiles` are stored as 8x8 core matrices
-/// ([rows / 8 * D / 8, 64]); Q is always in shared memory. With
-/// `pipelinedN` (the block-n; 0: off), the KV loop is software-pipelined:
-/// each warpgroup's softmax of tile t overlaps its P V of tile t - 1. With
-/// `lookahead`, branches run one after the other issue the next one's S
-/// before this one's softmax.
+/// both products on wgmma; one warpgroup (128 threads) per 64 query rows.
+/// `tiles` are stored as 8x8 core matrices ([rows / 8 * D / 8, 64]); Q is
+/// always in shared memory. The plan's loop form says whether the KV loop
+/// is software-pipelined (each warpgroup's softmax of tile t overlaps its
+/// P V of tile t - 1) or on mbarriers (with a producer warpgroup and turns),
+/// and whether branches run one after the other issue the next one's S
+/// before this one's softmax (lookahead).
 std::unique_ptr<KernelEmitter>
 createWgmmaEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
-                   int64_t threads, const BlockMask &mask, int64_t pipelinedN,
-                   bool lookahead);
+                   KernelPlanAttr plan, const BlockMask &mask);
 
 } // namespace flashlight::attn_to_gpu
 

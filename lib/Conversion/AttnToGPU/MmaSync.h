@@ -36,12 +36,17 @@ namespace flashlight::attn_to_gpu {
 
 class MmaSyncEmitter : public KernelEmitter {
 public:
+  /// The plan's compute threads (wgmma's consumer warpgroups) and m16
+  /// tiles per warp.
   MmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
-                 int64_t threads, int64_t mTiles, const BlockMask &mask)
+                 KernelPlanAttr plan, const BlockMask &mask)
       : KernelEmitter(b, loc), keyTiles(tiles.keys), queryTiles(tiles.queries),
         valueTile(tiles.values), relativeTable(tiles.relative),
-        stagedTiles(tiles.staged), threads(threads), mTiles(mTiles),
-        blockMask(mask) {}
+        stagedTiles(tiles.staged),
+        threads(plan.getGenerator() == Generator::wgmma
+                    ? plan.getConsumerGroups() * ArchInfo::kThreadsPerWarpgroup
+                    : plan.getThreads()),
+        mTiles(plan.getWarpRows() / ArchInfo::kMmaRows), blockMask(mask) {}
 
 protected:
   /// Shared-memory staging tiles: one K (and Q) tile per logit branch, V

@@ -50,13 +50,16 @@ namespace {
 class WgmmaEmitter : public MmaSyncEmitter {
 public:
   WgmmaEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
-               int64_t threads, const BlockMask &mask, int64_t pipelinedN,
-               bool lookahead)
-      : MmaSyncEmitter(b, loc, tiles, threads, /*mTiles=*/1, mask),
-        pipelinedN(pipelinedN), lookahead(lookahead && !tiles.pingPong),
-        stagedReads(tiles.stagedReads), barriers(tiles.barriers),
-        producer(tiles.producer), pingPong(tiles.pingPong),
-        consumerGroups(threads / 128) {
+               KernelPlanAttr plan, const BlockMask &mask)
+      : MmaSyncEmitter(b, loc, tiles, plan, mask),
+        pipelinedN(plan.getLoop() == LoopForm::pipelined ? plan.getBlockN()
+                                                         : 0),
+        lookahead(plan.getLookahead()), stagedReads(tiles.stagedReads),
+        barriers(tiles.barriers), producer(plan.getProducer()),
+        pingPong(plan.getPingPong()),
+        registerSplit(plan.getProducerRegisters(),
+                      plan.getConsumerRegisters()),
+        consumerGroups(plan.getConsumerGroups()) {
     fmaReciprocals = true;
     // Tile addresses in the shared window, once at the kernel's start.
     auto address = [&](Value tile) -> Value {
@@ -119,21 +122,11 @@ protected:
   /// The current tile's index in the KV loop (the sparse loop: among the
   /// kept tiles).
   Value tileIndex;
-  /// MmaTiles::producer and MmaTiles::pingPong.
+  /// The plan's producer warpgroup and ping-pong turns.
   bool producer, pingPong;
-  /// Registers per thread after the fork (setmaxnreg): the producer's 128
-  /// threads give theirs to the 256 consumers (launched at 168 each, the
-  /// most 384 threads get). Several logit branches (an O accumulator and
-  /// softmax state each) take the most the consumers can have, 240, and
-  /// leave the producer 24: differential +4-8 % (H100, same run), where
-  /// one branch measured -4 to +8 % (mostly within 1 %).
-  /// Three consumer warpgroups (192-row tiles): 160 each, and the
-  /// producer's 32 (at 24 it spilled), the whole register file.
-  std::pair<int32_t, int32_t> registerSplit() const {
-    if (consumerGroups == 3)
-      return {32, 160};
-    return keyTiles.size() > 1 ? std::pair(24, 240) : std::pair(56, 224);
-  }
+  /// Registers per thread after the fork (setmaxnreg): the producer's and
+  /// each consumer's (the plan's split; docs/decisions/007).
+  std::pair<int32_t, int32_t> registerSplit;
   /// The consumer warpgroups (block-m / 64).
   int64_t consumerGroups;
   /// Ping-pong: the named barrier of warpgroup `g`'s turn (after the
@@ -683,7 +676,7 @@ protected:
       return NVVM::SetMaxRegisterActionAttr::get(b.getContext(), a);
     };
     NVVM::SetMaxRegisterOp::create(
-        b, loc, b.getI32IntegerAttr(registerSplit().second),
+        b, loc, b.getI32IntegerAttr(registerSplit.second),
         action(NVVM::SetMaxRegisterAction::increase));
     // The consumers' Q copies land (a barrier among them).
     waitCopies(queryGroup, 0);
@@ -734,7 +727,7 @@ protected:
                                 "K/V slices' batch and head outside the KV "
                                 "loop");
     NVVM::SetMaxRegisterOp::create(
-        b, loc, b.getI32IntegerAttr(registerSplit().first),
+        b, loc, b.getI32IntegerAttr(registerSplit.first),
         action(NVVM::SetMaxRegisterAction::decrease));
     Value consumerThread = thread;
     int64_t consumers = threads;
@@ -1346,8 +1339,7 @@ protected:
 } // namespace
 
 std::unique_ptr<KernelEmitter> flashlight::attn_to_gpu::createWgmmaEmitter(
-    OpBuilder &b, Location loc, const MmaTiles &tiles, int64_t threads,
-    const BlockMask &mask, int64_t pipelinedN, bool lookahead) {
-  return std::make_unique<WgmmaEmitter>(b, loc, tiles, threads, mask,
-                                        pipelinedN, lookahead);
+    OpBuilder &b, Location loc, const MmaTiles &tiles, KernelPlanAttr plan,
+    const BlockMask &mask) {
+  return std::make_unique<WgmmaEmitter>(b, loc, tiles, plan, mask);
 }

@@ -1,5 +1,5 @@
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true" --canonicalize --cse | FileCheck %s
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s --check-prefix=WGMMA
+// RUN: flashlight-opt %s --split-input-file --attn-plan="block-m=64 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=64 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=WGMMA
 
 // A mask that reads document ids (by batch, not by head): the attention
 // kernel takes a block mask [B, 1, M tiles, N tiles] after its output and
@@ -57,7 +57,7 @@
 // wgmma visits only the tiles the block mask keeps. The first kept tile is
 // found before the loop (a scan of the bytes of this query tile's row).
 // WGMMA-LABEL: gpu.func @document(
-// WGMMA-SAME: flashlight.codegen = "wgmma"
+// WGMMA-SAME: generator = wgmma
 // The scans stop at the loop's end, clamped into the buffer's row.
 // WGMMA: %[[TILES:.*]] = memref.dim %{{.*}}, %c3 : memref<?x?x?x?xi8>
 // WGMMA-NEXT: %[[END:.*]] = arith.minsi %[[TILES]], %c2
@@ -133,7 +133,8 @@ func.func @head_keys(%q: tensor<2x4x128x64xbf16>, %k: tensor<2x4x128x64xbf16>,
 // With block-mask=false the block votes instead (mma-sync-tile-vote.mlir);
 // masks a bound describes (causal) get neither.
 // CHECK-LABEL: gpu.func @causal(
-// CHECK-NOT: block_mask
+// CHECK-SAME: block_mask = false
+// CHECK-NOT: flashlight.block_mask
 // CHECK: gpu.return
 // CHECK-NOT: gpu.func
 // WGMMA-LABEL: gpu.func @causal(

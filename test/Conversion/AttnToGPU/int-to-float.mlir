@@ -1,4 +1,4 @@
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true" | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-plan="block-m=64 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu | FileCheck %s
 
 // ALiBi converts (j - i) to f32 per element. With static shapes the block
 // ids are bounded by the grid and the indices by the tensors, so integer

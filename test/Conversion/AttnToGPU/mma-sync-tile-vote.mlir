@@ -1,4 +1,4 @@
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true block-mask=false" --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-plan="block-m=64 block-n=64 block-mask=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
 
 // A data-dependent mask (document ids): no bound says which KV tiles are
 // empty, so each tile's mask is evaluated first and the block votes.

@@ -1,11 +1,11 @@
-// RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true" --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --attn-plan="block-m=128 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
 
 // 128-row tiles: 4 warps of two m16 tiles each (32 query rows). With
 // D = 128, Q's A fragments would take 64 registers per thread next to 128 of
 // accumulators, so Q stays in its own shared-memory tile (after K and V) and
 // the dynamic shared memory passes 48 KB; ptxas budgets for 2 blocks per SM.
 // CHECK-LABEL: gpu.func @vanilla
-// CHECK-SAME: flashlight.block_m = 128
+// CHECK-SAME: block_m = 128
 // CHECK-SAME: flashlight.dynamic_shared_memory = 69632
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK-SAME: nvvm.minctasm = 2

@@ -1,10 +1,10 @@
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true" --canonicalize --verify-diagnostics | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-plan="block-m=64 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --verify-diagnostics | FileCheck %s
 
 // The tensor-core generator: 4 warps of 16 query rows; K and V tiles staged
 // in dynamic shared memory with rows padded by 8 elements; ptxas budgets
 // registers for 3 blocks per SM.
 // CHECK-LABEL: gpu.func @causal
-// CHECK-SAME: flashlight.codegen = "mma.sync"
+// CHECK-SAME: generator = mma_sync
 // CHECK-SAME: flashlight.dynamic_shared_memory = 18432
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK-SAME: nvvm.minctasm = 3
@@ -67,10 +67,10 @@ func.func @causal(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
 // -----
 
 // The reference generator cannot take 64-row tiles (64 warps per block).
-// expected-remark @+2 {{tensor-core path not taken: Q/K/V are not f16 or bf16}}
-// expected-error @+1 {{attn-to-gpu: block-m 64 needs 2048 threads per block with the reference code generator (at most 1024)}}
 func.func @f32_inputs(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>,
                       %v: tensor<1x2x64x64xf32>) -> tensor<1x2x64x64xf32> {
+  // expected-remark @+2 {{tensor-core path not taken: Q/K/V are not f16 or bf16}}
+  // expected-error @+1 {{attn-plan: block-m 64 needs 2048 threads per block with the reference code generator (at most 1024)}}
   %o = attn.attention q(%q : tensor<1x2x64x64xf32>) k(%k : tensor<1x2x64x64xf32>)
       v(%v : tensor<1x2x64x64xf32>) scale [0.125] normalizer softmax
       -> tensor<1x2x64x64xf32>

@@ -1,12 +1,12 @@
-// RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --verify-diagnostics
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=128 block-n=128" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --verify-diagnostics
 
 // Four branches at D = 128 on 128 x 128 tiles do not fit in shared memory:
 // the remark says so (the reference generator cannot take 128-row tiles
 // either, hence the error).
-// expected-remark @+2 {{tensor-core path not taken: its tiles (4 logit branches) need}}
-// expected-error @+1 {{block-m 128 needs 4096 threads per block}}
 func.func @four(%q: tensor<1x2x256x128xbf16>, %k: tensor<1x2x256x128xbf16>,
                 %v: tensor<1x2x256x128xbf16>) -> tensor<1x2x256x128xbf16> {
+  // expected-remark @+2 {{tensor-core path not taken: its tiles (4 logit branches) need}}
+  // expected-error @+1 {{block-m 128 needs 4096 threads per block}}
   %o = attn.attention q(%q, %q, %q, %q : tensor<1x2x256x128xbf16>, tensor<1x2x256x128xbf16>, tensor<1x2x256x128xbf16>, tensor<1x2x256x128xbf16>)
       k(%k, %k, %k, %k : tensor<1x2x256x128xbf16>, tensor<1x2x256x128xbf16>, tensor<1x2x256x128xbf16>, tensor<1x2x256x128xbf16>)
       v(%v : tensor<1x2x256x128xbf16>) scale [0.1, 0.1, 0.1, 0.1] normalizer softmax

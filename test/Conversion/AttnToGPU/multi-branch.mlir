@@ -1,7 +1,7 @@
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true branch-lookahead=true producer-warpgroup=false" --canonicalize --cse | FileCheck %s --check-prefix=WGMMA
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true" --canonicalize --cse | FileCheck %s --check-prefix=MMA
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true branch-lookahead=false producer-warpgroup=false" --canonicalize --cse | FileCheck %s --check-prefix=SEQ
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s --check-prefix=PRODUCER
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=128 block-n=64 branch-lookahead=true producer-warpgroup=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=WGMMA
+// RUN: flashlight-opt %s --split-input-file --attn-plan="block-m=64 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=MMA
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=128 block-n=64 branch-lookahead=false producer-warpgroup=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=SEQ
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=128 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=PRODUCER
 
 // Differential attention on tensor cores: two logit branches, each with its
 // own Q and K tiles, online-softmax state and accumulators, sharing one V
@@ -11,7 +11,7 @@
 // double-buffered V tile, the mbarriers, and the 1024 alignment bytes:
 // 1024 + 2 * 16384 + 2 * 16384 + 16384 + 32.
 // WGMMA-LABEL: gpu.func @differential
-// WGMMA-SAME: flashlight.codegen = "wgmma"
+// WGMMA-SAME: generator = wgmma
 // WGMMA-SAME: flashlight.dynamic_shared_memory = 82976
 // WGMMA-SAME: known_block_size = array<i32: 256, 1, 1>
 // (The WGMMA and SEQ runs keep the consumers' own copies; the default, a
@@ -75,7 +75,7 @@
 // mma.sync: Q of both branches in registers (128 columns in all), staged
 // through the first K tile one branch after the other.
 // MMA-LABEL: gpu.func @differential
-// MMA-SAME: flashlight.codegen = "mma.sync"
+// MMA-SAME: generator = mma_sync
 // MMA: nvgpu.device_async_copy %arg0
 // MMA: nvgpu.device_async_wait
 // MMA: nvgpu.ldmatrix

@@ -1,7 +1,7 @@
-// RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=192 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s
-// RUN: not flashlight-opt %s --attn-online-softmax --attn-tile="block-m=192 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" 2>&1 | FileCheck %s --check-prefix=NARROW
-// RUN: not flashlight-opt %s --attn-online-softmax --attn-tile="block-m=192 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true producer-warpgroup=false" 2>&1 | FileCheck %s --check-prefix=NARROW
-// RUN: not flashlight-opt %s --attn-online-softmax --attn-tile="block-m=192 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=false" 2>&1 | FileCheck %s --check-prefix=AMPERE
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
+// RUN: not flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu 2>&1 | FileCheck %s --check-prefix=NARROW
+// RUN: not flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128 producer-warpgroup=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu 2>&1 | FileCheck %s --check-prefix=NARROW
+// RUN: not flashlight-opt %s --attn-plan="block-m=192 block-n=128" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu 2>&1 | FileCheck %s --check-prefix=AMPERE
 
 // 192-row tiles: three consumer warpgroups (threads 0..383) and the
 // producer warpgroup (384..511), the consumers taking turns in order
@@ -42,8 +42,8 @@
 // Elsewhere (64-key tiles: the pipelined loop; no producer; a single KV
 // tile or a block mask), and without wgmma, 192-row tiles are an error (the
 // tile choice picks them only where they apply).
-// NARROW: error: attn-to-gpu: block-m 192 needs wgmma's producer warpgroup on a dense KV loop
-// AMPERE: error: attn-to-gpu: block-m 192 needs wgmma (sm_90a)
+// NARROW: error: attn-plan: block-m 192 needs wgmma's producer warpgroup on a dense KV loop
+// AMPERE: error: attn-plan: block-m 192 needs wgmma (sm_90a)
 func.func @vanilla(%q: tensor<1x2x512x64xbf16>, %k: tensor<1x2x512x64xbf16>,
                    %v: tensor<1x2x512x64xbf16>) -> tensor<1x2x512x64xbf16> {
   %o = attn.attention q(%q : tensor<1x2x512x64xbf16>) k(%k : tensor<1x2x512x64xbf16>)

@@ -1,4 +1,4 @@
-// RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true" --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=128 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
 
 // wgmma's matrix descriptors: each product builds one descriptor per operand
 // tile from an opaque copy of its shared address (a side-effecting

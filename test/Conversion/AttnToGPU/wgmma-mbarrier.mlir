@@ -1,5 +1,5 @@
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true producer-warpgroup=false" --canonicalize --cse 2>&1 | FileCheck %s
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=128" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true decouple-warpgroups=false" --canonicalize --cse 2>&1 | FileCheck %s --check-prefix=BARRIER
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=128 block-n=128 producer-warpgroup=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=128 block-n=128 decouple-warpgroups=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s --check-prefix=BARRIER
 
 // Causal on two warpgroups (the plain loop, 128 x 128 tiles; without the
 // producer warpgroup, producer-warpgroup.mlir): mbarriers say when a K/V

@@ -1,4 +1,4 @@
-// RUN: flashlight-opt %s --attn-online-softmax --attn-tile="block-m=64 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true block-mask=false" --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=64 block-n=64 block-mask=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
 
 // A data-dependent mask (document ids) on 64-row tiles: one warpgroup, 3
 // blocks per SM are too many next to the mask's registers, so 2. Each KV
@@ -6,7 +6,7 @@
 // skips both products but still prefetches tile t+1 into the other buffers,
 // with no wait (the next step waits for it).
 // CHECK-LABEL: gpu.func @document
-// CHECK-SAME: flashlight.codegen = "wgmma"
+// CHECK-SAME: generator = wgmma
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK-SAME: nvvm.minctasm = 2
 // CHECK: scf.for

@@ -1,4 +1,4 @@
-// RUN: flashlight-opt %s --split-input-file --attn-online-softmax --attn-tile="block-m=128 block-n=64" --canonicalize --cse --attn-to-gpu="tensor-cores=true wgmma=true overlap-softmax=false decouple-warpgroups=false" --canonicalize --cse 2>&1 | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=128 block-n=64 overlap-softmax=false decouple-warpgroups=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s
 
 // The plain KV loop with its block-wide barrier per step (wgmma-overlap.mlir
 // has the pipelined loop, wgmma-mbarrier.mlir the mbarriers).
@@ -7,7 +7,7 @@
 // is aligned to 1024 bytes at run time (1024 bytes reserved), K and V
 // double-buffered: 1024 + 2 * 2 * 64 * 128 * 2 + 128 * 128 * 2 bytes.
 // CHECK-LABEL: gpu.func @vanilla
-// CHECK-SAME: flashlight.codegen = "wgmma"
+// CHECK-SAME: generator = wgmma
 // CHECK-SAME: flashlight.dynamic_shared_memory = 99328
 // CHECK-SAME: known_block_size = array<i32: 256, 1, 1>
 // CHECK-SAME: nvvm.minctasm = 1
@@ -75,7 +75,7 @@ func.func @vanilla(%q: tensor<1x2x256x128xbf16>, %k: tensor<1x2x256x128xbf16>,
 // and says why.
 // CHECK: remark: wgmma not used: head dim 96 (it takes Q.K's in multiples of 16, V's of 64); using mma.sync
 // CHECK-LABEL: gpu.func @narrow
-// CHECK-SAME: flashlight.codegen = "mma.sync"
+// CHECK-SAME: generator = mma_sync
 func.func @narrow(%q: tensor<1x2x256x96xbf16>, %k: tensor<1x2x256x96xbf16>,
                   %v: tensor<1x2x256x96xbf16>) -> tensor<1x2x256x96xbf16> {
   %o = attn.attention q(%q : tensor<1x2x256x96xbf16>) k(%k : tensor<1x2x256x96xbf16>)
@@ -90,7 +90,7 @@ func.func @narrow(%q: tensor<1x2x256x96xbf16>, %k: tensor<1x2x256x96xbf16>,
 // term) takes wgmma. Its Q and K tiles hold whole atoms: K [2 buffers x 64
 // rows x 2 atoms, 64], V [2 x 64, 64], Q [128 rows x 2 atoms, 64].
 // CHECK-LABEL: gpu.func @partial_atom
-// CHECK-SAME: flashlight.codegen = "wgmma"
+// CHECK-SAME: generator = wgmma
 // CHECK: memref.view {{.*}} to memref<256x64xbf16, #gpu.address_space<workgroup>>
 // CHECK: memref.view {{.*}} to memref<128x64xbf16, #gpu.address_space<workgroup>>
 // CHECK: memref.view {{.*}} to memref<256x64xbf16, #gpu.address_space<workgroup>>

@@ -25,3 +25,26 @@ void AttnDialect::initialize() {
 #include "flashlight/Dialect/Attn/IR/AttnOps.cpp.inc"
       >();
 }
+
+int64_t KernelPlanAttr::getThreads() const {
+  constexpr int64_t threadsPerWarp = 32, warpgroupRows = 64,
+                    threadsPerWarpgroup = 128;
+  switch (getGenerator()) {
+  case Generator::reference:
+  case Generator::mma_sync:
+    return getBlockM() / getWarpRows() * threadsPerWarp;
+  case Generator::wgmma:
+    return getBlockM() / warpgroupRows * threadsPerWarpgroup +
+           (getProducer() ? threadsPerWarpgroup : 0);
+  }
+  llvm_unreachable("unknown generator");
+}
+
+KernelPlanAttr KernelPlanAttr::getReference(MLIRContext *context,
+                                            int64_t blockM, int64_t blockN) {
+  return get(context, Generator::reference, blockM, blockN, /*warp_rows=*/1,
+             /*consumer_groups=*/0, /*producer=*/false, LoopForm::barrier,
+             /*ping_pong=*/false, /*lookahead=*/false, /*block_mask=*/false,
+             /*query_in_smem=*/false, /*min_blocks=*/0,
+             /*producer_registers=*/0, /*consumer_registers=*/0);
+}

@@ -91,6 +91,9 @@ void rewrite(AttentionOp op) {
       state.slice(stats, stats), state.take_back(nb), op.getSinks(), zero, zero,
       zero, op.getCaptures(), op.getNormalizerAttr());
   cloneRegion(op.getEpilogue(), finalize.getEpilogue());
+  // The kernel plan goes with the finalize, which attn-tile rewrites.
+  if (Attribute plan = op->getAttr(kKernelPlanAttrName))
+    finalize->setAttr(kKernelPlanAttrName, plan);
   b.replaceOp(op, finalize.getResults());
 }
 

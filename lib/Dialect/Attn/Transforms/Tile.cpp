@@ -26,10 +26,6 @@ using namespace flashlight::attn;
 
 namespace {
 
-/// Query rows per tile, recorded on the tile loop for the kernel generator.
-constexpr llvm::StringLiteral kBlockMAttr = "attn.block_m";
-constexpr llvm::StringLiteral kBlockNAttr = "attn.block_n";
-
 /// Builds index arithmetic with less noise.
 struct IndexMath {
   OpBuilder &b;
@@ -138,7 +134,9 @@ struct KVBounds {
   }
 };
 
-LogicalResult tile(OnlineFinalizeOp fin, int64_t blockM, int64_t blockN) {
+/// Tiles `fin` and its step as `plan` says; the loop nest carries the plan.
+LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
+  int64_t blockM = plan.getBlockM(), blockN = plan.getBlockN();
   // Match the whole-tensor form that attn-online-softmax produces.
   ValueRange state = fin->getOperands().take_front(fin.getMaxState().size() +
                                                    fin.getSumState().size() +
@@ -194,8 +192,7 @@ LogicalResult tile(OnlineFinalizeOp fin, int64_t blockM, int64_t blockN) {
   auto forall = scf::ForallOp::create(
       b, loc, SmallVector<OpFoldResult>{batch, heads, numTiles}, outs,
       blockMapping);
-  forall->setAttr(kBlockMAttr, b.getI64IntegerAttr(blockM));
-  forall->setAttr(kBlockNAttr, b.getI64IntegerAttr(blockN));
+  forall->setAttr(kKernelPlanAttrName, plan);
   Block *body = forall.getBody();
   b.setInsertionPointToStart(body);
   Value bIdx = body->getArgument(0), hIdx = body->getArgument(1);
@@ -313,15 +310,20 @@ LogicalResult tile(OnlineFinalizeOp fin, int64_t blockM, int64_t blockN) {
 struct AttnTilePass : flashlight::attn::impl::AttnTileBase<AttnTilePass> {
   using AttnTileBase::AttnTileBase;
   void runOnOperation() override {
-    if (blockM <= 0 || blockN <= 0) {
-      getOperation()->emitError("attn-tile: block sizes must be positive");
-      return signalPassFailure();
-    }
     SmallVector<OnlineFinalizeOp> ops;
     getOperation()->walk([&](OnlineFinalizeOp op) { ops.push_back(op); });
-    for (OnlineFinalizeOp op : ops)
-      if (failed(tile(op, blockM, blockN)))
+    // Without attn-plan, the options' tiles on the reference generator.
+    auto fallback = KernelPlanAttr::getReference(&getContext(), blockM, blockN);
+    for (OnlineFinalizeOp op : ops) {
+      auto plan = op->getAttrOfType<KernelPlanAttr>(kKernelPlanAttrName);
+      if (!plan && (blockM <= 0 || blockN <= 0)) {
+        op.emitError("attn-tile: no kernel plan (run attn-plan) and no "
+                     "positive block-m and block-n");
         return signalPassFailure();
+      }
+      if (failed(tile(op, plan ? plan : fallback)))
+        return signalPassFailure();
+    }
   }
 };
 

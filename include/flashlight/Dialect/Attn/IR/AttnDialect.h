@@ -17,4 +17,11 @@
 #define GET_ATTRDEF_CLASSES
 #include "flashlight/Dialect/Attn/IR/AttnAttrs.h.inc"
 
+namespace flashlight::attn {
+/// The attribute holding an attention's #attn.kernel_plan, from attn-plan
+/// on: on the attn.attention, the online_finalize, the tiled loop nest and
+/// the kernel.
+constexpr llvm::StringLiteral kKernelPlanAttrName = "attn.kernel_plan";
+} // namespace flashlight::attn
+
 #endif // FLASHLIGHT_DIALECT_ATTN_IR_ATTNDIALECT_H

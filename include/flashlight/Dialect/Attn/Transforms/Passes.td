@@ -22,6 +22,62 @@ def AttnExplain : Pass<"attn-explain"> {
   }];
 }
 
+def AttnPlan : Pass<"attn-plan"> {
+  let summary = "Decide once how each attention becomes a kernel: write its "
+                "#attn.kernel_plan";
+  let description = [{
+    For every `attn.attention`, reads the program's facts (KernelFacts: head
+    dims, element type, branches, lengths, the mask's structure, what the
+    score region costs per element), the target chip (ArchInfo) and this
+    pass's options, and writes the `attn.kernel_plan` attribute: the code
+    generator, the tiles, warps and warpgroups, the KV loop's form, the
+    block mask, the register budget. `attn-online-softmax` and `attn-tile`
+    carry it to the tiled loop nest; `attn-to-gpu`, the manifest and
+    `--flashlight-explain` read it and decide nothing again.
+
+    Each rule is a named function of `Plan.cpp`; the measured reasons are
+    in docs/decisions. Where the tensor-core generators cannot take a
+    program (or a generator is not available), a remark says why and the
+    plan falls back (wgmma to mma.sync, tensor cores to the reference
+    generator). Options are overrides: `block-m`/`block-n`/`warp-rows` of 0
+    leave the choice to the planner; the flags switch a feature off.
+  }];
+  let options = [
+    Option<"arch", "arch", "std::string", /*default=*/"\"sm_80\"",
+           "Target chip (sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a)">,
+    Option<"tensorCores", "tensor-cores", "bool", /*default=*/"true",
+           "Use a tensor-core generator where the program fits (else the "
+           "reference one)">,
+    Option<"wgmma", "wgmma", "bool", /*default=*/"true",
+           "On sm_90a, use warpgroup MMA where the program fits (else "
+           "mma.sync)">,
+    Option<"blockM", "block-m", "int64_t", /*default=*/"0",
+           "Query rows per block (0: the planner's choice)">,
+    Option<"blockN", "block-n", "int64_t", /*default=*/"0",
+           "Keys per KV tile (0: the planner's choice)">,
+    Option<"warpRows", "warp-rows", "int64_t", /*default=*/"0",
+           "Query rows per warp of mma.sync, 16 or 32 (0: the planner's "
+           "choice)">,
+    Option<"blockMask", "block-mask", "bool", /*default=*/"true",
+           "For masks no bound describes, a block-mask pre-kernel (else "
+           "each block votes on its tiles)">,
+    Option<"overlapSoftmax", "overlap-softmax", "bool", /*default=*/"true",
+           "With wgmma, the software-pipelined KV loop where it applies">,
+    Option<"decoupleWarpgroups", "decouple-warpgroups", "bool",
+           /*default=*/"true",
+           "With wgmma, mbarriers instead of a block-wide barrier per step">,
+    Option<"producerWarpgroup", "producer-warpgroup", "bool",
+           /*default=*/"true",
+           "With wgmma's mbarrier loop, a warpgroup that copies K/V">,
+    Option<"pingPong", "ping-pong", "bool", /*default=*/"true",
+           "With the producer warpgroup, consumers take turns issuing their "
+           "products">,
+    Option<"branchLookahead", "branch-lookahead", "bool", /*default=*/"true",
+           "With wgmma and several branches, issue the next branch's S "
+           "before this branch's softmax">,
+  ];
+}
+
 def AttnOnlineSoftmax : Pass<"attn-online-softmax"> {
   let summary = "Rewrite attn.attention into its online-softmax form";
   let description = [{
@@ -31,8 +87,8 @@ def AttnOnlineSoftmax : Pass<"attn-online-softmax"> {
     over all of K/V at offset 0, and `attn.online_finalize`, which divides by
     the running sum (adding the sink), yields 0 for fully masked rows, applies
     the epilogue and produces the log-sum-exp results. The score, mask and
-    epilogue regions move unchanged; `attn-tile` then splits the step into a
-    loop over KV tiles.
+    epilogue regions move unchanged, and the kernel plan to the finalize;
+    `attn-tile` then splits the step into a loop over KV tiles.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect",
@@ -47,7 +103,8 @@ def AttnTile : Pass<"attn-tile"> {
     state) and its `attn.online_finalize` into:
 
     * an `scf.forall` over `(b, h, query tile)` -- the parallel grid, mapped
-      to GPU blocks (z, y, x) and carrying `attn.block_m`;
+      to GPU blocks (z, y, x) and carrying the kernel plan
+      (`attn.kernel_plan`);
     * inside it, an `scf.for` over KV tiles of `block-n` keys. Its bounds come
       from the mask analysis: for a query tile `[q0, q1]` and kept diagonals
       `lo <= q - kv <= hi`, only keys in `[q0 - hi, q1 - lo]` can be kept
@@ -59,14 +116,14 @@ def AttnTile : Pass<"attn-tile"> {
     * the finalize per query tile, inserted into the output.
 
     GQA is resolved here: query head `h` reads KV head `h / (Hq / Hkv)`.
-    Tile sizes are pass options; the target heuristic lives in
-    `flashlight-compile` (see docs/design.md).
+    Tile sizes come from the finalize's kernel plan (`attn-plan`); without
+    one, from the pass options, with a reference-generator plan.
   }];
   let options = [
-    Option<"blockM", "block-m", "int64_t", /*default=*/"4",
-           "Query rows per tile (per thread block)">,
-    Option<"blockN", "block-n", "int64_t", /*default=*/"32",
-           "Keys per KV tile">,
+    Option<"blockM", "block-m", "int64_t", /*default=*/"0",
+           "Query rows per tile, for an attention without a kernel plan">,
+    Option<"blockN", "block-n", "int64_t", /*default=*/"0",
+           "Keys per KV tile, for an attention without a kernel plan">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",

@@ -16,9 +16,14 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "KernelEmitter.h"
+#include "flashlight/Dialect/Attn/Analysis/KernelFacts.h"
 
-using namespace flashlight::attn_to_gpu;
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+using namespace mlir;
+using namespace flashlight::attn;
 
 namespace {
 
@@ -39,7 +44,7 @@ bool movable(Operation *op) {
 
 } // namespace
 
-RelativeTerms flashlight::attn_to_gpu::relativeTerms(Region &score,
+RelativeTerms flashlight::attn::relativeTerms(Region &score,
                                                      unsigned numLeading) {
   RelativeTerms result;
   if (score.empty())
@@ -102,7 +107,7 @@ RelativeTerms flashlight::attn_to_gpu::relativeTerms(Region &score,
   return result;
 }
 
-int64_t flashlight::attn_to_gpu::relativeTableBytes(Region &score,
+int64_t flashlight::attn::relativeTableBytes(Region &score,
                                                     unsigned numLeading,
                                                     int64_t blockM,
                                                     int64_t blockN) {

@@ -1,0 +1,75 @@
+//===- ArchInfo.h - Facts about the target chips ----------------*- C++ -*-===//
+//
+// The numbers the kernel planner and the code generators rely on, named
+// once: a literal 64 in a generator says warpgroup rows, swizzle-atom
+// elements or something else only through these names.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FLASHLIGHT_DIALECT_ATTN_ANALYSIS_ARCHINFO_H
+#define FLASHLIGHT_DIALECT_ATTN_ANALYSIS_ARCHINFO_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+namespace flashlight::attn {
+
+/// A target chip and the hardware facts the generators use.
+struct ArchInfo {
+  /// Threads per warp.
+  static constexpr int64_t kThreadsPerWarp = 32;
+  /// Warps per warpgroup (sm_90a's wgmma is issued by one).
+  static constexpr int64_t kWarpsPerWarpgroup = 4;
+  static constexpr int64_t kThreadsPerWarpgroup =
+      kWarpsPerWarpgroup * kThreadsPerWarp;
+  /// Rows of one wgmma product (m64): the query rows of a warpgroup.
+  static constexpr int64_t kWarpgroupRows = 64;
+  /// Rows of one mma.sync product (m16).
+  static constexpr int64_t kMmaRows = 16;
+  /// Bytes of one row of wgmma's 128-byte swizzle atom, and the alignment
+  /// a tile of such atoms needs.
+  static constexpr int64_t kSwizzleBytes = 128;
+  static constexpr int64_t kSwizzleAlignment = 1024;
+  /// Threads a block may have.
+  static constexpr int64_t kMaxThreadsPerBlock = 1024;
+  /// Dynamic shared memory a block may use on sm_80 (163 KB): the
+  /// tensor-core tiles must fit on every supported chip.
+  static constexpr int64_t kPortableSharedMemory = 166912;
+  /// sm_90's (227 KB): what sm_90a-only kernels may add for staged tiles.
+  static constexpr int64_t kHopperSharedMemory = 232448;
+  /// Named barriers per block (bar.sync ids).
+  static constexpr int64_t kNamedBarriers = 16;
+
+  /// Elements of a 16-bit type in one swizzle-atom row: the column width of
+  /// wgmma's shared-memory tiles.
+  static constexpr int64_t atomElements(int64_t elementBits) {
+    return kSwizzleBytes * 8 / elementBits;
+  }
+
+  /// The chip, as `--arch` names it (sm_80, ..., sm_90a).
+  std::string chip;
+  /// Whether warpgroup MMA is available (sm_90a only: wgmma needs the
+  /// arch-specific target).
+  bool hasWgmma = false;
+  /// Dynamic shared memory a block of this chip may use.
+  int64_t maxSharedMemory = kPortableSharedMemory;
+
+  /// The facts of `chip`, or nothing if no generator supports it.
+  static std::optional<ArchInfo> get(llvm::StringRef chip) {
+    if (chip == "sm_90a")
+      return ArchInfo{chip.str(), true, kHopperSharedMemory};
+    if (chip == "sm_90")
+      return ArchInfo{chip.str(), false, kHopperSharedMemory};
+    if (chip == "sm_80" || chip == "sm_86" || chip == "sm_87" ||
+        chip == "sm_89")
+      return ArchInfo{chip.str(), false, kPortableSharedMemory};
+    return std::nullopt;
+  }
+};
+
+} // namespace flashlight::attn
+
+#endif // FLASHLIGHT_DIALECT_ATTN_ANALYSIS_ARCHINFO_H

@@ -1,0 +1,285 @@
+//===- Plan.cpp - Decide how each attention becomes a kernel --------------===//
+//
+// attn-plan is the one place where a kernel's shape is decided. Each rule is
+// a function below, in the order the decisions depend on each other:
+//
+//   1. generator and tiles  -- tensor cores or the reference generator, the
+//                              tiles the program's structure prefers
+//                              (preferredTiles, fittedTiles), overrides;
+//   2. wgmma or mma.sync    -- what warpgroup MMA takes;
+//   3. warps                -- query rows per warp, where Q lives;
+//   4. sparsity             -- a block-mask pre-kernel or a tile vote;
+//   5. the KV loop's form   -- pipelined, mbarriers, producer, ping-pong,
+//                              branch lookahead (loopForm);
+//   6. registers            -- blocks per SM, setmaxnreg's split.
+//
+// The measured reasons behind each rule are decision records in
+// docs/decisions, cited by number.
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashlight/Dialect/Attn/Analysis/ArchInfo.h"
+#include "flashlight/Dialect/Attn/Analysis/KernelFacts.h"
+#include "flashlight/Dialect/Attn/IR/AttnOps.h"
+#include "flashlight/Dialect/Attn/Transforms/Passes.h"
+
+namespace flashlight::attn {
+#define GEN_PASS_DEF_ATTNPLAN
+#include "flashlight/Dialect/Attn/Transforms/Passes.h.inc"
+} // namespace flashlight::attn
+
+using namespace mlir;
+using namespace flashlight::attn;
+
+namespace {
+
+/// Tiles of the reference generator unless overridden: a warp per query
+/// row, four rows per block, 32 keys per step.
+constexpr int64_t kReferenceBlockM = 4, kReferenceBlockN = 32;
+
+/// block-m x block-n.
+using Tiles = std::pair<int64_t, int64_t>;
+
+/// Rule 1a: the tensor-core tiles the program's structure prefers, before
+/// the shared-memory check (docs/decisions/003, 004, 010, 014).
+Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
+                     bool threeWarpgroups) {
+  MaskKind mask = facts.getMask().kind;
+  bool atoms = facts.hasWholeAtoms();
+  int64_t dqk = facts.getSmallestHeadDim(), dv = facts.getValueHeadDim();
+  unsigned branches = facts.getNumBranches();
+  auto op = cast<AttentionOp>(facts.getOp());
+  // A mask no bound describes, without a score region, gets a block mask
+  // (the tile vote keeps 64 x 64) on 128 x 128 tiles.
+  bool blockMasked =
+      blockMask && op.getScore().empty() &&
+      (mask == MaskKind::DataDependent || mask == MaskKind::Custom);
+  if (blockMasked && wgmma && atoms)
+    return {128, 128};
+  // Several logit branches at D = 64: 128 x 128, so that the producer
+  // warpgroup and ping-pong apply.
+  if (branches > 1 && wgmma && atoms && dv <= 64)
+    return {128, 128};
+  // One long branch at D = 64 with a plain mask and score: three consumer
+  // warpgroups on 192 x 128 (docs/decisions/004).
+  int64_t shortest = facts.getShortestLength();
+  if (wgmma && threeWarpgroups && atoms && branches == 1 && dqk == 64 &&
+      dv == 64 && !ShapedType::isDynamic(shortest) && shortest >= 8192 &&
+      facts.hasPlainMask() && facts.hasPlainScore())
+    return {192, 128};
+  bool lean = facts.isLean();
+  if (lean && wgmma && atoms)
+    return {128, dqk >= 128 && dv >= 128 ? 128 : 64};
+  // A score region of plain arithmetic (ALiBi; a pair bias wgmma stages
+  // with K) with a plain mask at D = 128.
+  if (facts.hasArithmeticScore() && facts.hasPlainMask() && wgmma &&
+      dqk >= 128 && dv >= 128 && atoms)
+    return {128, 128};
+  return {lean ? 128 : 64, 64};
+}
+
+/// Rule 1b: each logit branch stages its own Q and K tiles; with several,
+/// 128-key tiles may not fit in shared memory, 64-key ones do up to
+/// D = 128.
+Tiles fittedTiles(const KernelFacts &facts, Tiles tiles) {
+  if (tiles.second > 64 &&
+      facts.tensorCoreIneligibility(tiles.first, tiles.second))
+    tiles.second = 64;
+  return tiles;
+}
+
+/// The pass's options (overrides) with the chip's facts.
+struct Planner {
+  const KernelFacts &facts;
+  const ArchInfo &arch;
+  const AttnPlanOptions &options;
+
+  InFlightDiagnostic error() {
+    return facts.getOp()->emitError() << "attn-plan: ";
+  }
+  InFlightDiagnostic remark() { return facts.getOp()->emitRemark(); }
+
+  FailureOr<KernelPlanAttr> plan();
+  FailureOr<KernelPlanAttr> referencePlan();
+  FailureOr<KernelPlanAttr> tensorCorePlan(Tiles tiles);
+};
+
+FailureOr<KernelPlanAttr> Planner::referencePlan() {
+  int64_t blockM = options.blockM ? options.blockM : kReferenceBlockM;
+  int64_t blockN = options.blockN ? options.blockN : kReferenceBlockN;
+  if (blockM * ArchInfo::kThreadsPerWarp > ArchInfo::kMaxThreadsPerBlock)
+    return error() << "block-m " << blockM << " needs "
+                   << blockM * ArchInfo::kThreadsPerWarp
+                   << " threads per block with the reference code generator "
+                      "(at most "
+                   << ArchInfo::kMaxThreadsPerBlock << ")";
+  return KernelPlanAttr::getReference(facts.getOp()->getContext(), blockM,
+                                      blockN);
+}
+
+FailureOr<KernelPlanAttr> Planner::plan() {
+  if (!options.tensorCores)
+    return referencePlan();
+  // Rule 1: the tiles the structure prefers, then the overrides.
+  bool wgmma = arch.hasWgmma && options.wgmma;
+  Tiles tiles = fittedTiles(
+      facts,
+      preferredTiles(facts, wgmma, options.blockMask,
+                     options.producerWarpgroup && options.decoupleWarpgroups));
+  if (options.blockM)
+    tiles.first = options.blockM;
+  if (options.blockN)
+    tiles.second = options.blockN;
+  if (std::optional<std::string> why =
+          facts.tensorCoreIneligibility(tiles.first, tiles.second)) {
+    remark() << "tensor-core path not taken: " << *why
+             << "; using the reference kernel";
+    return referencePlan();
+  }
+  if (facts.getKVTiles(tiles.first, tiles.second) == KVTiles::None) {
+    remark() << "tensor-core path not taken: no query row keeps a key; using "
+                "the reference kernel";
+    return referencePlan();
+  }
+  return tensorCorePlan(tiles);
+}
+
+FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
+  auto [blockM, blockN] = tiles;
+  unsigned branches = facts.getNumBranches();
+  bool votes = facts.votesOnTiles();
+  bool kvLoop = facts.getKVTiles(blockM, blockN) == KVTiles::Loop;
+  bool wgmmaWanted = arch.hasWgmma && options.wgmma;
+  // Three consumer warpgroups are wgmma's.
+  if (blockM == 192 && !wgmmaWanted)
+    return error() << "block-m 192 needs wgmma (sm_90a)";
+
+  // Rule 2: wgmma where it takes the tiles and head dims, else mma.sync.
+  Generator generator = Generator::mma_sync;
+  if (wgmmaWanted) {
+    // Warpgroups take 64 rows each, three only on the producer warpgroup's
+    // dense loop (docs/decisions/004), and head dims of whole atoms (Q.K's
+    // multiples of 16, V's of 64).
+    bool producerLoop = blockN == 128 && options.decoupleWarpgroups &&
+                        options.producerWarpgroup && !votes && kvLoop;
+    std::optional<int64_t> partial = facts.getPartialAtomHeadDim();
+    if (blockM != 64 && blockM != 128 && blockM != 192)
+      remark() << "wgmma not used: block-m " << blockM
+               << " (it takes 64, 128 or 192); using mma.sync";
+    else if (blockM == 192 && !producerLoop)
+      return error() << "block-m 192 needs wgmma's producer warpgroup on a "
+                        "dense KV loop (block-n 128, a KV loop, no block mask "
+                        "or tile vote)";
+    else if (partial)
+      remark() << "wgmma not used: head dim " << *partial
+               << " (it takes Q.K's in multiples of 16, V's of 64); using "
+                  "mma.sync";
+    else
+      generator = Generator::wgmma;
+  }
+  bool wgmma = generator == Generator::wgmma;
+
+  // Rule 3: query rows per warp. mma.sync: 32 (two m16 tiles) on 128-row
+  // tiles of one branch, else 16; Q stays in shared memory where its A
+  // fragments and the accumulators would not both fit in registers (more
+  // than 32 registers of Q per thread). wgmma: 16, Q in shared memory.
+  int64_t warpRows = ArchInfo::kMmaRows;
+  bool queryInSmem = wgmma;
+  if (!wgmma) {
+    warpRows = options.warpRows ? options.warpRows
+               : blockM >= 128 && branches == 1 ? 2 * ArchInfo::kMmaRows
+                                                : ArchInfo::kMmaRows;
+    if ((warpRows != 16 && warpRows != 32) || blockM % warpRows)
+      return error() << "warp-rows " << warpRows
+                     << " must be 16 or 32 and divide block-m " << blockM;
+    int64_t mTiles = warpRows / ArchInfo::kMmaRows;
+    queryInSmem = mTiles * facts.getKeyHeadDimSum() / 16 * 4 > 32;
+  }
+
+  // Rule 4: a mask no bound describes gets a block mask (a pre-kernel)
+  // where a KV loop would otherwise vote on each tile (docs/decisions/010).
+  bool blockMask = votes && options.blockMask && kvLoop;
+
+  // Rule 5: the KV loop's form (docs/decisions/005-009).
+  // Software-pipelined: one branch on 64-key tiles, a loop that visits every
+  // tile of its range.
+  bool pipelined = wgmma && options.overlapSoftmax && !votes && blockN < 128 &&
+                   branches == 1 && kvLoop;
+  // mbarriers instead of the per-step block-wide barrier: two or more
+  // warpgroups on the plain loop (dense, or sparse over a block mask); a
+  // producer warpgroup on the dense one, the consumers taking turns.
+  bool decoupled = wgmma && options.decoupleWarpgroups && !pipelined &&
+                   (!votes || blockMask) && blockM >= 128 && kvLoop;
+  bool producer = decoupled && options.producerWarpgroup && !blockMask;
+  bool pingPong = producer && options.pingPong;
+  LoopForm loop = pipelined   ? LoopForm::pipelined
+                  : decoupled ? LoopForm::mbarrier
+                              : LoopForm::barrier;
+  // Branches run one after the other issue the next one's S early, unless
+  // turns already interleave the products.
+  bool lookahead =
+      wgmma && options.branchLookahead && !pingPong && branches > 1;
+
+  // Rule 6: registers (docs/decisions/011, 007). Blocks per SM that ptxas
+  // budgets registers for: each branch's accumulators count.
+  int64_t consumerGroups = wgmma ? blockM / ArchInfo::kWarpgroupRows : 0;
+  int64_t threads = wgmma ? consumerGroups * ArchInfo::kThreadsPerWarpgroup
+                          : blockM / warpRows * ArchInfo::kThreadsPerWarp;
+  int64_t dv = facts.getValueHeadDim() * branches;
+  bool roomy = warpRows == ArchInfo::kMmaRows && dv <= 64 && !votes &&
+               !facts.gathersPerElement();
+  int64_t minBlocks = threads > 128 ? 1 : (roomy ? 3 : 2);
+  if (wgmma && threads > 128 && threads <= 256 && dv <= 64)
+    minBlocks = 2;
+  // setmaxnreg: registers move from the producer to the consumers.
+  int64_t producerRegisters = 0, consumerRegisters = 0;
+  if (producer) {
+    minBlocks = 1;
+    std::tie(producerRegisters, consumerRegisters) =
+        consumerGroups == 3 ? std::pair(32, 160)
+        : branches > 1      ? std::pair(24, 240)
+                            : std::pair(56, 224);
+  }
+  return KernelPlanAttr::get(facts.getOp()->getContext(), generator, blockM,
+                             blockN, warpRows, consumerGroups, producer, loop,
+                             pingPong, lookahead, blockMask, queryInSmem,
+                             minBlocks, producerRegisters, consumerRegisters);
+}
+
+struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {
+  using AttnPlanBase::AttnPlanBase;
+
+  void runOnOperation() override {
+    std::optional<ArchInfo> info = ArchInfo::get(arch);
+    if (!info) {
+      getOperation()->emitError()
+          << "attn-plan: unsupported arch '" << arch
+          << "' (supported: sm_80, sm_86, sm_87, sm_89, sm_90, sm_90a)";
+      return signalPassFailure();
+    }
+    AttnPlanOptions options{arch,
+                            tensorCores,
+                            wgmma,
+                            blockM,
+                            blockN,
+                            warpRows,
+                            blockMask,
+                            overlapSoftmax,
+                            decoupleWarpgroups,
+                            producerWarpgroup,
+                            pingPong,
+                            branchLookahead};
+    WalkResult result = getOperation()->walk([&](AttentionOp op) {
+      KernelFacts facts(op);
+      FailureOr<KernelPlanAttr> plan = Planner{facts, *info, options}.plan();
+      if (failed(plan))
+        return WalkResult::interrupt();
+      op->setAttr(kKernelPlanAttrName, *plan);
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+};
+
+} // namespace

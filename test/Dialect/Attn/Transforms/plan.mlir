@@ -1,0 +1,215 @@
+// attn-plan: an attention in, its #attn.kernel_plan out; one case per rule
+// of Plan.cpp.
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a" --verify-diagnostics | FileCheck %s --check-prefix=H100
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_80" 2>/dev/null | FileCheck %s --check-prefix=A100
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a tensor-cores=false" | FileCheck %s --check-prefix=REF
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-mask=false" --verify-diagnostics | FileCheck %s --check-prefix=VOTE
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a ping-pong=false" --verify-diagnostics | FileCheck %s --check-prefix=TURNS
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a producer-warpgroup=false" --verify-diagnostics | FileCheck %s --check-prefix=NOPROD
+
+// Rule 1 (generator and tiles), lean causal attention at D = 128: wgmma on
+// 128 x 128 tiles, two consumer warpgroups on mbarriers, a producer
+// warpgroup handing them registers, consumers taking turns (rules 5, 6).
+// Ampere: mma.sync, 32-row warps on 128 x 64 tiles. Without tensor cores:
+// the reference generator's 4 x 32.
+// H100-LABEL: func.func @causal_d128
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, block_mask = false, query_in_smem = true, min_blocks = 1, producer_registers = 56, consumer_registers = 224>
+// A100-LABEL: func.func @causal_d128
+// A100: #attn.kernel_plan<generator = mma_sync, block_m = 128, block_n = 64, warp_rows = 32, consumer_groups = 0, producer = false, loop = barrier, ping_pong = false, lookahead = false, block_mask = false, query_in_smem = true, min_blocks = 2, producer_registers = 0, consumer_registers = 0>
+// REF-LABEL: func.func @causal_d128
+// REF: #attn.kernel_plan<generator = reference, block_m = 4, block_n = 32, warp_rows = 1, consumer_groups = 0, producer = false, loop = barrier
+// NOPROD-LABEL: func.func @causal_d128
+// NOPROD: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} producer = false, loop = mbarrier, ping_pong = false, {{.*}} min_blocks = 1, producer_registers = 0, consumer_registers = 0>
+func.func @causal_d128(%q: tensor<2x8x2048x128xbf16>, %k: tensor<2x8x2048x128xbf16>,
+                       %v: tensor<2x8x2048x128xbf16>) -> tensor<2x8x2048x128xbf16> {
+  %o = attn.attention q(%q : tensor<2x8x2048x128xbf16>) k(%k : tensor<2x8x2048x128xbf16>)
+         v(%v : tensor<2x8x2048x128xbf16>) scale [0.088] normalizer softmax
+         mask {
+         ^bb0(%b: index, %h: index, %i: index, %j: index):
+           %keep = arith.cmpi sle, %j, %i : index
+           attn.yield %keep : i1
+         } -> tensor<2x8x2048x128xbf16>
+  return %o : tensor<2x8x2048x128xbf16>
+}
+
+// -----
+
+// Rule 5, lean at D = 64 and N = 2048: 64-key tiles, the software-pipelined
+// KV loop (softmax of tile t overlaps P V of t - 1), two blocks per SM.
+// H100-LABEL: func.func @vanilla_d64
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, warp_rows = 16, consumer_groups = 2, producer = false, loop = pipelined, ping_pong = false, lookahead = false, block_mask = false, query_in_smem = true, min_blocks = 2,
+func.func @vanilla_d64(%q: tensor<2x8x2048x64xbf16>, %k: tensor<2x8x2048x64xbf16>,
+                       %v: tensor<2x8x2048x64xbf16>) -> tensor<2x8x2048x64xbf16> {
+  %o = attn.attention q(%q : tensor<2x8x2048x64xbf16>) k(%k : tensor<2x8x2048x64xbf16>)
+         v(%v : tensor<2x8x2048x64xbf16>) scale [0.125] normalizer softmax
+         -> tensor<2x8x2048x64xbf16>
+  return %o : tensor<2x8x2048x64xbf16>
+}
+
+// -----
+
+// Rule 1a, one long branch at D = 64 (N >= 8192): three consumer
+// warpgroups on 192 x 128, and the register file split 32 / 160.
+// H100-LABEL: func.func @long_d64
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 192, block_n = 128, warp_rows = 16, consumer_groups = 3, producer = true, loop = mbarrier, ping_pong = true, {{.*}} producer_registers = 32, consumer_registers = 160>
+// NOPROD-LABEL: func.func @long_d64
+// NOPROD: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64,
+func.func @long_d64(%q: tensor<1x8x8192x64xbf16>, %k: tensor<1x8x8192x64xbf16>,
+                    %v: tensor<1x8x8192x64xbf16>) -> tensor<1x8x8192x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x8x8192x64xbf16>) k(%k : tensor<1x8x8192x64xbf16>)
+         v(%v : tensor<1x8x8192x64xbf16>) scale [0.125] normalizer softmax
+         -> tensor<1x8x8192x64xbf16>
+  return %o : tensor<1x8x8192x64xbf16>
+}
+
+// -----
+
+// Rule 4, a data-dependent mask: a block-mask pre-kernel on 128 x 128
+// tiles, consumers on mbarriers without a producer. With block-mask=false
+// each block votes on its tiles: 64 x 64, a block-wide barrier per step.
+// H100-LABEL: func.func @document
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} producer = false, loop = mbarrier, ping_pong = false, lookahead = false, block_mask = true,
+// VOTE-LABEL: func.func @document
+// VOTE: #attn.kernel_plan<generator = wgmma, block_m = 64, block_n = 64, {{.*}} loop = barrier, {{.*}} block_mask = false,
+func.func @document(%q: tensor<2x4x1024x64xbf16>, %k: tensor<2x4x1024x64xbf16>,
+                    %v: tensor<2x4x1024x64xbf16>, %doc: tensor<2x1024xi32>) -> tensor<2x4x1024x64xbf16> {
+  %o = attn.attention q(%q : tensor<2x4x1024x64xbf16>) k(%k : tensor<2x4x1024x64xbf16>)
+         v(%v : tensor<2x4x1024x64xbf16>) captures(%doc : tensor<2x1024xi32>)
+         scale [0.125] normalizer softmax
+         mask {
+         ^bb0(%b: index, %h: index, %i: index, %j: index, %ids: tensor<2x1024xi32>):
+           %di = tensor.extract %ids[%b, %i] : tensor<2x1024xi32>
+           %dj = tensor.extract %ids[%b, %j] : tensor<2x1024xi32>
+           %keep = arith.cmpi eq, %di, %dj : i32
+           attn.yield %keep : i1
+         } -> tensor<2x4x1024x64xbf16>
+  return %o : tensor<2x4x1024x64xbf16>
+}
+
+// -----
+
+// Rules 1a, 5, 6 with two logit branches at D = 64: 128 x 128, the
+// producer's registers split 24 / 240. Branch lookahead only where the
+// consumers do not take turns.
+// H100-LABEL: func.func @two_branches
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} producer = true, loop = mbarrier, ping_pong = true, lookahead = false, {{.*}} producer_registers = 24, consumer_registers = 240>
+// TURNS-LABEL: func.func @two_branches
+// TURNS: #attn.kernel_plan<generator = wgmma, {{.*}} ping_pong = false, lookahead = true,
+// A100-LABEL: func.func @two_branches
+// A100: #attn.kernel_plan<generator = mma_sync, block_m = 64, block_n = 64, warp_rows = 16, {{.*}} query_in_smem = false, min_blocks = 2,
+func.func @two_branches(%q: tensor<2x4x1024x64xbf16>, %k: tensor<2x4x1024x64xbf16>,
+                        %v: tensor<2x4x1024x64xbf16>) -> tensor<2x4x1024x64xbf16> {
+  %o = attn.attention q(%q, %q : tensor<2x4x1024x64xbf16>, tensor<2x4x1024x64xbf16>)
+         k(%k, %k : tensor<2x4x1024x64xbf16>, tensor<2x4x1024x64xbf16>)
+         v(%v : tensor<2x4x1024x64xbf16>) scale [0.125, 0.125] normalizer softmax
+         epilogue {
+         ^bb0(%o1: f32, %o2: f32, %b: index, %h: index, %i: index, %d: index):
+           %r = arith.subf %o1, %o2 : f32
+           attn.yield %r : f32
+         } -> tensor<2x4x1024x64xbf16>
+  return %o : tensor<2x4x1024x64xbf16>
+}
+
+// -----
+
+// Rule 1b: four branches at D = 64 do not fit shared memory on 128-key
+// tiles; 64-key ones do.
+// H100-LABEL: func.func @four_branches
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64,
+func.func @four_branches(%q: tensor<1x2x512x64xbf16>, %k: tensor<1x2x512x64xbf16>,
+                         %v: tensor<1x2x512x64xbf16>) -> tensor<1x2x512x64xbf16> {
+  %o = attn.attention q(%q, %q, %q, %q : tensor<1x2x512x64xbf16>, tensor<1x2x512x64xbf16>, tensor<1x2x512x64xbf16>, tensor<1x2x512x64xbf16>)
+         k(%k, %k, %k, %k : tensor<1x2x512x64xbf16>, tensor<1x2x512x64xbf16>, tensor<1x2x512x64xbf16>, tensor<1x2x512x64xbf16>)
+         v(%v : tensor<1x2x512x64xbf16>) scale [0.1, 0.1, 0.1, 0.1] normalizer softmax
+         epilogue {
+         ^bb0(%o1: f32, %o2: f32, %o3: f32, %o4: f32, %b: index, %h: index, %i: index, %d: index):
+           %r = arith.subf %o1, %o2 : f32
+           %s = arith.addf %o3, %o4 : f32
+           %t = arith.addf %r, %s : f32
+           attn.yield %t : f32
+         } -> tensor<1x2x512x64xbf16>
+  return %o : tensor<1x2x512x64xbf16>
+}
+
+// -----
+
+// Rule 1a, score regions at D = 128: plain arithmetic (ALiBi) takes
+// 128 x 128 tiles; a math function (a tanh soft-cap) keeps 64 x 64.
+// H100-LABEL: func.func @alibi
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128,
+// H100-LABEL: func.func @softcap
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 64, block_n = 64,
+func.func @alibi(%q: tensor<1x4x1024x128xbf16>, %k: tensor<1x4x1024x128xbf16>,
+                 %v: tensor<1x4x1024x128xbf16>, %slopes: tensor<4xf32>) -> tensor<1x4x1024x128xbf16> {
+  %o = attn.attention q(%q : tensor<1x4x1024x128xbf16>) k(%k : tensor<1x4x1024x128xbf16>)
+         v(%v : tensor<1x4x1024x128xbf16>) captures(%slopes : tensor<4xf32>)
+         scale [0.088] normalizer softmax
+         score {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %sl: tensor<4xf32>):
+           %m = tensor.extract %sl[%h] : tensor<4xf32>
+           %d = arith.subi %j, %i : index
+           %di = arith.index_cast %d : index to i64
+           %df = arith.sitofp %di : i64 to f32
+           %bias = arith.mulf %m, %df : f32
+           %r = arith.addf %s, %bias : f32
+           attn.yield %r : f32
+         } -> tensor<1x4x1024x128xbf16>
+  return %o : tensor<1x4x1024x128xbf16>
+}
+func.func @softcap(%q: tensor<1x4x1024x128xbf16>, %k: tensor<1x4x1024x128xbf16>,
+                   %v: tensor<1x4x1024x128xbf16>) -> tensor<1x4x1024x128xbf16> {
+  %o = attn.attention q(%q : tensor<1x4x1024x128xbf16>) k(%k : tensor<1x4x1024x128xbf16>)
+         v(%v : tensor<1x4x1024x128xbf16>) scale [0.088] normalizer softmax
+         score {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+           %c = arith.constant 30.0 : f32
+           %x = arith.divf %s, %c : f32
+           %t = math.tanh %x : f32
+           %r = arith.mulf %t, %c : f32
+           attn.yield %r : f32
+         } -> tensor<1x4x1024x128xbf16>
+  return %o : tensor<1x4x1024x128xbf16>
+}
+
+// -----
+
+// Rule 2: V's head dim 80 fills its last wgmma atom partly: mma.sync, with a
+// remark.
+// H100-LABEL: func.func @head_dim_80
+// H100: #attn.kernel_plan<generator = mma_sync,
+func.func @head_dim_80(%q: tensor<1x4x512x80xbf16>, %k: tensor<1x4x512x80xbf16>,
+                       %v: tensor<1x4x512x80xbf16>) -> tensor<1x4x512x80xbf16> {
+  // expected-remark @+1 {{wgmma not used: head dim 80 (it takes Q.K's in multiples of 16, V's of 64); using mma.sync}}
+  %o = attn.attention q(%q : tensor<1x4x512x80xbf16>) k(%k : tensor<1x4x512x80xbf16>)
+         v(%v : tensor<1x4x512x80xbf16>) scale [0.11] normalizer softmax
+         -> tensor<1x4x512x80xbf16>
+  return %o : tensor<1x4x512x80xbf16>
+}
+
+// -----
+
+// Rules 1, 5: one KV tile (M and N within one tile) leaves no KV loop to
+// pipeline or decouple: a plain step.
+// H100-LABEL: func.func @one_tile
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, {{.*}} loop = barrier,
+func.func @one_tile(%q: tensor<1x4x48x64xbf16>, %k: tensor<1x4x48x64xbf16>,
+                    %v: tensor<1x4x48x64xbf16>) -> tensor<1x4x48x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x4x48x64xbf16>) k(%k : tensor<1x4x48x64xbf16>)
+         v(%v : tensor<1x4x48x64xbf16>) scale [0.125] normalizer softmax
+         -> tensor<1x4x48x64xbf16>
+  return %o : tensor<1x4x48x64xbf16>
+}
+
+// -----
+
+// Rule 1: f32 inputs are the reference generator's, with a remark.
+// H100-LABEL: func.func @f32_inputs
+// H100: #attn.kernel_plan<generator = reference, block_m = 4, block_n = 32,
+func.func @f32_inputs(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>,
+                      %v: tensor<1x2x64x64xf32>) -> tensor<1x2x64x64xf32> {
+  // expected-remark @+1 {{tensor-core path not taken: Q/K/V are not f16 or bf16; using the reference kernel}}
+  %o = attn.attention q(%q : tensor<1x2x64x64xf32>) k(%k : tensor<1x2x64x64xf32>)
+      v(%v : tensor<1x2x64x64xf32>) scale [0.125] normalizer softmax
+      -> tensor<1x2x64x64xf32>
+  return %o : tensor<1x2x64x64xf32>
+}
