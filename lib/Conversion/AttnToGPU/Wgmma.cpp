@@ -10,8 +10,7 @@
 //   64 columns (128 bytes per row), each [rows][128 bytes] with the 16-byte
 //   chunk j of row r stored at chunk j ^ (r % 8); tiles start 1024-byte
 //   aligned. A warp's row-major cp.async copies and wgmma's reads are then
-//   free of bank conflicts (the unswizzled core-matrix layout, measured on an
-//   H100, ran at 0.4-0.6x the swizzled rate). Head dims 64 and 128.
+//   free of bank conflicts (docs/decisions/002). Head dims of whole atoms.
 // - S = Q K^T: wgmma m64n(block-n)k16 with Q and K from shared memory (both
 //   K-major: a k16 step moves 32 bytes within an atom; 8-row groups are 1024
 //   bytes apart).
@@ -43,9 +42,25 @@
 
 #include "MmaSync.h"
 
+#include "llvm/Support/SaveAndRestore.h"
+
 using namespace flashlight::attn_to_gpu;
 
 namespace {
+
+/// wgmma's geometry, named once (ArchInfo holds the chip's facts):
+/// a warpgroup's rows (m64) and threads, a swizzle atom's row bytes and its
+/// 8-row block (the descriptors' stride), the 16-byte chunk that cp.async
+/// copies and the swizzle permutes, and K of one product (16-bit operands).
+constexpr int64_t kGroupRows = ArchInfo::kWarpgroupRows;
+constexpr int64_t kGroupThreads = ArchInfo::kThreadsPerWarpgroup;
+constexpr int64_t kRowBytes = ArchInfo::kSwizzleBytes;
+constexpr int64_t kAtomBlockBytes = ArchInfo::kSwizzleAlignment;
+constexpr int64_t kChunkBytes = 16;
+constexpr int64_t kProductK = 16;
+/// Accumulator registers past which branch lookahead would leave too few for
+/// the softmax (docs/decisions/009).
+constexpr int64_t kMaxLookaheadAccumulators = 128;
 
 class WgmmaEmitter : public MmaSyncEmitter {
 public:
@@ -138,9 +153,10 @@ protected:
   /// taking it.
   void turnSync(Value g, bool arrive) {
     if (arrive)
-      NVVM::BarrierArriveOp::create(b, loc, turnBarrier(g), i32(256));
+      NVVM::BarrierArriveOp::create(b, loc, turnBarrier(g),
+                                    i32(2 * kGroupThreads));
     else
-      namedBarrier(turnBarrier(g), 256);
+      namedBarrier(turnBarrier(g), 2 * kGroupThreads);
   }
 
   /// mbarrier `i` (0, 1: buffer full; 2, 3: buffer empty; with a producer
@@ -191,18 +207,23 @@ protected:
   Value parity, stageOffset;
   View valueView;
 
+  /// Columns of a swizzle atom: a 128-byte row of the tiles' elements.
+  int64_t atomColumns() {
+    return ArchInfo::atomElements(elementType().getIntOrFloatBitWidth());
+  }
+
   int64_t tileRows(Value tile, int64_t d) override {
     int64_t buffers = llvm::is_contained(queryTiles, tile) ? 1 : 2;
     return cast<MemRefType>(tile.getType()).getNumElements() /
-           llvm::alignTo(d, 64) / buffers;
+           llvm::alignTo(d, atomColumns()) / buffers;
   }
 
   /// Copies `view` into buffer `buffer` of the double-buffered `tile`.
   Value stageBuffer(const View &view, Value tile, Value buffer, int64_t d) {
-    stageOffset = mulI(buffer, tileRows(tile, d) * llvm::divideCeil(d, 64));
-    Value group = stage(view, tile);
-    stageOffset = Value();
-    return group;
+    llvm::SaveAndRestore<Value> offset(
+        stageOffset,
+        mulI(buffer, tileRows(tile, d) * llvm::divideCeil(d, atomColumns())));
+    return stage(view, tile);
   }
 
   /// Thread 0 sets up the mbarriers, before Q's copies: the barrier after
@@ -218,11 +239,13 @@ protected:
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
     // One arrival per thread: its copies landed (full), it is done with
-    // the tile (empty). (One per warp for empty measured slower.)
+    // the tile (empty); one per warp for empty was slower
+    // (docs/decisions/006).
     // With a producer warpgroup, its 128 threads fill the buffers.
     for (int64_t i = 0; i < (producer ? 8 : 4); ++i)
       NVVM::MBarrierInitOp::create(b, loc, barrierAt(i),
-                                   i32(producer && i % 4 < 2 ? 128 : threads),
+                                   i32(producer && i % 4 < 2 ? kGroupThreads
+                                                             : threads),
                                    Value());
   }
 
@@ -264,7 +287,7 @@ protected:
     Value firstRow = perQuery ? queryView.offsets[2]
                               : uniform(read.getIndices().drop_back().back());
     auto tileType = cast<MemRefType>(tile.getType());
-    int64_t perChunk = 128 / tileType.getElementTypeBitWidth();
+    int64_t perChunk = kChunkBytes * 8 / tileType.getElementTypeBitWidth();
     int64_t rows = tileType.getDimSize(0) / 2, cols = tileType.getDimSize(1);
     int64_t chunksPerRow = cols / perChunk, chunks = rows * chunksPerRow;
     unsigned rank = at.size() + 2;
@@ -399,7 +422,7 @@ protected:
   /// conflict). Chunks are a power of two elements: one xor of the column.
   Value stagedColumn(Value tile, Value row, Value col) {
     auto type = cast<MemRefType>(tile.getType());
-    int64_t perChunk = 128 / type.getElementTypeBitWidth();
+    int64_t perChunk = kChunkBytes * 8 / type.getElementTypeBitWidth();
     int64_t chunks = type.getDimSize(1) / perChunk;
     Value rowBits =
         arith::RemUIOp::create(b, loc, row, idx(std::min<int64_t>(8, chunks)));
@@ -624,13 +647,14 @@ protected:
     keptParity = args[stateSize];
     if (barriers)
       tileIndex = args[stateSize + 1];
-    keptTilesOnly = true;
-    loopLowerBounds.push_back(lb);
-    LogicalResult body = convertOps(*loop.getBody());
-    loopLowerBounds.pop_back();
-    keptTilesOnly = false;
-    if (failed(body))
-      return failure();
+    {
+      llvm::SaveAndRestore<bool> sparse(keptTilesOnly, true);
+      loopLowerBounds.push_back(lb);
+      LogicalResult body = convertOps(*loop.getBody());
+      loopLowerBounds.pop_back();
+      if (failed(body))
+        return failure();
+    }
     SmallVector<Value> next =
         flatten(loop.getBody()->getTerminator()->getOperands());
     next.push_back(arith::SubIOp::create(b, loc, idx(1), keptParity));
@@ -644,7 +668,10 @@ protected:
   }
 
   /// This thread's warpgroup.
-  Value warpgroup() { return arith::DivUIOp::create(b, loc, warp, idx(4)); }
+  Value warpgroup() {
+    return arith::DivUIOp::create(b, loc, warp,
+                                  idx(ArchInfo::kWarpsPerWarpgroup));
+  }
   /// This thread's warpgroup (0 or 1) as an i32, plus `plus`.
   Value groupId(int64_t plus) {
     return arith::IndexCastUIOp::create(b, loc, b.getI32Type(),
@@ -729,11 +756,13 @@ protected:
     NVVM::SetMaxRegisterOp::create(
         b, loc, b.getI32IntegerAttr(registerSplit.first),
         action(NVVM::SetMaxRegisterAction::decrease));
-    Value consumerThread = thread;
-    int64_t consumers = threads;
-    thread = arith::SubIOp::create(b, loc, thread, idx(threads));
-    threads = 128;
-    tilesInBounds = producerTilesInBounds(loop);
+    // The producer's thread index, thread count and bounds facts, for the
+    // copies below.
+    llvm::SaveAndRestore<Value> producerThread(
+        thread, arith::SubIOp::create(b, loc, thread, idx(threads)));
+    llvm::SaveAndRestore<int64_t> producerThreads(threads, kGroupThreads);
+    llvm::SaveAndRestore<bool> inBounds(tilesInBounds,
+                                        producerTilesInBounds(loop));
     // A tile is full once its copies landed and this thread's proxy fence
     // ordered them before the consumers' wgmma reads (the async proxy): the
     // fence here, once per producer thread, spares every consumer one per
@@ -794,9 +823,6 @@ protected:
            0);
     }
     NVVM::Exit::create(b, loc);
-    thread = consumerThread;
-    threads = consumers;
-    tilesInBounds = false;
     return success();
   }
 
@@ -861,9 +887,11 @@ protected:
       return std::optional(
           flatten(loop.getBody()->getTerminator()->getOperands()));
     };
-    peeled = true;
-    std::optional<SmallVector<Value>> first = convertBody(lb, init);
-    peeled = false;
+    std::optional<SmallVector<Value>> first;
+    {
+      llvm::SaveAndRestore<bool> firstStep(peeled, true);
+      first = convertBody(lb, init);
+    }
     if (!first)
       return failure();
     auto newLoop =
@@ -871,10 +899,12 @@ protected:
     {
       OpBuilder::InsertionGuard loopGuard(b);
       b.setInsertionPointToStart(newLoop.getBody());
-      owesValueProduct = true;
-      std::optional<SmallVector<Value>> next =
-          convertBody(newLoop.getInductionVar(), newLoop.getRegionIterArgs());
-      owesValueProduct = false;
+      std::optional<SmallVector<Value>> next;
+      {
+        llvm::SaveAndRestore<bool> laterStep(owesValueProduct, true);
+        next = convertBody(newLoop.getInductionVar(),
+                           newLoop.getRegionIterArgs());
+      }
       if (!next)
         return failure();
       scf::YieldOp::create(b, loc, *next);
@@ -907,21 +937,26 @@ protected:
     return success();
   }
 
-  /// Tiles are [elements / 64, 64]: a line of 64 elements per (atom, row),
-  /// chunks swizzled within the line.
+  /// Tiles are [elements / atom, atom]: a line of an atom's columns per
+  /// (atom, row), 16-byte chunks swizzled within the line (chunk j of row r
+  /// at j ^ (r % 8)).
   SmallVector<Value> tileIndices(Value tile, Value row, Value col,
                                  int64_t d) override {
+    int64_t atomCols = atomColumns();
+    int64_t perChunk = kChunkBytes * 8 / elementType().getIntOrFloatBitWidth();
+    int64_t swizzleRows = kAtomBlockBytes / kRowBytes;
     // The line index is atom * rows + row (rows per buffer).
-    Value atom = arith::DivUIOp::create(b, loc, col, idx(64));
+    Value atom = arith::DivUIOp::create(b, loc, col, idx(atomCols));
     Value line = addI(mulI(atom, tileRows(tile, d)), row);
     if (stageOffset)
       line = addI(line, stageOffset);
     Value chunk = arith::DivUIOp::create(
-        b, loc, arith::RemUIOp::create(b, loc, col, idx(64)), idx(8));
+        b, loc, arith::RemUIOp::create(b, loc, col, idx(atomCols)),
+        idx(perChunk));
     Value swizzled = arith::XOrIOp::create(
-        b, loc, chunk, arith::RemUIOp::create(b, loc, row, idx(8)));
-    return {line, addI(mulI(swizzled, 8),
-                       arith::RemUIOp::create(b, loc, col, idx(8)))};
+        b, loc, chunk, arith::RemUIOp::create(b, loc, row, idx(swizzleRows)));
+    return {line, addI(mulI(swizzled, perChunk),
+                       arith::RemUIOp::create(b, loc, col, idx(perChunk)))};
   }
 
   /// The output block through shared memory: each warpgroup writes its 64
@@ -937,10 +972,10 @@ protected:
     Value staging = queryTiles.empty() ? Value() : queryTiles.front();
     auto tileType =
         staging ? cast<MemRefType>(staging.getType()) : MemRefType();
-    // The Q tile holds [block-m, D] in 64-column atoms: it takes the output
+    // The Q tile holds [block-m, D] in whole atoms: it takes the output
     // when Dv = D and the element types agree.
     if (!tileType || tileType.getElementType() != outType.getElementType() ||
-        tileType.getNumElements() != threads / 2 * dv || dv % 64)
+        tileType.getNumElements() != threads / 2 * dv || dv % atomColumns())
       return MmaSyncEmitter::storeOutput(target, q0, pairs);
     Type element = outType.getElementType();
     int64_t bytes = outType.getElementTypeBitWidth() / 8;
@@ -957,18 +992,21 @@ protected:
             tileIndices(staging, addI(localRow, idx(8 * half)),
                         addI(idx(8 * nd), mulI(quad(), 2)), dv),
             /*nontemporal=*/false, llvm::Align(2 * bytes));
-    // The warpgroup's 128 threads see each other's writes.
+    // The warpgroup's threads see each other's writes.
     Value group = warpgroup();
-    namedBarrier(groupId(1), 128);
-    int64_t chunksPerRow = dv * bytes / 16, perChunk = 16 / bytes;
+    namedBarrier(groupId(1), kGroupThreads);
+    int64_t chunksPerRow = dv * bytes / kChunkBytes,
+            perChunk = kChunkBytes / bytes;
     auto chunkType = VectorType::get({perChunk}, element);
     Value tid = addI(
-        mulI(arith::RemUIOp::create(b, loc, warp, idx(4)), kThreadsPerWarp),
+        mulI(arith::RemUIOp::create(b, loc, warp,
+                                    idx(ArchInfo::kWarpsPerWarpgroup)),
+             kThreadsPerWarp),
         lane);
     Value rows = dim(out, 2);
-    for (int64_t i = 0; i < 64 * chunksPerRow / 128; ++i) {
-      Value flat = addI(idx(128 * i), tid);
-      Value row = addI(mulI(group, 64),
+    for (int64_t i = 0; i < kGroupRows * chunksPerRow / kGroupThreads; ++i) {
+      Value flat = addI(idx(kGroupThreads * i), tid);
+      Value row = addI(mulI(group, kGroupRows),
                        arith::DivUIOp::create(b, loc, flat, idx(chunksPerRow)));
       Value col = mulI(arith::RemUIOp::create(b, loc, flat, idx(chunksPerRow)),
                        perChunk);
@@ -988,11 +1026,11 @@ protected:
   /// Two warpgroups (one block per SM, nothing to hide a latency behind):
   /// no wait for Q here. The first step's wait covers every group issued
   /// before its K, so Q's and the first K/V tile's latencies overlap (a
-  /// block whose loop runs no step waits at finalize). Same run on an H100:
-  /// +1-9 % at N <= 2k. One warpgroup keeps the wait: several blocks share
-  /// the SM, and T5 spilled without it.
+  /// block whose loop runs no step waits at finalize; docs/decisions/006).
+  /// One warpgroup keeps the wait: several blocks share the SM, and T5
+  /// spilled without it.
   void afterQueryCopies() override {
-    if (threads == 128)
+    if (threads == kGroupThreads)
       return MmaSyncEmitter::afterQueryCopies();
     // The mbarriers' initialization, shown to every thread. With a
     // producer, the consumers let their Q copies land only after the fork
@@ -1018,8 +1056,8 @@ protected:
   /// 64-column atoms) and stride byte offset (between 8-row groups), each in
   /// 16-byte units; 128-byte swizzle. The address goes through an opaque
   /// copy first: otherwise LLVM computes every k-step's address at the top
-  /// of the loop body and keeps them live across the softmax (differential
-  /// D = 64 spilled 168 bytes for that).
+  /// of the loop body and keeps them live across the softmax, where they
+  /// spill (docs/decisions/002).
   Value descriptor(Value address, int64_t leading, int64_t stride) {
     Value start =
         LLVM::InlineAsmOp::create(
@@ -1065,14 +1103,14 @@ protected:
   /// Issues branch `r`'s S = Q K^T (`dqk` columns, `bn` keys) as one
   /// committed wgmma group; returns its accumulator struct.
   Value issueScore(unsigned r, int64_t dqk, int64_t bn) {
-    // The warpgroup's 64 rows of Q start 64 rows (of 128 bytes) into each
-    // atom of its tile.
-    int64_t atoms = llvm::divideCeil(dqk, 64);
+    // The warpgroup's rows of Q start a warpgroup's rows (of kRowBytes)
+    // into each atom of its tile.
+    int64_t atoms = llvm::divideCeil(dqk, atomColumns());
     int64_t queryRows =
         cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) / atoms;
     Value group = warpgroup();
-    Value rowsOffset = arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
-                                                    mulI(group, 64 * 128));
+    Value rowsOffset = arith::IndexCastUIOp::create(
+        b, loc, b.getI64Type(), mulI(group, kGroupRows * kRowBytes));
     Value queryAddress = queryAddresses[r];
     Value keyAddress = keyAddresses[r];
     Type type = accumulatorType(bn / 2);
@@ -1081,26 +1119,32 @@ protected:
     Value acc = LLVM::PoisonOp::create(b, loc, type);
     // (Ping-pong: this warpgroup's turn began before its P V.) With several
     // branches, that P V completes before S is issued: P's registers and S's
-    // accumulators are then never live at once (differential D = 64 spilled
-    // 120 bytes and ran 3-5 % slower; the tensor cores lose only the issue
-    // latency between the two, as the P V would run first anyway).
+    // accumulators are then never live at once (otherwise they spill:
+    // docs/decisions/008; the tensor cores lose only the issue latency
+    // between the two, as the P V would run first anyway).
     if (turnOpen && keyTiles.size() > 1)
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
-    Value qDesc = descriptor(
-        arith::AddIOp::create(b, loc, queryAddress, rowsOffset), 16, 1024);
+    // K-major operands: leading byte offset 16 (unused with the swizzle),
+    // stride one 8-row block.
+    Value qDesc =
+        descriptor(arith::AddIOp::create(b, loc, queryAddress, rowsOffset),
+                   kChunkBytes, kAtomBlockBytes);
     Value kDesc =
         descriptor(arith::AddIOp::create(b, loc, keyAddress,
-                                         bufferBytes(bn * atoms * 128)),
-                   16, 1024);
-    // A k16 step moves 32 bytes within an atom of 64 columns.
-    for (int64_t k = 0; k < dqk / 16; ++k) {
-      int64_t atom = k / 4, within = (k % 4) * 32;
-      Value qDescK = advance(qDesc, atom * queryRows * 128 + within);
-      Value kDescK = advance(kDesc, atom * bn * 128 + within);
+                                         bufferBytes(bn * atoms * kRowBytes)),
+                   kChunkBytes, kAtomBlockBytes);
+    // A k16 step moves k16 elements' bytes within an atom.
+    int64_t stepsPerAtom = atomColumns() / kProductK;
+    int64_t stepBytes = kRowBytes / stepsPerAtom;
+    for (int64_t k = 0; k < dqk / kProductK; ++k) {
+      int64_t atom = k / stepsPerAtom, within = (k % stepsPerAtom) * stepBytes;
+      Value qDescK = advance(qDesc, atom * queryRows * kRowBytes + within);
+      Value kDescK = advance(kDesc, atom * bn * kRowBytes + within);
       acc = NVVM::WgmmaMmaAsyncOp::create(
           b, loc, type, acc, qDescK, kDescK,
-          NVVM::MMAShapeAttr::get(b.getContext(), 64, bn, 16), wgmmaType,
+          NVVM::MMAShapeAttr::get(b.getContext(), kGroupRows, bn, kProductK),
+          wgmmaType,
           wgmmaType, NVVM::WGMMATypes::f32,
           k == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
           NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
@@ -1146,7 +1190,7 @@ protected:
     ahead = Value();
     // Issuing the next branch's S early keeps its accumulators live through
     // this branch's softmax: where every branch's accumulators already take
-    // 128 registers (D = 128 differential), that spilled (216 bytes).
+    // kMaxLookaheadAccumulators registers, that spills (docs/decisions/009).
     int64_t accumulators =
         cast<RankedTensorType>(currentStep.getValue().getType()).getDimSize(3) *
         currentStep.getNumBranches();
@@ -1159,7 +1203,8 @@ protected:
           arith::SubIOp::create(b, loc, idx(1), parity), 2 * carried.o.size());
       NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
       NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 1);
-    } else if (lookahead && nextScoreBranch && accumulators <= 128) {
+    } else if (lookahead && nextScoreBranch &&
+               accumulators <= kMaxLookaheadAccumulators) {
       // The next branch's S runs on the tensor cores while this branch's
       // softmax runs (and the P V before it, still in flight, completes).
       aheadBranch = *nextScoreBranch;
@@ -1261,14 +1306,16 @@ protected:
     for (int64_t j = 0; j < dv / 2; ++j)
       c = LLVM::InsertValueOp::create(b, loc, c, acc[j], j);
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
-    // Keys [16k, 16k + 16) are rows 16k.. of every atom (128 bytes a row).
+    // Keys [16k, 16k + 16) are rows 16k.. of every atom (kRowBytes a row);
+    // V is MN-major: atoms along D are block-n rows apart.
     int64_t bytes = elementType().getIntOrFloatBitWidth() / 8;
     Value vDesc =
         descriptor(arith::AddIOp::create(b, loc, valueAddress,
                                          bufferBytes(bn * dv * bytes, buffer)),
-                   /*leading=*/bn * 128, /*stride=*/1024);
-    for (int64_t k = 0; k < bn / 16; ++k)
-      c = registerWgmma(p.slice(4 * k, 4), advance(vDesc, 16 * 128 * k), c, dv);
+                   /*leading=*/bn * kRowBytes, /*stride=*/kAtomBlockBytes);
+    for (int64_t k = 0; k < bn / kProductK; ++k)
+      c = registerWgmma(p.slice(4 * k, 4),
+                        advance(vDesc, kProductK * kRowBytes * k), c, dv);
     return c;
   }
 
