@@ -134,10 +134,9 @@ struct KVBounds {
   }
 };
 
-/// Tiles `fin` and its step as `plan` says; the loop nest carries the plan.
-LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
-  int64_t blockM = plan.getBlockM(), blockN = plan.getBlockN();
-  // Match the whole-tensor form that attn-online-softmax produces.
+/// The step feeding `fin` in the whole-tensor form attn-online-softmax
+/// produces (offsets 0, the initial state), or an error at `fin`.
+FailureOr<OnlineStepOp> wholeTensorStep(OnlineFinalizeOp fin) {
   ValueRange state = fin->getOperands().take_front(fin.getMaxState().size() +
                                                    fin.getSumState().size() +
                                                    fin.getAccState().size());
@@ -155,6 +154,56 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   for (Value v : llvm::concat<Value>(step.getSumState(), step.getAccState()))
     if (!isFilledWith(v, 0.0))
       return fin.emitError("attn-tile expects a zero initial state");
+  return step;
+}
+
+/// After `loop`: the tile's finalize of its final state, inserted into the
+/// forall's outputs at (bIdx, hIdx, q0) for `rows` rows.
+void finalizeTile(IRRewriter &b, Location loc, OnlineFinalizeOp fin,
+                  scf::ForallOp forall, scf::ForOp loop, unsigned stats,
+                  Value bIdx, Value hIdx, Value q0, Value rows) {
+  unsigned nb = fin.getAccState().size();
+  b.setInsertionPointAfter(loop);
+  SmallVector<Type> tileTypes;
+  for (Value result : fin.getResults()) {
+    auto type = cast<RankedTensorType>(result.getType());
+    SmallVector<int64_t> shape = {1, 1, ShapedType::kDynamic};
+    if (type.getRank() == 4)
+      shape.push_back(type.getDimSize(3));
+    tileTypes.push_back(RankedTensorType::get(shape, type.getElementType()));
+  }
+  ValueRange last = loop.getResults();
+  auto tileFin = OnlineFinalizeOp::create(
+      b, loc, tileTypes, last.take_front(stats), last.slice(stats, stats),
+      last.take_back(nb), fin.getSinks(), bIdx, hIdx, q0, fin.getCaptures(),
+      fin.getNormalizerAttr());
+  IRMapping mapping;
+  fin.getEpilogue().cloneInto(&tileFin.getEpilogue(), mapping);
+
+  b.setInsertionPointToStart(forall.getTerminator().getBody());
+  for (auto [tileResult, dest] :
+       llvm::zip(tileFin.getResults(), forall.getRegionIterArgs())) {
+    auto type = cast<RankedTensorType>(tileResult.getType());
+    SmallVector<OpFoldResult> offsets = {bIdx, hIdx, q0};
+    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(1),
+                                       rows};
+    if (type.getRank() == 4) {
+      offsets.push_back(b.getIndexAttr(0));
+      sizes.push_back(b.getIndexAttr(type.getDimSize(3)));
+    }
+    SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
+    tensor::ParallelInsertSliceOp::create(b, loc, tileResult, dest, offsets,
+                                          sizes, strides);
+  }
+}
+
+/// Tiles `fin` and its step as `plan` says; the loop nest carries the plan.
+LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
+  int64_t blockM = plan.getBlockM(), blockN = plan.getBlockN();
+  FailureOr<OnlineStepOp> matched = wholeTensorStep(fin);
+  if (failed(matched))
+    return failure();
+  OnlineStepOp step = *matched;
 
   MaskScoreAnalysis analysis(step);
   KVBounds bounds{analysis.getMask(), !step.getMask().empty()};
@@ -269,39 +318,7 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   scf::YieldOp::create(b, loc, next);
 
   // Normalize the tile and insert it into the outputs.
-  b.setInsertionPointAfter(loop);
-  SmallVector<Type> tileTypes;
-  for (Value result : fin.getResults()) {
-    auto type = cast<RankedTensorType>(result.getType());
-    SmallVector<int64_t> shape = {1, 1, ShapedType::kDynamic};
-    if (type.getRank() == 4)
-      shape.push_back(type.getDimSize(3));
-    tileTypes.push_back(RankedTensorType::get(shape, type.getElementType()));
-  }
-  ValueRange last = loop.getResults();
-  auto tileFin = OnlineFinalizeOp::create(
-      b, loc, tileTypes, last.take_front(stats), last.slice(stats, stats),
-      last.take_back(nb), fin.getSinks(), bIdx, hIdx, q0, fin.getCaptures(),
-      fin.getNormalizerAttr());
-  IRMapping mapping;
-  fin.getEpilogue().cloneInto(&tileFin.getEpilogue(), mapping);
-
-  b.setInsertionPointToStart(forall.getTerminator().getBody());
-  for (auto [tileResult, dest] :
-       llvm::zip(tileFin.getResults(), forall.getRegionIterArgs())) {
-    auto type = cast<RankedTensorType>(tileResult.getType());
-    SmallVector<OpFoldResult> offsets = {bIdx, hIdx, q0};
-    SmallVector<OpFoldResult> sizes = {b.getIndexAttr(1), b.getIndexAttr(1),
-                                       rows};
-    if (type.getRank() == 4) {
-      offsets.push_back(b.getIndexAttr(0));
-      sizes.push_back(b.getIndexAttr(type.getDimSize(3)));
-    }
-    SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
-    tensor::ParallelInsertSliceOp::create(b, loc, tileResult, dest, offsets,
-                                          sizes, strides);
-  }
-
+  finalizeTile(b, loc, fin, forall, loop, stats, bIdx, hIdx, q0, rows);
   b.replaceOp(fin, forall.getResults());
   b.eraseOp(step);
   return success();
