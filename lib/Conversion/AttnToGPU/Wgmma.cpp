@@ -41,6 +41,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "MmaSync.h"
+#include "WgmmaOps.h"
 
 #include "llvm/Support/SaveAndRestore.h"
 
@@ -1051,54 +1052,20 @@ protected:
     return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v);
   }
 
-  /// The matrix descriptor of the operand at shared address `address`:
-  /// start address, leading byte offset (K-major: unused; MN-major: between
-  /// 64-column atoms) and stride byte offset (between 8-row groups), each in
-  /// 16-byte units; 128-byte swizzle. The address goes through an opaque
-  /// copy first: otherwise LLVM computes every k-step's address at the top
-  /// of the loop body and keeps them live across the softmax, where they
-  /// spill (docs/decisions/002).
+  /// The wgmma layer (WgmmaOps.h) at this emitter's builder and location.
   Value descriptor(Value address, int64_t leading, int64_t stride) {
-    Value start =
-        LLVM::InlineAsmOp::create(
-            b, loc, b.getI64Type(), ValueRange(address), "mov.b64 $0, $1;",
-            "=l,l", /*has_side_effects=*/true,
-            /*is_align_stack=*/false, LLVM::tailcallkind::TailCallKind::None,
-            /*asm_dialect=*/LLVM::AsmDialectAttr(),
-            /*operand_attrs=*/ArrayAttr())
-            .getRes();
-    start = arith::ShRUIOp::create(
-        b, loc, arith::AndIOp::create(b, loc, start, i64(0x3FFFF)), i64(4));
-    return arith::OrIOp::create(
-        b, loc, start,
-        i64((leading >> 4) << 16 | (stride >> 4) << 32 | int64_t(1) << 62));
+    return wgmma::matrixDescriptor(b, loc, address, leading, stride);
   }
-
-  /// `desc` advanced by `bytes` (a multiple of 16): the start address field
-  /// holds shared offsets >> 4 below 2^14, so the add cannot carry out.
   Value advance(Value desc, int64_t bytes) {
-    assert(bytes % 16 == 0 && "descriptor offsets are in 16-byte units");
-    return bytes ? arith::AddIOp::create(b, loc, desc, i64(bytes >> 4)) : desc;
+    return wgmma::advanceDescriptor(b, loc, desc, bytes);
   }
-
-  /// An accumulator struct of `n` f32 for the wgmma ops.
   Type accumulatorType(int64_t n) {
-    return LLVM::LLVMStructType::getLiteral(
-        b.getContext(), SmallVector<Type>(n, b.getF32Type()));
+    return wgmma::accumulatorType(b.getContext(), n);
   }
-
   SmallVector<Value> unpack(Value acc, int64_t n) {
-    SmallVector<Value> out;
-    for (int64_t i = 0; i < n; ++i)
-      out.push_back(LLVM::ExtractValueOp::create(b, loc, acc, i));
-    return out;
+    return wgmma::unpackAccumulator(b, loc, acc, n);
   }
-
-  /// Commits the warpgroup's wgmma ops and waits for them.
-  void finishProducts() {
-    NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-    NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-  }
+  void finishProducts() { wgmma::commitAndWait(b, loc); }
 
   /// Issues branch `r`'s S = Q K^T (`dqk` columns, `bn` keys) as one
   /// committed wgmma group; returns its accumulator struct.
@@ -1114,8 +1081,6 @@ protected:
     Value queryAddress = queryAddresses[r];
     Value keyAddress = keyAddresses[r];
     Type type = accumulatorType(bn / 2);
-    auto wgmmaType =
-        elementType().isBF16() ? NVVM::WGMMATypes::bf16 : NVVM::WGMMATypes::f16;
     Value acc = LLVM::PoisonOp::create(b, loc, type);
     // (Ping-pong: this warpgroup's turn began before its P V.) With several
     // branches, that P V completes before S is issued: P's registers and S's
@@ -1141,15 +1106,8 @@ protected:
       int64_t atom = k / stepsPerAtom, within = (k % stepsPerAtom) * stepBytes;
       Value qDescK = advance(qDesc, atom * queryRows * kRowBytes + within);
       Value kDescK = advance(kDesc, atom * bn * kRowBytes + within);
-      acc = NVVM::WgmmaMmaAsyncOp::create(
-          b, loc, type, acc, qDescK, kDescK,
-          NVVM::MMAShapeAttr::get(b.getContext(), kGroupRows, bn, kProductK),
-          wgmmaType,
-          wgmmaType, NVVM::WGMMATypes::f32,
-          k == 0 ? NVVM::WGMMAScaleOut::zero : NVVM::WGMMAScaleOut::one,
-          NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
-          NVVM::MMALayout::row, NVVM::MMALayout::col,
-          /*satfinite=*/nullptr);
+      acc = wgmma::sharedProduct(b, loc, qDescK, kDescK, acc, bn,
+                                 elementType(), /*accumulate=*/k > 0);
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
     if (turnOpen) {
@@ -1241,52 +1199,9 @@ protected:
     return s;
   }
 
-  /// An A-fragment register as i32: two 16-bit elements (i32 for bf16,
-  /// vector<2xf16> for f16) or their f32 bit pattern (loop-carried).
-  Value asI32(Value reg) {
-    if (reg.getType().isF32())
-      return arith::BitcastOp::create(b, loc, b.getI32Type(), reg);
-    if (reg.getType() == b.getI32Type())
-      return reg;
-    Value word = vector::BitCastOp::create(
-        b, loc, VectorType::get({1}, b.getI32Type()), reg);
-    return vector::ExtractOp::create(b, loc, word, 0);
-  }
-
-  /// One wgmma with A from registers: acc += a * B, B from the descriptor.
-  /// `transposeB`: B's rows are the contraction dimension (MN-major).
+  /// One wgmma with A from registers (WgmmaOps.h): acc += a * B.
   Value registerWgmma(ArrayRef<Value> a, Value bDesc, Value acc, int64_t n) {
-    std::string type = elementType().isBF16() ? "bf16" : "f16";
-    std::string text = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(n) +
-                       "k16.f32." + type + "." + type + " {";
-    std::string constraints;
-    for (int64_t i = 0; i < n / 2; ++i) {
-      text += (i ? ", $" : "$") + std::to_string(i);
-      constraints += (i ? ",=f" : "=f");
-    }
-    int64_t first = n / 2;
-    text += "}, {$" + std::to_string(first) + ", $" +
-            std::to_string(first + 1) + ", $" + std::to_string(first + 2) +
-            ", $" + std::to_string(first + 3) + "}, $" +
-            std::to_string(first + 4) +
-            ", 1, 1, 1, 1;"; // scale-d, scale-a, scale-b, transpose-b
-    constraints += ",r,r,r,r,l";
-    SmallVector<Value> operands;
-    for (Value reg : a)
-      operands.push_back(asI32(reg));
-    operands.push_back(bDesc);
-    for (int64_t i = 0; i < n / 2; ++i) {
-      operands.push_back(LLVM::ExtractValueOp::create(b, loc, acc, i));
-      constraints += "," + std::to_string(i);
-    }
-    return LLVM::InlineAsmOp::create(
-               b, loc, accumulatorType(n / 2), operands, text, constraints,
-               /*has_side_effects=*/true, /*is_align_stack=*/false,
-               LLVM::tailcallkind::TailCallKind::None,
-               LLVM::AsmDialectAttr::get(b.getContext(),
-                                         LLVM::AsmDialect::AD_ATT),
-               /*operand_attrs=*/ArrayAttr())
-        .getRes();
+    return wgmma::registerProduct(b, loc, a, bDesc, acc, n, elementType());
   }
 
   /// Byte offset of buffer `buffer` (default: the current one) of a tile of
@@ -1376,7 +1291,7 @@ protected:
     for (const SmallVector<Value> &k : pFrag[0])
       for (Value reg : k)
         out.push_back(
-            arith::BitcastOp::create(b, loc, b.getF32Type(), asI32(reg)));
+            arith::BitcastOp::create(b, loc, b.getF32Type(), wgmma::fragmentAsI32(b, loc, reg)));
     for (Value f : alpha)
       out.push_back(f ? f : f32(1));
     return out;
