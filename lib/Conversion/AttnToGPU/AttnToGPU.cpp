@@ -242,9 +242,9 @@ MmaTiles layoutTiles(SharedMemoryPlan &smem, OpBuilder &b, OnlineStepOp step,
   unsigned branches = step.getNumBranches();
   if (RelativeTerms relative = relativeTerms(step.getScore(), branches)) {
     int64_t rows = plan.getWarpRows();
-    int64_t threads = wgmma ? plan.getConsumerGroups() *
-                                  ArchInfo::kThreadsPerWarpgroup
-                            : plan.getThreads();
+    int64_t threads =
+        wgmma ? plan.getConsumerGroups() * ArchInfo::kThreadsPerWarpgroup
+              : plan.getThreads();
     int64_t entries = threads / ArchInfo::kThreadsPerWarp * 2 *
                       relative.terms.size() * (plan.getBlockN() + rows - 1);
     tiles.relative = smem.carve({entries}, b.getF32Type());
@@ -344,7 +344,8 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     auto tensor = cast<RankedTensorType>(t);
     return MemRefType::get(tensor.getShape(), tensor.getElementType());
   };
-  llvm::append_range(params, llvm::map_range(func.getArgumentTypes(), toMemref));
+  llvm::append_range(params,
+                     llvm::map_range(func.getArgumentTypes(), toMemref));
   llvm::append_range(params, llvm::map_range(func.getResultTypes(), toMemref));
   if (plan.getBlockMask())
     params.push_back(
@@ -483,8 +484,7 @@ struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
     auto gpuModule =
         gpu::GPUModuleOp::create(b, module.getLoc(), "flashlight_kernels");
     for (auto [func, forall] : work) {
-      if (failed(convertFunction(
-              func, gpuModule, forall)))
+      if (failed(convertFunction(func, gpuModule, forall)))
         return signalPassFailure();
       func.erase();
     }

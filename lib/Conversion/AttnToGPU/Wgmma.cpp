@@ -73,8 +73,7 @@ public:
         lookahead(plan.getLookahead()), stagedReads(tiles.stagedReads),
         barriers(tiles.barriers), producer(plan.getProducer()),
         pingPong(plan.getPingPong()),
-        registerSplit(plan.getProducerRegisters(),
-                      plan.getConsumerRegisters()),
+        registerSplit(plan.getProducerRegisters(), plan.getConsumerRegisters()),
         consumerGroups(plan.getConsumerGroups()) {
     fmaReciprocals = true;
     // Tile addresses in the shared window, once at the kernel's start.
@@ -244,10 +243,9 @@ protected:
     // (docs/decisions/006).
     // With a producer warpgroup, its 128 threads fill the buffers.
     for (int64_t i = 0; i < (producer ? 8 : 4); ++i)
-      NVVM::MBarrierInitOp::create(b, loc, barrierAt(i),
-                                   i32(producer && i % 4 < 2 ? kGroupThreads
-                                                             : threads),
-                                   Value());
+      NVVM::MBarrierInitOp::create(
+          b, loc, barrierAt(i),
+          i32(producer && i % 4 < 2 ? kGroupThreads : threads), Value());
   }
 
   /// Copies the K tiles of every branch at `offset` (null: the current
@@ -903,8 +901,8 @@ protected:
       std::optional<SmallVector<Value>> next;
       {
         llvm::SaveAndRestore<bool> laterStep(owesValueProduct, true);
-        next = convertBody(newLoop.getInductionVar(),
-                           newLoop.getRegionIterArgs());
+        next =
+            convertBody(newLoop.getInductionVar(), newLoop.getRegionIterArgs());
       }
       if (!next)
         return failure();
@@ -999,11 +997,10 @@ protected:
     int64_t chunksPerRow = dv * bytes / kChunkBytes,
             perChunk = kChunkBytes / bytes;
     auto chunkType = VectorType::get({perChunk}, element);
-    Value tid = addI(
-        mulI(arith::RemUIOp::create(b, loc, warp,
-                                    idx(ArchInfo::kWarpsPerWarpgroup)),
-             kThreadsPerWarp),
-        lane);
+    Value tid = addI(mulI(arith::RemUIOp::create(
+                              b, loc, warp, idx(ArchInfo::kWarpsPerWarpgroup)),
+                          kThreadsPerWarp),
+                     lane);
     Value rows = dim(out, 2);
     for (int64_t i = 0; i < kGroupRows * chunksPerRow / kGroupThreads; ++i) {
       Value flat = addI(idx(kGroupThreads * i), tid);
@@ -1106,8 +1103,8 @@ protected:
       int64_t atom = k / stepsPerAtom, within = (k % stepsPerAtom) * stepBytes;
       Value qDescK = advance(qDesc, atom * queryRows * kRowBytes + within);
       Value kDescK = advance(kDesc, atom * bn * kRowBytes + within);
-      acc = wgmma::sharedProduct(b, loc, qDescK, kDescK, acc, bn,
-                                 elementType(), /*accumulate=*/k > 0);
+      acc = wgmma::sharedProduct(b, loc, qDescK, kDescK, acc, bn, elementType(),
+                                 /*accumulate=*/k > 0);
     }
     NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
     if (turnOpen) {
@@ -1290,8 +1287,8 @@ protected:
     Fragments pFrag = packWeights(weights, bn);
     for (const SmallVector<Value> &k : pFrag[0])
       for (Value reg : k)
-        out.push_back(
-            arith::BitcastOp::create(b, loc, b.getF32Type(), wgmma::fragmentAsI32(b, loc, reg)));
+        out.push_back(arith::BitcastOp::create(
+            b, loc, b.getF32Type(), wgmma::fragmentAsI32(b, loc, reg)));
     for (Value f : alpha)
       out.push_back(f ? f : f32(1));
     return out;

@@ -22,8 +22,7 @@ bool flashlight::attn::votesOnTiles(Operation *op) {
   return kind == MaskKind::DataDependent || kind == MaskKind::Custom;
 }
 
-bool flashlight::attn::separableBranches(Region &score,
-                                                unsigned branches) {
+bool flashlight::attn::separableBranches(Region &score, unsigned branches) {
   if (score.empty())
     return true;
   Block &block = score.front();
@@ -48,8 +47,8 @@ bool flashlight::attn::separableBranches(Region &score,
   return true;
 }
 
-bool flashlight::attn::gathersPerElement(
-    Region &region, ArrayRef<tensor::ExtractOp> except) {
+bool flashlight::attn::gathersPerElement(Region &region,
+                                         ArrayRef<tensor::ExtractOp> except) {
   // Block arguments 1 and 2 are the batch and head: uniform per tile.
   return region
       .walk([&](tensor::ExtractOp extract) {
@@ -109,13 +108,14 @@ bool flashlight::attn::stagedPerQuery(tensor::ExtractOp read) {
 }
 
 int64_t flashlight::attn::stagedRowBytes(tensor::ExtractOp read,
-                                                int64_t blockN) {
+                                         int64_t blockN) {
   return blockN * read.getType().getIntOrFloatBitWidth() / 8;
 }
 
 std::optional<std::string>
-flashlight::attn::tensorCoreIneligibility(ValueRange keys, Value value, Region &score,
-                                    int64_t blockM, int64_t blockN) {
+flashlight::attn::tensorCoreIneligibility(ValueRange keys, Value value,
+                                          Region &score, int64_t blockM,
+                                          int64_t blockN) {
   unsigned branches = keys.size();
   Type element = cast<RankedTensorType>(value.getType()).getElementType();
   SmallVector<int64_t> headDims;
@@ -148,16 +148,14 @@ flashlight::attn::tensorCoreIneligibility(ValueRange keys, Value value, Region &
     mma += (blockM + blockN) * (d + 8);
   }
   int64_t elements = std::max(wgmma, mma);
-  int64_t bytes =
-      elements * element.getIntOrFloatBitWidth() / 8 + 1024 + 64 +
-      relativeTableBytes(score, branches, blockM, blockN);
+  int64_t bytes = elements * element.getIntOrFloatBitWidth() / 8 + 1024 + 64 +
+                  relativeTableBytes(score, branches, blockM, blockN);
   if (bytes > ArchInfo::kPortableSharedMemory)
     return "its tiles (" + std::to_string(branches) + " logit branches) need " +
            std::to_string(bytes) + " bytes of shared memory (at most " +
            std::to_string(ArchInfo::kPortableSharedMemory) + ")";
   return std::nullopt;
 }
-
 
 bool flashlight::attn::usesMathFunctions(Region &score) {
   return score
@@ -196,10 +194,10 @@ KernelFacts::KernelFacts(Operation *attention) : op(attention) {
     keyHeadDimSum += shape(key)[3];
   queryLength = shape(attn.getQueries()[0])[2];
   keyLength = shape(value)[2];
-  shortestLength = ShapedType::isDynamic(queryLength) ||
-                           ShapedType::isDynamic(keyLength)
-                       ? ShapedType::kDynamic
-                       : std::min(queryLength, keyLength);
+  shortestLength =
+      ShapedType::isDynamic(queryLength) || ShapedType::isDynamic(keyLength)
+          ? ShapedType::kDynamic
+          : std::min(queryLength, keyLength);
 
   hasMask = !attn.getMask().empty();
   mask = MaskScoreAnalysis(attention).getMask();
@@ -212,8 +210,8 @@ KernelFacts::KernelFacts(Operation *attention) : op(attention) {
   relative = bool(relativeTerms(score, branches));
   stagedReads = stagedTileReads(score, branches);
   bool math = usesMathFunctions(score);
-  plainScore = score.empty() || (!gathers && stagedReads.empty() &&
-                                 !relative && !math);
+  plainScore =
+      score.empty() || (!gathers && stagedReads.empty() && !relative && !math);
   arithmeticScore = !score.empty() &&
                     !flashlight::attn::gathersPerElement(score, stagedReads) &&
                     !math;

@@ -122,10 +122,10 @@ FailureOr<KernelPlanAttr> Planner::plan() {
     return referencePlan();
   // Rule 1: the tiles the structure prefers, then the overrides.
   bool wgmma = arch.hasWgmma && options.wgmma;
-  Tiles tiles = fittedTiles(
-      facts,
-      preferredTiles(facts, wgmma, options.blockMask,
-                     options.producerWarpgroup && options.decoupleWarpgroups));
+  Tiles tiles =
+      fittedTiles(facts, preferredTiles(facts, wgmma, options.blockMask,
+                                        options.producerWarpgroup &&
+                                            options.decoupleWarpgroups));
   if (options.blockM)
     tiles.first = options.blockM;
   if (options.blockN)
@@ -186,7 +186,7 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   int64_t warpRows = ArchInfo::kMmaRows;
   bool queryInSmem = wgmma;
   if (!wgmma) {
-    warpRows = options.warpRows ? options.warpRows
+    warpRows = options.warpRows                 ? options.warpRows
                : blockM >= 128 && branches == 1 ? 2 * ArchInfo::kMmaRows
                                                 : ArchInfo::kMmaRows;
     if ((warpRows != 16 && warpRows != 32) || blockM % warpRows)

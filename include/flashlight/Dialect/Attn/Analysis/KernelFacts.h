@@ -53,8 +53,8 @@ constexpr unsigned kMaxStagedReads = 2;
 /// row index is uniform over the block) with each K tile (cp.async) and
 /// reads it from shared memory, rather than each thread gathering its
 /// elements from global memory. At most kMaxStagedReads, in region order.
-llvm::SmallVector<mlir::tensor::ExtractOp>
-stagedTileReads(mlir::Region &score, unsigned numLeading);
+llvm::SmallVector<mlir::tensor::ExtractOp> stagedTileReads(mlir::Region &score,
+                                                           unsigned numLeading);
 /// Whether a stagedTileReads() read's row index is q_idx (a tile of
 /// block-m rows), not uniform over the block (one row).
 bool stagedPerQuery(mlir::tensor::ExtractOp read);
