@@ -31,9 +31,13 @@ for example in "$root"/examples/*.mlir; do
   add examples-default "$example" --arch=sm_80,sm_90a
   for n in 17 1000 8192; do
     for d in 64 128; do
-      add matrix "$example" --arch=sm_80,sm_90a --name=$name.n$n.d$d \
-        --batch=2 --q-heads=8 --kv-heads=2 --q-len=$n --kv-len=$n \
-        --head-dim=$d --dtype=bf16
+      shape="--batch=2 --q-heads=8 --kv-heads=2 --q-len=$n --kv-len=$n"
+      shape="$shape --head-dim=$d --dtype=bf16"
+      add matrix "$example" --arch=sm_80,sm_90a --name=$name.n$n.d$d $shape
+      add matrix-mma "$example" --arch=sm_90a --wgmma=false \
+        --name=$name.n$n.d$d $shape
+      [ "$n" = 8192 ] || add matrix-reference "$example" --arch=sm_90a \
+        --tensor-cores=false --name=$name.n$n.d$d $shape
     done
   done
 done
