@@ -19,6 +19,17 @@
 
 using namespace flashlight::attn_to_gpu;
 
+SmallVector<Value> BlockMask::indices(OpBuilder &b, Location loc, Value b0,
+                                      Value h0, Value q0, Value k0) const {
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  auto tile = [&](Value offset, int64_t size) -> Value {
+    return arith::DivUIOp::create(b, loc, offset,
+                                  arith::ConstantIndexOp::create(b, loc, size));
+  };
+  return {batch ? b0 : zero, heads ? h0 : zero, tile(q0, blockM),
+          tile(k0, blockN)};
+}
+
 BlockMask flashlight::attn_to_gpu::blockMaskOf(OnlineStepOp step,
                                                int64_t blockM, int64_t blockN) {
   BlockMask mask;

@@ -60,15 +60,7 @@ public:
   Value lane, warp, thread;
 
   /// Converts the ops of `block`, up to `stop` or the terminator.
-  LogicalResult convertOps(Block &block, Operation *stop = nullptr) {
-    for (Operation &op : block.without_terminator()) {
-      if (&op == stop)
-        break;
-      if (failed(convertOp(op)))
-        return failure();
-    }
-    return success();
-  }
+  LogicalResult convertOps(Block &block, Operation *stop = nullptr);
 
 protected:
   /// Per-thread values a state tensor (or a register-held tile) takes.
@@ -140,42 +132,18 @@ protected:
   /// (ex2.approx.f32) costs a compare and two predicated multiplies around it
   /// to scale subnormals. For softmax weights and rescales (exponents <= 0),
   /// anything below 2^-126 is 0 next to the row max's weight of 1.
-  Value exp2Ftz(Value x) {
-    return LLVM::CallIntrinsicOp::create(
-               b, loc, x.getType(),
-               b.getStringAttr("llvm.nvvm.ex2.approx.ftz.f32"), ValueRange{x})
-        .getResult(0);
-  }
-  /// 1 / (1 + 2^(-x log2 e)) with ex2.approx.ftz and rcp.approx.ftz: two
-  /// MUFU instructions and an FMA, where math.exp and an IEEE division cost
-  /// a dozen (the division's slow path included). Both approximations are
-  /// within a few ulp; a large -x gives rcp(inf) = 0, a large x 1.
+  Value exp2Ftz(Value x);
   /// 1 / y on the FMA pipe: a bit-trick estimate (0x7EF311C7 minus y's
   /// bits, within 5.1 %) and two Newton steps, within 6.6e-6 for y >= 1
   /// (checked over [1, 2^40] in f32). y is clamped to 1e30 first, so that
   /// y = inf gives about 0, as rcp.approx does.
-  Value reciprocalOnFma(Value y) {
-    y = arith::MinimumFOp::create(b, loc, y, f32(1e30));
-    Value bits = arith::BitcastOp::create(b, loc, b.getI32Type(), y);
-    Value magic =
-        arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0x7EF311C7);
-    Value r = arith::BitcastOp::create(
-        b, loc, b.getF32Type(), arith::SubIOp::create(b, loc, magic, bits));
-    for (int step = 0; step < 2; ++step)
-      r = add(r, mul(r, sub(f32(1), mul(y, r))));
-    return r;
-  }
-  /// 1 / (1 + 2^(-x log2 e)): ex2 and rcp on the MUFU pipe, or with
-  /// `fmaReciprocal` the reciprocal on the FMA pipe (reciprocalOnFma).
-  Value sigmoid(Value x, bool fmaReciprocal = false) {
-    Value y = add(exp2Ftz(mulLogit(x, f32(-kLog2e))), f32(1));
-    if (fmaReciprocal)
-      return reciprocalOnFma(y);
-    return LLVM::CallIntrinsicOp::create(
-               b, loc, x.getType(),
-               b.getStringAttr("llvm.nvvm.rcp.approx.ftz.f"), ValueRange{y})
-        .getResult(0);
-  }
+  Value reciprocalOnFma(Value y);
+  /// 1 / (1 + 2^(-x log2 e)) with ex2.approx.ftz and rcp.approx.ftz: two
+  /// MUFU instructions and an FMA, where math.exp and an IEEE division cost
+  /// a dozen (the division's slow path included). Both approximations are
+  /// within a few ulp; a large -x gives rcp(inf) = 0, a large x 1. With
+  /// `fmaReciprocal`, the reciprocal is on the FMA pipe (reciprocalOnFma).
+  Value sigmoid(Value x, bool fmaReciprocal = false);
   Value select(Value c, Value x, Value y) {
     return arith::SelectOp::create(b, loc, c, x, y);
   }
@@ -196,21 +164,10 @@ protected:
     MemRefType type;
     Value b0, h0;
   };
-  FailureOr<FinalizeTarget> finalizeTarget(OnlineFinalizeOp fin) {
-    Value out = outputOf.lookup(fin.getOutput());
-    if (!out)
-      return fin.emitError("attn-to-gpu: finalize result is not an output");
-    return FinalizeTarget{out, cast<MemRefType>(out.getType()),
-                          map.lookup(fin.getBatchOffset()),
-                          map.lookup(fin.getHeadOffset())};
-  }
+  /// `fin`'s target; an error when its result is not an output.
+  FailureOr<FinalizeTarget> finalizeTarget(OnlineFinalizeOp fin);
   /// Loads `memref[indices]` as f32.
-  Value loadF32(Value memref, ValueRange indices) {
-    Value v = memref::LoadOp::create(b, loc, memref, indices);
-    if (v.getType().isF32())
-      return v;
-    return arith::ExtFOp::create(b, loc, b.getF32Type(), v);
-  }
+  Value loadF32(Value memref, ValueRange indices);
 
   /// Final normalization of one softmax row from its base-2 state (max `m`,
   /// sum `l`): the factor that turns the accumulator into the output, and
@@ -218,54 +175,17 @@ protected:
   /// sink is one more key with that logit and value 0; without, a row with no
   /// kept key (l = 0) gives output 0 and LSE -inf.
   std::pair<Value, Value> normalizeRow(Value m, Value l, Value sink,
-                                       Value head) {
-    if (sink) {
-      Value s = mul(loadF32(sink, {head}), f32(kLog2e));
-      Value mNew = arith::MaximumFOp::create(b, loc, m, s);
-      Value alpha = exp2(sub(m, mNew));
-      Value lNew = add(mul(l, alpha), exp2(sub(s, mNew)));
-      return {div(alpha, lNew),
-              mul(add(mNew, math::Log2Op::create(b, loc, lNew)), f32(kLn2))};
-    }
-    Value any = cmpF(arith::CmpFPredicate::OGT, l, f32(0));
-    return {select(any, div(f32(1), l), f32(0)),
-            select(any, mul(add(m, math::Log2Op::create(b, loc, l)), f32(kLn2)),
-                   f32(-std::numeric_limits<double>::infinity()))};
-  }
+                                       Value head);
 
   /// Sum over the warp; every lane gets the result.
-  Value warpSum(Value x) {
-    for (int32_t offset = kThreadsPerWarp / 2; offset > 0; offset /= 2) {
-      auto shuffle = gpu::ShuffleOp::create(b, loc, x, offset, kThreadsPerWarp,
-                                            gpu::ShuffleMode::XOR);
-      x = add(x, shuffle.getShuffleResult());
-    }
-    return x;
-  }
+  Value warpSum(Value x);
 
   /// Inlines a region of an attn op: `leading` then the four indices then
   /// the captures (as memrefs; tensor.extract becomes memref.load). With
   /// `pre` (inlineIndependent's), the ops it holds are not cloned again.
   SmallVector<Value> inlineRegion(Region &region, ValueRange leading,
                                   ArrayRef<Value> indices, ValueRange captures,
-                                  const IRMapping *pre = nullptr) {
-    Block &block = region.front();
-    IRMapping rm = pre ? *pre : IRMapping();
-    unsigned i = 0;
-    for (Value v : leading)
-      rm.map(block.getArgument(i++), v);
-    mapIndicesAndCaptures(block, rm, i, indices, captures);
-    for (Operation &op : block.without_terminator()) {
-      if (pre && llvm::all_of(op.getResults(),
-                              [&](Value r) { return pre->contains(r); }))
-        continue;
-      inlineOp(op, rm, leading.size());
-    }
-    SmallVector<Value> out;
-    for (Value v : block.getTerminator()->getOperands())
-      out.push_back(rm.lookup(v));
-    return out;
-  }
+                                  const IRMapping *pre = nullptr);
 
   /// The ops of `region` that do not depend on its first `numLeading` block
   /// arguments (a score region's logits), inlined here: inlineRegion then
@@ -274,71 +194,15 @@ protected:
   /// Ops whose results `rm` already maps (reads from a staged tile) stay.
   IRMapping inlineIndependent(Region &region, unsigned numLeading,
                               ArrayRef<Value> indices, ValueRange captures,
-                              IRMapping rm = IRMapping()) {
-    Block &block = region.front();
-    mapIndicesAndCaptures(block, rm, numLeading, indices, captures);
-    for (Operation &op : block.without_terminator())
-      if (llvm::all_of(op.getOperands(),
-                       [&](Value v) { return rm.contains(v); }) &&
-          !llvm::all_of(op.getResults(),
-                        [&](Value r) { return rm.contains(r); }))
-        inlineOp(op, rm, numLeading);
-    return rm;
-  }
+                              IRMapping rm = IRMapping());
 
   /// Maps a region's index then capture block arguments, from `first` on.
   void mapIndicesAndCaptures(Block &block, IRMapping &rm, unsigned first,
-                             ArrayRef<Value> indices, ValueRange captures) {
-    unsigned i = first;
-    for (Value v : indices)
-      rm.map(block.getArgument(i++), v);
-    for (Value capture : captures)
-      rm.map(block.getArgument(i++), memrefOf.lookup(capture));
-  }
+                             ArrayRef<Value> indices, ValueRange captures);
 
   /// Clones one op of a region whose first `numLeading` block arguments
   /// precede the indices.
-  void inlineOp(Operation &op, IRMapping &rm, unsigned numLeading) {
-    Block &block = *op.getBlock();
-    if (auto extract = dyn_cast<tensor::ExtractOp>(op)) {
-      SmallVector<Value> ids;
-      for (Value id : extract.getIndices())
-        ids.push_back(rm.lookup(id));
-      Value memref = rm.lookup(extract.getTensor());
-      // Indexed by batch, head and constants only (ALiBi's slope[h]): one
-      // load per kernel, not one per element and step.
-      bool uniform = llvm::all_of(extract.getIndices(), [&](Value id) {
-        auto arg = dyn_cast<BlockArgument>(id);
-        return (arg && arg.getOwner() == &block &&
-                (arg.getArgNumber() == numLeading ||
-                 arg.getArgNumber() == numLeading + 1)) ||
-               id.getDefiningOp<arith::ConstantOp>();
-      });
-      Value hoisted = uniform ? loadOnce(memref, ids) : Value();
-      rm.map(extract.getResult(),
-             hoisted ? hoisted
-                     : memref::LoadOp::create(b, loc, memref, ids).getResult());
-      return;
-    }
-    flashlight::cloneForKernel(b, op, rm);
-    // As nvcc does by default (-fmad=true), a product feeding a sum may
-    // become one FMA: a bias term (ALiBi's slope * (j - i) + s) is one
-    // instruction per element instead of two. Reassociation (kLogit) lets
-    // the generator's constant factors around the region fold into it.
-    if (op.getNumResults() == 1)
-      if (auto math = rm.lookup(op.getResult(0))
-                          .getDefiningOp<arith::ArithFastMathInterface>()) {
-        arith::FastMathFlagsAttr flags = math.getFastMathFlagsAttr();
-        arith::FastMathFlags added = kLogit;
-        if (approximateFunctions)
-          added = added | arith::FastMathFlags::afn;
-        math->setAttr(math.getFastMathAttrName(),
-                      arith::FastMathFlagsAttr::get(
-                          b.getContext(), (flags ? flags.getValue()
-                                                 : arith::FastMathFlags::none) |
-                                              added));
-      }
-  }
+  void inlineOp(Operation &op, IRMapping &rm, unsigned numLeading);
   /// Set while inlining an epilogue whose result is stored in 16 bits:
   /// its divisions and math functions may be approximate (afn:
   /// div.approx.f32, __nv_fast_expf, ...). Their f32 errors (a few ulp;
@@ -351,149 +215,28 @@ protected:
   /// `memref[ids]` loaded once where its indices are all defined, outside
   /// any loop (the kernel's entry block), and reused; null when an index is
   /// defined elsewhere. Captures are read-only inputs, so the load may move.
-  Value loadOnce(Value memref, ArrayRef<Value> ids) {
-    for (auto &[key, loaded] : loadedOnce)
-      if (key.front() == memref && ArrayRef<Value>(key).drop_front() == ids)
-        return loaded;
-    auto func =
-        b.getInsertionBlock()->getParent()->getParentOfType<gpu::GPUFuncOp>();
-    if (!func)
-      return Value();
-    Block *entry = &func.getBody().front();
-    Operation *after = nullptr;
-    SmallVector<Value> operands = {memref};
-    llvm::append_range(operands, ids);
-    for (Value id : operands) {
-      if (id.getDefiningOp<arith::ConstantOp>())
-        continue;
-      if (auto arg = dyn_cast<BlockArgument>(id)) {
-        if (arg.getOwner() != entry)
-          return Value();
-        continue;
-      }
-      Operation *def = id.getDefiningOp();
-      if (def->getBlock() != entry)
-        return Value();
-      if (!after || after->isBeforeInBlock(def))
-        after = def;
-    }
-    OpBuilder::InsertionGuard guard(b);
-    if (after)
-      b.setInsertionPointAfter(after);
-    else
-      b.setInsertionPointToStart(entry);
-    SmallVector<Value> here;
-    for (Value id : ids)
-      here.push_back(id.getDefiningOp<arith::ConstantOp>()
-                         ? b.clone(*id.getDefiningOp())->getResult(0)
-                         : id);
-    Value loaded = memref::LoadOp::create(b, loc, memref, here);
-    SmallVector<Value> key = {memref};
-    llvm::append_range(key, ids);
-    loadedOnce.push_back({std::move(key), loaded});
-    return loaded;
-  }
+  Value loadOnce(Value memref, ArrayRef<Value> ids);
   /// loadOnce's loads: ({memref, indices...}, value).
   SmallVector<std::pair<SmallVector<Value>, Value>> loadedOnce;
 
   /// Flattens the per-lane values of `values`.
-  SmallVector<Value> flatten(ValueRange values) {
-    SmallVector<Value> flat;
-    for (Value v : values)
-      llvm::append_range(flat, lanes.lookup(v));
-    return flat;
-  }
+  SmallVector<Value> flatten(ValueRange values);
 
   /// Distributes `flat` over `values` by their lane counts.
-  void distribute(ValueRange values, ValueRange flat) {
-    unsigned pos = 0;
-    for (Value v : values) {
-      int64_t n = laneCount(v.getType());
-      lanes[v] = SmallVector<Value>(flat.slice(pos, n));
-      pos += n;
-    }
-  }
+  void distribute(ValueRange values, ValueRange flat);
 
   //===--------------------------------------------------------------------===//
   // Ops of the tiled form
   //===--------------------------------------------------------------------===//
 
-  LogicalResult convertOp(Operation &op) {
-    if (auto d = dyn_cast<tensor::DimOp>(op)) {
-      Value memref = memrefOf.lookup(d.getSource());
-      if (!memref)
-        return op.emitError("attn-to-gpu: dim of a non-argument tensor");
-      map.map(d.getResult(),
-              memref::DimOp::create(b, loc, memref, map.lookup(d.getIndex()))
-                  .getResult());
-      return success();
-    }
-    if (auto slice = dyn_cast<tensor::ExtractSliceOp>(op))
-      return convertSlice(slice);
-    if (auto cast = dyn_cast<tensor::CastOp>(op)) {
-      // A whole argument as a tile: when one tile covers every key,
-      // canonicalization folds the KV loop and the full slice away.
-      if (Value memref = memrefOf.lookup(cast.getSource());
-          memref && !views.count(cast.getSource())) {
-        View view{memref, {}, {}};
-        int64_t rank = cast.getType().getRank();
-        for (int64_t d = 0; d < rank; ++d) {
-          view.offsets.push_back(idx(0));
-          view.sizes.push_back(memref::DimOp::create(b, loc, memref, d));
-        }
-        views[cast.getResult()] = view;
-        return onSlice(cast.getResult(), view);
-      }
-      // Static/dynamic shape changes only: same data, same registers.
-      if (views.count(cast.getSource()))
-        views[cast.getResult()] = views.lookup(cast.getSource());
-      if (lanes.count(cast.getSource()))
-        lanes[cast.getResult()] = lanes.lookup(cast.getSource());
-      return success();
-    }
-    if (isa<tensor::EmptyOp>(op))
-      return success();
-    if (auto fill = dyn_cast<linalg::FillOp>(op)) {
-      Value value = map.lookupOrNull(fill.value());
-      if (!value)
-        return op.emitError("attn-to-gpu: fill with a non-constant value");
-      lanes[fill.getResult(0)] =
-          SmallVector<Value>(laneCount(fill.getResult(0).getType()), value);
-      return success();
-    }
-    if (auto loop = dyn_cast<scf::ForOp>(op))
-      return convertFor(loop);
-    if (auto branch = dyn_cast<scf::IfOp>(op))
-      return convertIf(branch);
-    if (auto step = dyn_cast<OnlineStepOp>(op))
-      return emitStep(step);
-    if (auto fin = dyn_cast<OnlineFinalizeOp>(op))
-      return emitFinalize(fin);
-    bool scalar =
-        op.getNumRegions() == 0 &&
-        llvm::all_of(op.getOperandTypes(),
-                     [](Type t) { return t.isIntOrIndexOrFloat(); }) &&
-        llvm::all_of(op.getResultTypes(),
-                     [](Type t) { return t.isIntOrIndexOrFloat(); });
-    if (!scalar)
-      return op.emitError("attn-to-gpu: unsupported op in a tiled attention");
-    b.clone(op, map);
-    return success();
-  }
+  /// Converts one op of the tiled form: index math is cloned, slices and
+  /// casts of arguments become views, fills and the loop's and branch's
+  /// results become per-thread values, and the step and the finalize go to
+  /// the code generator.
+  LogicalResult convertOp(Operation &op);
 
-  LogicalResult convertSlice(tensor::ExtractSliceOp slice) {
-    Value memref = memrefOf.lookup(slice.getSource());
-    if (!memref)
-      return slice.emitError("attn-to-gpu: slice of a non-argument tensor");
-    View view{memref, {}, {}};
-    for (OpFoldResult ofr : slice.getMixedOffsets())
-      view.offsets.push_back(materialize(ofr));
-    for (OpFoldResult ofr : slice.getMixedSizes())
-      view.sizes.push_back(materialize(ofr));
-    views[slice.getResult()] = view;
-
-    return onSlice(slice.getResult(), view);
-  }
+  /// The view of a slice of an argument, then onSlice.
+  LogicalResult convertSlice(tensor::ExtractSliceOp slice);
 
   /// What a slice feeds in a step: the query or key of one of the step's
   /// `branches` logit branches, or the value.
@@ -504,81 +247,16 @@ protected:
   /// The roles of `v` (directly or through tensor.cast), queries first,
   /// then keys, then the value: one slice may feed several (a K shared by
   /// two branches; K and V of the same tensor, merged by CSE).
-  static SmallVector<Role> rolesOf(Value v) {
-    SmallVector<Role> roles;
-    SmallVector<Value> work = {v};
-    OnlineStepOp step;
-    SmallVector<Value> same;
-    while (!work.empty()) {
-      Value x = work.pop_back_val();
-      same.push_back(x);
-      for (Operation *user : x.getUsers()) {
-        if (auto cast = dyn_cast<tensor::CastOp>(user))
-          work.push_back(cast.getResult());
-        else if (auto s = dyn_cast<OnlineStepOp>(user))
-          step = s;
-      }
-    }
-    if (!step)
-      return roles;
-    unsigned n = step.getNumBranches();
-    for (Role::Kind kind : {Role::Query, Role::Key})
-      for (unsigned r = 0; r < n; ++r)
-        if (llvm::is_contained(same, kind == Role::Query ? step.getQueries()[r]
-                                                         : step.getKeys()[r]))
-          roles.push_back({kind, r, n});
-    if (llvm::is_contained(same, step.getValue()))
-      roles.push_back({Role::Values, 0, n});
-    return roles;
-  }
+  static SmallVector<Role> rolesOf(Value v);
 
-  Value materialize(OpFoldResult ofr) {
-    if (auto v = dyn_cast<Value>(ofr))
-      return map.lookup(v);
-    return idx(cast<IntegerAttr>(cast<Attribute>(ofr)).getInt());
-  }
+  /// An offset or size of the source IR as a kernel value.
+  Value materialize(OpFoldResult ofr);
 
-  virtual LogicalResult convertFor(scf::ForOp loop) {
-    SmallVector<Value> init = flatten(loop.getInitArgs());
-    auto newLoop = scf::ForOp::create(b, loc, map.lookup(loop.getLowerBound()),
-                                      map.lookup(loop.getUpperBound()),
-                                      map.lookup(loop.getStep()), init);
-    OpBuilder::InsertionGuard guard(b);
-    b.setInsertionPointToStart(newLoop.getBody());
-    map.map(loop.getInductionVar(), newLoop.getInductionVar());
-    distribute(loop.getRegionIterArgs(), newLoop.getRegionIterArgs());
-    loopLowerBounds.push_back(newLoop.getLowerBound());
-    LogicalResult body = convertOps(*loop.getBody());
-    loopLowerBounds.pop_back();
-    if (failed(body))
-      return failure();
-    scf::YieldOp::create(
-        b, loc, flatten(loop.getBody()->getTerminator()->getOperands()));
-    b.setInsertionPointAfter(newLoop);
-    distribute(loop.getResults(), newLoop.getResults());
-    return success();
-  }
+  /// The KV loop, carrying the flattened per-thread state.
+  virtual LogicalResult convertFor(scf::ForOp loop);
 
-  LogicalResult convertIf(scf::IfOp branch) {
-    SmallVector<Type> types;
-    for (Type t : branch.getResultTypes())
-      types.append(laneCount(t), b.getF32Type());
-    auto newIf =
-        scf::IfOp::create(b, loc, types, map.lookup(branch.getCondition()),
-                          /*withElseRegion=*/true);
-    for (auto [from, to] :
-         {std::pair(&branch.getThenRegion(), &newIf.getThenRegion()),
-          std::pair(&branch.getElseRegion(), &newIf.getElseRegion())}) {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&to->front());
-      if (failed(convertOps(from->front())))
-        return failure();
-      scf::YieldOp::create(
-          b, loc, flatten(from->front().getTerminator()->getOperands()));
-    }
-    distribute(branch.getResults(), newIf.getResults());
-    return success();
-  }
+  /// The full/partial scf.if, yielding the flattened per-thread state.
+  LogicalResult convertIf(scf::IfOp branch);
 };
 
 /// One warp per query row, lanes across the head dim; no tensor cores. The
@@ -622,15 +300,7 @@ struct BlockMask {
 
   /// The byte's indices for the tile at (b0, h0, q0, k0).
   SmallVector<Value> indices(OpBuilder &b, Location loc, Value b0, Value h0,
-                             Value q0, Value k0) const {
-    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-    auto tile = [&](Value offset, int64_t size) -> Value {
-      return arith::DivUIOp::create(
-          b, loc, offset, arith::ConstantIndexOp::create(b, loc, size));
-    };
-    return {batch ? b0 : zero, heads ? h0 : zero, tile(q0, blockM),
-            tile(k0, blockN)};
-  }
+                             Value q0, Value k0) const;
 };
 
 /// The block mask `step` would use (without its memref): whether its mask
