@@ -34,19 +34,15 @@
 
 namespace flashlight::attn_to_gpu {
 
+/// The mma.sync code generator; see the file comment. Its hooks (the two
+/// products, the tiles' layout, the copies' waits and visibility) are
+/// virtual for the wgmma generator.
 class MmaSyncEmitter : public KernelEmitter {
 public:
   /// The plan's compute threads (wgmma's consumer warpgroups) and m16
   /// tiles per warp.
   MmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
-                 KernelPlanAttr plan, const BlockMask &mask)
-      : KernelEmitter(b, loc), keyTiles(tiles.keys), queryTiles(tiles.queries),
-        valueTile(tiles.values), relativeTable(tiles.relative),
-        stagedTiles(tiles.staged),
-        threads(plan.getGenerator() == Generator::wgmma
-                    ? plan.getConsumerGroups() * ArchInfo::kThreadsPerWarpgroup
-                    : plan.getThreads()),
-        mTiles(plan.getWarpRows() / ArchInfo::kMmaRows), blockMask(mask) {}
+                 KernelPlanAttr plan, const BlockMask &mask);
 
 protected:
   /// Shared-memory staging tiles: one K (and Q) tile per logit branch, V
@@ -96,31 +92,11 @@ protected:
   /// Whether the block mask keeps anything of the KV tile after the current
   /// one (the last tile stands in past the end: its rows are zero-filled
   /// anyway); null without a block mask.
-  Value nextTileKept(int64_t bn) {
-    if (!blockMask.memref || !votesOnTiles(currentStep))
-      return Value();
-    Value next =
-        addI(arith::DivUIOp::create(b, loc, keyViews[0].offsets[2], idx(bn)),
-             idx(1));
-    Value last =
-        arith::SubIOp::create(b, loc, dim(blockMask.memref, 3), idx(1));
-    return tileIs(arith::CmpIPredicate::ne, BlockMask::Empty,
-                  tileByte(currentStep, minI(next, last)));
-  }
+  Value nextTileKept(int64_t bn);
   /// The block mask's byte for KV tile `tile` of `step`'s rows.
-  Value tileByte(OnlineStepOp step, Value tile) {
-    SmallVector<Value> at =
-        blockMask.indices(b, loc, map.lookup(step.getBatchOffset()),
-                          map.lookup(step.getHeadOffset()),
-                          map.lookup(step.getQueryOffset()), idx(0));
-    at[3] = tile;
-    return memref::LoadOp::create(b, loc, blockMask.memref, at);
-  }
+  Value tileByte(OnlineStepOp step, Value tile);
   /// `byte` compared (`pred`) with what `t` says.
-  Value tileIs(arith::CmpIPredicate pred, BlockMask::Tile t, Value byte) {
-    return cmpI(pred, byte,
-                arith::ConstantIntOp::create(b, loc, b.getI8Type(), t));
-  }
+  Value tileIs(arith::CmpIPredicate pred, BlockMask::Tile t, Value byte);
   /// The cp.async groups filling the Q tile and the current V tile, and the
   /// current K tiles' views, one per branch (the step prefetches the next
   /// ones).
@@ -134,10 +110,7 @@ protected:
   /// [1, 1, rows] (max, sum): the thread's two rows per m16 tile;
   /// [1, 1, rows, D] (accumulator): D / 8 fragments of 4 per m16 tile, tile
   /// major.
-  int64_t laneCount(Type type) override {
-    auto t = cast<RankedTensorType>(type);
-    return mTiles * (t.getRank() == 4 ? t.getDimSize(3) / 8 * 4 : 2);
-  }
+  int64_t laneCount(Type type) override;
 
   Type elementType() {
     return cast<MemRefType>(keyTiles[0].getType()).getElementType();
@@ -157,18 +130,11 @@ protected:
   /// the FMA pipe: 0.91-1.03x).
   bool fmaReciprocals = false;
 
-  void barrier() {
-    if (!consumersOnly) {
-      gpu::BarrierOp::create(b, loc);
-      return;
-    }
-    namedBarrier(i32(5), threads);
-  }
+  /// A barrier among the compute threads: the whole block, or named
+  /// barrier 5 once a producer warpgroup forked off (consumersOnly).
+  void barrier();
   /// bar.sync `id`, `count`: a barrier among `count` threads.
-  void namedBarrier(Value id, int64_t count) {
-    NVVM::BarrierOp::create(b, loc, TypeRange{}, id, i32(count),
-                            NVVM::BarrierReductionAttr(), Value());
-  }
+  void namedBarrier(Value id, int64_t count);
   Value i32(int64_t v) {
     return arith::ConstantIntOp::create(b, loc, b.getI32Type(), v);
   }
@@ -177,74 +143,15 @@ protected:
   /// [1, 1, *, D] slice) into `tile` with cp.async, 16 bytes per copy; rows
   /// past the tensor's end are zero-filled. The copies of the tile form one
   /// group, so a wait can name it.
-  Value stage(const View &view, Value tile) {
-    int64_t d = cast<MemRefType>(view.memref.getType()).getDimSize(3);
-    int64_t rows = tileRows(tile, d);
-    int64_t chunks = rows * d / 8;
-    Value limit = dim(view.memref, 2);
-    Value lastRow = arith::SubIOp::create(b, loc, limit, idx(1));
-    Value tid = thread;
-    SmallVector<Value> tokens;
-    auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
-    // Where the threads cover whole rows, a thread's copies share their
-    // column and their rows differ by constants: written so (not as
-    // (tid + first) / (d / 8)), their addresses fold into one base and
-    // immediate offsets instead of a register pair each.
-    std::optional<std::pair<Value, Value>> origin;
-    if (threads % (d / 8) == 0)
-      origin = chunkOrigin(tid, d);
-    for (int64_t first = 0; first < chunks; first += threads) {
-      Value c = addI(tid, idx(first));
-      // More threads than copy (a producer warpgroup's): the guarded copies
-      // go into the group without their tokens.
-      std::optional<OpBuilder::InsertionGuard> guard;
-      if (copyGuard) {
-        auto ifCopies = scf::IfOp::create(
-            b, loc,
-            arith::AndIOp::create(
-                b, loc, copyGuard,
-                cmpI(arith::CmpIPredicate::ult, c, idx(chunks))));
-        guard.emplace(b);
-        b.setInsertionPointToStart(&ifCopies.getThenRegion().front());
-      }
-      auto [row, col] =
-          origin ? std::pair(addI(origin->first, idx(first / (d / 8))),
-                             origin->second)
-                 : chunkOrigin(c, d);
-      Value globalRow = addI(view.offsets[2], row);
-      Value srcRow = globalRow, valid = copyCondition;
-      if (!tilesInBounds) {
-        Value inRows = cmpI(arith::CmpIPredicate::slt, globalRow, limit);
-        valid = valid ? arith::AndIOp::create(b, loc, inRows, valid) : inRows;
-        srcRow = minI(globalRow, lastRow);
-      }
-      Value token = nvgpu::DeviceAsyncCopyOp::create(
-          b, loc, tokenType, tile, tileIndices(tile, row, col, d), view.memref,
-          ValueRange{view.offsets[0], view.offsets[1], srcRow, col},
-          b.getIndexAttr(8), copiedElements(valid, 8),
-          /*bypassL1=*/b.getUnitAttr());
-      if (!guard)
-        tokens.push_back(token);
-    }
-    return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
-  }
+  Value stage(const View &view, Value tile);
 
   /// The elements a cp.async of `n` reads from global memory: all, or none
   /// (zero fill) where `valid` (null: always) is false.
-  Value copiedElements(Value valid, int64_t n) {
-    return valid ? arith::SelectOp::create(b, loc, valid, idx(n), idx(0))
-                       .getResult()
-                 : idx(n);
-  }
+  Value copiedElements(Value valid, int64_t n);
 
   /// Waits until at most `pending` copy groups are in flight (`group` among
   /// the completed ones), then until every thread's copies are visible.
-  void waitCopies(Value group, int32_t pending) {
-    nvgpu::DeviceAsyncWaitOp::create(b, loc, group,
-                                     b.getI32IntegerAttr(pending));
-    publishCopies();
-    barrier();
-  }
+  void waitCopies(Value group, int32_t pending);
 
   /// Rows of a staging tile whose rows hold `d` elements.
   virtual int64_t tileRows(Value tile, int64_t d) {
@@ -252,10 +159,7 @@ protected:
   }
   /// The tile (row, column) that 16-byte copy `c` of a tile of `d` columns
   /// fills: row-major, so that a warp's copies read whole rows.
-  virtual std::pair<Value, Value> chunkOrigin(Value c, int64_t d) {
-    return {arith::DivUIOp::create(b, loc, c, idx(d / 8)),
-            mulI(arith::RemUIOp::create(b, loc, c, idx(d / 8)), 8)};
-  }
+  virtual std::pair<Value, Value> chunkOrigin(Value c, int64_t d);
   /// The shared-memory indices of element (row, col) of `tile`.
   virtual SmallVector<Value> tileIndices(Value tile, Value row, Value col,
                                          int64_t d) {
@@ -271,176 +175,41 @@ protected:
   virtual int32_t pendingAtStep() { return 1; }
   /// Lets the current V tile land (the next K tiles may still be in
   /// flight), once per step.
-  virtual void waitForValues() {
-    if (valuesLanded)
-      return;
-    waitCopies(valueGroup, keyGroupsInFlight);
-    valuesLanded = true;
-  }
+  virtual void waitForValues();
   /// Lets the step's tiles land and shows them to every warp.
   virtual void waitForStep() { waitCopies(valueGroup, pendingAtStep()); }
 
   /// ldmatrix of `tiles` 8x8 tiles at `tile[row, col]`, as packed i32s.
   SmallVector<Value> ldmatrix(Value tile, Value row, Value col, int tiles,
-                              bool transpose) {
-    auto type = VectorType::get({tiles, 2}, elementType());
-    Value m = nvgpu::LdMatrixOp::create(b, loc, type, tile,
-                                        ValueRange{row, col}, transpose, tiles);
-    SmallVector<Value> regs;
-    for (int i = 0; i < tiles; ++i)
-      regs.push_back(asOperand(vector::ExtractOp::create(b, loc, m, i)));
-    return regs;
-  }
+                              bool transpose);
 
   /// An mma operand register from two packed elements: nvvm.mma.sync takes
   /// f16 pairs as vector<2xf16> and bf16 pairs as i32.
-  Value asOperand(Value pair) {
-    if (elementType().isF16())
-      return pair;
-    Value word = vector::BitCastOp::create(
-        b, loc, VectorType::get({1}, b.getI32Type()), pair);
-    return vector::ExtractOp::create(b, loc, word, 0);
-  }
+  Value asOperand(Value pair);
 
   /// Two f32 as one mma A-fragment register of two f16/bf16.
-  Value pack(Value lo, Value hi) {
-    Value pair = vector::FromElementsOp::create(
-        b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{lo, hi});
-    return asOperand(arith::TruncFOp::create(
-        b, loc, VectorType::get({2}, elementType()), pair));
-  }
+  Value pack(Value lo, Value hi);
 
   /// c += a * b on a 16x8x16 tile; four f32 in and out.
   SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
-                         ArrayRef<Value> c) {
-    NVVM::MMATypes type =
-        elementType().isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
-    Type f32 = b.getF32Type();
-    auto result =
-        LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
-    Value d = NVVM::MmaOp::create(
-        b, loc, result, a, bFrag, c, ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
-        std::nullopt, std::array<NVVM::MMATypes, 2>{type, type},
-        std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                       NVVM::MMALayout::col});
-    SmallVector<Value> out;
-    for (int64_t i = 0; i < 4; ++i)
-      out.push_back(LLVM::ExtractValueOp::create(b, loc, d, i));
-    return out;
-  }
+                         ArrayRef<Value> c);
 
   /// Reduces over the four lanes that share a row.
-  Value quadReduce(Value x, bool isMax) {
-    for (int32_t offset : {1, 2}) {
-      Value other = gpu::ShuffleOp::create(b, loc, x, offset, kThreadsPerWarp,
-                                           gpu::ShuffleMode::XOR)
-                        .getShuffleResult();
-      x = isMax ? arith::MaximumFOp::create(b, loc, x, other).getResult()
-                : add(x, other);
-    }
-    return x;
-  }
+  Value quadReduce(Value x, bool isMax);
 
-  LogicalResult onSlice(Value v, const View &view) override {
-    for (Role role : rolesOf(v))
-      if (failed(onRole(v, view, role)))
-        return failure();
-    return success();
-  }
+  /// Stages slice `v` for each of its roles (rolesOf).
+  LogicalResult onSlice(Value v, const View &view) override;
 
   /// Stages slice `v` for one of its roles.
-  virtual LogicalResult onRole(Value v, const View &view, Role role) {
-    if (role.kind == Role::Query && !queryTiles.empty()) {
-      // Q stays in shared memory; the step reads its fragments.
-      queryGroup = stage(view, queryTiles[role.branch]);
-      if (role.branch + 1 == role.branches)
-        afterQueryCopies();
-      return success();
-    }
-    if (role.kind == Role::Query) {
-      // Q goes through the first K tile in chunks of block-n rows; the warps
-      // whose m16 tiles a chunk holds take their A fragments from it.
-      int64_t d = cast<RankedTensorType>(v.getType()).getDimSize(3);
-      Value staging = keyTiles[0];
-      int64_t bn = tileRows(staging, d);
-      int64_t rows = threads / kThreadsPerWarp * rowsPerWarp();
-      Value colHalf = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
-      SmallVector<Value> regs(mTiles * d / 16 * 4);
-      for (int64_t chunk = 0; chunk * bn < rows; ++chunk) {
-        // Every warp is done with the previous chunk (or branch).
-        if (chunk > 0 || role.branch > 0)
-          barrier();
-        View part = view;
-        part.offsets[2] = addI(view.offsets[2], idx(chunk * bn));
-        queryGroup = stage(part, staging);
-        waitCopies(queryGroup, 0);
-        for (int64_t mt = 0; mt < mTiles; ++mt) {
-          Value first = addI(mulI(warp, rowsPerWarp()), idx(16 * mt));
-          Value tileRow = addI(arith::RemUIOp::create(b, loc, first, idx(bn)),
-                               arith::RemUIOp::create(b, loc, lane, idx(16)));
-          Value mine =
-              cmpI(arith::CmpIPredicate::eq,
-                   arith::DivUIOp::create(b, loc, first, idx(bn)), idx(chunk));
-          for (int64_t k = 0; k < d / 16; ++k) {
-            SmallVector<Value> frag =
-                ldmatrix(staging, tileRow, addI(colHalf, idx(16 * k)), 4,
-                         /*transpose=*/false);
-            for (int64_t i = 0; i < 4; ++i) {
-              Value &reg = regs[(mt * (d / 16) + k) * 4 + i];
-              reg = chunk == 0 ? frag[i] : select(mine, frag[i], reg);
-            }
-          }
-        }
-      }
-      lanes[v] = regs;
-      return success();
-    }
-    if (role.kind == Role::Key) {
-      // Every warp must be done with the previous tile (its P V reads V)
-      // before V is refilled; K was prefetched by the previous step, except
-      // on the loop's first tile.
-      if (role.branch == 0)
-        barrier();
-      keyViews.resize(role.branches);
-      keyViews[role.branch] = view;
-      if (loopLowerBounds.empty()) {
-        // A single KV tile: canonicalization removed the loop.
-        stage(view, keyTiles[role.branch]);
-      } else {
-        Value first = cmpI(arith::CmpIPredicate::eq, view.offsets[2],
-                           loopLowerBounds.back());
-        auto ifFirst = scf::IfOp::create(b, loc, first);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
-        stage(view, keyTiles[role.branch]);
-      }
-      return success();
-    }
-    valueGroup = stage(view, valueTile);
-    return success();
-  }
+  virtual LogicalResult onRole(Value v, const View &view, Role role);
 
   /// Once every warp is done reading the K tiles, refills them with the
   /// next `bn` keys (rows past the end are zero-filled).
-  virtual void prefetchNextKey(int64_t bn) {
-    barrier();
-    // A tile the block mask drops is not read from global memory.
-    copyCondition = nextTileKept(bn);
-    for (auto [tile, view] : llvm::zip_equal(keyTiles, keyViews)) {
-      View next = view;
-      next.offsets[2] = addI(view.offsets[2], idx(bn));
-      stage(next, tile);
-    }
-    copyCondition = Value();
-    keyGroupsInFlight = keyTiles.size();
-  }
+  virtual void prefetchNextKey(int64_t bn);
 
   /// This thread's query row for accumulator element `i` (0..3) of m16
   /// tile `mt`: rows g and g + 8 of the tile.
-  Value rowOf(Value q0, int64_t mt, int64_t i) {
-    return addI(q0, addI(mulI(warp, rowsPerWarp()),
-                         addI(group(), idx(16 * mt + 8 * (i / 2)))));
-  }
+  Value rowOf(Value q0, int64_t mt, int64_t i);
 
   /// Fills this warp's relative-position table for the KV tile at `k0`
   /// (`bn` keys): entry t of term k holds the term at j - i = d0 + t, where
@@ -453,142 +222,25 @@ protected:
   /// before the next step's writes to it. Returns the table's first entry.
   Value fillRelativeTable(OnlineStepOp step, const RelativeTerms &relative,
                           Value b0, Value h0, Value q0, Value k0, Value lastRow,
-                          Value lastKey, int64_t bn) {
-    Region &score = step.getScore();
-    Block &block = score.front();
-    unsigned numLeading = step.getNumBranches();
-    int64_t rows = rowsPerWarp(), positions = bn + rows - 1;
-    int64_t terms = relative.terms.size();
-    Value parity = arith::RemUIOp::create(
-        b, loc, arith::DivUIOp::create(b, loc, k0, idx(bn)), idx(2));
-    Value base = mulI(addI(mulI(warp, 2), parity), terms * positions);
-    Value d0 = arith::SubIOp::create(
-        b, loc, k0, addI(q0, addI(mulI(warp, rows), idx(rows - 1))));
-    Value first = arith::SubIOp::create(b, loc, idx(0), lastRow);
-    for (int64_t from = 0; from < positions; from += kThreadsPerWarp) {
-      Value t = addI(lane, idx(from));
-      OpBuilder::InsertionGuard guard(b);
-      if (from + kThreadsPerWarp > positions) {
-        auto inTable = scf::IfOp::create(
-            b, loc, cmpI(arith::CmpIPredicate::slt, t, idx(positions)));
-        b.setInsertionPointToStart(&inTable.getThenRegion().front());
-      }
-      Value delta =
-          minI(arith::MaxSIOp::create(b, loc, addI(d0, t), first), lastKey);
-      // The region's relative ops, the differences replaced by delta; the
-      // row and column arguments stay unmapped, so nothing else that reads
-      // them is cloned.
-      IRMapping rm;
-      rm.map(block.getArgument(numLeading), b0);
-      rm.map(block.getArgument(numLeading + 1), h0);
-      for (auto [i, capture] : llvm::enumerate(step.getCaptures()))
-        rm.map(block.getArgument(numLeading + 4 + i), memrefOf.lookup(capture));
-      for (Operation &op : block.without_terminator()) {
-        auto difference = relative.differences.find(&op);
-        if (difference != relative.differences.end()) {
-          Value d = difference->second > 0
-                        ? delta
-                        : arith::SubIOp::create(b, loc, idx(0), delta);
-          Type type = op.getResult(0).getType();
-          if (!type.isIndex())
-            d = arith::IndexCastOp::create(b, loc, type, d);
-          rm.map(op.getResult(0), d);
-        } else if (op.getNumResults() &&
-                   llvm::all_of(op.getOperands(),
-                                [&](Value v) { return rm.contains(v); })) {
-          inlineOp(op, rm, numLeading);
-        }
-      }
-      for (auto [k, term] : llvm::enumerate(relative.terms))
-        memref::StoreOp::create(
-            b, loc, rm.lookup(term), relativeTable,
-            ValueRange{addI(base, addI(idx(k * positions), t))});
-    }
-    NVVM::SyncWarpOp::create(b, loc, i32(-1));
-    return base;
-  }
+                          Value lastKey, int64_t bn);
 
   /// The relative-position terms of element i (at tile column `col`) of
   /// m16 tile mt, read from the table at `base`, as a mapping for
   /// inlineRegion: the region's other relative ops map to themselves, which
   /// only tells inlineRegion not to clone them (only relative ops read them).
   IRMapping readRelativeTable(const RelativeTerms &relative, Value base,
-                              int64_t bn, int64_t mt, int64_t i, Value col) {
-    int64_t rows = rowsPerWarp(), positions = bn + rows - 1;
-    Value row = addI(group(), idx(16 * mt + 8 * (i / 2)));
-    Value t = arith::SubIOp::create(b, loc, addI(col, idx(rows - 1)), row);
-    IRMapping rm;
-    for (Operation *op : relative.ops)
-      rm.map(op->getResult(0), op->getResult(0));
-    for (auto [k, term] : llvm::enumerate(relative.terms))
-      rm.map(term, memref::LoadOp::create(
-                       b, loc, relativeTable,
-                       ValueRange{addI(base, addI(idx(k * positions), t))}));
-    return rm;
-  }
+                              int64_t bn, int64_t mt, int64_t i, Value col);
 
   /// Fragments of 4 f32 per m16 tile and 8-column block: [mt][block][i].
   using Fragments = SmallVector<SmallVector<SmallVector<Value>>>;
 
   /// S = Q K^T of the current branch for its K tile (`bn` keys); `q` holds
   /// Q's A fragments when Q is not read from its shared-memory tile.
-  virtual Fragments scoreProduct(ArrayRef<Value> q, int64_t dqk, int64_t bn) {
-    // Per m16 tile and 8-key block, a 16x8 fragment. One
-    // ldmatrix.x4 gives the B fragments of two key blocks: lanes 0-15 address
-    // block nb (columns k and k + 8), lanes 16-31 block nb + 1.
-    Value keyRow = addI(arith::RemUIOp::create(b, loc, lane, idx(8)),
-                        mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8));
-    Value keyCol =
-        mulI(arith::RemUIOp::create(
-                 b, loc, arith::DivUIOp::create(b, loc, lane, idx(8)), idx(2)),
-             8);
-    // s[mt][nb]: the four f32 of block nb of m16 tile mt.
-    int64_t blocks = bn / 8;
-    Fragments s(mTiles, SmallVector<SmallVector<Value>>(
-                            blocks, SmallVector<Value>(4, f32(0))));
-    Value qRow = arith::RemUIOp::create(b, loc, lane, idx(16));
-    Value qColHalf = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
-    for (int64_t k = 0; k < dqk / 16; ++k) {
-      SmallVector<SmallVector<Value>> qFrag(mTiles);
-      for (int64_t mt = 0; mt < mTiles; ++mt) {
-        if (!queryTile()) {
-          qFrag[mt] = SmallVector<Value>(
-              ArrayRef<Value>(q).slice((mt * (dqk / 16) + k) * 4, 4));
-          continue;
-        }
-        Value row = addI(mulI(warp, rowsPerWarp()), addI(qRow, idx(16 * mt)));
-        qFrag[mt] = ldmatrix(queryTile(), row, addI(qColHalf, idx(16 * k)), 4,
-                             /*transpose=*/false);
-      }
-      for (int64_t nb = 0; nb < blocks; nb += 2) {
-        SmallVector<Value> kFrag =
-            ldmatrix(keyTile(), addI(keyRow, idx(8 * nb)),
-                     addI(keyCol, idx(16 * k)), 4, /*transpose=*/false);
-        for (int64_t mt = 0; mt < mTiles; ++mt) {
-          s[mt][nb] =
-              mma(qFrag[mt], ArrayRef<Value>(kFrag).take_front(2), s[mt][nb]);
-          s[mt][nb + 1] = mma(qFrag[mt], ArrayRef<Value>(kFrag).take_back(2),
-                              s[mt][nb + 1]);
-        }
-      }
-    }
-    return s;
-  }
+  virtual Fragments scoreProduct(ArrayRef<Value> q, int64_t dqk, int64_t bn);
 
   /// P's A fragments from its f32 fragments `p`: [mt][k] for keys
   /// [16k, 16k + 16), blocks 2k and 2k + 1.
-  Fragments packWeights(const Fragments &p, int64_t bn) {
-    Fragments pFrag(mTiles, SmallVector<SmallVector<Value>>(bn / 16));
-    for (int64_t mt = 0; mt < mTiles; ++mt)
-      for (int64_t k = 0; k < bn / 16; ++k) {
-        ArrayRef<SmallVector<Value>> t = p[mt];
-        pFrag[mt][k] = {pack(t[2 * k][0], t[2 * k][1]),
-                        pack(t[2 * k][2], t[2 * k][3]),
-                        pack(t[2 * k + 1][0], t[2 * k + 1][1]),
-                        pack(t[2 * k + 1][2], t[2 * k + 1][3])};
-      }
-    return pFrag;
-  }
+  Fragments packWeights(const Fragments &p, int64_t bn);
 
   /// O = alpha * O + P V over the current V tile (`bn` keys), once V has
   /// landed; `p` holds the weights as f32 fragments (as scoreProduct's),
@@ -597,61 +249,13 @@ protected:
   virtual SmallVector<Value> valueProduct(const Fragments &p,
                                           ArrayRef<Value> acc,
                                           ArrayRef<Value> alpha, int64_t dv,
-                                          int64_t bn) {
-    Fragments pFrag = packWeights(p, bn);
-    int64_t accPerTile = dv / 8 * 4;
-    // V through ldmatrix.trans, once V has landed.
-    waitForValues();
-    // One ldmatrix.x4.trans gives the B fragments of two column blocks:
-    // lanes 0-15 address keys [16k, 16k + 16) at columns 8nd, lanes 16-31 at
-    // columns 8(nd + 1).
-    Value vRow = arith::RemUIOp::create(b, loc, lane, idx(16));
-    Value vCol = mulI(arith::DivUIOp::create(b, loc, lane, idx(16)), 8);
-    SmallVector<Value> newAcc(acc.size());
-    for (int64_t nd = 0; nd < dv / 8; nd += 2) {
-      // c[mt][j]: the fragments of column blocks nd and nd + 1.
-      SmallVector<std::array<SmallVector<Value>, 2>> c(mTiles);
-      for (int64_t mt = 0; mt < mTiles; ++mt)
-        for (int64_t j = 0; j < 2; ++j)
-          for (int64_t i = 0; i < 4; ++i) {
-            Value a = acc[mt * accPerTile + 4 * (nd + j) + i];
-            Value f = alpha[2 * mt + i / 2];
-            c[mt][j].push_back(f ? mul(a, f) : a);
-          }
-      for (int64_t k = 0; k < bn / 16; ++k) {
-        SmallVector<Value> vFrag =
-            ldmatrix(valueTile, addI(vRow, idx(16 * k)),
-                     addI(vCol, idx(8 * nd)), 4, /*transpose=*/true);
-        for (int64_t mt = 0; mt < mTiles; ++mt) {
-          c[mt][0] =
-              mma(pFrag[mt][k], ArrayRef<Value>(vFrag).take_front(2), c[mt][0]);
-          c[mt][1] =
-              mma(pFrag[mt][k], ArrayRef<Value>(vFrag).take_back(2), c[mt][1]);
-        }
-      }
-      for (int64_t mt = 0; mt < mTiles; ++mt)
-        for (int64_t j = 0; j < 2; ++j)
-          for (int64_t i = 0; i < 4; ++i)
-            newAcc[mt * accPerTile + 4 * (nd + j) + i] = c[mt][j][i];
-    }
-    return newAcc;
-  }
+                                          int64_t bn);
 
   /// The logit branches in the order their products are emitted: each
   /// branch alone (S, softmax and P V of one branch before the next S, so
   /// that one S is live at a time) when the score region's logit r reads
   /// s_r only; else all S first, in one group.
-  static SmallVector<SmallVector<unsigned>> branchGroups(OnlineStepOp step) {
-    unsigned n = step.getNumBranches();
-    SmallVector<SmallVector<unsigned>> groups;
-    bool separable = separableBranches(step.getScore(), n);
-    for (unsigned r = 0; r < n; ++r) {
-      if (separable || groups.empty())
-        groups.emplace_back();
-      groups.back().push_back(r);
-    }
-    return groups;
-  }
+  static SmallVector<SmallVector<unsigned>> branchGroups(OnlineStepOp step);
 
   /// Set while emitting the step's last P V (the wgmma generator then
   /// releases the step's buffers).
@@ -660,555 +264,23 @@ protected:
   /// step, if another group follows (wgmma issues it ahead).
   std::optional<unsigned> nextScoreBranch;
 
-  LogicalResult emitStep(OnlineStepOp step) override {
-    currentStep = step;
-    Normalizer normalizer = step.getNormalizer();
-    bool softmax = normalizer == Normalizer::softmax;
-    unsigned branches = step.getNumBranches();
-    auto headDim = [](Value v) {
-      return cast<RankedTensorType>(v.getType()).getDimSize(3);
-    };
-    int64_t dv = headDim(step.getValue());
-    int64_t bn = tileRows(keyTiles[0], headDim(step.getKeys()[0]));
-    View vView = views.lookup(step.getValue());
-    Value kn = vView.sizes[2];
-    Value b0 = map.lookup(step.getBatchOffset());
-    Value h0 = map.lookup(step.getHeadOffset());
-    Value q0 = map.lookup(step.getQueryOffset());
-    Value k0 = map.lookup(step.getKeyOffset());
-    Value lastRow = arith::SubIOp::create(
-        b, loc, dim(views.lookup(step.getQueries()[0]).memref, 2), idx(1));
-    Value lastKey = arith::SubIOp::create(b, loc, dim(vView.memref, 2), idx(1));
-    SmallVector<Value> state = flatten(step->getOperands().slice(
-        step.getMaxState().getBeginOperandIndex(),
-        step.getMaxState().size() + step.getSumState().size() +
-            step.getAccState().size()));
-    // Per branch r: rows are indexed [m16 tile][half], accumulators
-    // [m16 tile][nd][i].
-    int64_t rows = 2 * mTiles;
-    SmallVector<SmallVector<Value>> m(branches), l(branches), acc(branches);
-    for (unsigned r = 0; r < branches; ++r) {
-      if (softmax) {
-        m[r] = lanes.lookup(step.getMaxState()[r]);
-        l[r] = lanes.lookup(step.getSumState()[r]);
-      }
-      acc[r] = lanes.lookup(step.getAccState()[r]);
-    }
-    keyGroupsInFlight = 0;
-    valuesLanded = false;
-
-    int64_t blocks = bn / 8;
-    // This thread's (row, key) indices of element i of block nb of m16 tile
-    // mt, clamped into the tensors, and its column in the tile.
-    auto elementIndices = [&](int64_t mt, int64_t nb, int64_t i) {
-      Value col = addI(idx(8 * nb + (i % 2)), mulI(quad(), 2));
-      SmallVector<Value> indices = {b0, h0, minI(rowOf(q0, mt, i), lastRow),
-                                    minI(addI(k0, col), lastKey)};
-      return std::make_pair(col, indices);
-    };
-    // maskBits, when set, holds the mask region's value per element
-    // [mt][nb][i] (flattened).
-    SmallVector<Value> maskBits;
-    auto maskOf = [&](int64_t mt, int64_t nb, int64_t i) {
-      if (!maskBits.empty())
-        return maskBits[(mt * blocks + nb) * 4 + i];
-      return inlineRegion(step.getMask(), {}, elementIndices(mt, nb, i).second,
-                          step.getCaptures())[0];
-    };
-    // A sliding window (a mask that is exactly a two-sided diagonal band):
-    // an element's i - j is this thread's base for the tile plus a
-    // constant, and its key's column 2 * quad plus a constant, so each test
-    // is one 32-bit compare with an immediate (the region's 64-bit index
-    // math took about five instructions an element). Causal masks are the
-    // one-sided case. Needs static lengths below 2^30, so that i - j fits in
-    // 32 bits. Measured on an H100 (same runs): sliding window 256 +7-16 %;
-    // causal programs at D = 64 +0-4 %, at D = 128 -1 to +1 % (0.94-1.00x
-    // while differential D = 64 still spilled).
-    std::optional<DiagonalBand> band;
-    SmallVector<Value> bandBase;
-    Value columnsLeft;
-    if (!step.getMask().empty()) {
-      MaskInfo info = MaskScoreAnalysis(step).getMask();
-      auto small = [](Value memref) {
-        int64_t n = cast<MemRefType>(memref.getType()).getDimSize(2);
-        return !ShapedType::isDynamic(n) && n < (int64_t(1) << 30);
-      };
-      if ((info.kind == MaskKind::SlidingWindow ||
-           info.kind == MaskKind::Causal) &&
-          small(views.lookup(step.getQueries()[0]).memref) &&
-          small(vView.memref)) {
-        band = info.band;
-        auto toI32 = [&](Value v) {
-          return arith::IndexCastOp::create(b, loc, b.getI32Type(), v);
-        };
-        Value firstColumn = addI(k0, mulI(quad(), 2));
-        for (int64_t mt = 0; mt < mTiles; ++mt)
-          bandBase.push_back(toI32(
-              arith::SubIOp::create(b, loc, rowOf(q0, mt, 0), firstColumn)));
-        columnsLeft = toI32(arith::SubIOp::create(b, loc, kn, mulI(quad(), 2)));
-      }
-    }
-    auto keeps = [&](int64_t mt, int64_t nb, int64_t i) {
-      if (band) {
-        // i - j = base + 8 (i / 2) - 8 nb - i % 2; column - 2 quad =
-        // 8 nb + i % 2.
-        int64_t column = 8 * nb + i % 2;
-        auto test = [&](arith::CmpIPredicate p, Value x, int64_t c) {
-          return arith::CmpIOp::create(b, loc, p, x, i32(c));
-        };
-        using P = arith::CmpIPredicate;
-        Value keep = test(P::sgt, columnsLeft, column);
-        // (nsw: lengths below 2^30 keep it exact, and LLVM then folds the
-        // add into the compare's immediate.)
-        Value d = arith::AddIOp::create(b, loc, bandBase[mt],
-                                        i32(8 * (i / 2) - column),
-                                        arith::IntegerOverflowFlags::nsw);
-        if (band->lo)
-          keep =
-              arith::AndIOp::create(b, loc, keep, test(P::sge, d, *band->lo));
-        if (band->hi)
-          keep =
-              arith::AndIOp::create(b, loc, keep, test(P::sle, d, *band->hi));
-        return Value(keep);
-      }
-      Value col = elementIndices(mt, nb, i).first;
-      Value keep = cmpI(arith::CmpIPredicate::slt, col, kn);
-      if (!step.getMask().empty())
-        keep = arith::AndIOp::create(b, loc, keep, maskOf(mt, nb, i));
-      return keep;
-    };
-
-    // K's copies (the older groups in flight) are done. (A wait counts
-    // groups; its token only names one of them.) A mask whose kept tiles no
-    // bound describes (it reads data, or matches no known shape) is
-    // evaluated first on the whole tile: the barrier after the wait also
-    // ORs every thread's "some element kept", and a tile with none skips
-    // the products and the softmax -- for document masks, most tiles.
-    Value anyKept, partial;
-    if (blockMask.memref && votesOnTiles(step)) {
-      // The block mask says it: skip empty tiles, evaluate the mask on
-      // partial ones only.
-      Value tile = memref::LoadOp::create(
-          b, loc, blockMask.memref, blockMask.indices(b, loc, b0, h0, q0, k0));
-      waitForStep();
-      auto is = [&](BlockMask::Tile t) {
-        return tileIs(arith::CmpIPredicate::eq, t, tile);
-      };
-      if (!keptTilesOnly)
-        anyKept = arith::XOrIOp::create(
-            b, loc, is(BlockMask::Empty),
-            arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1));
-      partial = is(BlockMask::Partial);
-    } else if (votesOnTiles(step)) {
-      Value any = arith::ConstantIntOp::create(b, loc, 0, 1);
-      for (int64_t mt = 0; mt < mTiles; ++mt)
-        for (int64_t nb = 0; nb < blocks; ++nb)
-          for (int64_t i = 0; i < 4; ++i)
-            any = arith::OrIOp::create(b, loc, any, keeps(mt, nb, i));
-      nvgpu::DeviceAsyncWaitOp::create(b, loc, valueGroup,
-                                       b.getI32IntegerAttr(pendingAtStep()));
-      publishCopies();
-      Value vote = NVVM::BarrierOp::create(
-                       b, loc, b.getI32Type(), Value(), Value(),
-                       NVVM::BarrierReductionAttr::get(
-                           b.getContext(), NVVM::BarrierReduction::OR),
-                       arith::ExtUIOp::create(b, loc, b.getI32Type(), any))
-                       .getRes();
-      anyKept = cmpI(arith::CmpIPredicate::ne, vote,
-                     arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0));
-    } else {
-      waitForStep();
-    }
-    std::optional<OpBuilder::InsertionGuard> skipGuard;
-    scf::IfOp skip;
-    if (anyKept) {
-      SmallVector<Type> types(state.size(), b.getF32Type());
-      skip = scf::IfOp::create(b, loc, types, anyKept, /*withElseRegion=*/true);
-      // A skipped tile still prefetches the next K and lets V land, as the
-      // computing path does, so that the copy groups stay in step.
-      skipGuard.emplace(b);
-      b.setInsertionPointToStart(&skip.getElseRegion().front());
-      prefetchNextKey(bn);
-      waitForValues();
-      scf::YieldOp::create(b, loc, state);
-      b.setInsertionPointToStart(&skip.getThenRegion().front());
-      keyGroupsInFlight = 0;
-      valuesLanded = false;
-    }
-
-    // Per element: scale, score region, mask region (and the tile's end);
-    // a dropped element becomes -inf under softmax. Softmax takes the row
-    // max before the exponent's positive factor (`factor`), which then
-    // folds into the exponent (one fma per element): without a score region
-    // and with a positive scale, the raw scores' max and scale * log2 e;
-    // after a score region, its logits' max and log2 e.
-    SmallVector<double> scale(step.getScale()), factor(branches, 0.0);
-    SmallVector<bool> rawMax(branches);
-    for (unsigned r = 0; r < branches; ++r) {
-      if (softmax && step.getScore().empty())
-        scale[r] *= kLog2e;
-      rawMax[r] = softmax && step.getScore().empty() && scale[r] > 0;
-      if (rawMax[r])
-        factor[r] = scale[r];
-      else if (softmax && !step.getScore().empty())
-        factor[r] = kLog2e;
-    }
-    const double negInf = -std::numeric_limits<double>::infinity();
-    SmallVector<SmallVector<Value>> newMax(branches), newSum(branches),
-        newAcc(branches);
-    SmallVector<SmallVector<unsigned>> groups = branchGroups(step);
-    // A score region that gathers per element (a bias table): what does not
-    // depend on the logits (the loads, index math) runs before the S
-    // products, which then hide its latency.
-    // Terms of j - i only (a relative-position bias): read from a table
-    // this warp fills for the tile (fillRelativeTable).
-    RelativeTerms relative;
-    if (relativeTable)
-      relative = relativeTerms(step.getScore(), branches);
-    Value tableBase;
-    if (relative)
-      tableBase = fillRelativeTable(step, relative, b0, h0, q0, k0, lastRow,
-                                    lastKey, bn);
-    // Staged reads are shared-memory loads: read after S, they hold no
-    // registers during the product.
-    bool staged = !stagedTiles.empty();
-    SmallVector<tensor::ExtractOp> fromShared;
-    if (staged) {
-      fromShared = stagedTileReads(step.getScore(), branches);
-      fromShared.truncate(std::min(fromShared.size(), stagedTiles.size()));
-    }
-    bool early = !step.getScore().empty() && !relative &&
-                 gathersPerElement(step.getScore(), fromShared);
-    for (auto [g, group] : llvm::enumerate(groups)) {
-      // What the score region's ops per element need beforehand: the
-      // gathers (before S) or the table's terms (after S: they need no
-      // latency hidden, nor registers during the product).
-      SmallVector<IRMapping> pre;
-      auto prepare = [&] {
-        for (int64_t mt = 0; mt < mTiles; ++mt)
-          for (int64_t nb = 0; nb < blocks; ++nb)
-            for (int64_t i = 0; i < 4; ++i) {
-              auto [col, indices] = elementIndices(mt, nb, i);
-              if (relative) {
-                pre.push_back(
-                    readRelativeTable(relative, tableBase, bn, mt, i, col));
-                continue;
-              }
-              IRMapping m;
-              readStaged(m, step, mt, i, col);
-              pre.push_back(early ? inlineIndependent(step.getScore(), branches,
-                                                      indices,
-                                                      step.getCaptures(), m)
-                                  : m);
-            }
-      };
-      if (early)
-        prepare();
-      SmallVector<Fragments> s(branches);
-      for (unsigned r : group) {
-        branch = r;
-        if (r == group.back() && g + 1 < groups.size())
-          nextScoreBranch = groups[g + 1].front();
-        s[r] = scoreProduct(lanes.lookup(step.getQueries()[r]),
-                            headDim(step.getKeys()[r]), bn);
-        nextScoreBranch.reset();
-      }
-      branch = 0;
-      // Every warp has read the K tiles: prefetch the next tile's so that
-      // their load overlaps the softmax and P V.
-      if (g + 1 == groups.size())
-        prefetchNextKey(bn);
-      if (relative || (staged && !early))
-        prepare();
-
-      if (partial && maskBits.empty()) {
-        // The mask of every element, evaluated on partial tiles only (a full
-        // tile keeps every element).
-        SmallVector<Type> types(mTiles * blocks * 4, b.getI1Type());
-        auto ifPartial = scf::IfOp::create(b, loc, types, partial,
-                                           /*withElseRegion=*/true);
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPointToStart(&ifPartial.getThenRegion().front());
-        SmallVector<Value> bits;
-        for (int64_t mt = 0; mt < mTiles; ++mt)
-          for (int64_t nb = 0; nb < blocks; ++nb)
-            for (int64_t i = 0; i < 4; ++i)
-              bits.push_back(maskOf(mt, nb, i));
-        scf::YieldOp::create(b, loc, bits);
-        b.setInsertionPointToStart(&ifPartial.getElseRegion().front());
-        scf::YieldOp::create(
-            b, loc,
-            SmallVector<Value>(types.size(), arith::ConstantIntOp::create(
-                                                 b, loc, b.getI1Type(), 1)));
-        maskBits.assign(ifPartial.getResults().begin(),
-                        ifPartial.getResults().end());
-      }
-      SmallVector<SmallVector<SmallVector<Value>>> kept(
-          mTiles, SmallVector<SmallVector<Value>>(blocks));
-      for (int64_t mt = 0; mt < mTiles; ++mt)
-        for (int64_t nb = 0; nb < blocks; ++nb)
-          for (int64_t i = 0; i < 4; ++i) {
-            // The score region sees every branch's logit; those of other
-            // groups (whose logits it does not read) as 0.
-            SmallVector<Value> x(branches, Value());
-            for (unsigned r : group)
-              x[r] = rawMax[r] ? s[r][mt][nb][i]
-                               : mulLogit(s[r][mt][nb][i], f32(scale[r]));
-            if (!step.getScore().empty()) {
-              for (Value &v : x)
-                if (!v)
-                  v = f32(0);
-              SmallVector<Value> logits = inlineRegion(
-                  step.getScore(), x, elementIndices(mt, nb, i).second,
-                  step.getCaptures(),
-                  pre.empty() ? nullptr : &pre[(mt * blocks + nb) * 4 + i]);
-              for (unsigned r : group)
-                x[r] = softmax ? floorLogit(logits[r]) : logits[r];
-            }
-            Value keep = keeps(mt, nb, i);
-            for (unsigned r : group)
-              s[r][mt][nb][i] =
-                  softmax ? select(keep, x[r], f32(negInf)) : x[r];
-            kept[mt][nb].push_back(keep);
-          }
-
-      for (unsigned r : group) {
-        // Weights p and, for softmax, the new row max / sum and the
-        // rescale. The exponent's offset is 0 for a row with no kept key
-        // yet, so that exp2(-inf - offset) is 0 rather than NaN.
-        SmallVector<Value> alpha(rows, Value()), offset;
-        if (softmax) {
-          for (int64_t row = 0; row < rows; ++row) {
-            int64_t mt = row / 2, half = row % 2;
-            Value rowMax = f32(negInf);
-            for (int64_t nb = 0; nb < blocks; ++nb)
-              for (int64_t i = 2 * half; i < 2 * half + 2; ++i)
-                rowMax =
-                    arith::MaximumFOp::create(b, loc, rowMax, s[r][mt][nb][i]);
-            rowMax = quadReduce(rowMax, true);
-            if (factor[r])
-              rowMax = mul(rowMax, f32(factor[r]));
-            Value mNew = arith::MaximumFOp::create(b, loc, m[r][row], rowMax);
-            // 1 when the max did not move (also while it is -inf).
-            alpha[row] =
-                select(cmpF(arith::CmpFPredicate::OEQ, m[r][row], mNew), f32(1),
-                       exp2Ftz(sub(m[r][row], mNew)));
-            newMax[r].push_back(mNew);
-            offset.push_back(
-                select(cmpF(arith::CmpFPredicate::OEQ, mNew, f32(negInf)),
-                       f32(0), mNew));
-          }
-        }
-        SmallVector<Value> rowSum(rows, f32(0));
-        for (int64_t mt = 0; mt < mTiles; ++mt)
-          for (int64_t nb = 0; nb < blocks; ++nb)
-            for (int64_t i = 0; i < 4; ++i) {
-              Value x = s[r][mt][nb][i], p;
-              int64_t row = 2 * mt + i / 2;
-              if (softmax) {
-                Value scaled = factor[r] ? mul(x, f32(factor[r])) : x;
-                p = exp2Ftz(sub(scaled, offset[row]));
-                rowSum[row] = add(rowSum[row], p);
-              } else {
-                // Every other weight's reciprocal on the FMA pipe
-                // (fmaReciprocals).
-                Value w = normalizer == Normalizer::sigmoid
-                              ? sigmoid(x, fmaReciprocals && i % 2)
-                              : x;
-                p = select(kept[mt][nb][i], w, f32(0));
-              }
-              s[r][mt][nb][i] = p;
-            }
-        if (softmax)
-          for (int64_t row = 0; row < rows; ++row)
-            newSum[r].push_back(add(mul(l[r][row], alpha[row]), rowSum[row]));
-        lastValueProduct = g + 1 == groups.size() && r == group.back();
-        newAcc[r] = valueProduct(s[r], acc[r], alpha, dv, bn);
-        lastValueProduct = true;
-      }
-    }
-    SmallVector<Value> next;
-    for (auto *part : {&newMax, &newSum, &newAcc})
-      for (SmallVector<Value> &values : *part)
-        llvm::append_range(next, values);
-    if (skip) {
-      scf::YieldOp::create(b, loc, next);
-      skipGuard.reset();
-      next = SmallVector<Value>(skip.getResults());
-    }
-    distribute(step.getNewState(), next);
-    return success();
-  }
+  LogicalResult emitStep(OnlineStepOp step) override;
 
   /// The epilogue's reads at (b | h | q | constant..., d) of a capture whose
   /// rows hold an even number of elements: the thread's two columns d and
   /// d + 1 (d even) come from one load of both, mapped into paired[0] and
   /// paired[1] (Evoformer's gate: 64 16-bit loads a thread became 32).
   void pairEpilogueReads(attn::OnlineFinalizeOp fin, ArrayRef<Value> indices,
-                         MutableArrayRef<IRMapping> paired) {
-    Block &block = fin.getEpilogue().front();
-    unsigned first = fin.getNumBranches();
-    IRMapping rm;
-    mapIndicesAndCaptures(block, rm, first, indices, fin.getCaptures());
-    block.walk([&](tensor::ExtractOp read) {
-      auto type = cast<RankedTensorType>(read.getTensor().getType());
-      if (type.getRank() == 0)
-        return;
-      int64_t width = type.getDimSize(type.getRank() - 1);
-      auto arg = dyn_cast<BlockArgument>(read.getIndices().back());
-      if (!isa<BlockArgument>(read.getTensor()) || !arg ||
-          arg.getOwner() != &block || arg.getArgNumber() != first + 3 ||
-          ShapedType::isDynamic(width) || width % 2)
-        return;
-      SmallVector<Value> ids;
-      for (Value id : read.getIndices().drop_back()) {
-        auto other = dyn_cast<BlockArgument>(id);
-        if (auto c = id.getDefiningOp<arith::ConstantOp>())
-          ids.push_back(arith::ConstantOp::create(b, loc, c.getValue()));
-        else if (other && other.getOwner() == &block &&
-                 other.getArgNumber() >= first &&
-                 other.getArgNumber() < first + 3)
-          ids.push_back(rm.lookup(id));
-        else
-          return;
-      }
-      ids.push_back(rm.lookup(arg));
-      Type element = type.getElementType();
-      Value both = vector::LoadOp::create(
-          b, loc, VectorType::get({2}, element), rm.lookup(read.getTensor()),
-          ids, /*nontemporal=*/false,
-          llvm::Align(2 * element.getIntOrFloatBitWidth() / 8));
-      for (int64_t j = 0; j < 2; ++j)
-        paired[j].map(read.getResult(),
-                      vector::ExtractOp::create(b, loc, both, j).getResult());
-    });
-  }
+                         MutableArrayRef<IRMapping> paired);
 
   /// Stores the output block: `pairs` holds the thread's column pairs
   /// (d, d + 1), ordered [m16 tile][8 columns][row half]. Here, one aligned
   /// two-element store each (per-element stores made the epilogue
   /// store-bound); the manifest asks for 16-byte aligned tensors.
   virtual void storeOutput(const FinalizeTarget &target, Value q0,
-                           ArrayRef<Value> pairs) {
-    auto [out, outType, b0, h0] = target;
-    int64_t dv = outType.getDimSize(3);
-    llvm::Align pairAlign(outType.getElementTypeBitWidth() / 4);
-    Value rows = dim(out, 2);
-    const Value *pair = pairs.begin();
-    for (int64_t mt = 0; mt < mTiles; ++mt)
-      for (int64_t nd = 0; nd < dv / 8; ++nd)
-        for (int64_t half = 0; half < 2; ++half, ++pair) {
-          Value row = rowOf(q0, mt, 2 * half);
-          auto guard = scf::IfOp::create(
-              b, loc, cmpI(arith::CmpIPredicate::slt, row, rows));
-          OpBuilder::InsertionGuard g(b);
-          b.setInsertionPointToStart(&guard.getThenRegion().front());
-          vector::StoreOp::create(
-              b, loc, *pair, out,
-              {b0, h0, row, addI(idx(8 * nd), mulI(quad(), 2))},
-              /*nontemporal=*/false, pairAlign);
-        }
-  }
+                           ArrayRef<Value> pairs);
 
-  LogicalResult emitFinalize(OnlineFinalizeOp fin) override {
-    // The last step prefetched K tiles nobody reads: let them land.
-    nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
-                                     b.getI32IntegerAttr(0));
-    bool softmax = fin.getNormalizer() == Normalizer::softmax;
-    unsigned branches = fin.getNumBranches();
-    FailureOr<FinalizeTarget> target = finalizeTarget(fin);
-    if (failed(target))
-      return failure();
-    auto [out, outType, b0, h0] = *target;
-    int64_t dv = outType.getDimSize(3);
-    Value q0 = map.lookup(fin.getQueryOffset());
-    Value rows = dim(out, 2);
-    Value lastRow = arith::SubIOp::create(b, loc, rows, idx(1));
-
-    // Per branch, the factor of each row that turns its accumulator into
-    // o_r (and the row's LSE, when asked).
-    int64_t rowCount = 2 * mTiles, accPerTile = dv / 8 * 4;
-    SmallVector<SmallVector<Value>> outScale(
-        branches, SmallVector<Value>(rowCount, f32(1)));
-    for (unsigned r = 0; r < branches && softmax; ++r)
-      for (int64_t row = 0; row < rowCount; ++row) {
-        Value m = lanes.lookup(fin.getMaxState()[r])[row];
-        Value l = quadReduce(lanes.lookup(fin.getSumState()[r])[row], false);
-        Value lse;
-        std::tie(outScale[r][row], lse) = normalizeRow(
-            m, l,
-            fin.getSinks().empty() ? Value()
-                                   : memrefOf.lookup(fin.getSinks()[r]),
-            h0);
-        if (fin.getLse().empty())
-          continue;
-        Value at = rowOf(q0, row / 2, 2 * (row % 2));
-        Value store = arith::AndIOp::create(
-            b, loc, cmpI(arith::CmpIPredicate::slt, at, rows),
-            cmpI(arith::CmpIPredicate::eq, quad(), idx(0)));
-        auto guard = scf::IfOp::create(b, loc, store);
-        OpBuilder::InsertionGuard g(b);
-        b.setInsertionPointToStart(&guard.getThenRegion().front());
-        memref::StoreOp::create(b, loc, lse, outputOf.lookup(fin.getLse()[r]),
-                                {b0, h0, at});
-      }
-
-    // A thread holds columns (d, d + 1) of each of its rows: one pair per
-    // (m16 tile, 8 columns, row half). The epilogue combines the branches'
-    // o_r there (without one, the output is o_0).
-    Type outElement = outType.getElementType();
-    auto pairType = VectorType::get({2}, outElement);
-    // o_r of the thread's elements, in (m16 tile, 8 columns, row half, j)
-    // order.
-    auto output = [&](unsigned r) {
-      SmallVector<Value> o;
-      for (int64_t mt = 0; mt < mTiles; ++mt)
-        for (int64_t nd = 0; nd < dv / 8; ++nd)
-          for (int64_t half = 0; half < 2; ++half)
-            for (int64_t j = 0; j < 2; ++j)
-              o.push_back(
-                  mul(lanes.lookup(fin.getAccState()[r])[mt * accPerTile +
-                                                         4 * nd + 2 * half + j],
-                      outScale[r][2 * mt + half]));
-      return o;
-    };
-    SmallVector<SmallVector<Value>> outputs;
-    for (unsigned r = 0; r < branches; ++r)
-      outputs.push_back(output(r));
-    SmallVector<Value> pairs;
-    int64_t element = 0;
-    for (int64_t mt = 0; mt < mTiles; ++mt)
-      for (int64_t nd = 0; nd < dv / 8; ++nd)
-        for (int64_t half = 0; half < 2; ++half) {
-          Value row = rowOf(q0, mt, 2 * half);
-          Value d = addI(idx(8 * nd), mulI(quad(), 2));
-          SmallVector<Value, 2> pair;
-          Value clamped = minI(row, lastRow);
-          SmallVector<IRMapping, 2> paired(2);
-          if (!fin.getEpilogue().empty())
-            pairEpilogueReads(fin, {b0, h0, clamped, d}, paired);
-          for (int64_t j = 0; j < 2; ++j, ++element) {
-            SmallVector<Value> o;
-            for (unsigned r = 0; r < branches; ++r)
-              o.push_back(outputs[r][element]);
-            Value value = o[0];
-            if (!fin.getEpilogue().empty()) {
-              approximateFunctions = outElement.getIntOrFloatBitWidth() <= 16;
-              value = inlineRegion(fin.getEpilogue(), o,
-                                   {b0, h0, clamped, addI(d, idx(j))},
-                                   fin.getCaptures(), &paired[j])[0];
-              approximateFunctions = false;
-            }
-            if (value.getType() != outElement)
-              value = arith::TruncFOp::create(b, loc, outElement, value);
-            pair.push_back(value);
-          }
-          pairs.push_back(
-              vector::FromElementsOp::create(b, loc, pairType, pair));
-        }
-    storeOutput(*target, q0, pairs);
-    return success();
-  }
+  LogicalResult emitFinalize(OnlineFinalizeOp fin) override;
 };
 
 } // namespace flashlight::attn_to_gpu
