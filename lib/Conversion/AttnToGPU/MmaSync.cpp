@@ -480,373 +480,32 @@ MmaSyncEmitter::branchGroups(OnlineStepOp step) {
   return groups;
 }
 
+/// The head dim of a [1, 1, rows, D] slice.
+static int64_t headDim(Value v) {
+  return cast<RankedTensorType>(v.getType()).getDimSize(3);
+}
+
+static constexpr double kNegInf = -std::numeric_limits<double>::infinity();
+
 LogicalResult MmaSyncEmitter::emitStep(OnlineStepOp step) {
-  currentStep = step;
-  Normalizer normalizer = step.getNormalizer();
-  bool softmax = normalizer == Normalizer::softmax;
-  unsigned branches = step.getNumBranches();
-  auto headDim = [](Value v) {
-    return cast<RankedTensorType>(v.getType()).getDimSize(3);
-  };
-  int64_t dv = headDim(step.getValue());
-  int64_t bn = tileRows(keyTiles[0], headDim(step.getKeys()[0]));
-  View vView = views.lookup(step.getValue());
-  Value kn = vView.sizes[2];
-  Value b0 = map.lookup(step.getBatchOffset());
-  Value h0 = map.lookup(step.getHeadOffset());
-  Value q0 = map.lookup(step.getQueryOffset());
-  Value k0 = map.lookup(step.getKeyOffset());
-  Value lastRow = arith::SubIOp::create(
-      b, loc, dim(views.lookup(step.getQueries()[0]).memref, 2), idx(1));
-  Value lastKey = arith::SubIOp::create(b, loc, dim(vView.memref, 2), idx(1));
-  SmallVector<Value> state = flatten(step->getOperands().slice(
-      step.getMaxState().getBeginOperandIndex(),
-      step.getMaxState().size() + step.getSumState().size() +
-          step.getAccState().size()));
-  // Per branch r: rows are indexed [m16 tile][half], accumulators
-  // [m16 tile][nd][i].
-  int64_t rows = 2 * mTiles;
-  SmallVector<SmallVector<Value>> m(branches), l(branches), acc(branches);
-  for (unsigned r = 0; r < branches; ++r) {
-    if (softmax) {
-      m[r] = lanes.lookup(step.getMaxState()[r]);
-      l[r] = lanes.lookup(step.getSumState()[r]);
-    }
-    acc[r] = lanes.lookup(step.getAccState()[r]);
-  }
-  keyGroupsInFlight = 0;
-  valuesLanded = false;
-
-  int64_t blocks = bn / 8;
-  // This thread's (row, key) indices of element i of block nb of m16 tile
-  // mt, clamped into the tensors, and its column in the tile.
-  auto elementIndices = [&](int64_t mt, int64_t nb, int64_t i) {
-    Value col = addI(idx(8 * nb + (i % 2)), mulI(quad(), 2));
-    SmallVector<Value> indices = {b0, h0, minI(rowOf(q0, mt, i), lastRow),
-                                  minI(addI(k0, col), lastKey)};
-    return std::make_pair(col, indices);
-  };
-  // maskBits, when set, holds the mask region's value per element
-  // [mt][nb][i] (flattened).
-  SmallVector<Value> maskBits;
-  auto maskOf = [&](int64_t mt, int64_t nb, int64_t i) {
-    if (!maskBits.empty())
-      return maskBits[(mt * blocks + nb) * 4 + i];
-    return inlineRegion(step.getMask(), {}, elementIndices(mt, nb, i).second,
-                        step.getCaptures())[0];
-  };
-  // A sliding window (a mask that is exactly a two-sided diagonal band):
-  // an element's i - j is this thread's base for the tile plus a
-  // constant, and its key's column 2 * quad plus a constant, so each test
-  // is one 32-bit compare with an immediate (the region's 64-bit index
-  // math took about five instructions an element). Causal masks are the
-  // one-sided case. Needs static lengths below 2^30, so that i - j fits in
-  // 32 bits. Measured on an H100 (same runs): sliding window 256 +7-16 %;
-  // causal programs at D = 64 +0-4 %, at D = 128 -1 to +1 % (0.94-1.00x
-  // while differential D = 64 still spilled).
-  std::optional<DiagonalBand> band;
-  SmallVector<Value> bandBase;
-  Value columnsLeft;
-  if (!step.getMask().empty()) {
-    MaskInfo info = MaskScoreAnalysis(step).getMask();
-    auto small = [](Value memref) {
-      int64_t n = cast<MemRefType>(memref.getType()).getDimSize(2);
-      return !ShapedType::isDynamic(n) && n < (int64_t(1) << 30);
-    };
-    if ((info.kind == MaskKind::SlidingWindow ||
-         info.kind == MaskKind::Causal) &&
-        small(views.lookup(step.getQueries()[0]).memref) &&
-        small(vView.memref)) {
-      band = info.band;
-      auto toI32 = [&](Value v) {
-        return arith::IndexCastOp::create(b, loc, b.getI32Type(), v);
-      };
-      Value firstColumn = addI(k0, mulI(quad(), 2));
-      for (int64_t mt = 0; mt < mTiles; ++mt)
-        bandBase.push_back(toI32(
-            arith::SubIOp::create(b, loc, rowOf(q0, mt, 0), firstColumn)));
-      columnsLeft = toI32(arith::SubIOp::create(b, loc, kn, mulI(quad(), 2)));
-    }
-  }
-  auto keeps = [&](int64_t mt, int64_t nb, int64_t i) {
-    if (band) {
-      // i - j = base + 8 (i / 2) - 8 nb - i % 2; column - 2 quad =
-      // 8 nb + i % 2.
-      int64_t column = 8 * nb + i % 2;
-      auto test = [&](arith::CmpIPredicate p, Value x, int64_t c) {
-        return arith::CmpIOp::create(b, loc, p, x, i32(c));
-      };
-      using P = arith::CmpIPredicate;
-      Value keep = test(P::sgt, columnsLeft, column);
-      // (nsw: lengths below 2^30 keep it exact, and LLVM then folds the
-      // add into the compare's immediate.)
-      Value d =
-          arith::AddIOp::create(b, loc, bandBase[mt], i32(8 * (i / 2) - column),
-                                arith::IntegerOverflowFlags::nsw);
-      if (band->lo)
-        keep = arith::AndIOp::create(b, loc, keep, test(P::sge, d, *band->lo));
-      if (band->hi)
-        keep = arith::AndIOp::create(b, loc, keep, test(P::sle, d, *band->hi));
-      return Value(keep);
-    }
-    Value col = elementIndices(mt, nb, i).first;
-    Value keep = cmpI(arith::CmpIPredicate::slt, col, kn);
-    if (!step.getMask().empty())
-      keep = arith::AndIOp::create(b, loc, keep, maskOf(mt, nb, i));
-    return keep;
-  };
-
-  // K's copies (the older groups in flight) are done. (A wait counts
-  // groups; its token only names one of them.) A mask whose kept tiles no
-  // bound describes (it reads data, or matches no known shape) is
-  // evaluated first on the whole tile: the barrier after the wait also
-  // ORs every thread's "some element kept", and a tile with none skips
-  // the products and the softmax -- for document masks, most tiles.
-  Value anyKept, partial;
-  if (blockMask.memref && votesOnTiles(step)) {
-    // The block mask says it: skip empty tiles, evaluate the mask on
-    // partial ones only.
-    Value tile = memref::LoadOp::create(
-        b, loc, blockMask.memref, blockMask.indices(b, loc, b0, h0, q0, k0));
-    waitForStep();
-    auto is = [&](BlockMask::Tile t) {
-      return tileIs(arith::CmpIPredicate::eq, t, tile);
-    };
-    if (!keptTilesOnly)
-      anyKept = arith::XOrIOp::create(
-          b, loc, is(BlockMask::Empty),
-          arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1));
-    partial = is(BlockMask::Partial);
-  } else if (votesOnTiles(step)) {
-    Value any = arith::ConstantIntOp::create(b, loc, 0, 1);
-    for (int64_t mt = 0; mt < mTiles; ++mt)
-      for (int64_t nb = 0; nb < blocks; ++nb)
-        for (int64_t i = 0; i < 4; ++i)
-          any = arith::OrIOp::create(b, loc, any, keeps(mt, nb, i));
-    nvgpu::DeviceAsyncWaitOp::create(b, loc, valueGroup,
-                                     b.getI32IntegerAttr(pendingAtStep()));
-    publishCopies();
-    Value vote = NVVM::BarrierOp::create(
-                     b, loc, b.getI32Type(), Value(), Value(),
-                     NVVM::BarrierReductionAttr::get(
-                         b.getContext(), NVVM::BarrierReduction::OR),
-                     arith::ExtUIOp::create(b, loc, b.getI32Type(), any))
-                     .getRes();
-    anyKept = cmpI(arith::CmpIPredicate::ne, vote,
-                   arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0));
-  } else {
-    waitForStep();
-  }
+  StepFrame f = beginStep(step);
+  findDiagonalBand(f);
+  // The vote (or the block mask) decides whether the tile is computed at
+  // all; a skipped tile yields the state unchanged, and the stages below
+  // fill the branch that computes it.
+  TileVote vote = voteOnTile(f);
   std::optional<OpBuilder::InsertionGuard> skipGuard;
   scf::IfOp skip;
-  if (anyKept) {
-    SmallVector<Type> types(state.size(), b.getF32Type());
-    skip = scf::IfOp::create(b, loc, types, anyKept, /*withElseRegion=*/true);
-    // A skipped tile still prefetches the next K and lets V land, as the
-    // computing path does, so that the copy groups stay in step.
+  if (vote.anyKept) {
     skipGuard.emplace(b);
-    b.setInsertionPointToStart(&skip.getElseRegion().front());
-    prefetchNextKey(bn);
-    waitForValues();
-    scf::YieldOp::create(b, loc, state);
-    b.setInsertionPointToStart(&skip.getThenRegion().front());
-    keyGroupsInFlight = 0;
-    valuesLanded = false;
+    skip = enterKeptTile(f, vote.anyKept);
   }
-
-  // Per element: scale, score region, mask region (and the tile's end);
-  // a dropped element becomes -inf under softmax. Softmax takes the row
-  // max before the exponent's positive factor (`factor`), which then
-  // folds into the exponent (one fma per element): without a score region
-  // and with a positive scale, the raw scores' max and scale * log2 e;
-  // after a score region, its logits' max and log2 e.
-  SmallVector<double> scale(step.getScale()), factor(branches, 0.0);
-  SmallVector<bool> rawMax(branches);
-  for (unsigned r = 0; r < branches; ++r) {
-    if (softmax && step.getScore().empty())
-      scale[r] *= kLog2e;
-    rawMax[r] = softmax && step.getScore().empty() && scale[r] > 0;
-    if (rawMax[r])
-      factor[r] = scale[r];
-    else if (softmax && !step.getScore().empty())
-      factor[r] = kLog2e;
-  }
-  const double negInf = -std::numeric_limits<double>::infinity();
-  SmallVector<SmallVector<Value>> newMax(branches), newSum(branches),
-      newAcc(branches);
+  planLogits(f);
   SmallVector<SmallVector<unsigned>> groups = branchGroups(step);
-  // A score region that gathers per element (a bias table): what does not
-  // depend on the logits (the loads, index math) runs before the S
-  // products, which then hide its latency.
-  // Terms of j - i only (a relative-position bias): read from a table
-  // this warp fills for the tile (fillRelativeTable).
-  RelativeTerms relative;
-  if (relativeTable)
-    relative = relativeTerms(step.getScore(), branches);
-  Value tableBase;
-  if (relative)
-    tableBase =
-        fillRelativeTable(step, relative, b0, h0, q0, k0, lastRow, lastKey, bn);
-  // Staged reads are shared-memory loads: read after S, they hold no
-  // registers during the product.
-  bool staged = !stagedTiles.empty();
-  SmallVector<tensor::ExtractOp> fromShared;
-  if (staged) {
-    fromShared = stagedTileReads(step.getScore(), branches);
-    fromShared.truncate(std::min(fromShared.size(), stagedTiles.size()));
-  }
-  bool early = !step.getScore().empty() && !relative &&
-               gathersPerElement(step.getScore(), fromShared);
-  for (auto [g, group] : llvm::enumerate(groups)) {
-    // What the score region's ops per element need beforehand: the
-    // gathers (before S) or the table's terms (after S: they need no
-    // latency hidden, nor registers during the product).
-    SmallVector<IRMapping> pre;
-    auto prepare = [&] {
-      for (int64_t mt = 0; mt < mTiles; ++mt)
-        for (int64_t nb = 0; nb < blocks; ++nb)
-          for (int64_t i = 0; i < 4; ++i) {
-            auto [col, indices] = elementIndices(mt, nb, i);
-            if (relative) {
-              pre.push_back(
-                  readRelativeTable(relative, tableBase, bn, mt, i, col));
-              continue;
-            }
-            IRMapping m;
-            readStaged(m, step, mt, i, col);
-            pre.push_back(early ? inlineIndependent(step.getScore(), branches,
-                                                    indices, step.getCaptures(),
-                                                    m)
-                                : m);
-          }
-    };
-    if (early)
-      prepare();
-    SmallVector<Fragments> s(branches);
-    for (unsigned r : group) {
-      branch = r;
-      if (r == group.back() && g + 1 < groups.size())
-        nextScoreBranch = groups[g + 1].front();
-      s[r] = scoreProduct(lanes.lookup(step.getQueries()[r]),
-                          headDim(step.getKeys()[r]), bn);
-      nextScoreBranch.reset();
-    }
-    branch = 0;
-    // Every warp has read the K tiles: prefetch the next tile's so that
-    // their load overlaps the softmax and P V.
-    if (g + 1 == groups.size())
-      prefetchNextKey(bn);
-    if (relative || (staged && !early))
-      prepare();
-
-    if (partial && maskBits.empty()) {
-      // The mask of every element, evaluated on partial tiles only (a full
-      // tile keeps every element).
-      SmallVector<Type> types(mTiles * blocks * 4, b.getI1Type());
-      auto ifPartial = scf::IfOp::create(b, loc, types, partial,
-                                         /*withElseRegion=*/true);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&ifPartial.getThenRegion().front());
-      SmallVector<Value> bits;
-      for (int64_t mt = 0; mt < mTiles; ++mt)
-        for (int64_t nb = 0; nb < blocks; ++nb)
-          for (int64_t i = 0; i < 4; ++i)
-            bits.push_back(maskOf(mt, nb, i));
-      scf::YieldOp::create(b, loc, bits);
-      b.setInsertionPointToStart(&ifPartial.getElseRegion().front());
-      scf::YieldOp::create(
-          b, loc,
-          SmallVector<Value>(types.size(), arith::ConstantIntOp::create(
-                                               b, loc, b.getI1Type(), 1)));
-      maskBits.assign(ifPartial.getResults().begin(),
-                      ifPartial.getResults().end());
-    }
-    SmallVector<SmallVector<SmallVector<Value>>> kept(
-        mTiles, SmallVector<SmallVector<Value>>(blocks));
-    for (int64_t mt = 0; mt < mTiles; ++mt)
-      for (int64_t nb = 0; nb < blocks; ++nb)
-        for (int64_t i = 0; i < 4; ++i) {
-          // The score region sees every branch's logit; those of other
-          // groups (whose logits it does not read) as 0.
-          SmallVector<Value> x(branches, Value());
-          for (unsigned r : group)
-            x[r] = rawMax[r] ? s[r][mt][nb][i]
-                             : mulLogit(s[r][mt][nb][i], f32(scale[r]));
-          if (!step.getScore().empty()) {
-            for (Value &v : x)
-              if (!v)
-                v = f32(0);
-            SmallVector<Value> logits = inlineRegion(
-                step.getScore(), x, elementIndices(mt, nb, i).second,
-                step.getCaptures(),
-                pre.empty() ? nullptr : &pre[(mt * blocks + nb) * 4 + i]);
-            for (unsigned r : group)
-              x[r] = softmax ? floorLogit(logits[r]) : logits[r];
-          }
-          Value keep = keeps(mt, nb, i);
-          for (unsigned r : group)
-            s[r][mt][nb][i] = softmax ? select(keep, x[r], f32(negInf)) : x[r];
-          kept[mt][nb].push_back(keep);
-        }
-
-    for (unsigned r : group) {
-      // Weights p and, for softmax, the new row max / sum and the
-      // rescale. The exponent's offset is 0 for a row with no kept key
-      // yet, so that exp2(-inf - offset) is 0 rather than NaN.
-      SmallVector<Value> alpha(rows, Value()), offset;
-      if (softmax) {
-        for (int64_t row = 0; row < rows; ++row) {
-          int64_t mt = row / 2, half = row % 2;
-          Value rowMax = f32(negInf);
-          for (int64_t nb = 0; nb < blocks; ++nb)
-            for (int64_t i = 2 * half; i < 2 * half + 2; ++i)
-              rowMax =
-                  arith::MaximumFOp::create(b, loc, rowMax, s[r][mt][nb][i]);
-          rowMax = quadReduce(rowMax, true);
-          if (factor[r])
-            rowMax = mul(rowMax, f32(factor[r]));
-          Value mNew = arith::MaximumFOp::create(b, loc, m[r][row], rowMax);
-          // 1 when the max did not move (also while it is -inf).
-          alpha[row] = select(cmpF(arith::CmpFPredicate::OEQ, m[r][row], mNew),
-                              f32(1), exp2Ftz(sub(m[r][row], mNew)));
-          newMax[r].push_back(mNew);
-          offset.push_back(
-              select(cmpF(arith::CmpFPredicate::OEQ, mNew, f32(negInf)), f32(0),
-                     mNew));
-        }
-      }
-      SmallVector<Value> rowSum(rows, f32(0));
-      for (int64_t mt = 0; mt < mTiles; ++mt)
-        for (int64_t nb = 0; nb < blocks; ++nb)
-          for (int64_t i = 0; i < 4; ++i) {
-            Value x = s[r][mt][nb][i], p;
-            int64_t row = 2 * mt + i / 2;
-            if (softmax) {
-              Value scaled = factor[r] ? mul(x, f32(factor[r])) : x;
-              p = exp2Ftz(sub(scaled, offset[row]));
-              rowSum[row] = add(rowSum[row], p);
-            } else {
-              // Every other weight's reciprocal on the FMA pipe
-              // (fmaReciprocals).
-              Value w = normalizer == Normalizer::sigmoid
-                            ? sigmoid(x, fmaReciprocals && i % 2)
-                            : x;
-              p = select(kept[mt][nb][i], w, f32(0));
-            }
-            s[r][mt][nb][i] = p;
-          }
-      if (softmax)
-        for (int64_t row = 0; row < rows; ++row)
-          newSum[r].push_back(add(mul(l[r][row], alpha[row]), rowSum[row]));
-      lastValueProduct = g + 1 == groups.size() && r == group.back();
-      newAcc[r] = valueProduct(s[r], acc[r], alpha, dv, bn);
-      lastValueProduct = true;
-    }
-  }
-  SmallVector<Value> next;
-  for (auto *part : {&newMax, &newSum, &newAcc})
-    for (SmallVector<Value> &values : *part)
-      llvm::append_range(next, values);
+  for (size_t g = 0; g < groups.size(); ++g)
+    emitBranchGroup(f, groups, g, vote.partial);
+  // The new state, through the skip's scf.if when there is one.
+  SmallVector<Value> next = newState(f);
   if (skip) {
     scf::YieldOp::create(b, loc, next);
     skipGuard.reset();
@@ -854,6 +513,427 @@ LogicalResult MmaSyncEmitter::emitStep(OnlineStepOp step) {
   }
   distribute(step.getNewState(), next);
   return success();
+}
+
+MmaSyncEmitter::StepFrame MmaSyncEmitter::beginStep(OnlineStepOp step) {
+  currentStep = step;
+  StepFrame f;
+  f.step = step;
+  f.normalizer = step.getNormalizer();
+  f.softmax = f.normalizer == Normalizer::softmax;
+  f.branches = step.getNumBranches();
+  f.dv = headDim(step.getValue());
+  f.bn = tileRows(keyTiles[0], headDim(step.getKeys()[0]));
+  f.blocks = f.bn / 8;
+  f.rows = 2 * mTiles;
+  f.values = views.lookup(step.getValue());
+  f.kn = f.values.sizes[2];
+  f.b0 = map.lookup(step.getBatchOffset());
+  f.h0 = map.lookup(step.getHeadOffset());
+  f.q0 = map.lookup(step.getQueryOffset());
+  f.k0 = map.lookup(step.getKeyOffset());
+  f.lastRow = arith::SubIOp::create(
+      b, loc, dim(views.lookup(step.getQueries()[0]).memref, 2), idx(1));
+  f.lastKey = arith::SubIOp::create(b, loc, dim(f.values.memref, 2), idx(1));
+  f.state = flatten(step->getOperands().slice(
+      step.getMaxState().getBeginOperandIndex(),
+      step.getMaxState().size() + step.getSumState().size() +
+          step.getAccState().size()));
+  f.m.resize(f.branches);
+  f.l.resize(f.branches);
+  f.acc.resize(f.branches);
+  for (unsigned r = 0; r < f.branches; ++r) {
+    if (f.softmax) {
+      f.m[r] = lanes.lookup(step.getMaxState()[r]);
+      f.l[r] = lanes.lookup(step.getSumState()[r]);
+    }
+    f.acc[r] = lanes.lookup(step.getAccState()[r]);
+  }
+  keyGroupsInFlight = 0;
+  valuesLanded = false;
+  return f;
+}
+
+std::pair<Value, SmallVector<Value>>
+MmaSyncEmitter::elementIndices(const StepFrame &f, int64_t mt, int64_t nb,
+                               int64_t i) {
+  Value col = addI(idx(8 * nb + (i % 2)), mulI(quad(), 2));
+  SmallVector<Value> indices = {f.b0, f.h0, minI(rowOf(f.q0, mt, i), f.lastRow),
+                                minI(addI(f.k0, col), f.lastKey)};
+  return std::make_pair(col, indices);
+}
+
+Value MmaSyncEmitter::maskOf(const StepFrame &f, int64_t mt, int64_t nb,
+                             int64_t i) {
+  if (!f.maskBits.empty())
+    return f.maskBits[(mt * f.blocks + nb) * 4 + i];
+  OnlineStepOp step = f.step;
+  return inlineRegion(step.getMask(), {}, elementIndices(f, mt, nb, i).second,
+                      step.getCaptures())[0];
+}
+
+void MmaSyncEmitter::findDiagonalBand(StepFrame &f) {
+  // In a band, an element's i - j is this thread's base for the tile plus a
+  // constant, and its key's column 2 * quad plus a constant, so each test
+  // is one 32-bit compare with an immediate (the region's 64-bit index math
+  // took about five instructions an element). Causal masks are the
+  // one-sided case. Measured on an H100 (same runs): sliding window 256
+  // +7-16 %; causal programs at D = 64 +0-4 %, at D = 128 -1 to +1 %
+  // (0.94-1.00x while differential D = 64 still spilled).
+  if (f.step.getMask().empty())
+    return;
+  MaskInfo info = MaskScoreAnalysis(f.step).getMask();
+  // Static lengths below 2^30, so that i - j fits in 32 bits.
+  auto small = [](Value memref) {
+    int64_t n = cast<MemRefType>(memref.getType()).getDimSize(2);
+    return !ShapedType::isDynamic(n) && n < (int64_t(1) << 30);
+  };
+  if ((info.kind != MaskKind::SlidingWindow && info.kind != MaskKind::Causal) ||
+      !small(views.lookup(f.step.getQueries()[0]).memref) ||
+      !small(f.values.memref))
+    return;
+  f.band = info.band;
+  auto toI32 = [&](Value v) {
+    return arith::IndexCastOp::create(b, loc, b.getI32Type(), v);
+  };
+  Value firstColumn = addI(f.k0, mulI(quad(), 2));
+  for (int64_t mt = 0; mt < mTiles; ++mt)
+    f.bandBase.push_back(
+        toI32(arith::SubIOp::create(b, loc, rowOf(f.q0, mt, 0), firstColumn)));
+  f.columnsLeft = toI32(arith::SubIOp::create(b, loc, f.kn, mulI(quad(), 2)));
+}
+
+Value MmaSyncEmitter::keeps(const StepFrame &f, int64_t mt, int64_t nb,
+                            int64_t i) {
+  if (f.band) {
+    // i - j = base + 8 (i / 2) - 8 nb - i % 2; column - 2 quad =
+    // 8 nb + i % 2.
+    int64_t column = 8 * nb + i % 2;
+    auto test = [&](arith::CmpIPredicate p, Value x, int64_t c) {
+      return arith::CmpIOp::create(b, loc, p, x, i32(c));
+    };
+    using P = arith::CmpIPredicate;
+    Value keep = test(P::sgt, f.columnsLeft, column);
+    // (nsw: lengths below 2^30 keep it exact, and LLVM then folds the
+    // add into the compare's immediate.)
+    Value d =
+        arith::AddIOp::create(b, loc, f.bandBase[mt], i32(8 * (i / 2) - column),
+                              arith::IntegerOverflowFlags::nsw);
+    if (f.band->lo)
+      keep = arith::AndIOp::create(b, loc, keep, test(P::sge, d, *f.band->lo));
+    if (f.band->hi)
+      keep = arith::AndIOp::create(b, loc, keep, test(P::sle, d, *f.band->hi));
+    return Value(keep);
+  }
+  Value col = elementIndices(f, mt, nb, i).first;
+  Value keep = cmpI(arith::CmpIPredicate::slt, col, f.kn);
+  OnlineStepOp step = f.step;
+  if (!step.getMask().empty())
+    keep = arith::AndIOp::create(b, loc, keep, maskOf(f, mt, nb, i));
+  return keep;
+}
+
+MmaSyncEmitter::TileVote MmaSyncEmitter::voteOnTile(const StepFrame &f) {
+  // K's copies (the older groups in flight) are done. (A wait counts
+  // groups; its token only names one of them.) A mask whose kept tiles no
+  // bound describes (it reads data, or matches no known shape) is
+  // evaluated first on the whole tile, and a tile where no thread keeps an
+  // element skips the products and the softmax -- for document masks, most
+  // tiles.
+  TileVote vote;
+  if (blockMask.memref && votesOnTiles(f.step)) {
+    // The block mask says it: skip empty tiles, evaluate the mask on
+    // partial ones only.
+    Value tile = memref::LoadOp::create(
+        b, loc, blockMask.memref,
+        blockMask.indices(b, loc, f.b0, f.h0, f.q0, f.k0));
+    waitForStep();
+    auto is = [&](BlockMask::Tile t) {
+      return tileIs(arith::CmpIPredicate::eq, t, tile);
+    };
+    if (!keptTilesOnly)
+      vote.anyKept = arith::XOrIOp::create(
+          b, loc, is(BlockMask::Empty),
+          arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1));
+    vote.partial = is(BlockMask::Partial);
+  } else if (votesOnTiles(f.step)) {
+    // The barrier after the wait also ORs every thread's "some element
+    // kept".
+    Value any = arith::ConstantIntOp::create(b, loc, 0, 1);
+    for (int64_t mt = 0; mt < mTiles; ++mt)
+      for (int64_t nb = 0; nb < f.blocks; ++nb)
+        for (int64_t i = 0; i < 4; ++i)
+          any = arith::OrIOp::create(b, loc, any, keeps(f, mt, nb, i));
+    nvgpu::DeviceAsyncWaitOp::create(b, loc, valueGroup,
+                                     b.getI32IntegerAttr(pendingAtStep()));
+    publishCopies();
+    Value ballot = NVVM::BarrierOp::create(
+                       b, loc, b.getI32Type(), Value(), Value(),
+                       NVVM::BarrierReductionAttr::get(
+                           b.getContext(), NVVM::BarrierReduction::OR),
+                       arith::ExtUIOp::create(b, loc, b.getI32Type(), any))
+                       .getRes();
+    vote.anyKept =
+        cmpI(arith::CmpIPredicate::ne, ballot,
+             arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0));
+  } else {
+    waitForStep();
+  }
+  return vote;
+}
+
+scf::IfOp MmaSyncEmitter::enterKeptTile(const StepFrame &f, Value anyKept) {
+  SmallVector<Type> types(f.state.size(), b.getF32Type());
+  auto skip =
+      scf::IfOp::create(b, loc, types, anyKept, /*withElseRegion=*/true);
+  // A skipped tile still prefetches the next K and lets V land, as the
+  // computing path does, so that the copy groups stay in step.
+  b.setInsertionPointToStart(&skip.getElseRegion().front());
+  prefetchNextKey(f.bn);
+  waitForValues();
+  scf::YieldOp::create(b, loc, f.state);
+  b.setInsertionPointToStart(&skip.getThenRegion().front());
+  keyGroupsInFlight = 0;
+  valuesLanded = false;
+  return skip;
+}
+
+void MmaSyncEmitter::planLogits(StepFrame &f) {
+  // Per element: scale, score region, mask region (and the tile's end); a
+  // dropped element becomes -inf under softmax. Softmax takes the row max
+  // before the exponent's positive factor (`factor`), which then folds
+  // into the exponent (one fma per element): without a score region and
+  // with a positive scale, the raw scores' max and scale * log2 e; after a
+  // score region, its logits' max and log2 e.
+  OnlineStepOp step = f.step;
+  f.scale = SmallVector<double>(step.getScale());
+  f.factor.assign(f.branches, 0.0);
+  f.rawMax.assign(f.branches, false);
+  for (unsigned r = 0; r < f.branches; ++r) {
+    if (f.softmax && step.getScore().empty())
+      f.scale[r] *= kLog2e;
+    f.rawMax[r] = f.softmax && step.getScore().empty() && f.scale[r] > 0;
+    if (f.rawMax[r])
+      f.factor[r] = f.scale[r];
+    else if (f.softmax && !step.getScore().empty())
+      f.factor[r] = kLog2e;
+  }
+  f.newMax.resize(f.branches);
+  f.newSum.resize(f.branches);
+  f.newAcc.resize(f.branches);
+  // A score region that gathers per element (a bias table): what does not
+  // depend on the logits (the loads, index math) runs before the S
+  // products, which then hide its latency (`early`). Terms of j - i only
+  // (a relative-position bias): read from a table this warp fills for the
+  // tile (fillRelativeTable).
+  if (relativeTable)
+    f.relative = relativeTerms(step.getScore(), f.branches);
+  if (f.relative)
+    f.tableBase = fillRelativeTable(step, f.relative, f.b0, f.h0, f.q0, f.k0,
+                                    f.lastRow, f.lastKey, f.bn);
+  // Staged reads are shared-memory loads: read after S, they hold no
+  // registers during the product.
+  f.staged = !stagedTiles.empty();
+  SmallVector<tensor::ExtractOp> fromShared;
+  if (f.staged) {
+    fromShared = stagedTileReads(step.getScore(), f.branches);
+    fromShared.truncate(std::min(fromShared.size(), stagedTiles.size()));
+  }
+  f.early = !step.getScore().empty() && !f.relative &&
+            gathersPerElement(step.getScore(), fromShared);
+}
+
+void MmaSyncEmitter::emitBranchGroup(StepFrame &f,
+                                     ArrayRef<SmallVector<unsigned>> groups,
+                                     size_t g, Value partial) {
+  ArrayRef<unsigned> group = groups[g];
+  // The score region's inputs: the gathers before S, or the table's terms
+  // and staged reads after S (they need no latency hidden, nor registers
+  // during the product).
+  SmallVector<IRMapping> pre;
+  if (f.early)
+    pre = scoreRegionInputs(f);
+  SmallVector<Fragments> s = scoreProducts(f, groups, g);
+  // Every warp has read the K tiles: prefetch the next tile's so that
+  // their load overlaps the softmax and P V.
+  if (g + 1 == groups.size())
+    prefetchNextKey(f.bn);
+  if (f.relative || (f.staged && !f.early))
+    pre = scoreRegionInputs(f);
+  // The mask of every element, evaluated on partial tiles only (a full
+  // tile keeps every element); once per step.
+  if (partial && f.maskBits.empty())
+    maskPartialTile(f, partial);
+  Fragments kept = applyScoreAndMask(f, group, s, pre);
+  for (unsigned r : group)
+    weighAndAccumulate(f, r, s[r], kept,
+                       /*last=*/g + 1 == groups.size() && r == group.back());
+}
+
+SmallVector<IRMapping> MmaSyncEmitter::scoreRegionInputs(const StepFrame &f) {
+  OnlineStepOp step = f.step;
+  SmallVector<IRMapping> pre;
+  for (int64_t mt = 0; mt < mTiles; ++mt)
+    for (int64_t nb = 0; nb < f.blocks; ++nb)
+      for (int64_t i = 0; i < 4; ++i) {
+        auto [col, indices] = elementIndices(f, mt, nb, i);
+        if (f.relative) {
+          pre.push_back(
+              readRelativeTable(f.relative, f.tableBase, f.bn, mt, i, col));
+          continue;
+        }
+        IRMapping m;
+        readStaged(m, step, mt, i, col);
+        pre.push_back(f.early
+                          ? inlineIndependent(step.getScore(), f.branches,
+                                              indices, step.getCaptures(), m)
+                          : m);
+      }
+  return pre;
+}
+
+SmallVector<MmaSyncEmitter::Fragments> MmaSyncEmitter::scoreProducts(
+    const StepFrame &f, ArrayRef<SmallVector<unsigned>> groups, size_t g) {
+  OnlineStepOp step = f.step;
+  SmallVector<Fragments> s(f.branches);
+  for (unsigned r : groups[g]) {
+    branch = r;
+    if (r == groups[g].back() && g + 1 < groups.size())
+      nextScoreBranch = groups[g + 1].front();
+    s[r] = scoreProduct(lanes.lookup(step.getQueries()[r]),
+                        headDim(step.getKeys()[r]), f.bn);
+    nextScoreBranch.reset();
+  }
+  branch = 0;
+  return s;
+}
+
+void MmaSyncEmitter::maskPartialTile(StepFrame &f, Value partial) {
+  SmallVector<Type> types(mTiles * f.blocks * 4, b.getI1Type());
+  auto ifPartial =
+      scf::IfOp::create(b, loc, types, partial, /*withElseRegion=*/true);
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(&ifPartial.getThenRegion().front());
+  SmallVector<Value> bits;
+  for (int64_t mt = 0; mt < mTiles; ++mt)
+    for (int64_t nb = 0; nb < f.blocks; ++nb)
+      for (int64_t i = 0; i < 4; ++i)
+        bits.push_back(maskOf(f, mt, nb, i));
+  scf::YieldOp::create(b, loc, bits);
+  b.setInsertionPointToStart(&ifPartial.getElseRegion().front());
+  scf::YieldOp::create(
+      b, loc,
+      SmallVector<Value>(types.size(), arith::ConstantIntOp::create(
+                                           b, loc, b.getI1Type(), 1)));
+  f.maskBits.assign(ifPartial.getResults().begin(),
+                    ifPartial.getResults().end());
+}
+
+MmaSyncEmitter::Fragments
+MmaSyncEmitter::applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
+                                  MutableArrayRef<Fragments> s,
+                                  ArrayRef<IRMapping> pre) {
+  OnlineStepOp step = f.step;
+  Fragments kept(mTiles, SmallVector<SmallVector<Value>>(f.blocks));
+  for (int64_t mt = 0; mt < mTiles; ++mt)
+    for (int64_t nb = 0; nb < f.blocks; ++nb)
+      for (int64_t i = 0; i < 4; ++i) {
+        // The score region sees every branch's logit; those of other
+        // groups (whose logits it does not read) as 0.
+        SmallVector<Value> x(f.branches, Value());
+        for (unsigned r : group)
+          x[r] = f.rawMax[r] ? s[r][mt][nb][i]
+                             : mulLogit(s[r][mt][nb][i], f32(f.scale[r]));
+        if (!step.getScore().empty()) {
+          for (Value &v : x)
+            if (!v)
+              v = f32(0);
+          SmallVector<Value> logits = inlineRegion(
+              step.getScore(), x, elementIndices(f, mt, nb, i).second,
+              step.getCaptures(),
+              pre.empty() ? nullptr : &pre[(mt * f.blocks + nb) * 4 + i]);
+          for (unsigned r : group)
+            x[r] = f.softmax ? floorLogit(logits[r]) : logits[r];
+        }
+        Value keep = keeps(f, mt, nb, i);
+        for (unsigned r : group)
+          s[r][mt][nb][i] = f.softmax ? select(keep, x[r], f32(kNegInf)) : x[r];
+        kept[mt][nb].push_back(keep);
+      }
+  return kept;
+}
+
+void MmaSyncEmitter::weighAndAccumulate(StepFrame &f, unsigned r, Fragments &s,
+                                        const Fragments &kept, bool last) {
+  SmallVector<Value> alpha(f.rows, Value()), offset;
+  if (f.softmax)
+    updateRowMax(f, r, s, alpha, offset);
+  SmallVector<Value> rowSum = rowWeights(f, r, s, kept, offset);
+  if (f.softmax)
+    for (int64_t row = 0; row < f.rows; ++row)
+      f.newSum[r].push_back(add(mul(f.l[r][row], alpha[row]), rowSum[row]));
+  lastValueProduct = last;
+  f.newAcc[r] = valueProduct(s, f.acc[r], alpha, f.dv, f.bn);
+  lastValueProduct = true;
+}
+
+void MmaSyncEmitter::updateRowMax(StepFrame &f, unsigned r, const Fragments &s,
+                                  MutableArrayRef<Value> alpha,
+                                  SmallVectorImpl<Value> &offset) {
+  for (int64_t row = 0; row < f.rows; ++row) {
+    int64_t mt = row / 2, half = row % 2;
+    Value rowMax = f32(kNegInf);
+    for (int64_t nb = 0; nb < f.blocks; ++nb)
+      for (int64_t i = 2 * half; i < 2 * half + 2; ++i)
+        rowMax = arith::MaximumFOp::create(b, loc, rowMax, s[mt][nb][i]);
+    rowMax = quadReduce(rowMax, true);
+    if (f.factor[r])
+      rowMax = mul(rowMax, f32(f.factor[r]));
+    Value mNew = arith::MaximumFOp::create(b, loc, f.m[r][row], rowMax);
+    // 1 when the max did not move (also while it is -inf).
+    alpha[row] = select(cmpF(arith::CmpFPredicate::OEQ, f.m[r][row], mNew),
+                        f32(1), exp2Ftz(sub(f.m[r][row], mNew)));
+    f.newMax[r].push_back(mNew);
+    // 0 for a row with no kept key yet, so that exp2(-inf - offset) is 0
+    // rather than NaN.
+    offset.push_back(select(cmpF(arith::CmpFPredicate::OEQ, mNew, f32(kNegInf)),
+                            f32(0), mNew));
+  }
+}
+
+SmallVector<Value> MmaSyncEmitter::rowWeights(const StepFrame &f, unsigned r,
+                                              Fragments &s,
+                                              const Fragments &kept,
+                                              ArrayRef<Value> offset) {
+  SmallVector<Value> rowSum(f.rows, f32(0));
+  for (int64_t mt = 0; mt < mTiles; ++mt)
+    for (int64_t nb = 0; nb < f.blocks; ++nb)
+      for (int64_t i = 0; i < 4; ++i) {
+        Value x = s[mt][nb][i], p;
+        int64_t row = 2 * mt + i / 2;
+        if (f.softmax) {
+          Value scaled = f.factor[r] ? mul(x, f32(f.factor[r])) : x;
+          p = exp2Ftz(sub(scaled, offset[row]));
+          rowSum[row] = add(rowSum[row], p);
+        } else {
+          // Every other weight's reciprocal on the FMA pipe
+          // (fmaReciprocals).
+          Value w = f.normalizer == Normalizer::sigmoid
+                        ? sigmoid(x, fmaReciprocals && i % 2)
+                        : x;
+          p = select(kept[mt][nb][i], w, f32(0));
+        }
+        s[mt][nb][i] = p;
+      }
+  return rowSum;
+}
+
+SmallVector<Value> MmaSyncEmitter::newState(const StepFrame &f) {
+  SmallVector<Value> next;
+  for (auto *part : {&f.newMax, &f.newSum, &f.newAcc})
+    for (const SmallVector<Value> &values : *part)
+      llvm::append_range(next, values);
+  return next;
 }
 
 void MmaSyncEmitter::pairEpilogueReads(attn::OnlineFinalizeOp fin,

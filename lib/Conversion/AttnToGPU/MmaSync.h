@@ -144,11 +144,9 @@ protected:
   /// past the tensor's end are zero-filled. The copies of the tile form one
   /// group, so a wait can name it.
   Value stage(const View &view, Value tile);
-
   /// The elements a cp.async of `n` reads from global memory: all, or none
   /// (zero fill) where `valid` (null: always) is false.
   Value copiedElements(Value valid, int64_t n);
-
   /// Waits until at most `pending` copy groups are in flight (`group` among
   /// the completed ones), then until every thread's copies are visible.
   void waitCopies(Value group, int32_t pending);
@@ -182,27 +180,20 @@ protected:
   /// ldmatrix of `tiles` 8x8 tiles at `tile[row, col]`, as packed i32s.
   SmallVector<Value> ldmatrix(Value tile, Value row, Value col, int tiles,
                               bool transpose);
-
   /// An mma operand register from two packed elements: nvvm.mma.sync takes
   /// f16 pairs as vector<2xf16> and bf16 pairs as i32.
   Value asOperand(Value pair);
-
   /// Two f32 as one mma A-fragment register of two f16/bf16.
   Value pack(Value lo, Value hi);
-
   /// c += a * b on a 16x8x16 tile; four f32 in and out.
   SmallVector<Value> mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
                          ArrayRef<Value> c);
-
   /// Reduces over the four lanes that share a row.
   Value quadReduce(Value x, bool isMax);
-
   /// Stages slice `v` for each of its roles (rolesOf).
   LogicalResult onSlice(Value v, const View &view) override;
-
   /// Stages slice `v` for one of its roles.
   virtual LogicalResult onRole(Value v, const View &view, Role role);
-
   /// Once every warp is done reading the K tiles, refills them with the
   /// next `bn` keys (rows past the end are zero-filled).
   virtual void prefetchNextKey(int64_t bn);
@@ -210,7 +201,6 @@ protected:
   /// This thread's query row for accumulator element `i` (0..3) of m16
   /// tile `mt`: rows g and g + 8 of the tile.
   Value rowOf(Value q0, int64_t mt, int64_t i);
-
   /// Fills this warp's relative-position table for the KV tile at `k0`
   /// (`bn` keys): entry t of term k holds the term at j - i = d0 + t, where
   /// d0 is the smallest j - i of the warp's elements (its last row, the
@@ -264,7 +254,126 @@ protected:
   /// step, if another group follows (wgmma issues it ahead).
   std::optional<unsigned> nextScoreBranch;
 
+  //===--------------------------------------------------------------------===//
+  // The step, in stages
+  //===--------------------------------------------------------------------===//
+
+  /// One online-softmax step over a KV tile: beginStep, findDiagonalBand,
+  /// voteOnTile (and enterKeptTile, when a tile may be skipped), planLogits,
+  /// then per branch group emitBranchGroup, then the new state (newState).
   LogicalResult emitStep(OnlineStepOp step) override;
+
+  /// What the stages of one step share. Rows are indexed [m16 tile][half],
+  /// accumulators [m16 tile][nd][i].
+  struct StepFrame {
+    OnlineStepOp step;
+    Normalizer normalizer;
+    bool softmax;
+    unsigned branches;
+    /// V's head dim, keys per KV tile, its 8-key blocks, this thread's rows.
+    int64_t dv, bn, blocks, rows;
+    /// V's view, the tile's key count and (batch, head, query, key) offsets,
+    /// the tensors' last query row and key.
+    View values;
+    Value kn, b0, h0, q0, k0, lastRow, lastKey;
+    /// The incoming state, flattened, and per branch (max and sum: softmax).
+    SmallVector<Value> state;
+    SmallVector<SmallVector<Value>> m, l, acc;
+    /// maskPartialTile's mask values per element [mt][nb][i]; else empty.
+    SmallVector<Value> maskBits;
+    /// findDiagonalBand's band, i - j at each m16 tile's first element, and
+    /// the keys left from this thread's first column (i32).
+    std::optional<DiagonalBand> band;
+    SmallVector<Value> bandBase;
+    Value columnsLeft;
+    /// planLogits's, per branch: the logit's scale, the exponent's factor
+    /// (0: none), whether the max is taken on the raw scores; the relative
+    /// terms and their table; staged reads; gathers issued before S.
+    SmallVector<double> scale, factor;
+    SmallVector<bool> rawMax;
+    RelativeTerms relative;
+    Value tableBase;
+    bool staged = false, early = false;
+    /// The new state, per branch.
+    SmallVector<SmallVector<Value>> newMax, newSum, newAcc;
+  };
+
+  /// The frame of `step`: its offsets, bounds and incoming state.
+  StepFrame beginStep(OnlineStepOp step);
+  /// This thread's (row, key) indices of element i of block nb of m16 tile
+  /// mt, clamped into the tensors, and its column in the tile.
+  std::pair<Value, SmallVector<Value>>
+  elementIndices(const StepFrame &f, int64_t mt, int64_t nb, int64_t i);
+  /// The mask region's value at an element (maskBits, once evaluated).
+  Value maskOf(const StepFrame &f, int64_t mt, int64_t nb, int64_t i);
+  /// A mask that is exactly a diagonal band (a sliding window, causal) on
+  /// static lengths below 2^30: keeps() then tests i - j with 32-bit
+  /// compares against immediates.
+  void findDiagonalBand(StepFrame &f);
+  /// Whether an element is kept: within the tile's keys and the mask (the
+  /// band's compares, or the mask region).
+  Value keeps(const StepFrame &f, int64_t mt, int64_t nb, int64_t i);
+
+  /// Whether the tile is computed at all (null: always), and whether its
+  /// mask must be evaluated per element (null: never; a full tile keeps
+  /// every element).
+  struct TileVote {
+    Value anyKept, partial;
+  };
+  /// Lets the step's copies land; a mask that votesOnTiles is first
+  /// evaluated on the whole tile (or read from the block mask).
+  TileVote voteOnTile(const StepFrame &f);
+  /// Opens the scf.if that skips the tile unless `anyKept`: the skipping
+  /// branch keeps the copy groups in step and yields the state unchanged.
+  /// Leaves the builder in the computing branch.
+  scf::IfOp enterKeptTile(const StepFrame &f, Value anyKept);
+
+  /// The logits' scale and the exponent's factor per branch, how the score
+  /// region's per-element inputs come (scoreRegionInputs), and the
+  /// relative-position table, filled.
+  void planLogits(StepFrame &f);
+
+  /// The branches `groups[g]`: S, the score region and mask, the softmax
+  /// and P V (the last group's S is followed by the next K's prefetch).
+  void emitBranchGroup(StepFrame &f, ArrayRef<SmallVector<unsigned>> groups,
+                       size_t g, Value partial);
+  /// What the score region's ops need beforehand per element [mt][nb][i]:
+  /// its gathers (f.early), relative-position terms or staged reads.
+  SmallVector<IRMapping> scoreRegionInputs(const StepFrame &f);
+  /// S = Q K^T of each branch of `groups[g]`, per branch.
+  SmallVector<Fragments> scoreProducts(const StepFrame &f,
+                                       ArrayRef<SmallVector<unsigned>> groups,
+                                       size_t g);
+  /// Evaluates the mask of every element into maskBits, on partial tiles
+  /// only (`partial`; elsewhere every element is kept).
+  void maskPartialTile(StepFrame &f, Value partial);
+  /// Turns the scores `s` of `group` into logits (the scale, the score
+  /// region with inputs `pre`, the mask); returns whether each element is
+  /// kept, [mt][nb][i].
+  Fragments applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
+                              MutableArrayRef<Fragments> s,
+                              ArrayRef<IRMapping> pre);
+  /// Branch r's weights, its new row max and sum (softmax) and
+  /// O = alpha O + P V; `last`: the step's last P V.
+  void weighAndAccumulate(StepFrame &f, unsigned r, Fragments &s,
+                          const Fragments &kept, bool last);
+  /// Softmax: branch r's new row max and the rescale `alpha` of each row,
+  /// and the exponent's offset (the new max; 0 while a row kept nothing).
+  void updateRowMax(StepFrame &f, unsigned r, const Fragments &s,
+                    MutableArrayRef<Value> alpha,
+                    SmallVectorImpl<Value> &offset);
+  /// Replaces the logits `s` of branch r by their weights (exp2 under
+  /// softmax, else the normalizer of kept elements); returns the rows'
+  /// sums (softmax; this thread's part).
+  SmallVector<Value> rowWeights(const StepFrame &f, unsigned r, Fragments &s,
+                                const Fragments &kept, ArrayRef<Value> offset);
+  /// The new state, flattened: every branch's max, then sums, then
+  /// accumulators.
+  SmallVector<Value> newState(const StepFrame &f);
+
+  //===--------------------------------------------------------------------===//
+  // The finalize
+  //===--------------------------------------------------------------------===//
 
   /// The epilogue's reads at (b | h | q | constant..., d) of a capture whose
   /// rows hold an even number of elements: the thread's two columns d and
