@@ -8,6 +8,8 @@
 
 #include "MmaSync.h"
 
+#include "CopyPipeline.h"
+
 using namespace flashlight::attn_to_gpu;
 
 MmaSyncEmitter::MmaSyncEmitter(OpBuilder &b, Location loc,
@@ -72,7 +74,6 @@ Value MmaSyncEmitter::stage(const View &view, Value tile) {
   Value lastRow = arith::SubIOp::create(b, loc, limit, idx(1));
   Value tid = thread;
   SmallVector<Value> tokens;
-  auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
   // Where the threads cover whole rows, a thread's copies share their
   // column and their rows differ by constants: written so (not as
   // (tid + first) / (d / 8)), their addresses fold into one base and
@@ -105,15 +106,14 @@ Value MmaSyncEmitter::stage(const View &view, Value tile) {
       valid = valid ? arith::AndIOp::create(b, loc, inRows, valid) : inRows;
       srcRow = minI(globalRow, lastRow);
     }
-    Value token = nvgpu::DeviceAsyncCopyOp::create(
-        b, loc, tokenType, tile, tileIndices(tile, row, col, d), view.memref,
-        ValueRange{view.offsets[0], view.offsets[1], srcRow, col},
-        b.getIndexAttr(8), copiedElements(valid, 8),
-        /*bypassL1=*/b.getUnitAttr());
+    Value token = copies::asyncCopy(
+        b, loc, tile, tileIndices(tile, row, col, d), view.memref,
+        ValueRange{view.offsets[0], view.offsets[1], srcRow, col}, 8,
+        copiedElements(valid, 8));
     if (!guard)
       tokens.push_back(token);
   }
-  return nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+  return copies::commitGroup(b, loc, tokens);
 }
 
 Value MmaSyncEmitter::copiedElements(Value valid, int64_t n) {
@@ -123,7 +123,7 @@ Value MmaSyncEmitter::copiedElements(Value valid, int64_t n) {
 }
 
 void MmaSyncEmitter::waitCopies(Value group, int32_t pending) {
-  nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(pending));
+  copies::waitGroups(b, loc, group, pending);
   publishCopies();
   barrier();
 }
@@ -664,8 +664,7 @@ MmaSyncEmitter::TileVote MmaSyncEmitter::voteOnTile(const StepFrame &f) {
       for (int64_t nb = 0; nb < f.blocks; ++nb)
         for (int64_t i = 0; i < 4; ++i)
           any = arith::OrIOp::create(b, loc, any, keeps(f, mt, nb, i));
-    nvgpu::DeviceAsyncWaitOp::create(b, loc, valueGroup,
-                                     b.getI32IntegerAttr(pendingAtStep()));
+    copies::waitGroups(b, loc, valueGroup, pendingAtStep());
     publishCopies();
     Value ballot = NVVM::BarrierOp::create(
                        b, loc, b.getI32Type(), Value(), Value(),
@@ -1001,7 +1000,7 @@ void MmaSyncEmitter::storeOutput(const FinalizeTarget &target, Value q0,
 
 LogicalResult MmaSyncEmitter::emitFinalize(OnlineFinalizeOp fin) {
   // The last step prefetched K tiles nobody reads: let them land.
-  nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup, b.getI32IntegerAttr(0));
+  copies::waitGroups(b, loc, queryGroup, 0);
   bool softmax = fin.getNormalizer() == Normalizer::softmax;
   unsigned branches = fin.getNumBranches();
   FailureOr<FinalizeTarget> target = finalizeTarget(fin);

@@ -40,6 +40,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "CopyPipeline.h"
 #include "MmaSync.h"
 #include "WgmmaOps.h"
 
@@ -178,9 +179,9 @@ protected:
     Value buffer = arith::RemUIOp::create(b, loc, use, idx(2));
     Value phase = arith::RemUIOp::create(
         b, loc, arith::DivUIOp::create(b, loc, use, idx(2)), idx(2));
-    NVVM::MBarrierTryWaitParityOp::create(
+    copies::waitPhase(
         b, loc, barrierAt(kind, buffer),
-        arith::IndexCastUIOp::create(b, loc, b.getI32Type(), phase), i32(0));
+        arith::IndexCastUIOp::create(b, loc, b.getI32Type(), phase));
   }
   void waitForStep() override {
     // Ping-pong: a step starts in the turn its last P V (or the loop's
@@ -243,9 +244,9 @@ protected:
     // (docs/decisions/006).
     // With a producer warpgroup, its 128 threads fill the buffers.
     for (int64_t i = 0; i < (producer ? 8 : 4); ++i)
-      NVVM::MBarrierInitOp::create(
+      copies::initBarrier(
           b, loc, barrierAt(i),
-          i32(producer && i % 4 < 2 ? kGroupThreads : threads), Value());
+          i32(producer && i % 4 < 2 ? kGroupThreads : threads));
   }
 
   /// Copies the K tiles of every branch at `offset` (null: the current
@@ -294,7 +295,6 @@ protected:
     Value lastRow = arith::SubIOp::create(b, loc, height, idx(1));
     Value lastChunk = arith::SubIOp::create(b, loc, width, idx(perChunk));
     Value tid = thread;
-    auto tokenType = nvgpu::DeviceAsyncTokenType::get(b.getContext());
     SmallVector<Value> tokens;
     // As in stage(): rows a constant apart where threads cover whole rows.
     Value ownRow, ownCol;
@@ -332,17 +332,16 @@ protected:
         valid = valid ? arith::AndIOp::create(b, loc, inside, valid) : inside;
         src.append({minI(globalRow, lastRow), minI(globalCol, lastChunk)});
       }
-      Value token = nvgpu::DeviceAsyncCopyOp::create(
-          b, loc, tokenType, tile,
+      Value token = copies::asyncCopy(
+          b, loc, tile,
           ValueRange{addI(mulI(buffer, rows), row),
                      stagedColumn(tile, row, col)},
-          memref, src, b.getIndexAttr(perChunk),
-          copiedElements(valid, perChunk), /*bypassL1=*/b.getUnitAttr());
+          memref, src, perChunk, copiedElements(valid, perChunk));
       // (The commit below takes the guarded copies without their tokens.)
       if (!guard)
         tokens.push_back(token);
     }
-    nvgpu::DeviceAsyncCreateGroupOp::create(b, loc, tokenType, tokens);
+    copies::commitGroup(b, loc, tokens);
   }
 
   /// A staged read of element `i` of m16 tile 0 (wgmma: 16 rows a warp):
@@ -498,8 +497,7 @@ protected:
     stageKeys(Value(), parity);
     stageBuffer(valueView, valueTile, parity, dv);
     if (barriers && !loopLowerBounds.empty())
-      NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrierAt(0, parity),
-                                            /*noinc=*/true);
+      copies::arriveWhenCopiesLand(b, loc, barrierAt(0, parity));
     return success();
   }
 
@@ -551,8 +549,7 @@ protected:
     stageKeys(offset, next);
     stageBuffer(value, valueTile, next, dv);
     if (barriers)
-      NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrierAt(0, next),
-                                            /*noinc=*/true);
+      copies::arriveWhenCopiesLand(b, loc, barrierAt(0, next));
     copyCondition = Value();
   }
 
@@ -768,8 +765,7 @@ protected:
     // wait. The thread lets a tile's copies land only after issuing the
     // next copies (`pending` groups): V_{t-1} after K_t, K_t after V_t.
     auto fill = [&](int64_t kind, Value into, int32_t pending) {
-      nvgpu::DeviceAsyncWaitOp::create(b, loc, queryGroup,
-                                       b.getI32IntegerAttr(pending));
+      copies::waitGroups(b, loc, queryGroup, pending);
       publishCopies();
       arriveOn(kind, into);
     };
@@ -1038,12 +1034,7 @@ protected:
       barrier();
   }
 
-  void publishCopies() override {
-    NVVM::FenceProxyOp::create(
-        b, loc, NVVM::ProxyKind::async_shared,
-        NVVM::SharedSpaceAttr::get(b.getContext(),
-                                   NVVM::SharedSpace::shared_cta));
-  }
+  void publishCopies() override { copies::fenceToAsyncProxy(b, loc); }
 
   Value i64(int64_t v) {
     return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v);
@@ -1120,8 +1111,7 @@ protected:
 
   /// Arrives on mbarrier `kind` of buffer `buffer`.
   void arriveOn(int64_t kind, Value buffer) {
-    NVVM::MBarrierArriveOp::create(b, loc, Type(), barrierAt(kind, buffer),
-                                   Value());
+    copies::arrive(b, loc, barrierAt(kind, buffer));
   }
   /// This thread is done with buffer `buffer`'s tiles (with a producer:
   /// its V; the staged tiles go with K, released after the softmax).

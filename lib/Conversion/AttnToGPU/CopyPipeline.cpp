@@ -1,0 +1,56 @@
+//===- CopyPipeline.cpp - Asynchronous copies and their barriers ----------===//
+
+#include "CopyPipeline.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/NVVMDialect.h"
+#include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
+
+using namespace mlir;
+using namespace flashlight::attn_to_gpu;
+
+Value copies::asyncCopy(OpBuilder &b, Location loc, Value dst,
+                        ValueRange dstIndices, Value src, ValueRange srcIndices,
+                        int64_t elements, Value copied) {
+  return nvgpu::DeviceAsyncCopyOp::create(
+      b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst,
+      dstIndices, src, srcIndices, b.getIndexAttr(elements), copied,
+      /*bypassL1=*/b.getUnitAttr());
+}
+
+Value copies::commitGroup(OpBuilder &b, Location loc, ValueRange tokens) {
+  return nvgpu::DeviceAsyncCreateGroupOp::create(
+      b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), tokens);
+}
+
+void copies::waitGroups(OpBuilder &b, Location loc, Value group,
+                        int32_t pending) {
+  nvgpu::DeviceAsyncWaitOp::create(b, loc, group, b.getI32IntegerAttr(pending));
+}
+
+void copies::fenceToAsyncProxy(OpBuilder &b, Location loc) {
+  NVVM::FenceProxyOp::create(
+      b, loc, NVVM::ProxyKind::async_shared,
+      NVVM::SharedSpaceAttr::get(b.getContext(),
+                                 NVVM::SharedSpace::shared_cta));
+}
+
+void copies::initBarrier(OpBuilder &b, Location loc, Value barrier,
+                         Value count) {
+  NVVM::MBarrierInitOp::create(b, loc, barrier, count, Value());
+}
+
+void copies::arrive(OpBuilder &b, Location loc, Value barrier) {
+  NVVM::MBarrierArriveOp::create(b, loc, Type(), barrier, Value());
+}
+
+void copies::arriveWhenCopiesLand(OpBuilder &b, Location loc, Value barrier) {
+  NVVM::CpAsyncMBarrierArriveOp::create(b, loc, barrier, /*noinc=*/true);
+}
+
+void copies::waitPhase(OpBuilder &b, Location loc, Value barrier,
+                       Value parity) {
+  NVVM::MBarrierTryWaitParityOp::create(
+      b, loc, barrier, parity,
+      arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0));
+}
