@@ -13,8 +13,8 @@ Value copies::asyncCopy(OpBuilder &b, Location loc, Value dst,
                         ValueRange dstIndices, Value src, ValueRange srcIndices,
                         int64_t elements, Value copied) {
   return nvgpu::DeviceAsyncCopyOp::create(
-      b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst,
-      dstIndices, src, srcIndices, b.getIndexAttr(elements), copied,
+      b, loc, nvgpu::DeviceAsyncTokenType::get(b.getContext()), dst, dstIndices,
+      src, srcIndices, b.getIndexAttr(elements), copied,
       /*bypassL1=*/b.getUnitAttr());
 }
 

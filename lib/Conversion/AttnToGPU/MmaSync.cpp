@@ -9,6 +9,7 @@
 #include "MmaSync.h"
 
 #include "CopyPipeline.h"
+#include "MmaSyncOps.h"
 
 using namespace flashlight::attn_to_gpu;
 
@@ -142,46 +143,21 @@ void MmaSyncEmitter::waitForValues() {
 
 SmallVector<Value> MmaSyncEmitter::ldmatrix(Value tile, Value row, Value col,
                                             int tiles, bool transpose) {
-  auto type = VectorType::get({tiles, 2}, elementType());
-  Value m = nvgpu::LdMatrixOp::create(b, loc, type, tile, ValueRange{row, col},
-                                      transpose, tiles);
-  SmallVector<Value> regs;
-  for (int i = 0; i < tiles; ++i)
-    regs.push_back(asOperand(vector::ExtractOp::create(b, loc, m, i)));
-  return regs;
+  return mma_sync::ldmatrix(b, loc, tile, row, col, tiles, transpose,
+                            elementType());
 }
 
 Value MmaSyncEmitter::asOperand(Value pair) {
-  if (elementType().isF16())
-    return pair;
-  Value word = vector::BitCastOp::create(
-      b, loc, VectorType::get({1}, b.getI32Type()), pair);
-  return vector::ExtractOp::create(b, loc, word, 0);
+  return mma_sync::asOperand(b, loc, pair);
 }
 
 Value MmaSyncEmitter::pack(Value lo, Value hi) {
-  Value pair = vector::FromElementsOp::create(
-      b, loc, VectorType::get({2}, b.getF32Type()), ValueRange{lo, hi});
-  return asOperand(arith::TruncFOp::create(
-      b, loc, VectorType::get({2}, elementType()), pair));
+  return mma_sync::pack(b, loc, lo, hi, elementType());
 }
 
 SmallVector<Value> MmaSyncEmitter::mma(ArrayRef<Value> a, ArrayRef<Value> bFrag,
                                        ArrayRef<Value> c) {
-  NVVM::MMATypes type =
-      elementType().isBF16() ? NVVM::MMATypes::bf16 : NVVM::MMATypes::f16;
-  Type f32 = b.getF32Type();
-  auto result =
-      LLVM::LLVMStructType::getLiteral(b.getContext(), {f32, f32, f32, f32});
-  Value d = NVVM::MmaOp::create(
-      b, loc, result, a, bFrag, c, ArrayRef<int64_t>{16, 8, 16}, std::nullopt,
-      std::nullopt, std::array<NVVM::MMATypes, 2>{type, type},
-      std::array<NVVM::MMALayout, 2>{NVVM::MMALayout::row,
-                                     NVVM::MMALayout::col});
-  SmallVector<Value> out;
-  for (int64_t i = 0; i < 4; ++i)
-    out.push_back(LLVM::ExtractValueOp::create(b, loc, d, i));
-  return out;
+  return mma_sync::product(b, loc, a, bFrag, c, elementType());
 }
 
 Value MmaSyncEmitter::quadReduce(Value x, bool isMax) {

@@ -244,9 +244,8 @@ protected:
     // (docs/decisions/006).
     // With a producer warpgroup, its 128 threads fill the buffers.
     for (int64_t i = 0; i < (producer ? 8 : 4); ++i)
-      copies::initBarrier(
-          b, loc, barrierAt(i),
-          i32(producer && i % 4 < 2 ? kGroupThreads : threads));
+      copies::initBarrier(b, loc, barrierAt(i),
+                          i32(producer && i % 4 < 2 ? kGroupThreads : threads));
   }
 
   /// Copies the K tiles of every branch at `offset` (null: the current
@@ -332,11 +331,11 @@ protected:
         valid = valid ? arith::AndIOp::create(b, loc, inside, valid) : inside;
         src.append({minI(globalRow, lastRow), minI(globalCol, lastChunk)});
       }
-      Value token = copies::asyncCopy(
-          b, loc, tile,
-          ValueRange{addI(mulI(buffer, rows), row),
-                     stagedColumn(tile, row, col)},
-          memref, src, perChunk, copiedElements(valid, perChunk));
+      Value token = copies::asyncCopy(b, loc, tile,
+                                      ValueRange{addI(mulI(buffer, rows), row),
+                                                 stagedColumn(tile, row, col)},
+                                      memref, src, perChunk,
+                                      copiedElements(valid, perChunk));
       // (The commit below takes the guarded copies without their tokens.)
       if (!guard)
         tokens.push_back(token);
