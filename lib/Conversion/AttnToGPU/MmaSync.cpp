@@ -11,6 +11,8 @@
 #include "CopyPipeline.h"
 #include "MmaSyncOps.h"
 
+#include "llvm/Support/SaveAndRestore.h"
+
 using namespace flashlight::attn_to_gpu;
 
 MmaSyncEmitter::MmaSyncEmitter(OpBuilder &b, Location loc,
@@ -772,14 +774,17 @@ SmallVector<MmaSyncEmitter::Fragments> MmaSyncEmitter::scoreProducts(
   OnlineStepOp step = f.step;
   SmallVector<Fragments> s(f.branches);
   for (unsigned r : groups[g]) {
-    branch = r;
+    // The branch whose tiles the product reads, and the one whose S follows
+    // (another group's), for this product only.
+    llvm::SaveAndRestore<unsigned> current(branch, r);
+    std::optional<unsigned> next;
     if (r == groups[g].back() && g + 1 < groups.size())
-      nextScoreBranch = groups[g + 1].front();
+      next = groups[g + 1].front();
+    llvm::SaveAndRestore<std::optional<unsigned>> following(nextScoreBranch,
+                                                            next);
     s[r] = scoreProduct(lanes.lookup(step.getQueries()[r]),
                         headDim(step.getKeys()[r]), f.bn);
-    nextScoreBranch.reset();
   }
-  branch = 0;
   return s;
 }
 
@@ -847,9 +852,8 @@ void MmaSyncEmitter::weighAndAccumulate(StepFrame &f, unsigned r, Fragments &s,
   if (f.softmax)
     for (int64_t row = 0; row < f.rows; ++row)
       f.newSum[r].push_back(add(mul(f.l[r][row], alpha[row]), rowSum[row]));
-  lastValueProduct = last;
+  llvm::SaveAndRestore<bool> lastProduct(lastValueProduct, last);
   f.newAcc[r] = valueProduct(s, f.acc[r], alpha, f.dv, f.bn);
-  lastValueProduct = true;
 }
 
 void MmaSyncEmitter::updateRowMax(StepFrame &f, unsigned r, const Fragments &s,

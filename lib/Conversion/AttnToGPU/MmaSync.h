@@ -247,11 +247,12 @@ protected:
   /// s_r only; else all S first, in one group.
   static SmallVector<SmallVector<unsigned>> branchGroups(OnlineStepOp step);
 
-  /// Set while emitting the step's last P V (the wgmma generator then
-  /// releases the step's buffers).
+  /// Scoped state of one product (SaveAndRestore around the call): whether
+  /// the P V being emitted is the step's last (the wgmma generator then
+  /// releases the step's buffers), and, while a branch's S is emitted, the
+  /// branch whose S comes next in the step if another group follows (wgmma
+  /// issues it ahead).
   bool lastValueProduct = true;
-  /// While a branch's S is emitted: the branch whose S comes next in the
-  /// step, if another group follows (wgmma issues it ahead).
   std::optional<unsigned> nextScoreBranch;
 
   //===--------------------------------------------------------------------===//
