@@ -51,6 +51,17 @@ def Attn_LoopForm : I32EnumAttr<"LoopForm",
   let cppNamespace = "::flashlight::attn";
 }
 
+def Attn_SparsityNone : I32EnumAttrCase<"none", 0>;
+def Attn_SparsityTileVote : I32EnumAttrCase<"tile_vote", 1>;
+def Attn_SparsityBlockMask : I32EnumAttrCase<"block_mask", 2>;
+
+def Attn_Sparsity : I32EnumAttr<"Sparsity",
+    "how a kernel skips KV tiles that a mask no bound describes empties",
+    [Attn_SparsityNone, Attn_SparsityTileVote, Attn_SparsityBlockMask]> {
+  let genSpecializedAttr = 0;
+  let cppNamespace = "::flashlight::attn";
+}
+
 /// A flag of the kernel plan, printed `true` / `false`.
 def Attn_PlanFlag : AttrOrTypeParameter<"bool", "a flag"> {
   let parser = [{ [&]() -> ::mlir::FailureOr<bool> {
@@ -86,7 +97,10 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
     * `ping_pong`: consumers take turns issuing their products.
     * `lookahead`: with several logit branches, the next branch's S is
       issued before this branch's softmax.
-    * `block_mask`: a pre-kernel classifies (query tile, KV tile) pairs.
+    * `sparsity`: for a mask no bound describes, `tile_vote` (each block
+      evaluates the mask on a whole tile first and skips it if nothing is
+      kept) or `block_mask` (a pre-kernel classifies every (query tile, KV
+      tile) pair once per call); `none` where bounds describe the mask.
     * `query_in_smem`: Q is read from shared memory each step.
     * `min_blocks`: the blocks per SM ptxas budgets registers for (0: no
       bound).
@@ -103,7 +117,7 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
     EnumParameter<Attn_LoopForm>:$loop,
     Attn_PlanFlag:$ping_pong,
     Attn_PlanFlag:$lookahead,
-    Attn_PlanFlag:$block_mask,
+    EnumParameter<Attn_Sparsity>:$sparsity,
     Attn_PlanFlag:$query_in_smem,
     "int64_t":$min_blocks,
     "int64_t":$producer_registers,
@@ -114,6 +128,10 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
     /// Threads per block: a warp per `warp_rows` query rows, four warps per
     /// wgmma warpgroup, plus the producer warpgroup.
     int64_t getThreads() const;
+    /// Whether a block-mask pre-kernel classifies the tiles.
+    bool hasBlockMask() const {
+      return getSparsity() == Sparsity::block_mask;
+    }
     /// Whether a tensor-core generator emits the kernel.
     bool usesTensorCores() const {
       return getGenerator() != Generator::reference;

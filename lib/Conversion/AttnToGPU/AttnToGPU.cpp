@@ -276,7 +276,7 @@ LogicalResult checkPlan(func::FuncOp func, scf::ForallOp forall,
   if (!step)
     return func.emitError("attn-to-gpu: the kernel plan uses tensor cores but "
                           "the tiled attention has no online step");
-  bool loopNeeded = plan.getLoop() != LoopForm::barrier || plan.getBlockMask();
+  bool loopNeeded = plan.getLoop() != LoopForm::barrier || plan.hasBlockMask();
   if (loopNeeded && !step->getParentOfType<scf::ForOp>())
     return func.emitError("attn-to-gpu: the kernel plan needs a KV loop, "
                           "which the tiled attention does not have");
@@ -347,7 +347,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   llvm::append_range(params,
                      llvm::map_range(func.getArgumentTypes(), toMemref));
   llvm::append_range(params, llvm::map_range(func.getResultTypes(), toMemref));
-  if (plan.getBlockMask())
+  if (plan.hasBlockMask())
     params.push_back(
         MemRefType::get(SmallVector<int64_t>(4, ShapedType::kDynamic),
                         IntegerType::get(func.getContext(), 8)));
@@ -356,7 +356,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   Location loc = func.getLoc();
   gpu::GPUFuncOp kernel = createKernel(b, func, params, plan);
   BlockMask mask;
-  if (plan.getBlockMask()) {
+  if (plan.hasBlockMask()) {
     mask = blockMaskOf(step, plan.getBlockM(), plan.getBlockN());
     mask.memref = kernel.getArgument(params.size() - 1);
     kernel->setAttr(

@@ -24,10 +24,11 @@ MmaSyncEmitter::MmaSyncEmitter(OpBuilder &b, Location loc,
       threads(plan.getGenerator() == Generator::wgmma
                   ? plan.getConsumerGroups() * ArchInfo::kThreadsPerWarpgroup
                   : plan.getThreads()),
-      mTiles(plan.getWarpRows() / ArchInfo::kMmaRows), blockMask(mask) {}
+      mTiles(plan.getWarpRows() / ArchInfo::kMmaRows), blockMask(mask),
+      sparsity(plan.getSparsity()) {}
 
 Value MmaSyncEmitter::nextTileKept(int64_t bn) {
-  if (!blockMask.memref || !votesOnTiles(currentStep))
+  if (!blockMask.memref || !votesOnTiles())
     return Value();
   Value next = addI(
       arith::DivUIOp::create(b, loc, keyViews[0].offsets[2], idx(bn)), idx(1));
@@ -619,7 +620,7 @@ MmaSyncEmitter::TileVote MmaSyncEmitter::voteOnTile(const StepFrame &f) {
   // element skips the products and the softmax -- for document masks, most
   // tiles.
   TileVote vote;
-  if (blockMask.memref && votesOnTiles(f.step)) {
+  if (blockMask.memref && votesOnTiles()) {
     // The block mask says it: skip empty tiles, evaluate the mask on
     // partial ones only.
     Value tile = memref::LoadOp::create(
@@ -634,7 +635,7 @@ MmaSyncEmitter::TileVote MmaSyncEmitter::voteOnTile(const StepFrame &f) {
           b, loc, is(BlockMask::Empty),
           arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1));
     vote.partial = is(BlockMask::Partial);
-  } else if (votesOnTiles(f.step)) {
+  } else if (votesOnTiles()) {
     // The barrier after the wait also ORs every thread's "some element
     // kept".
     Value any = arith::ConstantIntOp::create(b, loc, 0, 1);

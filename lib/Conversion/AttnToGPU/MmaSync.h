@@ -72,6 +72,10 @@ protected:
   int64_t rowsPerWarp() const { return 16 * mTiles; }
   /// The block mask that replaces the tile vote (null memref: none).
   BlockMask blockMask;
+  /// The plan's sparsity: whether steps skip the tiles a mask no bound
+  /// describes empties (a tile vote, or the block mask's byte).
+  Sparsity sparsity;
+  bool votesOnTiles() const { return sparsity != Sparsity::none; }
   /// When set, stage() copies only where it holds (a thread that is not one
   /// of the `threads` copying ones skips its copies).
   Value copyGuard;

@@ -598,7 +598,7 @@ protected:
       return convertPipelinedFor(loop);
     if (producer && kvLoop)
       return convertProducerFor(loop);
-    if (!blockMask.memref || !step || !votesOnTiles(step))
+    if (!blockMask.memref || !step || !votesOnTiles())
       return MmaSyncEmitter::convertFor(loop);
     currentStep = step;
     int64_t bn = blockMask.blockN;

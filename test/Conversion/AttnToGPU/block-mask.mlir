@@ -133,7 +133,7 @@ func.func @head_keys(%q: tensor<2x4x128x64xbf16>, %k: tensor<2x4x128x64xbf16>,
 // With block-mask=false the block votes instead (mma-sync-tile-vote.mlir);
 // masks a bound describes (causal) get neither.
 // CHECK-LABEL: gpu.func @causal(
-// CHECK-SAME: block_mask = false
+// CHECK-SAME: sparsity = none
 // CHECK-NOT: flashlight.block_mask
 // CHECK: gpu.return
 // CHECK-NOT: gpu.func

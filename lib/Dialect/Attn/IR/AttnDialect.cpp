@@ -44,7 +44,7 @@ KernelPlanAttr KernelPlanAttr::getReference(MLIRContext *context,
                                             int64_t blockM, int64_t blockN) {
   return get(context, Generator::reference, blockM, blockN, /*warp_rows=*/1,
              /*consumer_groups=*/0, /*producer=*/false, LoopForm::barrier,
-             /*ping_pong=*/false, /*lookahead=*/false, /*block_mask=*/false,
+             /*ping_pong=*/false, /*lookahead=*/false, Sparsity::none,
              /*query_in_smem=*/false, /*min_blocks=*/0,
              /*producer_registers=*/0, /*consumer_registers=*/0);
 }

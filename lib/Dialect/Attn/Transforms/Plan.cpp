@@ -199,6 +199,9 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   // Rule 4: a mask no bound describes gets a block mask (a pre-kernel)
   // where a KV loop would otherwise vote on each tile (docs/decisions/010).
   bool blockMask = votes && options.blockMask && kvLoop;
+  Sparsity sparsity = !votes     ? Sparsity::none
+                      : blockMask ? Sparsity::block_mask
+                                  : Sparsity::tile_vote;
 
   // Rule 5: the KV loop's form (docs/decisions/005-009).
   // Software-pipelined: one branch on 64-key tiles, a loop that visits every
@@ -242,7 +245,7 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   }
   return KernelPlanAttr::get(facts.getOp()->getContext(), generator, blockM,
                              blockN, warpRows, consumerGroups, producer, loop,
-                             pingPong, lookahead, blockMask, queryInSmem,
+                             pingPong, lookahead, sparsity, queryInSmem,
                              minBlocks, producerRegisters, consumerRegisters);
 }
 

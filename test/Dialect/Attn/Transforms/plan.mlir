@@ -13,9 +13,9 @@
 // Ampere: mma.sync, 32-row warps on 128 x 64 tiles. Without tensor cores:
 // the reference generator's 4 x 32.
 // H100-LABEL: func.func @causal_d128
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, block_mask = false, query_in_smem = true, min_blocks = 1, producer_registers = 56, consumer_registers = 224>
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, min_blocks = 1, producer_registers = 56, consumer_registers = 224>
 // A100-LABEL: func.func @causal_d128
-// A100: #attn.kernel_plan<generator = mma_sync, block_m = 128, block_n = 64, warp_rows = 32, consumer_groups = 0, producer = false, loop = barrier, ping_pong = false, lookahead = false, block_mask = false, query_in_smem = true, min_blocks = 2, producer_registers = 0, consumer_registers = 0>
+// A100: #attn.kernel_plan<generator = mma_sync, block_m = 128, block_n = 64, warp_rows = 32, consumer_groups = 0, producer = false, loop = barrier, ping_pong = false, lookahead = false, sparsity = none, query_in_smem = true, min_blocks = 2, producer_registers = 0, consumer_registers = 0>
 // REF-LABEL: func.func @causal_d128
 // REF: #attn.kernel_plan<generator = reference, block_m = 4, block_n = 32, warp_rows = 1, consumer_groups = 0, producer = false, loop = barrier
 // NOPROD-LABEL: func.func @causal_d128
@@ -37,7 +37,7 @@ func.func @causal_d128(%q: tensor<2x8x2048x128xbf16>, %k: tensor<2x8x2048x128xbf
 // Rule 5, lean at D = 64 and N = 2048: 64-key tiles, the software-pipelined
 // KV loop (softmax of tile t overlaps P V of t - 1), two blocks per SM.
 // H100-LABEL: func.func @vanilla_d64
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, warp_rows = 16, consumer_groups = 2, producer = false, loop = pipelined, ping_pong = false, lookahead = false, block_mask = false, query_in_smem = true, min_blocks = 2,
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, warp_rows = 16, consumer_groups = 2, producer = false, loop = pipelined, ping_pong = false, lookahead = false, sparsity = none, query_in_smem = true, min_blocks = 2,
 func.func @vanilla_d64(%q: tensor<2x8x2048x64xbf16>, %k: tensor<2x8x2048x64xbf16>,
                        %v: tensor<2x8x2048x64xbf16>) -> tensor<2x8x2048x64xbf16> {
   %o = attn.attention q(%q : tensor<2x8x2048x64xbf16>) k(%k : tensor<2x8x2048x64xbf16>)
@@ -68,9 +68,9 @@ func.func @long_d64(%q: tensor<1x8x8192x64xbf16>, %k: tensor<1x8x8192x64xbf16>,
 // tiles, consumers on mbarriers without a producer. With block-mask=false
 // each block votes on its tiles: 64 x 64, a block-wide barrier per step.
 // H100-LABEL: func.func @document
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} producer = false, loop = mbarrier, ping_pong = false, lookahead = false, block_mask = true,
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} producer = false, loop = mbarrier, ping_pong = false, lookahead = false, sparsity = block_mask,
 // VOTE-LABEL: func.func @document
-// VOTE: #attn.kernel_plan<generator = wgmma, block_m = 64, block_n = 64, {{.*}} loop = barrier, {{.*}} block_mask = false,
+// VOTE: #attn.kernel_plan<generator = wgmma, block_m = 64, block_n = 64, {{.*}} loop = barrier, {{.*}} sparsity = tile_vote,
 func.func @document(%q: tensor<2x4x1024x64xbf16>, %k: tensor<2x4x1024x64xbf16>,
                     %v: tensor<2x4x1024x64xbf16>, %doc: tensor<2x1024xi32>) -> tensor<2x4x1024x64xbf16> {
   %o = attn.attention q(%q : tensor<2x4x1024x64xbf16>) k(%k : tensor<2x4x1024x64xbf16>)
