@@ -317,9 +317,10 @@ createBlockMaskEmitter(OpBuilder &b, Location loc, const BlockMask &mask,
 /// Tensor cores (mma.sync m16n8k16, ldmatrix), warps of the plan's
 /// warp_rows query rows. With `mask.memref`, a mask that votesOnTiles reads
 /// the block mask instead.
-std::unique_ptr<KernelEmitter>
-createMmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
-                     KernelPlanAttr plan, const BlockMask &mask);
+std::unique_ptr<KernelEmitter> createMmaSyncEmitter(OpBuilder &b, Location loc,
+                                                    const MmaTiles &tiles,
+                                                    KernelPlanAttr plan,
+                                                    const BlockMask &mask);
 
 /// Hopper warpgroup MMA (sm_90a): the mma.sync generator's structure with
 /// both products on wgmma; one warpgroup (128 threads) per 64 query rows.
@@ -329,9 +330,10 @@ createMmaSyncEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
 /// P V of tile t - 1) or on mbarriers (with a producer warpgroup and turns),
 /// and whether branches run one after the other issue the next one's S
 /// before this one's softmax (lookahead).
-std::unique_ptr<KernelEmitter>
-createWgmmaEmitter(OpBuilder &b, Location loc, const MmaTiles &tiles,
-                   KernelPlanAttr plan, const BlockMask &mask);
+std::unique_ptr<KernelEmitter> createWgmmaEmitter(OpBuilder &b, Location loc,
+                                                  const MmaTiles &tiles,
+                                                  KernelPlanAttr plan,
+                                                  const BlockMask &mask);
 
 } // namespace flashlight::attn_to_gpu
 

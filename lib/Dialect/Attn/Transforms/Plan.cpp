@@ -199,7 +199,7 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   // Rule 4: a mask no bound describes gets a block mask (a pre-kernel)
   // where a KV loop would otherwise vote on each tile (docs/decisions/010).
   bool blockMask = votes && options.blockMask && kvLoop;
-  Sparsity sparsity = !votes     ? Sparsity::none
+  Sparsity sparsity = !votes      ? Sparsity::none
                       : blockMask ? Sparsity::block_mask
                                   : Sparsity::tile_vote;
 
