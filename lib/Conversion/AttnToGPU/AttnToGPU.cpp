@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelEmitter.h"
+#include "TileLayout.h"
 
 #include "flashlight/Conversion/Passes.h"
 #include "flashlight/Dialect/Attn/Analysis/MaskScoreAnalysis.h"
@@ -190,18 +191,16 @@ public:
     return view;
   }
 
-  /// A staging tile for `rows` rows of `of` (a [B, H, N, D] tensor): for
-  /// mma.sync rows padded by 8 elements (ldmatrix rows then start 16 bytes
-  /// apart in bank terms, free of conflicts); for wgmma 128-byte swizzled
-  /// atoms of 64 columns, `buffers` of them (K and V are double-buffered).
+  /// A staging tile for `rows` rows of `of` (a [B, H, N, D] tensor), in
+  /// `buffers` buffers: padded rows for mma.sync, 128-byte swizzled atoms for
+  /// wgmma (TileLayout.h).
   Value tile(Value of, int64_t rows, int64_t buffers) {
     auto t = cast<RankedTensorType>(of.getType());
-    int64_t d = t.getDimSize(3);
-    int64_t atom = ArchInfo::atomElements(t.getElementTypeBitWidth());
-    if (swizzled)
-      return carve({buffers * rows * int64_t(llvm::divideCeil(d, atom)), atom},
-                   t.getElementType());
-    return carve({rows, d + 8}, t.getElementType());
+    TileLayout layout = swizzled
+                            ? TileLayout::swizzled(t.getElementTypeBitWidth())
+                            : TileLayout::padded();
+    return carve(layout.shape(rows, t.getDimSize(3), buffers),
+                 t.getElementType());
   }
 
   /// Bytes carved so far, and the bytes the kernel must request (plus the

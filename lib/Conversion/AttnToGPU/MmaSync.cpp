@@ -24,8 +24,12 @@ MmaSyncEmitter::MmaSyncEmitter(OpBuilder &b, Location loc,
       threads(plan.getGenerator() == Generator::wgmma
                   ? plan.getConsumerGroups() * ArchInfo::kThreadsPerWarpgroup
                   : plan.getThreads()),
-      mTiles(plan.getWarpRows() / ArchInfo::kMmaRows), blockMask(mask),
-      sparsity(plan.getSparsity()) {}
+      mTiles(plan.getWarpRows() / ArchInfo::kMmaRows),
+      layout(plan.getGenerator() == Generator::wgmma
+                 ? TileLayout::swizzled(cast<MemRefType>(tiles.values.getType())
+                                            .getElementTypeBitWidth())
+                 : TileLayout::padded()),
+      blockMask(mask), sparsity(plan.getSparsity()) {}
 
 Value MmaSyncEmitter::nextTileKept(int64_t bn) {
   if (!blockMask.memref || !votesOnTiles())

@@ -24,6 +24,7 @@
 #define FLASHLIGHT_LIB_CONVERSION_ATTNTOGPU_MMASYNC_H
 
 #include "KernelEmitter.h"
+#include "TileLayout.h"
 
 #include "flashlight/Dialect/Attn/Analysis/MaskScoreAnalysis.h"
 
@@ -155,17 +156,23 @@ protected:
   /// the completed ones), then until every thread's copies are visible.
   void waitCopies(Value group, int32_t pending);
 
-  /// Rows of a staging tile whose rows hold `d` elements.
-  virtual int64_t tileRows(Value tile, int64_t d) {
-    return cast<MemRefType>(tile.getType()).getDimSize(0);
+  /// How the staging tiles sit in shared memory (the plan's generator's).
+  TileLayout layout;
+  /// The first line of the buffer stage() writes (swizzled, double-buffered
+  /// tiles; null: buffer 0 or a padded tile).
+  Value stageOffset;
+  /// Rows per buffer of a staging tile whose rows hold `d` elements (Q's
+  /// tiles have one buffer, K's and V's two).
+  int64_t tileRows(Value tile, int64_t d) {
+    return layout.rows(tile, d, llvm::is_contained(queryTiles, tile) ? 1 : 2);
   }
   /// The tile (row, column) that 16-byte copy `c` of a tile of `d` columns
   /// fills: row-major, so that a warp's copies read whole rows.
   virtual std::pair<Value, Value> chunkOrigin(Value c, int64_t d);
-  /// The shared-memory indices of element (row, col) of `tile`.
-  virtual SmallVector<Value> tileIndices(Value tile, Value row, Value col,
-                                         int64_t d) {
-    return {row, col};
+  /// The shared-memory indices of element (row, col) of `tile` (in the
+  /// buffer stageOffset selects).
+  SmallVector<Value> tileIndices(Value tile, Value row, Value col, int64_t d) {
+    return layout.indices(b, loc, tileRows(tile, d), row, col, stageOffset);
   }
   /// Runs in each thread after its copies landed, before the barrier that
   /// shows them to the block.

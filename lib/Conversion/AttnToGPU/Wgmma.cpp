@@ -203,21 +203,12 @@ protected:
       n += pipelinedN / 4 + 2;
     return n;
   }
-  /// The current tile's buffer (0 or 1), and the offset (in lines of 64
-  /// elements) of the buffer that stage() writes.
-  Value parity, stageOffset;
+  /// The current tile's buffer (0 or 1).
+  Value parity;
   View valueView;
 
   /// Columns of a swizzle atom: a 128-byte row of the tiles' elements.
-  int64_t atomColumns() {
-    return ArchInfo::atomElements(elementType().getIntOrFloatBitWidth());
-  }
-
-  int64_t tileRows(Value tile, int64_t d) override {
-    int64_t buffers = llvm::is_contained(queryTiles, tile) ? 1 : 2;
-    return cast<MemRefType>(tile.getType()).getNumElements() /
-           llvm::alignTo(d, atomColumns()) / buffers;
-  }
+  int64_t atomColumns() { return layout.atomColumns(); }
 
   /// Copies `view` into buffer `buffer` of the double-buffered `tile`.
   Value stageBuffer(const View &view, Value tile, Value buffer, int64_t d) {
@@ -929,28 +920,6 @@ protected:
     b.setInsertionPointAfter(ifAny);
     distribute(loop.getResults(), ifAny.getResults());
     return success();
-  }
-
-  /// Tiles are [elements / atom, atom]: a line of an atom's columns per
-  /// (atom, row), 16-byte chunks swizzled within the line (chunk j of row r
-  /// at j ^ (r % 8)).
-  SmallVector<Value> tileIndices(Value tile, Value row, Value col,
-                                 int64_t d) override {
-    int64_t atomCols = atomColumns();
-    int64_t perChunk = kChunkBytes * 8 / elementType().getIntOrFloatBitWidth();
-    int64_t swizzleRows = kAtomBlockBytes / kRowBytes;
-    // The line index is atom * rows + row (rows per buffer).
-    Value atom = arith::DivUIOp::create(b, loc, col, idx(atomCols));
-    Value line = addI(mulI(atom, tileRows(tile, d)), row);
-    if (stageOffset)
-      line = addI(line, stageOffset);
-    Value chunk = arith::DivUIOp::create(
-        b, loc, arith::RemUIOp::create(b, loc, col, idx(atomCols)),
-        idx(perChunk));
-    Value swizzled = arith::XOrIOp::create(
-        b, loc, chunk, arith::RemUIOp::create(b, loc, row, idx(swizzleRows)));
-    return {line, addI(mulI(swizzled, perChunk),
-                       arith::RemUIOp::create(b, loc, col, idx(perChunk)))};
   }
 
   /// The output block through shared memory: each warpgroup writes its 64
