@@ -8,17 +8,39 @@ using namespace flashlight::runtime;
 
 namespace {
 
-/// Resolves `name` (or its `_v2` variant, which the v2 API exports) from the
-/// driver library.
-template <typename Fn> void resolve(void *lib, Fn &fn, const char *name) {
-  std::string v2 = std::string(name) + "_v2";
-  void *sym = dlsym(lib, v2.c_str());
+/// Resolves `symbol` from the driver library into `fn`.
+template <typename Fn>
+void resolve(void *lib, Fn &fn, const std::string &symbol) {
+  void *sym = dlsym(lib, symbol.c_str());
   if (!sym)
-    sym = dlsym(lib, name);
-  if (!sym)
-    throw CudaError(std::string("libcuda.so.1 lacks ") + name);
+    throw CudaError(std::string("libcuda.so.1 lacks ") + symbol);
   fn = reinterpret_cast<Fn>(sym);
 }
+
+} // namespace
+
+std::string flashlight::runtime::driverSymbol(const std::string &name) {
+  // The versions cuda.h maps these names to, whose signatures match the
+  // declarations in CudaDriver.h. Every other entry point is its own name:
+  // a `_v2` the driver also exports may take other parameters
+  // (cuCtxSynchronize_v2 takes the context to synchronize), so it is never
+  // guessed.
+  static const std::pair<const char *, const char *> versioned[] = {
+      {"cuMemAlloc", "cuMemAlloc_v2"},
+      {"cuMemFree", "cuMemFree_v2"},
+      {"cuMemcpyHtoD", "cuMemcpyHtoD_v2"},
+      {"cuMemcpyDtoH", "cuMemcpyDtoH_v2"},
+      {"cuMemsetD8", "cuMemsetD8_v2"},
+      {"cuEventElapsedTime", "cuEventElapsedTime_v2"},
+      {"cuEventDestroy", "cuEventDestroy_v2"},
+  };
+  for (const auto &[from, to] : versioned)
+    if (name == from)
+      return to;
+  return name;
+}
+
+namespace {
 
 CudaDriver load() {
   void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -26,7 +48,7 @@ CudaDriver load() {
     throw CudaError(std::string("no CUDA driver: cannot open libcuda.so.1 (") +
                     dlerror() + ")");
   CudaDriver d;
-#define FL_RESOLVE(name) resolve(lib, d.name, #name)
+#define FL_RESOLVE(name) resolve(lib, d.name, driverSymbol(#name))
   FL_RESOLVE(cuInit);
   FL_RESOLVE(cuDeviceGet);
   FL_RESOLVE(cuDeviceGetAttribute);

@@ -301,3 +301,17 @@ TEST_CASE("without a driver, the runtime says so", "[runtime]") {
     CHECK(std::string(e.what()).find("libcuda.so.1") != std::string::npos);
   }
 }
+
+TEST_CASE("driver entry points resolve to the versions cuda.h names",
+          "[runtime]") {
+  // cuda.h maps these to their _v2, which keep the declared signatures.
+  CHECK(driverSymbol("cuMemAlloc") == "cuMemAlloc_v2");
+  CHECK(driverSymbol("cuMemcpyDtoH") == "cuMemcpyDtoH_v2");
+  CHECK(driverSymbol("cuEventDestroy") == "cuEventDestroy_v2");
+  // cuCtxSynchronize_v2 takes a context: calling it as cuCtxSynchronize()
+  // passed a stale register as the context and crashed the driver at
+  // random (flashlight-run, gqa M = N = 17 on an H100/H200, a third of
+  // runs). The unversioned entry point is the one declared.
+  CHECK(driverSymbol("cuCtxSynchronize") == "cuCtxSynchronize");
+  CHECK(driverSymbol("cuLaunchKernel") == "cuLaunchKernel");
+}

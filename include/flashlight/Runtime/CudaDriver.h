@@ -23,6 +23,10 @@ using CUfunction = void *;
 using CUstream = void *;
 using CUevent = void *;
 
+/// The driver library's symbol for entry point `name`: the version cuda.h
+/// maps it to (cuMemAlloc -> cuMemAlloc_v2, ...), else `name` itself.
+std::string driverSymbol(const std::string &name);
+
 /// A failed driver call or a missing driver.
 struct CudaError : std::runtime_error {
   using std::runtime_error::runtime_error;
