@@ -102,6 +102,11 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
       kept) or `block_mask` (a pre-kernel classifies every (query tile, KV
       tile) pair once per call); `none` where bounds describe the mask.
     * `query_in_smem`: Q is read from shared memory each step.
+    * `staged_reads`: how many of the score region's tile-shaped reads
+      wgmma copies with each K tile (the rest are gathered).
+    * `shared_memory`: the dynamic shared memory the kernel requests, in
+      bytes: its staging tiles, mbarriers, relative-position tables and
+      staged reads as laid out (attn-to-gpu checks its layout against it).
     * `min_blocks`: the blocks per SM ptxas budgets registers for (0: no
       bound).
     * `producer_registers`, `consumer_registers`: setmaxnreg's split with a
@@ -119,6 +124,8 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
     Attn_PlanFlag:$lookahead,
     EnumParameter<Attn_Sparsity>:$sparsity,
     Attn_PlanFlag:$query_in_smem,
+    "int64_t":$staged_reads,
+    "int64_t":$shared_memory,
     "int64_t":$min_blocks,
     "int64_t":$producer_registers,
     "int64_t":$consumer_registers

@@ -202,6 +202,8 @@ json planJson(flashlight::attn::KernelPlanAttr plan) {
           {"sparsity",
            flashlight::attn::stringifySparsity(plan.getSparsity()).str()},
           {"query_in_smem", plan.getQueryInSmem()},
+          {"staged_reads", plan.getStagedReads()},
+          {"shared_memory", plan.getSharedMemory()},
           {"min_blocks", plan.getMinBlocks()},
           {"producer_registers", plan.getProducerRegisters()},
           {"consumer_registers", plan.getConsumerRegisters()}};

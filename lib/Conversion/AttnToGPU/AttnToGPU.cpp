@@ -248,21 +248,19 @@ MmaTiles layoutTiles(SharedMemoryPlan &smem, OpBuilder &b, OnlineStepOp step,
                       relative.terms.size() * (plan.getBlockN() + rows - 1);
     tiles.relative = smem.carve({entries}, b.getF32Type());
   }
-  // wgmma: pair-bias-like reads staged with K, where the tiles fit in
-  // sm_90a's budget (the eligibility check does not count them: without
-  // them the program still runs, gathering).
-  if (wgmma && !tiles.relative)
-    for (tensor::ExtractOp read : stagedTileReads(step.getScore(), branches)) {
-      int64_t row = stagedRowBytes(read, plan.getBlockN());
-      int64_t rows = stagedPerQuery(read) ? plan.getBlockM() : 1;
-      if (smem.used() + 2 * rows * row + ArchInfo::kSwizzleAlignment >
-          ArchInfo::kHopperSharedMemory)
-        break;
-      tiles.stagedReads.push_back(read);
-      tiles.staged.push_back(smem.carve(
-          {2 * rows, row * 8 / read.getType().getIntOrFloatBitWidth()},
-          read.getType()));
-    }
+  // wgmma: the pair-bias-like reads the plan stages with K (the first
+  // staged_reads of them: those that fit in sm_90a's budget).
+  SmallVector<tensor::ExtractOp> staged =
+      stagedTileReads(step.getScore(), branches);
+  staged.truncate(std::min<size_t>(staged.size(), plan.getStagedReads()));
+  for (tensor::ExtractOp read : staged) {
+    int64_t row = stagedRowBytes(read, plan.getBlockN());
+    int64_t rows = stagedPerQuery(read) ? plan.getBlockM() : 1;
+    tiles.stagedReads.push_back(read);
+    tiles.staged.push_back(
+        smem.carve({2 * rows, row * 8 / read.getType().getIntOrFloatBitWidth()},
+                   read.getType()));
+  }
   return tiles;
 }
 
@@ -375,6 +373,11 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
     bool wgmma = plan.getGenerator() == Generator::wgmma;
     SharedMemoryPlan smem(b, loc, /*swizzled=*/wgmma);
     MmaTiles tiles = layoutTiles(smem, b, step, plan);
+    if (smem.requested() != plan.getSharedMemory())
+      return func.emitError()
+             << "attn-to-gpu: the kernel plan's " << plan.getSharedMemory()
+             << " bytes of shared memory disagree with its layout's "
+             << smem.requested();
     kernel->setAttr("flashlight.dynamic_shared_memory",
                     b.getI64IntegerAttr(smem.requested()));
     // cp.async copies 16 bytes, and the output is stored in element pairs.

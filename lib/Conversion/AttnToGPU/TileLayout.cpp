@@ -16,8 +16,6 @@ static constexpr int64_t kChunkBytes = 16;
 /// Rows over which the swizzle's xor pattern repeats.
 static constexpr int64_t kSwizzleRows =
     ArchInfo::kSwizzleAlignment / ArchInfo::kSwizzleBytes;
-/// Elements a padded row holds beyond d.
-static constexpr int64_t kPadding = 8;
 
 int64_t TileLayout::atomColumns() const {
   return ArchInfo::atomElements(elementBits);
@@ -25,10 +23,9 @@ int64_t TileLayout::atomColumns() const {
 
 SmallVector<int64_t, 2> TileLayout::shape(int64_t rows, int64_t d,
                                           int64_t buffers) const {
-  if (!swizzle)
-    return {rows, d + kPadding};
-  int64_t atom = atomColumns();
-  return {buffers * rows * int64_t(llvm::divideCeil(d, atom)), atom};
+  auto [lines, columns] =
+      ArchInfo::stagingTileShape(swizzle, rows, d, buffers, elementBits);
+  return {lines, columns};
 }
 
 int64_t TileLayout::rows(Value tile, int64_t d, int64_t buffers) const {

@@ -207,7 +207,8 @@ KernelFacts::KernelFacts(Operation *attention) : op(attention) {
   Region &score = attn.getScore();
   lean = score.empty() && plainMask;
   gathers = flashlight::attn::gathersPerElement(score);
-  relative = bool(relativeTerms(score, branches));
+  relativeTermCount = relativeTerms(score, branches).terms.size();
+  bool relative = relativeTermCount > 0;
   stagedReads = stagedTileReads(score, branches);
   bool math = usesMathFunctions(score);
   plainScore =

@@ -45,6 +45,7 @@ KernelPlanAttr KernelPlanAttr::getReference(MLIRContext *context,
   return get(context, Generator::reference, blockM, blockN, /*warp_rows=*/1,
              /*consumer_groups=*/0, /*producer=*/false, LoopForm::barrier,
              /*ping_pong=*/false, /*lookahead=*/false, Sparsity::none,
-             /*query_in_smem=*/false, /*min_blocks=*/0,
+             /*query_in_smem=*/false, /*staged_reads=*/0,
+             /*shared_memory=*/0, /*min_blocks=*/0,
              /*producer_registers=*/0, /*consumer_registers=*/0);
 }

@@ -11,7 +11,8 @@
 //   4. sparsity             -- a block-mask pre-kernel or a tile vote;
 //   5. the KV loop's form   -- pipelined, mbarriers, producer, ping-pong,
 //                              branch lookahead (loopForm);
-//   6. registers            -- blocks per SM, setmaxnreg's split.
+//   6. registers            -- blocks per SM, setmaxnreg's split;
+//   7. shared memory        -- the tiles' bytes, the reads staged with K.
 //
 // The measured reasons behind each rule are decision records in
 // docs/decisions, cited by number.
@@ -86,6 +87,58 @@ Tiles fittedTiles(const KernelFacts &facts, Tiles tiles) {
       facts.tensorCoreIneligibility(tiles.first, tiles.second))
     tiles.second = 64;
   return tiles;
+}
+
+/// The shared memory a tensor-core kernel lays out (attn-to-gpu's
+/// SharedMemoryPlan, in its order).
+struct SharedMemory {
+  int64_t stagedReads = 0;
+  int64_t bytes = 0;
+};
+
+/// Rule 7: the kernel's shared memory -- K and V tiles (double-buffered),
+/// Q's where it stays there, the mbarriers of the decoupled loop, the
+/// relative-position tables -- and, on wgmma without tables, as many of the
+/// score region's tile-shaped reads as fit in sm_90a's budget staged with K
+/// (docs/decisions/014); the rest are gathered.
+SharedMemory layoutSharedMemory(const KernelFacts &facts, bool wgmma,
+                                int64_t blockM, int64_t blockN,
+                                int64_t warpRows, int64_t warps,
+                                bool queryInSmem, LoopForm loop,
+                                bool producer) {
+  auto op = cast<AttentionOp>(facts.getOp());
+  auto tileBytes = [&](Value of, int64_t rows, int64_t buffers) {
+    auto type = cast<RankedTensorType>(of.getType());
+    int64_t bits = type.getElementTypeBitWidth();
+    auto [lines, columns] = ArchInfo::stagingTileShape(
+        wgmma, rows, type.getDimSize(3), buffers, bits);
+    return lines * columns * bits / 8;
+  };
+  SharedMemory smem;
+  for (Value key : op.getKeys())
+    smem.bytes += tileBytes(key, blockN, 2);
+  smem.bytes += tileBytes(op.getValue(), blockN, 2);
+  if (queryInSmem)
+    for (Value query : op.getQueries())
+      smem.bytes += tileBytes(query, blockM, 1);
+  if (loop == LoopForm::mbarrier)
+    smem.bytes += (producer ? 8 : 4) * 8;
+  if (int64_t terms = facts.getRelativeTermCount())
+    smem.bytes += warps * 2 * terms * (blockN + warpRows - 1) * 4;
+  if (wgmma && !facts.hasRelativeTerms())
+    for (tensor::ExtractOp read : facts.getStagedReads()) {
+      int64_t row = stagedRowBytes(read, blockN);
+      int64_t rows = stagedPerQuery(read) ? blockM : 1;
+      if (smem.bytes + 2 * rows * row + ArchInfo::kSwizzleAlignment >
+          ArchInfo::kHopperSharedMemory)
+        break;
+      ++smem.stagedReads;
+      smem.bytes += 2 * rows * row;
+    }
+  // Swizzled tiles start at the next 1024-byte boundary past the base.
+  if (wgmma)
+    smem.bytes += ArchInfo::kSwizzleAlignment;
+  return smem;
 }
 
 /// The pass's options (overrides) with the chip's facts.
@@ -243,10 +296,15 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
         : branches > 1      ? std::pair(24, 240)
                             : std::pair(56, 224);
   }
+  // Rule 7: shared memory.
+  SharedMemory smem = layoutSharedMemory(facts, wgmma, blockM, blockN, warpRows,
+                                         threads / ArchInfo::kThreadsPerWarp,
+                                         queryInSmem, loop, producer);
   return KernelPlanAttr::get(facts.getOp()->getContext(), generator, blockM,
                              blockN, warpRows, consumerGroups, producer, loop,
                              pingPong, lookahead, sparsity, queryInSmem,
-                             minBlocks, producerRegisters, consumerRegisters);
+                             smem.stagedReads, smem.bytes, minBlocks,
+                             producerRegisters, consumerRegisters);
 }
 
 struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {

@@ -13,9 +13,9 @@
 // Ampere: mma.sync, 32-row warps on 128 x 64 tiles. Without tensor cores:
 // the reference generator's 4 x 32.
 // H100-LABEL: func.func @causal_d128
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, min_blocks = 1, producer_registers = 56, consumer_registers = 224>
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = 164928, min_blocks = 1, producer_registers = 56, consumer_registers = 224>
 // A100-LABEL: func.func @causal_d128
-// A100: #attn.kernel_plan<generator = mma_sync, block_m = 128, block_n = 64, warp_rows = 32, consumer_groups = 0, producer = false, loop = barrier, ping_pong = false, lookahead = false, sparsity = none, query_in_smem = true, min_blocks = 2, producer_registers = 0, consumer_registers = 0>
+// A100: #attn.kernel_plan<generator = mma_sync, block_m = 128, block_n = 64, warp_rows = 32, consumer_groups = 0, producer = false, loop = barrier, ping_pong = false, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = 69632, min_blocks = 2, producer_registers = 0, consumer_registers = 0>
 // REF-LABEL: func.func @causal_d128
 // REF: #attn.kernel_plan<generator = reference, block_m = 4, block_n = 32, warp_rows = 1, consumer_groups = 0, producer = false, loop = barrier
 // NOPROD-LABEL: func.func @causal_d128
@@ -37,7 +37,7 @@ func.func @causal_d128(%q: tensor<2x8x2048x128xbf16>, %k: tensor<2x8x2048x128xbf
 // Rule 5, lean at D = 64 and N = 2048: 64-key tiles, the software-pipelined
 // KV loop (softmax of tile t overlaps P V of t - 1), two blocks per SM.
 // H100-LABEL: func.func @vanilla_d64
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, warp_rows = 16, consumer_groups = 2, producer = false, loop = pipelined, ping_pong = false, lookahead = false, sparsity = none, query_in_smem = true, min_blocks = 2,
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, warp_rows = 16, consumer_groups = 2, producer = false, loop = pipelined, ping_pong = false, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = {{[0-9]+}}, min_blocks = 2,
 func.func @vanilla_d64(%q: tensor<2x8x2048x64xbf16>, %k: tensor<2x8x2048x64xbf16>,
                        %v: tensor<2x8x2048x64xbf16>) -> tensor<2x8x2048x64xbf16> {
   %o = attn.attention q(%q : tensor<2x8x2048x64xbf16>) k(%k : tensor<2x8x2048x64xbf16>)
@@ -96,7 +96,7 @@ func.func @document(%q: tensor<2x4x1024x64xbf16>, %k: tensor<2x4x1024x64xbf16>,
 // TURNS-LABEL: func.func @two_branches
 // TURNS: #attn.kernel_plan<generator = wgmma, {{.*}} ping_pong = false, lookahead = true,
 // A100-LABEL: func.func @two_branches
-// A100: #attn.kernel_plan<generator = mma_sync, block_m = 64, block_n = 64, warp_rows = 16, {{.*}} query_in_smem = false, min_blocks = 2,
+// A100: #attn.kernel_plan<generator = mma_sync, block_m = 64, block_n = 64, warp_rows = 16, {{.*}} query_in_smem = false, staged_reads = 0, shared_memory = {{[0-9]+}}, min_blocks = 2,
 func.func @two_branches(%q: tensor<2x4x1024x64xbf16>, %k: tensor<2x4x1024x64xbf16>,
                         %v: tensor<2x4x1024x64xbf16>) -> tensor<2x4x1024x64xbf16> {
   %o = attn.attention q(%q, %q : tensor<2x4x1024x64xbf16>, tensor<2x4x1024x64xbf16>)
@@ -212,4 +212,31 @@ func.func @f32_inputs(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>,
       v(%v : tensor<1x2x64x64xf32>) scale [0.125] normalizer softmax
       -> tensor<1x2x64x64xf32>
   return %o : tensor<1x2x64x64xf32>
+}
+
+// -----
+
+// Rule 7: a pair bias read at (b, h, i, j) is staged with K on wgmma (one
+// read, its [128, 128] tile double-buffered: 65536 bytes beyond the Q, K and
+// V tiles' 163840, the producer loop's 8 mbarriers' 64 and the 1024 of
+// alignment); mma.sync gathers it.
+// H100-LABEL: func.func @pair_bias
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} staged_reads = 1, shared_memory = 230464,
+// A100-LABEL: func.func @pair_bias
+// A100: #attn.kernel_plan<generator = mma_sync, {{.*}} staged_reads = 0,
+func.func @pair_bias(%q: tensor<1x2x512x128xbf16>, %k: tensor<1x2x512x128xbf16>,
+                     %v: tensor<1x2x512x128xbf16>, %bias: tensor<1x2x512x512xbf16>)
+    -> tensor<1x2x512x128xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x512x128xbf16>) k(%k : tensor<1x2x512x128xbf16>)
+      v(%v : tensor<1x2x512x128xbf16>) captures(%bias : tensor<1x2x512x512xbf16>)
+      scale [0.088] normalizer softmax
+      score {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index,
+           %t: tensor<1x2x512x512xbf16>):
+        %x = tensor.extract %t[%b, %h, %i, %j] : tensor<1x2x512x512xbf16>
+        %xf = arith.extf %x : bf16 to f32
+        %r = arith.addf %s, %xf : f32
+        attn.yield %r : f32
+      } -> tensor<1x2x512x128xbf16>
+  return %o : tensor<1x2x512x128xbf16>
 }

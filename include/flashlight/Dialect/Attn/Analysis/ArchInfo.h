@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 
 namespace flashlight::attn {
 
@@ -47,6 +48,19 @@ struct ArchInfo {
   /// wgmma's shared-memory tiles.
   static constexpr int64_t atomElements(int64_t elementBits) {
     return kSwizzleBytes * 8 / elementBits;
+  }
+
+  /// The shape of a tensor-core staging tile of `buffers` buffers of `rows`
+  /// rows of `d` elements: rows padded by 8 elements (mma.sync), or
+  /// 128-byte swizzled atoms, [buffers * rows * atoms, atom columns] (wgmma).
+  static std::pair<int64_t, int64_t> stagingTileShape(bool swizzled,
+                                                      int64_t rows, int64_t d,
+                                                      int64_t buffers,
+                                                      int64_t elementBits) {
+    if (!swizzled)
+      return {rows, d + 8};
+    int64_t atom = atomElements(elementBits);
+    return {buffers * rows * ((d + atom - 1) / atom), atom};
   }
 
   /// The chip, as `--arch` names it (sm_80, ..., sm_90a).

@@ -149,8 +149,10 @@ public:
   /// The score region is arithmetic that wgmma can feed (no math function,
   /// no gather beyond staged reads).
   bool hasArithmeticScore() const { return arithmeticScore; }
-  /// The score region has relative-position terms worth a table.
-  bool hasRelativeTerms() const { return relative; }
+  /// The score region has relative-position terms worth a table, and how
+  /// many.
+  bool hasRelativeTerms() const { return relativeTermCount > 0; }
+  int64_t getRelativeTermCount() const { return relativeTermCount; }
   /// Reads wgmma can stage with K (stagedTileReads).
   llvm::ArrayRef<mlir::tensor::ExtractOp> getStagedReads() const {
     return stagedReads;
@@ -175,8 +177,8 @@ private:
   std::optional<int64_t> partialAtom;
   MaskInfo mask;
   bool hasMask = false, votes = false, lean = false, plainMask = false,
-       gathers = false, plainScore = false, arithmeticScore = false,
-       relative = false;
+       gathers = false, plainScore = false, arithmeticScore = false;
+  int64_t relativeTermCount = 0;
   llvm::SmallVector<mlir::tensor::ExtractOp> stagedReads;
 };
 
