@@ -203,9 +203,8 @@ public:
                  t.getElementType());
   }
 
-  /// Bytes carved so far, and the bytes the kernel must request (plus the
-  /// alignment the shift may skip).
-  int64_t used() const { return bytes; }
+  /// The bytes the kernel must request: those carved, plus the alignment
+  /// the shift may skip.
   int64_t requested() const {
     return bytes + (swizzled ? ArchInfo::kSwizzleAlignment : 0);
   }
@@ -233,19 +232,19 @@ MmaTiles layoutTiles(SharedMemoryPlan &smem, OpBuilder &b, OnlineStepOp step,
   if (plan.getQueryInSmem())
     for (Value query : step.getQueries())
       tiles.queries.push_back(smem.tile(query, plan.getBlockM(), 1));
-  // Buffer 0 and 1 full, then empty; with a producer, those of K then V.
   if (plan.getLoop() == LoopForm::mbarrier)
-    tiles.barriers = smem.carve({plan.getProducer() ? 8 : 4}, b.getI64Type());
-  // The relative-position tables (MmaSync.h's fillRelativeTable): per warp
-  // two buffers of block-n + rows - 1 f32 entries per term.
+    tiles.barriers = smem.carve({ArchInfo::mbarrierCount(plan.getProducer())},
+                                b.getI64Type());
+  // The relative-position tables (MmaSync.h's fillRelativeTable).
   unsigned branches = step.getNumBranches();
   if (RelativeTerms relative = relativeTerms(step.getScore(), branches)) {
     int64_t rows = plan.getWarpRows();
     int64_t threads =
         wgmma ? plan.getConsumerGroups() * ArchInfo::kThreadsPerWarpgroup
               : plan.getThreads();
-    int64_t entries = threads / ArchInfo::kThreadsPerWarp * 2 *
-                      relative.terms.size() * (plan.getBlockN() + rows - 1);
+    int64_t entries = ArchInfo::relativeTableEntries(
+        threads / ArchInfo::kThreadsPerWarp, relative.terms.size(),
+        plan.getBlockN(), rows);
     tiles.relative = smem.carve({entries}, b.getF32Type());
   }
   // wgmma: the pair-bias-like reads the plan stages with K (the first

@@ -234,7 +234,7 @@ protected:
     // the tile (empty); one per warp for empty was slower
     // (docs/decisions/006).
     // With a producer warpgroup, its 128 threads fill the buffers.
-    for (int64_t i = 0; i < (producer ? 8 : 4); ++i)
+    for (int64_t i = 0; i < ArchInfo::mbarrierCount(producer); ++i)
       copies::initBarrier(b, loc, barrierAt(i),
                           i32(producer && i % 4 < 2 ? kGroupThreads : threads));
   }

@@ -122,9 +122,10 @@ SharedMemory layoutSharedMemory(const KernelFacts &facts, bool wgmma,
     for (Value query : op.getQueries())
       smem.bytes += tileBytes(query, blockM, 1);
   if (loop == LoopForm::mbarrier)
-    smem.bytes += (producer ? 8 : 4) * 8;
+    smem.bytes += ArchInfo::mbarrierCount(producer) * 8;
   if (int64_t terms = facts.getRelativeTermCount())
-    smem.bytes += warps * 2 * terms * (blockN + warpRows - 1) * 4;
+    smem.bytes +=
+        ArchInfo::relativeTableEntries(warps, terms, blockN, warpRows) * 4;
   if (wgmma && !facts.hasRelativeTerms())
     for (tensor::ExtractOp read : facts.getStagedReads()) {
       int64_t row = stagedRowBytes(read, blockN);

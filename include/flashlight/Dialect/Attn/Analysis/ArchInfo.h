@@ -41,8 +41,6 @@ struct ArchInfo {
   static constexpr int64_t kPortableSharedMemory = 166912;
   /// sm_90's (227 KB): what sm_90a-only kernels may add for staged tiles.
   static constexpr int64_t kHopperSharedMemory = 232448;
-  /// Named barriers per block (bar.sync ids).
-  static constexpr int64_t kNamedBarriers = 16;
 
   /// Elements of a 16-bit type in one swizzle-atom row: the column width of
   /// wgmma's shared-memory tiles.
@@ -68,19 +66,28 @@ struct ArchInfo {
   /// Whether warpgroup MMA is available (sm_90a only: wgmma needs the
   /// arch-specific target).
   bool hasWgmma = false;
-  /// Dynamic shared memory a block of this chip may use.
-  int64_t maxSharedMemory = kPortableSharedMemory;
 
   /// The facts of `chip`, or nothing if no generator supports it.
   static std::optional<ArchInfo> get(llvm::StringRef chip) {
     if (chip == "sm_90a")
-      return ArchInfo{chip.str(), true, kHopperSharedMemory};
-    if (chip == "sm_90")
-      return ArchInfo{chip.str(), false, kHopperSharedMemory};
+      return ArchInfo{chip.str(), true};
     if (chip == "sm_80" || chip == "sm_86" || chip == "sm_87" ||
-        chip == "sm_89")
-      return ArchInfo{chip.str(), false, kPortableSharedMemory};
+        chip == "sm_89" || chip == "sm_90")
+      return ArchInfo{chip.str(), false};
     return std::nullopt;
+  }
+
+  /// mbarriers of the decoupled KV loop: buffer 0 and 1 full, then empty;
+  /// with a producer warpgroup, those of K and then those of V.
+  static constexpr int64_t mbarrierCount(bool producer) {
+    return producer ? 8 : 4;
+  }
+  /// f32 entries of the relative-position tables: per warp, two buffers of
+  /// block-n + rows - 1 positions per term.
+  static constexpr int64_t relativeTableEntries(int64_t warps, int64_t terms,
+                                                int64_t blockN,
+                                                int64_t warpRows) {
+    return warps * 2 * terms * (blockN + warpRows - 1);
   }
 };
 
