@@ -165,12 +165,18 @@ private:
   LogicalResult matchPV(ENode *sum, Branch &br, Reason &why);
   /// `n` or a node under its float casts as an element of the tensor the
   /// program stored it in (see ElementGraph::stored); null if none is.
+  /// Below exact widenings (`extf`) the narrowest stored tensor is read: a
+  /// bf16 projection the program widens to f32 before its contraction holds
+  /// the same values, and it keeps the tensor-core path open.
   ENode *storedElement(ENode *n) {
+    ENode *found = nullptr;
     while (true) {
       if (ENode *held = graph.stored(n))
-        return held;
-      if (!isCast(n))
-        return nullptr;
+        found = held;
+      else if (found && n->kind == Kind::Leaf)
+        found = n;
+      if (!isCast(n) || (found && !isOp(n, "arith.extf")))
+        return found;
       n = n->operands[0];
     }
   }
