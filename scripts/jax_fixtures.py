@@ -298,6 +298,21 @@ def ipa(q, k, v, q_pts, k_pts, gamma):
     return pv_bhnd(jax.nn.softmax(s, axis=-1).astype(v.dtype), v)
 
 
+ROPE_D = 32
+
+
+@program(qkv() + [((B, H, N, ROPE_D), "bf16"), ((B, 1, N, ROPE_D), "bf16")],
+         "BHND, MLA-style decoupled RoPE: q.k / sqrt(D) + 0.3 * q_pe.k_pe, "
+         "k_pe [B, 1, N, 32] shared by the heads; causal")
+def mla_rope(q, k, v, q_pe, k_pe):
+    rope = jnp.einsum("bhqr,bxkr->bhqk", q_pe, k_pe)
+    s = qk_bhnd(q, k) / math.sqrt(q.shape[-1]) + 0.3 * rope
+    n = q.shape[2]
+    causal = jnp.tril(jnp.ones((n, n), dtype=bool))
+    s = jnp.where(causal, s, -jnp.inf)
+    return pv_bhnd(jax.nn.softmax(s, axis=-1).astype(v.dtype), v)
+
+
 # --- jax.nn.dot_product_attention (BNHD) -------------------------------------
 
 

@@ -87,13 +87,17 @@ bool isReduce(ENode *n, StringRef combiner) {
   return n->kind == Kind::Reduce && n->combinerName() == combiner;
 }
 
-/// An IPA-style squared distance `sum_{p...} (A - B)^2` in the logits: A
-/// reads along the query (not the keys), B along the keys, both along the
-/// point variables `vars` the sums run over.
+/// A term of the logits besides Q.K that folds into extra columns of Q and
+/// K: an IPA-style squared distance `sum_{p...} (A - B)^2`, or a second
+/// contraction `sum_p A * B` (MLA's decoupled RoPE, `q_nope.k_nope +
+/// q_pe.k_pe`). A reads along the query (not the keys), B along the keys,
+/// both along the point variables `vars` the sums run over.
 struct Distance {
   ENode *node = nullptr; // the outermost sum
   SmallVector<unsigned> vars;
   ENode *a = nullptr, *b = nullptr;
+  /// `sum A * B`: no squares, the cross term is the whole term.
+  bool product = false;
   /// sum A^2 ([B, Hq, M]; none where a softmax cancels it) and sum B^2
   /// ([B, Hkv, N]), f32, once built.
   Value rows, cols;
@@ -560,6 +564,29 @@ std::optional<Distance> matchDistance(ElementGraph &graph, ENode *n,
   return d;
 }
 
+/// `n` as a contraction `sum_p A * B` along the keys `j` with A not reading
+/// along them, if it is one (a second Q.K-shaped term of the logits).
+std::optional<Distance> matchProduct(ElementGraph &graph, ENode *n,
+                                     unsigned j) {
+  Distance d;
+  d.node = n;
+  d.product = true;
+  ENode *body = n;
+  while (isReduce(body, "arith.addf") && isConst(body->operands[1], 0.0)) {
+    d.vars.push_back(body->var);
+    body = peel(body->operands[0]);
+  }
+  if (d.vars.empty() || !isOp(body, "arith.mulf"))
+    return std::nullopt;
+  d.a = body->operands[0];
+  d.b = body->operands[1];
+  if (graph.dependsOn(d.a, j))
+    std::swap(d.a, d.b);
+  if (graph.dependsOn(d.a, j) || !graph.dependsOn(d.b, j))
+    return std::nullopt;
+  return d;
+}
+
 /// The longest reduction a region unrolls.
 constexpr int64_t kMaxUnrolledReduction = 16;
 
@@ -642,6 +669,21 @@ LogicalResult Raiser::matchContraction(Branch &br, Reason &why) {
                          "the queries that the program does not store");
     }
     found = qkShaped;
+  }
+  // Several Q.K-shaped contractions (MLA's `q_nope.k_nope + q_pe.k_pe`):
+  // the widest is Q.K, the others fold into extra columns of Q and K.
+  if (found.size() > 1) {
+    llvm::stable_sort(found, [&](ENode *x, ENode *y) {
+      return graph.extent(x->var) > graph.extent(y->var);
+    });
+    SmallVector<Distance> products;
+    for (ENode *n : llvm::drop_begin(found))
+      if (std::optional<Distance> d = matchProduct(graph, n, br.j))
+        products.push_back(*d);
+    if (products.size() + 1 == found.size()) {
+      br.distances.append(products);
+      found.resize(1);
+    }
   }
   if (found.size() != 1)
     return fail(why, "the logits hold " + Twine(found.size()) +
@@ -1092,7 +1134,7 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
     for (unsigned v : d.vars)
       size *= graph.extent(v);
     // Its squares are unrolled over the points.
-    if (size > kMaxDistancePoints)
+    if (!d.product && size > kMaxDistancePoints)
       return why = "a squared distance sums over " + std::to_string(size) +
                    " points (at most " + std::to_string(kMaxDistancePoints) +
                    " are folded)",
@@ -1200,10 +1242,12 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
         }
         Value x = toF32(nb, em, em.emit(keys ? d.b : d.a));
         if (!keys) {
+          // A distance's cross term is -2 A.B, a product's A.B.
           auto [ofQK, ofDistance] = coef;
-          double sign = ofQK.negative != ofDistance.negative ? 1.0 : -1.0;
+          double sign = ofQK.negative != ofDistance.negative ? -1.0 : 1.0;
+          double cross = d.product ? 1.0 : -2.0;
           Value c = arith::ConstantOp::create(
-              nb, l, nb.getF32FloatAttr(2.0 * sign / br.scale));
+              nb, l, nb.getF32FloatAttr(cross * sign / br.scale));
           c = product(nb, l, em, ofDistance.mul, c, false);
           c = product(nb, l, em, ofDistance.div, c, true);
           c = product(nb, l, em, ofQK.mul, c, true);
@@ -1281,6 +1325,8 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
   // A softmax without a sink does not see a term constant along its row.
   bool rowsCancel = br.normalizer == Normalizer::softmax && !br.sink;
   for (auto [d, size] : llvm::zip(br.distances, sizes)) {
+    if (d.product)
+      continue;
     if (!rowsCancel)
       d.rows = squares(d, size, false);
     d.cols = squares(d, size, true);
@@ -1707,7 +1753,8 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
       stops.insert(d.node);
       if (d.rows)
         captures.insert(d.rows);
-      captures.insert(d.cols);
+      if (d.cols)
+        captures.insert(d.cols);
     }
   }
   llvm::DenseSet<ENode *> seen;
@@ -1809,8 +1856,16 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
         em.placeholders[br.qk] =
             fromF32(rb, block->getArgument(r), br.qk->type);
         // A folded distance: its row and column squares (its cross term is
-        // in the logit).
+        // in the logit); a folded product is all in the logit, so it adds
+        // -0.0, the additive identity that canonicalization folds away.
         for (Distance &d : br.distances) {
+          if (d.product) {
+            Type t = em.promotes(d.node->type) ? rb.getF32Type()
+                                               : d.node->type;
+            em.placeholders[d.node] = arith::ConstantOp::create(
+                rb, loc, t, rb.getFloatAttr(t, -0.0));
+            continue;
+          }
           Value bArg = block->getArgument(R), hArg = block->getArgument(R + 1);
           Value hk = group == 1
                          ? hArg
