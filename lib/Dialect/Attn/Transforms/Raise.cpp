@@ -1860,10 +1860,9 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
         // -0.0, the additive identity that canonicalization folds away.
         for (Distance &d : br.distances) {
           if (d.product) {
-            Type t = em.promotes(d.node->type) ? rb.getF32Type()
-                                               : d.node->type;
-            em.placeholders[d.node] = arith::ConstantOp::create(
-                rb, loc, t, rb.getFloatAttr(t, -0.0));
+            Type t = em.promotes(d.node->type) ? rb.getF32Type() : d.node->type;
+            em.placeholders[d.node] =
+                arith::ConstantOp::create(rb, loc, t, rb.getFloatAttr(t, -0.0));
             continue;
           }
           Value bArg = block->getArgument(R), hArg = block->getArgument(R + 1);
