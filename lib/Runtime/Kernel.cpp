@@ -71,7 +71,10 @@ KernelManifest KernelManifest::parse(const std::string &text,
   }
   KernelManifest m;
   try {
-    if (j.at("manifest_version").get<int>() != 1)
+    // Version 2 adds the program's other attention kernels (`attentions`,
+    // run by the entry's steps); the top-level kernel is the first.
+    int version = j.at("manifest_version").get<int>();
+    if (version != 1 && version != 2)
       throw ManifestError("unsupported manifest version in " + path);
     size_t slash = path.find_last_of('/');
     m.directory = slash == std::string::npos ? "." : path.substr(0, slash);

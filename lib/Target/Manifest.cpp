@@ -381,7 +381,7 @@ FailureOr<std::vector<char>> flashlight::constantBytes(ElementsAttr attr) {
 }
 
 FailureOr<json> flashlight::describeHostSteps(
-    func::FuncOp host,
+    func::FuncOp host, ArrayRef<std::string> attentions,
     function_ref<FailureOr<std::string>(ElementsAttr)> writeConstant) {
   json inputs = json::array(), outputs = json::array(), values = json::array();
   llvm::DenseMap<Value, int64_t> ids;
@@ -438,7 +438,14 @@ FailureOr<json> flashlight::describeHostSteps(
       json created = json::array();
       for (Value r : call.getResults())
         created.push_back(define(r));
-      step = {{"op", "attention"}, {"args", *args}, {"results", created}};
+      const auto *callee = llvm::find(attentions, call.getCallee().str());
+      if (callee == attentions.end())
+        return op.emitError("a call of a function that is not an attention "
+                            "kernel");
+      step = {{"op", "attention"},
+              {"attention", callee - attentions.begin()},
+              {"args", *args},
+              {"results", created}};
     } else if (isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(op)) {
       FailureOr<json> source = idsOf(&op, op.getOperand(0));
       if (failed(source))

@@ -131,8 +131,18 @@ def _check_manifest(m, path):
 
     if not isinstance(m, dict):
         bad("not a JSON object")
-    if m.get("manifest_version") != 1:
-        bad(f"manifest_version {m.get('manifest_version')!r} (this loader reads 1)")
+    if m.get("manifest_version") not in (1, 2):
+        bad(f"manifest_version {m.get('manifest_version')!r} (this loader reads 1 and 2)")
+    attentions = m.get("attentions")
+    if m.get("manifest_version") == 2 or attentions is not None:
+        # Version 2: the program calls several attention kernels.
+        if m.get("manifest_version") != 2 or not isinstance(attentions, list) or not attentions:
+            bad("'attentions' (a non-empty list) goes with manifest_version 2")
+        for k, a in enumerate(attentions):
+            if not isinstance(a, dict):
+                bad(f"attentions[{k}] must be an object")
+            _check_manifest({**m, **a, "manifest_version": 1, "attentions": None,
+                             "entry": None}, f"{path} (attentions[{k}])")
     if not isinstance(m.get("name"), str):
         bad("'name' must be a string")
     params = m.get("params")
@@ -183,13 +193,17 @@ class Kernel:
     def __init__(self, manifest_path):
         try:
             with open(manifest_path) as f:
-                self.manifest = json.load(f)
+                manifest = json.load(f)
         except json.JSONDecodeError as e:
             raise ManifestError(f"bad manifest {manifest_path}: {e}") from None
-        _check_manifest(self.manifest, manifest_path)
+        _check_manifest(manifest, manifest_path)
+        self._modules = {}  # artifact -> (module, image), shared by attentions
+        self._init(manifest, os.path.dirname(os.path.abspath(manifest_path)))
+
+    def _init(self, manifest, directory):
         import torch
 
-        directory = os.path.dirname(os.path.abspath(manifest_path))
+        self.manifest = manifest
         self.directory = directory
         self.params = self.manifest["params"]
         self.inputs = [p for p in self.params if p["direction"] == "in"]
@@ -217,6 +231,9 @@ class Kernel:
             if self.geometry.get("block_mask"):
                 self._mask_function = self._get_function(
                     self._module, self.geometry["block_mask"]["kernel"])
+        # A program calling several attention kernels: one Kernel each
+        # (the first is this one), loaded on first use.
+        self._attentions = {0: self}
         entry = self.manifest.get("entry") or {}
         self._host_module = None
         self._host_functions = {}
@@ -224,13 +241,15 @@ class Kernel:
             self._host_module = self._load_module(_choose_artifact(entry["archs"], cc))
 
     def _load_module(self, artifact):
+        if artifact in self._modules:
+            return self._modules[artifact][0]
         drv = _get_driver()
         with open(os.path.join(self.directory, artifact), "rb") as f:
             image = f.read() + b"\0"
         image = ctypes.create_string_buffer(image, len(image))
-        self._images = getattr(self, "_images", []) + [image]  # kept alive
         module = ctypes.c_void_p()
         drv.check(drv.lib.cuModuleLoadData(ctypes.byref(module), image), "cuModuleLoadData")
+        self._modules[artifact] = (module, image)  # the image kept alive
         return module
 
     @staticmethod
@@ -329,6 +348,21 @@ class Kernel:
                 self._shared)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
+    def _attention(self, k):
+        """The Kernel of the program's attention `k` (manifest
+        `attentions[k]`; 0 is this one)."""
+        if k not in self._attentions:
+            listed = self.manifest.get("attentions") or []
+            if not 0 <= k < len(listed):
+                raise RuntimeError(f"{self.manifest['name']}: no attention {k}")
+            sub = Kernel.__new__(Kernel)
+            sub._modules = self._modules
+            sub._init({**self.manifest, **listed[k], "manifest_version": 1,
+                       "attentions": None, "entry": None}, self.directory)
+            sub.poison = self.poison
+            self._attentions[k] = sub
+        return self._attentions[k]
+
     def _host_function(self, name):
         if name not in self._host_functions:
             self._host_functions[name] = self._get_function(self._host_module, name)
@@ -395,7 +429,8 @@ def _run_steps(kernel, entry, args):
                     [vals[a] for a in step["args"]], (step["grid"], 1, 1),
                     (step["block"], 1, 1), device)
         elif op == "attention":
-            outs = kernel(*[vals[a] for a in step["args"]])
+            attention = kernel._attention(step.get("attention", 0))
+            outs = attention(*[vals[a] for a in step["args"]])
             outs = outs if isinstance(outs, tuple) else (outs,)
             for r, o in zip(step["results"], outs):
                 vals[r] = o

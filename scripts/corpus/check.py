@@ -10,7 +10,7 @@ was raised (`kernel`), by which code generator per arch (`codegen`), and what
 runs outside the fused kernel (the entry's reference-path `steps`). A
 program is
 
-- `fused`: one attention kernel on tensor cores for both archs, no tensor
+- `fused`: each attention one kernel on tensor cores for both archs, no tensor
   of the scores' size ([.., M, N]) materialized outside it (a kernel
   operand computed from an [.., M, N, ..] input, AlphaFold's pair bias, is
   the program's own data);
@@ -64,8 +64,11 @@ def classify(manifest):
     """(status, codegens, outside) of a compiled manifest."""
     if manifest.get("kernel") is None:
         return "not-raised", "", []
-    arches = manifest.get("archs") or {}
-    codegens = sorted({str(a.get("codegen", "")) for a in arches.values()
+    # Every attention kernel of the program (manifest version 2 lists
+    # them in `attentions`; the first is also the top level's).
+    kernels = manifest.get("attentions") or [manifest]
+    codegens = sorted({str(a.get("codegen", "")) for k in kernels
+                       for a in (k.get("archs") or {}).values()
                        if isinstance(a, dict)}) or [str(manifest.get("codegen", ""))]
     entry = manifest.get("entry") or {}
     steps = entry.get("steps") or []

@@ -89,6 +89,33 @@ class ManifestChecks(unittest.TestCase):
         m["params"][1]["dtype"] = "c64"
         self.expect(m, "unknown dtype 'c64'")
 
+    def several(self):
+        """Version 2: two attention kernels, the second with its own params."""
+        m = tiny_manifest()
+        second = {"kernel": "tiny_attention1", "params": [dict(p) for p in m["params"]],
+                  "archs": m["archs"]}
+        m.update(manifest_version=2, attentions=[
+            {"kernel": "tiny", "params": m["params"], "archs": m["archs"]}, second])
+        return m
+
+    def test_several_attentions_pass_the_checks(self):
+        flashlight._check_manifest(self.several(), "tiny.json")
+
+    def test_version_2_needs_attentions(self):
+        m = self.several()
+        del m["attentions"]
+        self.expect(m, "'attentions' (a non-empty list) goes with manifest_version 2")
+
+    def test_attentions_need_version_2(self):
+        m = self.several()
+        m["manifest_version"] = 1
+        self.expect(m, "goes with manifest_version 2")
+
+    def test_each_attention_is_checked(self):
+        m = self.several()
+        m["attentions"][1]["params"][0]["shape"] = [1, 2, -64, 64]
+        self.expect(m, "(attentions[1]): params[0] (q0): shape must be")
+
 
 @unittest.skipUnless(HAS_TORCH, "needs PyTorch")
 class ExportAliasing(unittest.TestCase):

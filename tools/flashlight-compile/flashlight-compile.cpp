@@ -297,10 +297,9 @@ std::string findPtxas() {
   return "";
 }
 
-/// Runs ptxas on `ptx`; fills registers / spill bytes from its -v report,
-/// of the entry `kernel` (the module may also hold a block-mask kernel).
-LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
-                       StringRef cubin, json &info, StringRef kernel = "") {
+/// Runs ptxas on `ptx`; returns its -v report.
+FailureOr<std::string> assemble(StringRef ptxas, StringRef chip, StringRef ptx,
+                                StringRef cubin) {
   SmallString<128> log;
   llvm::sys::fs::createTemporaryFile("ptxas", "log", log);
   std::string arch = ("-arch=" + chip).str();
@@ -318,14 +317,20 @@ LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
     fail("ptxas failed for " + chip + (error.empty() ? "" : ": " + error));
     return failure();
   }
-  if (!kernel.empty()) {
-    std::string header = ("Compiling entry function '" + kernel + "'").str();
-    size_t start = report.find(header);
-    if (start != std::string::npos) {
-      size_t end = report.find("Compiling entry function", start + 1);
-      report = report.substr(start, end == std::string::npos ? std::string::npos
-                                                             : end - start);
-    }
+  return report;
+}
+
+/// Fills registers / spill bytes of entry `kernel` from a ptxas -v report
+/// (the module also holds other kernels: a block-mask pre-kernel, the
+/// program's other attentions).
+void ptxasInfo(StringRef fullReport, StringRef kernel, json &info) {
+  std::string header = ("Compiling entry function '" + kernel + "'").str();
+  StringRef report = fullReport;
+  size_t start = report.find(header);
+  if (start != StringRef::npos) {
+    size_t end = report.find("Compiling entry function", start + 1);
+    report = report.substr(start, end == StringRef::npos ? StringRef::npos
+                                                         : end - start);
   }
   SmallVector<StringRef> m;
   if (llvm::Regex("Used ([0-9]+) registers").match(report, &m))
@@ -338,17 +343,18 @@ LogicalResult assemble(StringRef ptxas, StringRef chip, StringRef ptx,
     info["shared_bytes"] = 0;
   if (llvm::Regex("([0-9]+) bytes stack frame").match(report, &m))
     info["stack_frame_bytes"] = std::stoi(m[1].str());
-  return success();
 }
 
 /// For programs that are not attn IR already: imports StableHLO, raises
 /// the attention (attn-raise), and moves it into a kernel function of its
 /// own (attn-outline). Returns the manifest's `entry` (how the user's
-/// function feeds the kernel; null for attn programs), erasing the user's
-/// function from `module`.
+/// function feeds the kernels; null for attn programs), erasing the user's
+/// function from `module`; `attentions` gets the kernel functions' names,
+/// in manifest order.
 FailureOr<json> importAndOutline(ModuleOp module,
                                  const std::string &manifestName,
-                                 OwningOpRef<ModuleOp> &hostModule) {
+                                 OwningOpRef<ModuleOp> &hostModule,
+                                 std::vector<std::string> &attentions) {
   bool stablehlo = false, torch = false, tosa = false, attention = false;
   module.walk([&](Operation *op) {
     stablehlo |= op->getName().getDialectNamespace() == "stablehlo";
@@ -395,36 +401,34 @@ FailureOr<json> importAndOutline(ModuleOp module,
   pm.addPass(flashlight::attn::createAttnOutline(outline));
   if (failed(pm.run(module)))
     return failure();
-  // The kernel: the one function holding an attention; the host: the one
-  // calling it.
+  // The kernels: the functions holding an attention (one per distinct
+  // attention); the host: the one calling them.
   SmallVector<func::FuncOp> kernels, hosts;
   for (auto func : module.getOps<func::FuncOp>()) {
     bool has = false;
     func.walk([&](flashlight::attn::AttentionOp) { has = true; });
     (has ? kernels : hosts).push_back(func);
-  }
-  if (kernels.size() > 1) {
-    fail("found " + Twine(kernels.size()) +
-         " attentions; one per program is supported");
-    return failure();
+    if (has)
+      attentions.push_back(func.getName().str());
   }
   if (hosts.empty())
     return json();
   if (hosts.size() > 1) {
-    fail("the program has more than one function besides the attention");
+    fail("the program has more than one function besides its attentions");
     return failure();
   }
-  func::CallOp call;
-  if (!kernels.empty()) {
-    hosts.front().walk([&](func::CallOp c) {
-      if (c.getCallee() == kernels.front().getName())
-        call = c;
-    });
-    if (!call) {
-      fail("the program's function does not call its attention");
+  SmallVector<func::CallOp> calls;
+  hosts.front().walk([&](func::CallOp c) { calls.push_back(c); });
+  for (func::FuncOp kernel : kernels)
+    if (llvm::none_of(calls, [&](func::CallOp c) {
+          return c.getCallee() == kernel.getName();
+        })) {
+      fail("the program's function does not call its attention " +
+           kernel.getName());
       return failure();
     }
-  }
+  // One attention called once: perhaps only layouts around it.
+  func::CallOp call = calls.size() == 1 ? calls.front() : func::CallOp();
   // Tensor constants the kernels read are stored beside the manifest.
   unsigned constants = 0;
   auto writeConstant = [&](ElementsAttr attr) -> FailureOr<std::string> {
@@ -459,18 +463,23 @@ FailureOr<json> importAndOutline(ModuleOp module,
   // The reference path: what is not attention runs as simple kernels.
   if (explain)
     emitRemark(hosts.front().getLoc())
-        << (call ? "the function computes more than layouts around its "
-                   "attention: its other operations take the reference path "
-                   "(one simple kernel each)"
-                 : "no attention found: the function takes the reference "
-                   "path (one simple kernel per operation)");
+        << (calls.size() > 1
+                ? "the function calls " + Twine(calls.size()) +
+                      " attentions (" + Twine(kernels.size()) +
+                      " distinct kernels); its other operations take the "
+                      "reference path (one simple kernel each)"
+            : call ? "the function computes more than layouts around its "
+                     "attention: its other operations take the reference "
+                     "path (one simple kernel each)"
+                   : "no attention found: the function takes the reference "
+                     "path (one simple kernel per operation)");
   OpBuilder b(ctx);
   hostModule = ModuleOp::create(module.getLoc());
   b.setInsertionPointToEnd(hostModule->getBody());
   auto host = cast<func::FuncOp>(b.clone(*hosts.front()));
-  if (call) {
-    auto decl = func::FuncOp::create(b, call.getLoc(), call.getCallee(),
-                                     kernels.front().getFunctionType());
+  for (func::FuncOp kernel : kernels) {
+    auto decl = func::FuncOp::create(b, kernel.getLoc(), kernel.getName(),
+                                     kernel.getFunctionType());
     decl.setPrivate();
   }
   PassManager hostPM(ctx);
@@ -478,7 +487,8 @@ FailureOr<json> importAndOutline(ModuleOp module,
   hostPM.addPass(flashlight::createHostToGPU());
   if (failed(hostPM.run(*hostModule)))
     return failure();
-  FailureOr<json> entry = flashlight::describeHostSteps(host, writeConstant);
+  FailureOr<json> entry =
+      flashlight::describeHostSteps(host, attentions, writeConstant);
   if (failed(entry))
     return failure();
   (*entry)["function"] = function;
@@ -514,15 +524,185 @@ FailureOr<json> compileHostKernels(ModuleOp hostModule, const std::string &name,
     if (emit == "cubin") {
       SmallString<256> cubin(outputDir);
       llvm::sys::path::append(cubin, stem + ".cubin");
-      json ignored;
-      if (failed(assemble(ptxas, chip, std::string(path), std::string(cubin),
-                          ignored)))
+      if (failed(assemble(ptxas, chip, std::string(path), std::string(cubin))))
         return failure();
       info["cubin"] = stem + ".cubin";
     }
     artifacts[chip] = info;
   }
   return artifacts;
+}
+
+/// One attention kernel of the program and what the manifest says about
+/// it: its parameters, its program for the reference interpreter, and per
+/// arch its launch geometry, plan and artifacts.
+struct AttentionKernel {
+  std::string name;
+  json params;
+  json program;
+  json archs = json::object();
+};
+
+/// The launch geometry and kernel plan of kernel `name` in `kernels`
+/// (lowered for `chip`), as the manifest's `archs.<chip>` records them.
+FailureOr<json> kernelInfo(ModuleOp kernels, StringRef name, StringRef chip,
+                           bool several) {
+  std::vector<int64_t> block = {1, 1, 1};
+  flashlight::attn::KernelPlanAttr plan;
+  int64_t dynamicShared = 0;
+  // Bytes every tensor pointer must be aligned to, beyond its element.
+  int64_t pointerAlignment = 1;
+  json blockMaskInfo;
+  kernels->walk([&](gpu::GPUFuncOp kernel) {
+    // The block-mask pre-kernel, if any, is described by the attention
+    // kernel's flashlight.block_mask.
+    if (kernel.getName() != name)
+      return;
+    if (auto info =
+            kernel->getAttrOfType<DictionaryAttr>("flashlight.block_mask")) {
+      int64_t threads = info.getAs<IntegerAttr>("block").getInt();
+      blockMaskInfo = {
+          {"kernel", info.getAs<StringAttr>("kernel").str()},
+          {"block", {threads, 1, 1}},
+          {"batch", info.getAs<BoolAttr>("batch").getValue()},
+          {"heads", info.getAs<BoolAttr>("heads").getValue()},
+          {"grid_rule", "x = ceil(M / block_m) * ceil(N / block_n), y = "
+                        "(heads ? Hq : 1), z = (batch ? B : 1)"},
+          {"shape_rule", "i8 [batch ? B : 1, heads ? Hq : 1, "
+                         "ceil(M / block_m), ceil(N / block_n)], passed "
+                         "last to both kernels"}};
+    }
+    if (auto bytes = kernel->getAttrOfType<IntegerAttr>(
+            "flashlight.dynamic_shared_memory"))
+      dynamicShared = bytes.getInt();
+    if (auto bytes =
+            kernel->getAttrOfType<IntegerAttr>("flashlight.pointer_alignment"))
+      pointerAlignment = bytes.getInt();
+    if (auto known = kernel.getKnownBlockSizeAttr())
+      block = {known[0], known[1], known[2]};
+    plan = kernel->getAttrOfType<flashlight::attn::KernelPlanAttr>(
+        flashlight::attn::kKernelPlanAttrName);
+  });
+  if (!plan) {
+    fail("no kernel plan on kernel " + name + " for " + chip);
+    return failure();
+  }
+  std::string codegen = codegenName(plan.getGenerator());
+  if (explain) {
+    std::string what =
+        several ? (inputFile + ": " + name).str() : inputFile.getValue();
+    llvm::errs() << what << ": code generator " << codegen << ", tiles "
+                 << plan.getBlockM() << "x" << plan.getBlockN() << ", "
+                 << block[0] << " threads per block for " << chip << "\n"
+                 << what << ": kernel plan " << plan << "\n";
+  }
+  return json{{"block", block},
+              {"block_m", plan.getBlockM()},
+              {"block_n", plan.getBlockN()},
+              {"codegen", codegen},
+              {"plan", planJson(plan)},
+              {"dynamic_shared_memory", dynamicShared},
+              {"pointer_alignment", pointerAlignment},
+              {"block_mask", blockMaskInfo}};
+}
+
+/// Lowers the attention kernels of `module` for each arch (one GPU module:
+/// one kernel IR, PTX and cubin per arch hold them all) and fills each
+/// kernel's `archs`. The first arch's kernel IR is <name>.mlir, another
+/// arch's <name>.<arch>.mlir where it differs.
+LogicalResult compileAttentions(ModuleOp module, const std::string &name,
+                                const std::string &ptxas,
+                                flashlight::PipelineOptions options,
+                                std::vector<AttentionKernel> &attentions) {
+  auto outPath = [&](StringRef suffix) {
+    SmallString<256> p(outputDir);
+    llvm::sys::path::append(p, name + suffix);
+    return std::string(p);
+  };
+  MLIRContext *context = module.getContext();
+  std::string firstIR;
+  for (const std::string &chip : archs) {
+    OwningOpRef<ModuleOp> kernels = cast<ModuleOp>(module->clone());
+    options.chip = chip;
+    {
+      PassManager pm(context);
+      configure(pm);
+      flashlight::buildAttnToGPUPipeline(pm, options);
+      printPipeline(pm, chip, "attn-to-gpu");
+      if (failed(pm.run(*kernels)))
+        return failure();
+    }
+    std::string kernelIR;
+    llvm::raw_string_ostream(kernelIR) << *kernels;
+    bool first = &chip == &archs.front();
+    if (first)
+      firstIR = kernelIR;
+    std::string irFile =
+        kernelIR == firstIR ? name + ".mlir" : name + "." + chip + ".mlir";
+    if ((first || kernelIR != firstIR) &&
+        failed(writeFile(outPath(irFile.substr(name.size())), kernelIR)))
+      return failure();
+
+    std::vector<json> infos;
+    for (const AttentionKernel &kernel : attentions) {
+      FailureOr<json> info =
+          kernelInfo(*kernels, kernel.name, chip, attentions.size() > 1);
+      if (failed(info))
+        return failure();
+      (*info)["kernel_ir"] = irFile;
+      infos.push_back(*info);
+    }
+    if (emit != "mlir") {
+      PassManager pm(context);
+      configure(pm);
+      flashlight::buildGPUToPTXPipeline(pm, options);
+      printPipeline(pm, chip, "gpu-to-ptx");
+      auto start = std::chrono::steady_clock::now();
+      if (failed(pm.run(*kernels)))
+        return failure();
+      double ms = std::chrono::duration<double, std::milli>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+      std::string ptx;
+      kernels->walk([&](gpu::BinaryOp binary) {
+        auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
+        ptx = object.getObject().getValue().str();
+      });
+      if (ptx.empty()) {
+        fail("no PTX produced for " + chip);
+        return failure();
+      }
+      if (failed(writeFile(outPath("." + chip + ".ptx"), ptx)) ||
+          (first && failed(writeFile(outPath(".ptx"), ptx))))
+        return failure();
+      std::optional<std::string> report;
+      double ptxasMs = 0;
+      if (emit == "cubin") {
+        auto start = std::chrono::steady_clock::now();
+        FailureOr<std::string> assembled =
+            assemble(ptxas, chip, outPath("." + chip + ".ptx"),
+                     outPath("." + chip + ".cubin"));
+        if (failed(assembled))
+          return failure();
+        report = *assembled;
+        ptxasMs = std::chrono::duration<double, std::milli>(
+                      std::chrono::steady_clock::now() - start)
+                      .count();
+      }
+      for (auto [kernel, info] : llvm::zip(attentions, infos)) {
+        info["ptx"] = name + "." + chip + ".ptx";
+        info["lower_ms"] = ms;
+        if (report) {
+          ptxasInfo(*report, kernel.name, info);
+          info["cubin"] = name + "." + chip + ".cubin";
+          info["ptxas_ms"] = ptxasMs;
+        }
+      }
+    }
+    for (auto [kernel, info] : llvm::zip(attentions, infos))
+      kernel.archs[chip] = info;
+  }
+  return success();
 }
 
 } // namespace
@@ -629,9 +809,11 @@ int main(int argc, char **argv) {
     return std::string(p);
   };
 
-  // Imported programs: StableHLO to linalg, then find the attention.
+  // Imported programs: StableHLO to linalg, then find the attentions.
   OwningOpRef<ModuleOp> hostModule;
-  FailureOr<json> entry = importAndOutline(*module, name, hostModule);
+  std::vector<std::string> attentionNames;
+  FailureOr<json> entry =
+      importAndOutline(*module, name, hostModule, attentionNames);
   if (failed(entry))
     return 1;
   std::array<uint8_t, 32> hash = llvm::SHA256::hash(
@@ -696,23 +878,35 @@ int main(int argc, char **argv) {
       return 1;
   }
 
-  // What the manifest says about the program, before lowering.
+  // What the manifest says about each attention kernel, before lowering.
   SmallVector<func::FuncOp> funcs(module->getOps<func::FuncOp>());
-  if (funcs.size() != 1)
-    return fail("expected exactly one function in " + inputFile + ", found " +
-                Twine(funcs.size()));
-  json params = flashlight::describeParams(funcs.front());
-  // The grid is (query tiles, H, B): CUDA caps its y and z at 65535.
-  for (const json &p : params)
-    if (p.value("name", "") == "q0" && p["shape"].size() == 4)
-      for (int d : {0, 1})
-        if (p["shape"][d].get<int64_t>() > 65535)
-          return fail(Twine(d == 0 ? "batch" : "heads") + " = " +
-                      Twine(p["shape"][d].get<int64_t>()) +
-                      " exceeds the launch grid (at most 65535): split the "
-                      "batch or the heads over several calls");
-  FailureOr<json> program = flashlight::exportProgram(funcs.front());
-  std::string kernelName = funcs.front().getName().str();
+  if (attentionNames.empty()) {
+    if (funcs.size() != 1)
+      return fail("expected exactly one function in " + inputFile + ", found " +
+                  Twine(funcs.size()));
+    attentionNames.push_back(funcs.front().getName().str());
+  }
+  std::vector<AttentionKernel> attentions;
+  for (const std::string &kernelName : attentionNames) {
+    auto func = module->lookupSymbol<func::FuncOp>(kernelName);
+    if (!func)
+      return fail("no kernel function " + kernelName);
+    AttentionKernel kernel;
+    kernel.name = kernelName;
+    kernel.params = flashlight::describeParams(func);
+    // The grid is (query tiles, H, B): CUDA caps its y and z at 65535.
+    for (const json &p : kernel.params)
+      if (p.value("name", "") == "q0" && p["shape"].size() == 4)
+        for (int d : {0, 1})
+          if (p["shape"][d].get<int64_t>() > 65535)
+            return fail(Twine(d == 0 ? "batch" : "heads") + " = " +
+                        Twine(p["shape"][d].get<int64_t>()) +
+                        " exceeds the launch grid (at most 65535): split the "
+                        "batch or the heads over several calls");
+    FailureOr<json> program = flashlight::exportProgram(func);
+    kernel.program = succeeded(program) ? *program : json();
+    attentions.push_back(std::move(kernel));
+  }
 
   // The kernel plan's overrides (attn-plan decides the rest, per arch).
   flashlight::attn::AttnPlanOptions &plan = options.plan;
@@ -733,147 +927,36 @@ int main(int argc, char **argv) {
     if (failed(pm.run(*module)))
       return 1;
   }
-  manifest.update(json{{"kernel", kernelName},
+  if (failed(compileAttentions(*module, name, ptxas, options, attentions)))
+    return 1;
+
+  // The first attention's kernel stands at the manifest's top level, with
+  // the first arch's launch geometry; a program with several lists them
+  // all in `attentions`, which its entry's attention steps index.
+  const AttentionKernel &first = attentions.front();
+  manifest.update(json{{"kernel", first.name},
                        {"abi", "memref-descriptor"},
                        {"grid_rule", "x = ceil(M / block_m), y = Hq, z = B "
                                      "(from q0's shape)"},
-                       {"params", params},
-                       {"kernel_ir", name + ".mlir"}});
-  if (succeeded(program))
-    manifest["program"] = *program;
-  else
-    manifest["program"] = nullptr;
-
-  // Each arch gets its own kernel: the code generator depends on the chip
-  // (wgmma on sm_90a), and with it the block size and shared memory. The
-  // first arch's kernel IR is <name>.mlir and its launch geometry also
-  // stands at the manifest's top level.
-  std::string firstIR;
-  json artifacts = json::object();
-  for (const std::string &chip : archs) {
-    OwningOpRef<ModuleOp> kernels = cast<ModuleOp>((*module)->clone());
-    options.chip = chip;
-    {
-      PassManager pm(&context);
-      configure(pm);
-      flashlight::buildAttnToGPUPipeline(pm, options);
-      printPipeline(pm, chip, "attn-to-gpu");
-      if (failed(pm.run(*kernels)))
-        return 1;
-    }
-    std::string kernelIR;
-    llvm::raw_string_ostream(kernelIR) << *kernels;
-    bool first = &chip == &archs.front();
-    if (first)
-      firstIR = kernelIR;
-    std::string irFile =
-        kernelIR == firstIR ? name + ".mlir" : name + "." + chip + ".mlir";
-    if ((first || kernelIR != firstIR) &&
-        failed(writeFile(outPath(irFile.substr(name.size())), kernelIR)))
-      return 1;
-
-    // Launch geometry and the kernel plan, as the kernel records them.
-    std::vector<int64_t> block = {1, 1, 1};
-    flashlight::attn::KernelPlanAttr plan;
-    int64_t dynamicShared = 0;
-    // Bytes every tensor pointer must be aligned to, beyond its element.
-    int64_t pointerAlignment = 1;
-    json blockMaskInfo;
-    kernels->walk([&](gpu::GPUFuncOp kernel) {
-      // The block-mask pre-kernel, if any, is described by the attention
-      // kernel's flashlight.block_mask.
-      if (kernel.getName() != kernelName)
-        return;
-      if (auto info =
-              kernel->getAttrOfType<DictionaryAttr>("flashlight.block_mask")) {
-        int64_t threads = info.getAs<IntegerAttr>("block").getInt();
-        blockMaskInfo = {
-            {"kernel", info.getAs<StringAttr>("kernel").str()},
-            {"block", {threads, 1, 1}},
-            {"batch", info.getAs<BoolAttr>("batch").getValue()},
-            {"heads", info.getAs<BoolAttr>("heads").getValue()},
-            {"grid_rule", "x = ceil(M / block_m) * ceil(N / block_n), y = "
-                          "(heads ? Hq : 1), z = (batch ? B : 1)"},
-            {"shape_rule", "i8 [batch ? B : 1, heads ? Hq : 1, "
-                           "ceil(M / block_m), ceil(N / block_n)], passed "
-                           "last to both kernels"}};
-      }
-      if (auto bytes = kernel->getAttrOfType<IntegerAttr>(
-              "flashlight.dynamic_shared_memory"))
-        dynamicShared = bytes.getInt();
-      if (auto bytes = kernel->getAttrOfType<IntegerAttr>(
-              "flashlight.pointer_alignment"))
-        pointerAlignment = bytes.getInt();
-      if (auto known = kernel.getKnownBlockSizeAttr())
-        block = {known[0], known[1], known[2]};
-      plan = kernel->getAttrOfType<flashlight::attn::KernelPlanAttr>(
-          flashlight::attn::kKernelPlanAttrName);
-    });
-    if (!plan)
-      return fail("no kernel plan on kernel " + kernelName + " for " + chip);
-    std::string codegen = codegenName(plan.getGenerator());
-    if (explain)
-      llvm::errs() << inputFile << ": code generator " << codegen << ", tiles "
-                   << plan.getBlockM() << "x" << plan.getBlockN() << ", "
-                   << block[0] << " threads per block for " << chip << "\n"
-                   << inputFile << ": kernel plan " << plan << "\n";
-    json info = {{"block", block},
-                 {"block_m", plan.getBlockM()},
-                 {"block_n", plan.getBlockN()},
-                 {"codegen", codegen},
-                 {"plan", planJson(plan)},
-                 {"dynamic_shared_memory", dynamicShared},
-                 {"pointer_alignment", pointerAlignment},
-                 {"kernel_ir", irFile},
-                 {"block_mask", blockMaskInfo}};
-    if (first)
-      manifest.update(json{{"block", block},
-                           {"block_m", plan.getBlockM()},
-                           {"block_n", plan.getBlockN()},
-                           {"codegen", codegen},
-                           {"dynamic_shared_memory", dynamicShared},
-                           {"pointer_alignment", pointerAlignment},
-                           {"block_mask", blockMaskInfo}});
-    if (emit != "mlir") {
-      options.chip = chip;
-      PassManager pm(&context);
-      configure(pm);
-      flashlight::buildGPUToPTXPipeline(pm, options);
-      printPipeline(pm, chip, "gpu-to-ptx");
-      auto start = std::chrono::steady_clock::now();
-      if (failed(pm.run(*kernels)))
-        return 1;
-      double ms = std::chrono::duration<double, std::milli>(
-                      std::chrono::steady_clock::now() - start)
-                      .count();
-      std::string ptx;
-      kernels->walk([&](gpu::BinaryOp binary) {
-        auto object = cast<gpu::ObjectAttr>(binary.getObjects()[0]);
-        ptx = object.getObject().getValue().str();
-      });
-      if (ptx.empty())
-        return fail("no PTX produced for " + chip);
-      info["ptx"] = name + "." + chip + ".ptx";
-      info["lower_ms"] = ms;
-      if (failed(writeFile(outPath("." + chip + ".ptx"), ptx)))
-        return 1;
-      if (first && failed(writeFile(outPath(".ptx"), ptx)))
-        return 1;
-      if (emit == "cubin") {
-        std::string cubin = outPath("." + chip + ".cubin");
-        auto start = std::chrono::steady_clock::now();
-        if (failed(assemble(ptxas, chip, outPath("." + chip + ".ptx"), cubin,
-                            info, kernelName)))
-          return 1;
-        info["cubin"] = name + "." + chip + ".cubin";
-        info["ptxas_ms"] = std::chrono::duration<double, std::milli>(
-                               std::chrono::steady_clock::now() - start)
-                               .count();
-      }
-    }
-    artifacts[chip] = info;
+                       {"params", first.params},
+                       {"kernel_ir", name + ".mlir"},
+                       {"program", first.program},
+                       {"archs", first.archs}});
+  const json &lowest = first.archs[archs.front()];
+  for (const char *key :
+       {"block", "block_m", "block_n", "codegen", "dynamic_shared_memory",
+        "pointer_alignment", "block_mask"})
+    manifest[key] = lowest[key];
+  if (attentions.size() > 1) {
+    manifest["manifest_version"] = flashlight::kManifestVersionAttentions;
+    json list = json::array();
+    for (const AttentionKernel &kernel : attentions)
+      list.push_back({{"kernel", kernel.name},
+                      {"params", kernel.params},
+                      {"program", kernel.program},
+                      {"archs", kernel.archs}});
+    manifest["attentions"] = list;
   }
-  manifest["archs"] = artifacts;
   if (failed(compileHost()))
     return 1;
   if (!entry->is_null())

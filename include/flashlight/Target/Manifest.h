@@ -21,6 +21,11 @@ namespace flashlight {
 
 /// Version of the manifest format; bump on incompatible changes.
 constexpr int kManifestVersion = 1;
+/// The version of a manifest whose program calls several attention kernels
+/// (`attentions`, indexed by its entry's attention steps): a loader that
+/// reads only version 1 refuses it rather than run the first kernel for
+/// every step.
+constexpr int kManifestVersionAttentions = 2;
 
 /// The parameters of the kernel generated from `func` (its arguments, then
 /// its results), with their roles in the attention (`q0`, `k0`, `v`,
@@ -51,12 +56,14 @@ mlir::FailureOr<nlohmann::json> describeEntry(
 /// and `steps`, run in order over numbered `values` (the inputs first):
 /// `{"op": "kernel", "kernel", "grid", "block", "args", "results"}` (a
 /// kernel of the `flashlight_host` module; `args` in parameter order,
-/// `results` the values it creates), `{"op": "attention", "args",
-/// "results"}` (the program's attention kernel), `{"op": "reshape",
+/// `results` the values it creates), `{"op": "attention", "attention",
+/// "args", "results"}` (a call of attention kernel `attention`: the
+/// position of the callee in `attentions`, the kernel functions in
+/// manifest order), `{"op": "reshape",
 /// "source", "result"}`, `{"op": "constant", "file", "result"}`, `{"op":
 /// "empty", "result"}`; `results` names the values returned.
 mlir::FailureOr<nlohmann::json> describeHostSteps(
-    mlir::func::FuncOp host,
+    mlir::func::FuncOp host, llvm::ArrayRef<std::string> attentions,
     llvm::function_ref<mlir::FailureOr<std::string>(mlir::ElementsAttr)>
         writeConstant);
 

@@ -30,6 +30,51 @@ bool isKernelShaped(func::FuncOp func, AttentionOp op) {
          ValueRange(op->getResults());
 }
 
+/// Whether `op` computes what the attention of `kernel` (outlined earlier)
+/// computes, given the same operands: the same op, attributes, types and
+/// regions. Such attentions share one kernel (a sub-batched loop unrolled
+/// into copies of one attention).
+bool sameKernel(AttentionOp op, func::FuncOp kernel) {
+  auto outlined = cast<AttentionOp>(kernel.getBody().front().front());
+  Block *args = &kernel.getBody().front();
+  DenseMap<Value, Value> same;
+  auto check = [&](Value l, Value r) -> LogicalResult {
+    if (auto it = same.find(l); it != same.end())
+      return success(it->second == r);
+    // An operand of the attention itself: the kernel argument at its
+    // position, of its type.
+    auto arg = dyn_cast<BlockArgument>(r);
+    return success(arg && arg.getOwner() == args &&
+                   arg.getArgNumber() < op->getNumOperands() &&
+                   op->getOperand(arg.getArgNumber()) == l &&
+                   l.getType() == r.getType());
+  };
+  auto mark = [&](Value l, Value r) { same[l] = r; };
+  return op->getNumOperands() == kernel.getNumArguments() &&
+         op->getOperandTypes() == kernel.getArgumentTypes() &&
+         OperationEquivalence::isEquivalentTo(
+             op, outlined, check, mark,
+             OperationEquivalence::Flags::IgnoreLocations);
+}
+
+/// `@<func>_attention<k>`: a kernel function holding a copy of `op` alone.
+func::FuncOp outlineKernel(AttentionOp op, func::FuncOp func,
+                           SymbolTable &symbols, unsigned k) {
+  OpBuilder b(func);
+  auto type = b.getFunctionType(op->getOperandTypes(), op->getResultTypes());
+  auto kernel = func::FuncOp::create(
+      b, op.getLoc(), (func.getName() + "_attention" + Twine(k)).str(), type);
+  kernel->setAttr("attn.kernel", b.getUnitAttr());
+  symbols.insert(kernel, Block::iterator(func));
+  Block *body = kernel.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  IRMapping map;
+  map.map(op->getOperands(), body->getArguments());
+  Operation *clone = b.clone(*op, map);
+  func::ReturnOp::create(b, op.getLoc(), clone->getResults());
+  return kernel;
+}
+
 struct AttnOutlinePass
     : flashlight::attn::impl::AttnOutlineBase<AttnOutlinePass> {
   using AttnOutlineBase::AttnOutlineBase;
@@ -42,22 +87,17 @@ struct AttnOutlinePass
       if (func->hasAttr("attn.kernel") ||
           (!all && ops.size() == 1 && isKernelShaped(func, ops.front())))
         continue;
-      for (auto [k, op] : llvm::enumerate(ops)) {
-        OpBuilder b(func);
-        auto type =
-            b.getFunctionType(op->getOperandTypes(), op->getResultTypes());
-        auto kernel = func::FuncOp::create(
-            b, op.getLoc(), (func.getName() + "_attention" + Twine(k)).str(),
-            type);
-        kernel->setAttr("attn.kernel", b.getUnitAttr());
-        symbols.insert(kernel, Block::iterator(func));
-        Block *body = kernel.addEntryBlock();
-        b.setInsertionPointToStart(body);
-        IRMapping map;
-        map.map(op->getOperands(), body->getArguments());
-        Operation *clone = b.clone(*op, map);
-        func::ReturnOp::create(b, op.getLoc(), clone->getResults());
-        b.setInsertionPoint(op);
+      SmallVector<func::FuncOp> outlined;
+      for (AttentionOp op : ops) {
+        auto *found = llvm::find_if(
+            outlined, [&](func::FuncOp k) { return sameKernel(op, k); });
+        func::FuncOp kernel =
+            found != outlined.end()
+                ? *found
+                : outlineKernel(op, func, symbols, outlined.size());
+        if (found == outlined.end())
+          outlined.push_back(kernel);
+        OpBuilder b(op);
         auto call =
             func::CallOp::create(b, op.getLoc(), kernel, op->getOperands());
         op->replaceAllUsesWith(call.getResults());

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/GreedyPatternRewriteDriver.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
@@ -2091,11 +2092,13 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
     (void)applyPatternsGreedily(func, std::move(none));
   }
 
-  /// An attention that a result computes more with (an output projection
-  /// after it): tries the values `root` is computed from (generic results
-  /// and reshapes, whose layout may separate B and H where a contraction's
-  /// does not), the last first, and raises the first that is an attention;
-  /// the rest of the result stays for the reference path.
+  /// Attentions that a result computes more with (an output projection
+  /// after one, a stack of layers): tries the values `root` is computed
+  /// from (generic results and reshapes, whose layout may separate B and H
+  /// where a contraction's does not), the last first, and raises every one
+  /// that is an attention; the rest of the result stays for the reference
+  /// path. A raised attention's matched ops are erased before the next try,
+  /// so that no part of it is raised again.
   void raiseInside(func::FuncOp func, Value root, unsigned resultNumber) {
     llvm::SetVector<Operation *> cone;
     SmallVector<Value> work = {root};
@@ -2115,7 +2118,11 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
         candidates.push_back(&op);
     Reason best;
     Operation *bestOp = nullptr;
+    llvm::DenseSet<Operation *> erased;
+    unsigned raisedCount = 0;
     for (Operation *op : llvm::reverse(candidates)) {
+      if (erased.contains(op))
+        continue;
       Raiser raiser(func, keepRounding);
       Reason why;
       Value value = op->getResult(0);
@@ -2133,13 +2140,28 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
             << "attn-raise: an attention inside result " << resultNumber
             << " raised to attn.attention; the rest of the result is not "
                "attention";
-      return;
+      ++raisedCount;
+      eraseDead(func, erased);
+      if (bestOp && erased.contains(bestOp))
+        bestOp = nullptr;
     }
     // The value that came closest to an attention says what stopped it.
-    if (explain && bestOp && best.stage > 0)
+    if (explain && !raisedCount && bestOp && best.stage > 0)
       emitRemark(bestOp->getLoc())
           << "attn-raise: nothing inside result " << resultNumber
           << " is raised; the closest value stopped at: " << best.text;
+  }
+
+  /// Erases the ops of `func`'s body that nothing uses any more, noting
+  /// them in `erased`.
+  static void eraseDead(func::FuncOp func,
+                        llvm::DenseSet<Operation *> &erased) {
+    Block &body = func.getBody().front();
+    for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+      if (isOpTriviallyDead(&op)) {
+        erased.insert(&op);
+        op.erase();
+      }
   }
 };
 

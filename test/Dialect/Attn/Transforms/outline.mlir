@@ -30,3 +30,37 @@ func.func @kernel_shaped(%q: tensor<1x2x16x8xf16>, %k: tensor<1x2x16x8xf16>, %v:
   %o = attn.attention q(%q : tensor<1x2x16x8xf16>) k(%k : tensor<1x2x16x8xf16>) v(%v : tensor<1x2x16x8xf16>) scale [0.35] normalizer softmax -> tensor<1x2x16x8xf16>
   return %o : tensor<1x2x16x8xf16>
 }
+
+// -----
+
+// Attentions that compute the same thing (a sub-batched loop, unrolled)
+// share one kernel; one that differs (its scale here) gets its own.
+// CHECK-LABEL: func.func @chunks_attention0(
+// CHECK: scale [3.500000e-01]
+// CHECK-LABEL: func.func @chunks_attention1(
+// CHECK: scale [2.500000e-01]
+// CHECK-NOT: func.func @chunks_attention2
+// CHECK-LABEL: func.func @chunks(
+// CHECK: %[[A:.+]] = call @chunks_attention0(%arg0, %arg1, %arg2)
+// CHECK: %[[B:.+]] = call @chunks_attention0(%arg1, %arg0, %arg2)
+// CHECK: %[[C:.+]] = call @chunks_attention1(%arg0, %arg1, %arg2)
+// CHECK: return %[[A]], %[[B]], %[[C]]
+func.func @chunks(%q: tensor<1x2x16x8xf16>, %k: tensor<1x2x16x8xf16>, %v: tensor<1x2x16x8xf16>) -> (tensor<1x2x16x8xf16>, tensor<1x2x16x8xf16>, tensor<1x2x16x8xf16>) {
+  %a = attn.attention q(%q : tensor<1x2x16x8xf16>) k(%k : tensor<1x2x16x8xf16>) v(%v : tensor<1x2x16x8xf16>) scale [0.35] normalizer softmax -> tensor<1x2x16x8xf16>
+  %b = attn.attention q(%k : tensor<1x2x16x8xf16>) k(%q : tensor<1x2x16x8xf16>) v(%v : tensor<1x2x16x8xf16>) scale [0.35] normalizer softmax -> tensor<1x2x16x8xf16>
+  %c = attn.attention q(%q : tensor<1x2x16x8xf16>) k(%k : tensor<1x2x16x8xf16>) v(%v : tensor<1x2x16x8xf16>) scale [0.25] normalizer softmax -> tensor<1x2x16x8xf16>
+  return %a, %b, %c : tensor<1x2x16x8xf16>, tensor<1x2x16x8xf16>, tensor<1x2x16x8xf16>
+}
+
+// -----
+
+// Same op, different shapes: two kernels.
+// CHECK-LABEL: func.func @shapes_attention0(
+// CHECK-SAME: tensor<1x2x16x8xf16>
+// CHECK-LABEL: func.func @shapes_attention1(
+// CHECK-SAME: tensor<1x2x32x8xf16>
+func.func @shapes(%q: tensor<1x2x16x8xf16>, %q2: tensor<1x2x32x8xf16>, %k: tensor<1x2x16x8xf16>, %v: tensor<1x2x16x8xf16>) -> (tensor<1x2x16x8xf16>, tensor<1x2x32x8xf16>) {
+  %a = attn.attention q(%q : tensor<1x2x16x8xf16>) k(%k : tensor<1x2x16x8xf16>) v(%v : tensor<1x2x16x8xf16>) scale [0.35] normalizer softmax -> tensor<1x2x16x8xf16>
+  %b = attn.attention q(%q2 : tensor<1x2x32x8xf16>) k(%k : tensor<1x2x16x8xf16>) v(%v : tensor<1x2x16x8xf16>) scale [0.35] normalizer softmax -> tensor<1x2x32x8xf16>
+  return %a, %b : tensor<1x2x16x8xf16>, tensor<1x2x32x8xf16>
+}

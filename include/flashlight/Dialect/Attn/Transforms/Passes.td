@@ -229,6 +229,8 @@ def AttnOutline : Pass<"attn-outline", "::mlir::ModuleOp"> {
     alone (marked `attn.kernel`), and replaces the attention by a
     `func.call` to it. The calling function keeps the rest (the runtime
     performs its layout copies; see `flashlight-compile`'s manifest `entry`).
+    Attentions that compute the same thing (the same attributes, types and
+    regions: the copies of an unrolled sub-batch loop) call one kernel.
 
     ```mlir
     %q = linalg.generic ... ins(%arg0 : tensor<2x128x4x64xbf16>) ...
