@@ -14,6 +14,7 @@
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
 
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -128,6 +129,10 @@ struct Branch {
   /// every key masked is then a uniform average of V, not 0.
   bool finiteFill = false;
   SmallVector<Distance> distances; // squared distances in S besides Q.K
+  /// The epilogue reads the softmax's output times exp of its log-sum-exp
+  /// (`O * exp(LSE)`, attention-gym's undo_softmax): that is `sum_j exp(S)
+  /// V`, normalizer `none` over exp of the score.
+  bool exponentiate = false;
 };
 
 /// Whether `e` reads head variable `h` other than as `h floordiv group`
@@ -218,6 +223,7 @@ private:
   }
   LogicalResult matchContraction(Branch &br, Reason &why);
   void splitMask(Branch &br);
+  void matchUnnormalized(ENode *out, Branch &br);
   /// Whether `n` computes an exponential itself, not only by reading a
   /// stored tensor (other than through casts) that does.
   bool ownExp(ENode *n) {
@@ -742,6 +748,46 @@ LogicalResult Raiser::matchContraction(Branch &br, Reason &why) {
   br.k = leaves[1];
   br.scale = scale;
   return success();
+}
+
+/// A softmax branch whose output the epilogue only reads times exp of the
+/// branch's log-sum-exp, `O * exp(log(sum_j exp(S - m)) + m)`: that product
+/// is `sum_j exp(S) V`, the branch unnormalized (`exponentiate`), so the
+/// log-sum-exp, which would need the logits outside the kernel, goes.
+void Raiser::matchUnnormalized(ENode *out, Branch &br) {
+  if (br.normalizer != Normalizer::softmax || br.sink)
+    return;
+  SmallVector<ENode *> products;
+  bool otherUse = false;
+  llvm::DenseSet<ENode *> seen;
+  SmallVector<ENode *> work = {out};
+  while (!work.empty()) {
+    ENode *n = work.pop_back_val();
+    if (!seen.insert(n).second)
+      continue;
+    if (n == br.output) {
+      otherUse = true; // read other than through such a product
+      continue;
+    }
+    if (isOp(n, "arith.mulf"))
+      for (int side : {0, 1}) {
+        ENode *e = peel(n->operands[1 - side]);
+        if (peel(n->operands[side]) == br.output && isOp(e, "math.exp") &&
+            isLse(e->operands[0], br)) {
+          products.push_back(n);
+          break;
+        }
+      }
+    if (!products.empty() && products.back() == n)
+      continue;
+    work.append(n->operands.begin(), n->operands.end());
+  }
+  if (products.size() != 1 || otherUse)
+    return;
+  br.output = products.front();
+  br.normalizer = Normalizer::none;
+  br.exponentiate = true;
+  br.finiteFill = false; // exp of the fill is 0: no uniform average
 }
 
 /// Moves `select(keep, x, -inf)` / `x + select(keep, 0, -inf)` at the top
@@ -1471,6 +1517,8 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
       return failure();
     splitMask(br);
   }
+  for (Branch &br : branches)
+    matchUnnormalized(out, br);
   why.stage = 3;
   Branch &first = branches.front();
   for (Branch &br : llvm::drop_begin(branches)) {
@@ -1761,7 +1809,7 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   llvm::DenseSet<ENode *> seen;
   bool hasScore = false;
   for (Branch &br : branches) {
-    hasScore |= br.score != br.qk;
+    hasScore |= br.score != br.qk || br.exponentiate;
     collectCaptures(graph, br.score, captures, seen, stops);
     for (ENode *m : llvm::concat<ENode *>(br.keep, br.drop))
       collectCaptures(graph, m, captures, seen, stops);
@@ -1886,7 +1934,10 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
               em.promotes(d.node->type) ? sum : fromF32(rb, sum, d.node->type);
         }
         // Where a cast chain ends at the contraction, use the f32 logit.
-        results.push_back(toF32(rb, em.emit(br.score)));
+        Value logit = toF32(rb, em.emit(br.score));
+        if (logit && br.exponentiate)
+          logit = math::ExpOp::create(rb, loc, logit);
+        results.push_back(logit);
       }
       return results;
     });
