@@ -111,6 +111,10 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
       bound).
     * `producer_registers`, `consumer_registers`: setmaxnreg's split with a
       producer (0 without).
+    * `runtime_strides`: the kernel's tensors take their strides from the
+      memref descriptors (the innermost one 1), so any layout whose last
+      dim is contiguous reaches the kernel without a copy; without it the
+      strides are the contiguous ones, compiled in.
   }];
   let parameters = (ins
     EnumParameter<Attn_Generator>:$generator,
@@ -128,7 +132,8 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
     "int64_t":$shared_memory,
     "int64_t":$min_blocks,
     "int64_t":$producer_registers,
-    "int64_t":$consumer_registers
+    "int64_t":$consumer_registers,
+    Attn_PlanFlag:$runtime_strides
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{
@@ -145,7 +150,8 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
     }
     /// The plan of the reference generator on `blockM` x `blockN` tiles.
     static KernelPlanAttr getReference(::mlir::MLIRContext *context,
-                                       int64_t blockM, int64_t blockN);
+                                       int64_t blockM, int64_t blockN,
+                                       bool runtimeStrides);
   }];
 }
 

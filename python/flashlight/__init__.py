@@ -17,6 +17,7 @@ the context PyTorch uses.
 
 import ctypes
 import json
+import warnings
 import os
 
 from .export import export
@@ -275,9 +276,14 @@ class Kernel:
         if len(tensor.shape) != len(expected) or any(
                 e >= 0 and e != s for e, s in zip(expected, tensor.shape)):
             raise ValueError(f"{name}: shape {tuple(tensor.shape)}, expected {expected}")
-        if not tensor.is_contiguous():
-            raise ValueError(f"{name}: must be contiguous")
         align = self.geometry.get("pointer_alignment") or 1
+        if not tensor.is_contiguous():
+            if not self.geometry.get("runtime_strides"):
+                raise ValueError(f"{name}: must be contiguous (this kernel was compiled "
+                                 "with --static-strides)")
+            problem = _stride_problem(tensor, align, output=param["direction"] == "out")
+            if problem:
+                raise ValueError(f"{name}: {problem}")
         if tensor.data_ptr() % align:
             raise ValueError(f"{name}: data pointer not aligned to {align} bytes, "
                              "as this kernel's copies need (pass a fresh tensor)")
@@ -316,7 +322,11 @@ class Kernel:
                 self.geometry["block_mask"]["block"], inputs[0].device)
         return mask
 
-    def __call__(self, *inputs, block_mask=None):
+    def __call__(self, *inputs, block_mask=None, out=None):
+        """Runs the kernel on `inputs` (manifest order; with runtime strides
+        any layout whose innermost dim is contiguous) and returns its
+        outputs: new contiguous tensors, or `out` (a tensor or a tuple, in
+        any such layout; the kernel writes through it)."""
         import torch
 
         self._check_inputs(inputs)
@@ -333,8 +343,16 @@ class Kernel:
         elif self._mask_function is not None:
             block_mask = self.build_block_mask(*inputs)
         device = inputs[0].device
-        outputs = [torch.empty(p["shape"], dtype=_torch_dtypes()[p["dtype"]], device=device)
-                   for p in self.outputs]
+        if out is not None:
+            outputs = list(out) if isinstance(out, (tuple, list)) else [out]
+            if len(outputs) != len(self.outputs):
+                raise TypeError(f"{self.manifest['name']} has {len(self.outputs)} outputs, "
+                                f"got {len(outputs)} in out=")
+            for t, p in zip(outputs, self.outputs):
+                self._check(t, p)
+        else:
+            outputs = [torch.empty(p["shape"], dtype=_torch_dtypes()[p["dtype"]], device=device)
+                       for p in self.outputs]
         if self.poison:  # checks: an element the kernel skips stays NaN
             for o in outputs:
                 o.fill_(float("nan"))
@@ -367,6 +385,29 @@ class Kernel:
         if name not in self._host_functions:
             self._host_functions[name] = self._get_function(self._host_module, name)
         return self._host_functions[name]
+
+
+def _stride_problem(t, align, output=False):
+    """Why the kernel cannot take non-contiguous `t` through its runtime
+    strides (None if it can): the innermost dim must be contiguous, the
+    other strides multiples of the copies' alignment; an output must not
+    overlap itself."""
+    dims = [d for d in range(t.dim()) if t.shape[d] > 1]
+    if dims and dims[-1] == t.dim() - 1 and t.stride(-1) != 1:
+        return f"the innermost dim must be contiguous (strides {tuple(t.stride())})"
+    elem = t.element_size()
+    outer = [d for d in dims if d != t.dim() - 1]
+    if align > elem and any((t.stride(d) * elem) % align for d in outer):
+        return (f"strides {tuple(t.stride())} are not multiples of {align // elem} "
+                f"elements, as this kernel's {align}-byte copies need")
+    if output:
+        # Each dim's stride clears the extent of the finer ones.
+        extent = 1
+        for d in sorted(dims, key=lambda d: t.stride(d)):
+            if t.stride(d) < extent:
+                return f"an output must not overlap itself (strides {tuple(t.stride())})"
+            extent = t.stride(d) * t.shape[d]
+    return None
 
 
 def _launch(function, tensors, grid, block, device, shared=0):
@@ -441,8 +482,8 @@ def _run_steps(kernel, entry, args):
 
 
 def _to_kernel_layout(x, index, shape):
-    """The kernel's view of a user tensor: user dim p is indexed by kernel
-    dim index[p]["dim"] (or fixed at index[p]["const"])."""
+    """The kernel's view of a user tensor (no copy): user dim p is indexed
+    by kernel dim index[p]["dim"] (or fixed at index[p]["const"])."""
     for p in reversed(range(len(index))):
         if "const" in index[p]:
             x = x.select(p, index[p]["const"])
@@ -451,7 +492,44 @@ def _to_kernel_layout(x, index, shape):
     for k in range(len(shape)):  # kernel dims the user tensor broadcasts
         if k not in dims:
             x = x.unsqueeze(k)
-    return x.expand(tuple(shape)).contiguous()
+    return x.expand(tuple(shape))
+
+
+_warned = set()
+
+
+def _warn_once(text):
+    if text not in _warned:
+        _warned.add(text)
+        warnings.warn(text, stacklevel=3)
+
+
+def _kernel_operand(kernel, view, name):
+    """`view` as the kernel takes it: itself where the kernel reads runtime
+    strides and can take its layout, else a contiguous copy (with a
+    one-time warning saying why, for a kernel that reads strides)."""
+    if view.is_contiguous():
+        return view
+    if kernel.geometry.get("runtime_strides"):
+        align = kernel.geometry.get("pointer_alignment") or 1
+        problem = _stride_problem(view, align)
+        if problem is None and view.data_ptr() % align:
+            problem = f"its data pointer is not aligned to {align} bytes"
+        if problem is None:
+            return view
+        _warn_once(f"flashlight: {kernel.manifest['name']}: copying {name} to a contiguous "
+                   f"tensor: {problem}")
+    return view.contiguous()
+
+
+def _user_output_view(user, index, shape):
+    """The kernel's view of a user output tensor when the result's layout
+    is a permutation of it (each kernel dim one user dim): the kernel writes
+    through it. None otherwise."""
+    if len(index) != user.dim() or any("dim" not in e for e in index):
+        return None
+    view = user.permute([e["dim"] for e in index])
+    return view if list(view.shape) == list(shape) else None
 
 
 def _to_user_layout(y, index, shape):
@@ -501,12 +579,33 @@ def _call_entry(kernel, *args):
     # program stored beside the manifest.
     params = [_load_constant(kernel, {"file": s["constant"], **p}, args[0].device)
               if "constant" in s
-              else _to_kernel_layout(args[s["input"]], s["index"], p["shape"])
+              else _kernel_operand(kernel, _to_kernel_layout(args[s["input"]], s["index"],
+                                                             p["shape"]), p["name"])
               for s, p in zip(entry["sources"], kernel.inputs)]
-    outs = kernel(*params)
-    outs = outs if isinstance(outs, tuple) else (outs,)
-    results = [_to_user_layout(outs[r["result"]], r["index"], info["shape"])
-               for r, info in zip(entry["results"], entry["outputs"])]
+    # Outputs: where the kernel reads strides and a result is a permutation
+    # of the user's layout, the kernel writes the user's tensor itself.
+    import torch
+
+    device = args[0].device
+    outs = [None] * len(kernel.outputs)
+    written = {}
+    if kernel.geometry.get("runtime_strides"):
+        for u, (r, info) in enumerate(zip(entry["results"], entry["outputs"])):
+            k = r["result"]
+            p = kernel.outputs[k]
+            if outs[k] is not None or info["dtype"] != p["dtype"]:
+                continue
+            user = torch.empty(info["shape"], dtype=_torch_dtypes()[p["dtype"]], device=device)
+            view = _user_output_view(user, r["index"], p["shape"])
+            if view is not None:
+                outs[k], written[u] = view, user
+    outs = [o if o is not None else
+            torch.empty(p["shape"], dtype=_torch_dtypes()[p["dtype"]], device=device)
+            for o, p in zip(outs, kernel.outputs)]
+    kernel(*params, out=outs)
+    results = [written[u] if u in written else
+               _to_user_layout(outs[r["result"]], r["index"], info["shape"])
+               for u, (r, info) in enumerate(zip(entry["results"], entry["outputs"]))]
     return results[0] if len(results) == 1 else tuple(results)
 
 

@@ -138,5 +138,58 @@ class ExportAliasing(unittest.TestCase):
         self.assertTrue({"q", "k", "v"} <= refs, refs)
 
 
+@unittest.skipUnless(HAS_TORCH, "needs PyTorch")
+class RuntimeStrides(unittest.TestCase):
+    """Which layouts a kernel with runtime strides takes as they are (the
+    checks read strides only: CPU tensors do)."""
+
+    def test_bnhd_storage_seen_as_bhnd(self):
+        import torch
+
+        q = torch.empty(2, 128, 4, 64, dtype=torch.bfloat16).transpose(1, 2)
+        self.assertIsNone(flashlight._stride_problem(q, 16))
+
+    def test_packed_qkv(self):
+        import torch
+
+        qkv = torch.empty(2, 128, 3, 4, 64, dtype=torch.bfloat16)
+        k = qkv[:, :, 1].transpose(1, 2)
+        self.assertIsNone(flashlight._stride_problem(k, 16))
+
+    def test_innermost_dim_must_be_contiguous(self):
+        import torch
+
+        q = torch.empty(2, 4, 64, 128, dtype=torch.bfloat16).transpose(2, 3)
+        self.assertIn("innermost dim must be contiguous",
+                      flashlight._stride_problem(q, 16))
+
+    def test_strides_must_keep_the_copies_aligned(self):
+        import torch
+
+        q = torch.empty(2, 4, 128, 68, dtype=torch.bfloat16)[..., :64]
+        self.assertIn("not multiples of 8 elements", flashlight._stride_problem(q, 16))
+
+    def test_outputs_must_not_overlap(self):
+        import torch
+
+        o = torch.empty(2, 1, 128, 64, dtype=torch.bfloat16).expand(2, 4, 128, 64)
+        self.assertIsNone(flashlight._stride_problem(o, 16))  # fine to read
+        self.assertIn("must not overlap", flashlight._stride_problem(o, 16, output=True))
+        # A slice of a larger buffer (gaps) is fine to write.
+        wide = torch.empty(2, 128, 8, 64, dtype=torch.bfloat16)[:, :, :4].transpose(1, 2)
+        self.assertIsNone(flashlight._stride_problem(wide, 16, output=True))
+
+    def test_user_output_view_is_a_permutation(self):
+        import torch
+
+        user = torch.empty(2, 128, 4, 64)
+        index = [{"dim": 0}, {"dim": 2}, {"dim": 1}, {"dim": 3}]
+        view = flashlight._user_output_view(user, index, [2, 4, 128, 64])
+        self.assertEqual(view.data_ptr(), user.data_ptr())
+        self.assertEqual(view.stride(), (128 * 256, 64, 256, 1))
+        merged = torch.empty(2, 128, 256)
+        self.assertIsNone(flashlight._user_output_view(merged, index[:3], [2, 4, 128, 64]))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -162,6 +162,12 @@ static cl::opt<bool> branchLookahead(
     cl::desc("With wgmma and several logit branches: issue the next "
              "branch's S = Q K^T before this branch's softmax"),
     cl::init(true), cl::cat(toolCategory));
+static cl::opt<bool> staticStrides(
+    "static-strides",
+    cl::desc("Compile the contiguous strides in: callers must pass "
+             "contiguous tensors (default: the kernels read each tensor's "
+             "strides at run time; the innermost must be 1)"),
+    cl::init(false), cl::cat(toolCategory));
 static cl::opt<bool>
     explain("flashlight-explain",
             cl::desc("Say what the analysis found and which code generator was "
@@ -206,7 +212,8 @@ json planJson(flashlight::attn::KernelPlanAttr plan) {
           {"shared_memory", plan.getSharedMemory()},
           {"min_blocks", plan.getMinBlocks()},
           {"producer_registers", plan.getProducerRegisters()},
-          {"consumer_registers", plan.getConsumerRegisters()}};
+          {"consumer_registers", plan.getConsumerRegisters()},
+          {"runtime_strides", plan.getRuntimeStrides()}};
 }
 
 /// `name` as a PTX identifier ([A-Za-z_][A-Za-z0-9_]*): other characters
@@ -603,7 +610,8 @@ FailureOr<json> kernelInfo(ModuleOp kernels, StringRef name, StringRef chip,
               {"plan", planJson(plan)},
               {"dynamic_shared_memory", dynamicShared},
               {"pointer_alignment", pointerAlignment},
-              {"block_mask", blockMaskInfo}};
+              {"block_mask", blockMaskInfo},
+              {"runtime_strides", plan.getRuntimeStrides()}};
 }
 
 /// Lowers the attention kernels of `module` for each arch (one GPU module:
@@ -921,6 +929,7 @@ int main(int argc, char **argv) {
   plan.producerWarpgroup = producerWarpgroup;
   plan.pingPong = pingPong;
   plan.branchLookahead = branchLookahead;
+  plan.staticStrides = staticStrides;
   if (explain) {
     PassManager pm(&context);
     pm.addPass(flashlight::attn::createAttnExplain());
@@ -945,7 +954,7 @@ int main(int argc, char **argv) {
   const json &lowest = first.archs[archs.front()];
   for (const char *key :
        {"block", "block_m", "block_n", "codegen", "dynamic_shared_memory",
-        "pointer_alignment", "block_mask"})
+        "pointer_alignment", "block_mask", "runtime_strides"})
     manifest[key] = lowest[key];
   if (attentions.size() > 1) {
     manifest["manifest_version"] = flashlight::kManifestVersionAttentions;

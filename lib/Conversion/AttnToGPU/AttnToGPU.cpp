@@ -113,6 +113,22 @@ bool boundGrowsWithQueryTile(scf::ForallOp forall, OnlineStepOp step) {
          !dependsOn(loop.getLowerBound(), tile);
 }
 
+/// A kernel parameter for tensor type `t`: a memref of its shape, with the
+/// plan's `runtime_strides` strides that are runtime values (the memref
+/// descriptor's), the innermost one 1, so that the caller's layout (BNHD
+/// storage seen as BHND, packed QKV, a transposed view) reaches the kernel
+/// without a copy; else contiguous.
+MemRefType kernelParamType(Type t, KernelPlanAttr plan) {
+  auto tensor = cast<RankedTensorType>(t);
+  if (tensor.getRank() == 0 || !plan.getRuntimeStrides())
+    return MemRefType::get(tensor.getShape(), tensor.getElementType());
+  SmallVector<int64_t> strides(tensor.getRank(), ShapedType::kDynamic);
+  strides.back() = 1;
+  return MemRefType::get(
+      tensor.getShape(), tensor.getElementType(),
+      StridedLayoutAttr::get(tensor.getContext(), /*offset=*/0, strides));
+}
+
 /// Threads per block of the block-mask pre-kernel.
 constexpr int64_t kBlockMaskThreads = 128;
 
@@ -124,11 +140,9 @@ LogicalResult emitBlockMaskKernel(OpBuilder &b, func::FuncOp func,
                                   BlockMask mask) {
   Location loc = func.getLoc();
   SmallVector<Type> params;
-  for (Type t : func.getArgumentTypes()) {
-    auto tensor = cast<RankedTensorType>(t);
-    params.push_back(
-        MemRefType::get(tensor.getShape(), tensor.getElementType()));
-  }
+  auto plan = forall->getAttrOfType<KernelPlanAttr>(kKernelPlanAttrName);
+  for (Type t : func.getArgumentTypes())
+    params.push_back(kernelParamType(t, plan));
   params.push_back(maskType);
   auto kernel =
       gpu::GPUFuncOp::create(b, loc, (func.getName() + "_block_mask").str(),
@@ -336,10 +350,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   // Parameters: the function's tensors as memrefs, arguments then results,
   // then the block mask (an i8 buffer both kernels take).
   SmallVector<Type> params;
-  auto toMemref = [](Type t) {
-    auto tensor = cast<RankedTensorType>(t);
-    return MemRefType::get(tensor.getShape(), tensor.getElementType());
-  };
+  auto toMemref = [&](Type t) { return kernelParamType(t, plan); };
   llvm::append_range(params,
                      llvm::map_range(func.getArgumentTypes(), toMemref));
   llvm::append_range(params, llvm::map_range(func.getResultTypes(), toMemref));

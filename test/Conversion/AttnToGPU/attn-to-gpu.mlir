@@ -5,7 +5,7 @@
 // CHECK: module attributes {gpu.container_module}
 // CHECK-NOT: func.func
 // CHECK: gpu.module @flashlight_kernels
-// CHECK: gpu.func @causal(%[[Q:.*]]: memref<2x4x32x8xf16>, %[[K:.*]]: memref<2x2x32x8xf16>, %[[V:.*]]: memref<2x2x32x8xf16>, %[[OUT:.*]]: memref<2x4x32x8xf16>) kernel
+// CHECK: gpu.func @causal(%[[Q:.*]]: memref<2x4x32x8xf16, strided<[?, ?, ?, 1]>>, %[[K:.*]]: memref<2x2x32x8xf16, strided<[?, ?, ?, 1]>>, %[[V:.*]]: memref<2x2x32x8xf16, strided<[?, ?, ?, 1]>>, %[[OUT:.*]]: memref<2x4x32x8xf16, strided<[?, ?, ?, 1]>>) kernel
 // block_m warps of 32 lanes
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // warp w owns query row q0 + w; lane l owns columns l, l + 32, ...

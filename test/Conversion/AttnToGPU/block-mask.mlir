@@ -5,7 +5,7 @@
 // kernel takes a block mask [B, 1, M tiles, N tiles] after its output and
 // reads its tile's byte instead of voting.
 // CHECK-LABEL: gpu.func @document(
-// CHECK-SAME: %[[OUT:.*]]: memref<2x4x128x64xbf16>, %[[MASK:.*]]: memref<?x?x?x?xi8>)
+// CHECK-SAME: %[[OUT:.*]]: memref<2x4x128x64xbf16, strided<[?, ?, ?, 1]>>, %[[MASK:.*]]: memref<?x?x?x?xi8>)
 // CHECK-SAME: flashlight.block_mask = {batch = true, block = 128 : i64, heads = false, kernel = "document_block_mask"}
 // CHECK: scf.for %[[K0:.*]] = {{.*}} iter_args
 // the tile's byte: the batch's row, head 0, (query tile, KV tile)
@@ -28,7 +28,7 @@
 // The pre-kernel: the inputs then the mask; block x is (query tile, KV
 // tile), and a tile outside the KV loop's range is not written (nor read).
 // CHECK-LABEL: gpu.func @document_block_mask(
-// CHECK-SAME: %{{.*}}: memref<2x128xi32>, %[[M:.*]]: memref<?x?x?x?xi8>) kernel
+// CHECK-SAME: %{{.*}}: memref<2x128xi32, strided<[?, 1]>>, %[[M:.*]]: memref<?x?x?x?xi8>) kernel
 // CHECK-SAME: known_block_size = array<i32: 128, 1, 1>
 // CHECK: %[[TILES:.*]] = memref.dim %[[M]], %c3
 // CHECK: %[[KV:.*]] = arith.remui %block_id_x, %[[TILES]]

@@ -6,7 +6,7 @@
 // CHECK-LABEL: gpu.func @gate_bf16
 // The gate of the thread's two columns d, d + 1: one load of both.
 // CHECK-NOT: memref.load %arg3
-// CHECK: %[[BOTH:.*]] = vector.load %arg3[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] {alignment = 4 : i64} : memref<1x2x128x64xbf16>, vector<2xbf16>
+// CHECK: %[[BOTH:.*]] = vector.load %arg3[%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}] {alignment = 4 : i64} : memref<1x2x128x64xbf16, strided<[?, ?, ?, 1]>>, vector<2xbf16>
 // CHECK: vector.extract %[[BOTH]][0]
 // CHECK: math.exp %{{.*}} fastmath<reassoc,nnan,contract,afn>
 // CHECK: arith.divf %{{.*}}, %{{.*}} fastmath<reassoc,contract,afn>

@@ -50,7 +50,7 @@
 // the output leaves as column pairs, one aligned 4-byte store each
 // CHECK: scf.yield
 // CHECK: vector.from_elements %{{.*}}, %{{.*}} : vector<2xbf16>
-// CHECK: vector.store %{{.*}} {alignment = 4 : i64} : memref<1x2x128x64xbf16>, vector<2xbf16>
+// CHECK: vector.store %{{.*}} {alignment = 4 : i64} : memref<1x2x128x64xbf16, strided<[?, ?, ?, 1]>>, vector<2xbf16>
 // CHECK-NOT: memref.store
 func.func @causal(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
                   %v: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> {

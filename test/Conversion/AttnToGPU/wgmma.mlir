@@ -59,7 +59,7 @@
 // CHECK-NOT: gpu.barrier
 // CHECK: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
 // CHECK: vector.load %[[QS]]{{.*}} {alignment = 16 : i64} {{.*}}, vector<8xbf16>
-// CHECK: vector.store %{{.*}}, %arg3{{.*}} {alignment = 16 : i64} : memref<1x2x256x128xbf16>, vector<8xbf16>
+// CHECK: vector.store %{{.*}}, %arg3{{.*}} {alignment = 16 : i64} : memref<1x2x256x128xbf16, strided<[?, ?, ?, 1]>>, vector<8xbf16>
 // CHECK-NOT: vector<2xbf16>
 func.func @vanilla(%q: tensor<1x2x256x128xbf16>, %k: tensor<1x2x256x128xbf16>,
                    %v: tensor<1x2x256x128xbf16>) -> tensor<1x2x256x128xbf16> {

@@ -41,11 +41,13 @@ int64_t KernelPlanAttr::getThreads() const {
 }
 
 KernelPlanAttr KernelPlanAttr::getReference(MLIRContext *context,
-                                            int64_t blockM, int64_t blockN) {
+                                            int64_t blockM, int64_t blockN,
+                                            bool runtimeStrides) {
   return get(context, Generator::reference, blockM, blockN, /*warp_rows=*/1,
              /*consumer_groups=*/0, /*producer=*/false, LoopForm::barrier,
              /*ping_pong=*/false, /*lookahead=*/false, Sparsity::none,
              /*query_in_smem=*/false, /*staged_reads=*/0,
              /*shared_memory=*/0, /*min_blocks=*/0,
-             /*producer_registers=*/0, /*consumer_registers=*/0);
+             /*producer_registers=*/0, /*consumer_registers=*/0,
+             runtimeStrides);
 }

@@ -168,7 +168,7 @@ FailureOr<KernelPlanAttr> Planner::referencePlan() {
                       "(at most "
                    << ArchInfo::kMaxThreadsPerBlock << ")";
   return KernelPlanAttr::getReference(facts.getOp()->getContext(), blockM,
-                                      blockN);
+                                      blockN, !options.staticStrides);
 }
 
 FailureOr<KernelPlanAttr> Planner::plan() {
@@ -301,11 +301,11 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   SharedMemory smem = layoutSharedMemory(facts, wgmma, blockM, blockN, warpRows,
                                          threads / ArchInfo::kThreadsPerWarp,
                                          queryInSmem, loop, producer);
-  return KernelPlanAttr::get(facts.getOp()->getContext(), generator, blockM,
-                             blockN, warpRows, consumerGroups, producer, loop,
-                             pingPong, lookahead, sparsity, queryInSmem,
-                             smem.stagedReads, smem.bytes, minBlocks,
-                             producerRegisters, consumerRegisters);
+  return KernelPlanAttr::get(
+      facts.getOp()->getContext(), generator, blockM, blockN, warpRows,
+      consumerGroups, producer, loop, pingPong, lookahead, sparsity,
+      queryInSmem, smem.stagedReads, smem.bytes, minBlocks, producerRegisters,
+      consumerRegisters, !options.staticStrides);
 }
 
 struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {
@@ -330,7 +330,8 @@ struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {
                             decoupleWarpgroups,
                             producerWarpgroup,
                             pingPong,
-                            branchLookahead};
+                            branchLookahead,
+                            staticStrides};
     WalkResult result = getOperation()->walk([&](AttentionOp op) {
       KernelFacts facts(op);
       FailureOr<KernelPlanAttr> plan = Planner{facts, *info, options}.plan();

@@ -330,7 +330,8 @@ struct AttnTilePass : flashlight::attn::impl::AttnTileBase<AttnTilePass> {
     SmallVector<OnlineFinalizeOp> ops;
     getOperation()->walk([&](OnlineFinalizeOp op) { ops.push_back(op); });
     // Without attn-plan, the options' tiles on the reference generator.
-    auto fallback = KernelPlanAttr::getReference(&getContext(), blockM, blockN);
+    auto fallback = KernelPlanAttr::getReference(&getContext(), blockM, blockN,
+                                                 /*runtimeStrides=*/true);
     for (OnlineFinalizeOp op : ops) {
       auto plan = op->getAttrOfType<KernelPlanAttr>(kKernelPlanAttrName);
       if (!plan && (blockM <= 0 || blockN <= 0)) {

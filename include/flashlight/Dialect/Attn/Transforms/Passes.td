@@ -75,6 +75,9 @@ def AttnPlan : Pass<"attn-plan"> {
     Option<"branchLookahead", "branch-lookahead", "bool", /*default=*/"true",
            "With wgmma and several branches, issue the next branch's S "
            "before this branch's softmax">,
+    Option<"staticStrides", "static-strides", "bool", /*default=*/"false",
+           "Compile the contiguous strides in (callers must pass contiguous "
+           "tensors) instead of reading them from the memref descriptors">,
   ];
 }
 
