@@ -1,0 +1,260 @@
+"""`flashlight.jit` and `flashlight.compile`: Flashlight from PyTorch code.
+
+    @flashlight.jit
+    def attention(q, k, v):
+        s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+        return torch.softmax(s, -1) @ v
+
+    out = attention(q, k, v)                  # eager
+    out = torch.compile(model)(x)             # inside torch.compile
+
+On the first call per shape class (the shapes and dtypes of the tensor
+arguments) the function is exported (`flashlight.export`), compiled by
+`flashlight-compile` (a subprocess) and cached on disk; later calls of the
+shape class run the cached kernel through `call_entry`, whatever the
+tensors' strides (the kernels read runtime strides). The call is the
+custom operator `flashlight::jit_call` with a fake implementation (the
+function itself on fake tensors gives the output shapes), so it works in
+eager code, under `torch.compile` (an opaque op in the graph) and in CUDA
+graphs (compile before capturing: the first call of a shape class
+compiles). Code around the attention stays in PyTorch. Called on tensors
+that are not on a CUDA device, the function compiles its kernel (when the
+compiler is here) and runs as PyTorch: a CPU run fills the cache.
+
+The disk cache (`FLASHLIGHT_CACHE`, default `~/.cache/flashlight`) holds one
+folder per (graph, archs, flags) key and compiler:
+`<cache>/<key>/<compiler sha256>/program.json`. The key hashes the exported
+graph and its captured tensors, so the shapes, dtypes and every constant are
+in it. A machine without the compiler (a GPU machine without MLIR) uses
+whatever compiler filled the cache for the key: fill it on the build
+machine and copy it over.
+
+The compiler is `FLASHLIGHT_COMPILE`, else `flashlight-compile` on PATH,
+else the repository's `build/bin/flashlight-compile`.
+"""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import threading
+
+DEFAULT_ARCHS = ("sm_80", "sm_90a")
+
+
+class CompileError(RuntimeError):
+    """flashlight-compile failed (its output is in the message), or no
+    compiler and no cached kernel."""
+
+
+def find_compiler():
+    """The flashlight-compile to run, or None."""
+    path = os.environ.get("FLASHLIGHT_COMPILE")
+    if path:
+        return path if os.access(path, os.X_OK) else None
+    found = shutil.which("flashlight-compile")
+    if found:
+        return found
+    here = os.path.dirname(os.path.abspath(__file__))
+    built = os.path.join(here, "..", "..", "build", "bin", "flashlight-compile")
+    return os.path.normpath(built) if os.access(built, os.X_OK) else None
+
+
+def cache_root():
+    return os.environ.get("FLASHLIGHT_CACHE") or os.path.join(
+        os.path.expanduser("~"), ".cache", "flashlight")
+
+
+_compiler_ids = {}
+
+
+def compiler_id(path):
+    """The sha256 of the compiler binary: a cached kernel belongs to it."""
+    if path not in _compiler_ids:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        _compiler_ids[path] = digest.hexdigest()
+    return _compiler_ids[path]
+
+
+def compile(source, out_dir, *, name="program", archs=DEFAULT_ARCHS, flags=(),
+            compiler=None):
+    """Compiles `source` (StableHLO or torch-mlir text, a flashlight graph
+    JSON) into `out_dir` with flashlight-compile and returns the manifest's
+    path (`flashlight.load` it to call the kernel)."""
+    compiler = compiler or find_compiler()
+    if compiler is None:
+        raise CompileError("no flashlight-compile (set FLASHLIGHT_COMPILE or put it on PATH)")
+    command = [compiler, source, "-o", out_dir, f"--name={name}",
+               f"--arch={','.join(archs)}", *flags]
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise CompileError(f"flashlight-compile failed ({' '.join(command)}):\n"
+                           f"{done.stderr.strip() or done.stdout.strip()}")
+    return os.path.join(out_dir, name + ".json")
+
+
+# The device an export ran on (factory ops' `device` kwargs) does not change
+# the kernel: a cache filled from CPU tensors serves CUDA calls.
+_DEVICE = re.compile(rb'\{"device": "[^"]*"\}')
+
+
+def _hash_folder(folder, extra):
+    digest = hashlib.sha256(json.dumps(extra, sort_keys=True).encode())
+    for file in sorted(os.listdir(folder)):
+        digest.update(file.encode())
+        with open(os.path.join(folder, file), "rb") as f:
+            data = f.read()
+        if file.endswith(".json"):
+            data = _DEVICE.sub(b'{"device": "any"}', data)
+        digest.update(data)
+    return digest.hexdigest()[:32]
+
+
+def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cache=None):
+    """The manifest for the exported graph in `graph_dir`: from the disk
+    cache, else compiled into it. Returns (manifest path, hit)."""
+    cache = cache or cache_root()
+    key = _hash_folder(graph_dir, {"archs": list(archs), "flags": list(flags)})
+    compiler = find_compiler()
+    if compiler is None:
+        # No compiler here: any compiler's kernels for this key.
+        entries = sorted((os.path.join(cache, key, c) for c in
+                          (os.listdir(os.path.join(cache, key))
+                           if os.path.isdir(os.path.join(cache, key)) else [])),
+                         key=os.path.getmtime, reverse=True)
+        for entry in entries:
+            if os.path.exists(os.path.join(entry, "program.json")):
+                return os.path.join(entry, "program.json"), True
+        raise CompileError(f"no flashlight-compile here and no cached kernel {key} in "
+                           f"{cache}: fill the cache where the compiler is and copy it")
+    entry = os.path.join(cache, key, compiler_id(compiler))
+    manifest = os.path.join(entry, "program.json")
+    if os.path.exists(manifest):
+        return manifest, True
+    os.makedirs(os.path.dirname(entry), exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".compile-", dir=os.path.dirname(entry))
+    try:
+        compile(os.path.join(graph_dir, graph_file), staging, archs=archs, flags=flags,
+                compiler=compiler)
+        try:
+            os.rename(staging, entry)  # atomic: another process may win
+        except OSError:
+            if not os.path.exists(manifest):
+                raise
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return manifest, False
+
+
+_registry = {}
+_op = None
+_lock = threading.Lock()
+
+
+def _register_op():
+    """`flashlight::jit_call(key, args) -> outputs`: the call of a jit
+    function, opaque to torch.compile; its fake runs the function itself on
+    fake tensors for the output shapes."""
+    global _op
+    if _op is not None:
+        return _op
+    import torch
+
+    @torch.library.custom_op("flashlight::jit_call", mutates_args=())
+    def jit_call(key: str, args: list[torch.Tensor]) -> list[torch.Tensor]:
+        outs = _registry[key]._run(args)
+        # A custom op's outputs must not alias its inputs.
+        return [o.clone() if any(o.data_ptr() == a.data_ptr() for a in args) else o
+                for o in outs]
+
+    @jit_call.register_fake
+    def _(key, args):
+        with torch.no_grad():
+            outs = _registry[key].fn(*args)
+        outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
+        return [o.new_empty(o.shape) for o in outs]
+
+    _op = jit_call
+    return _op
+
+
+class JitFunction:
+    """A PyTorch function compiled by Flashlight per shape class; see the
+    module's docstring."""
+
+    def __init__(self, fn, archs=DEFAULT_ARCHS, flags=(), cache=None):
+        self.fn = fn
+        self.archs = tuple(archs)
+        self.flags = tuple(flags)
+        self.cache = cache
+        self.key = f"{getattr(fn, '__qualname__', 'fn')}@{id(self):x}"
+        self._manifests = {}  # shape class -> manifest path
+        self._kernels = {}  # manifest path -> loaded Kernel
+        self.compiles = 0  # cache misses this process compiled
+        with _lock:
+            _registry[self.key] = self
+
+    @staticmethod
+    def shape_class(args):
+        return tuple((tuple(a.shape), str(a.dtype)) for a in args)
+
+    def prepare(self, *args):
+        """Exports and compiles (or finds in the cache) the kernel of
+        `args`' shape class; returns its manifest path. Runs on any device
+        (the export runs the function's tracing only)."""
+        shape_class = self.shape_class(args)
+        if shape_class in self._manifests:
+            return self._manifests[shape_class]
+        from .export import export
+
+        with tempfile.TemporaryDirectory() as graph_dir:
+            export(self.fn, *args, path=os.path.join(graph_dir, "program.json"))
+            manifest, hit = cached_compile(graph_dir, "program.json", archs=self.archs,
+                                           flags=self.flags, cache=self.cache)
+        self.compiles += not hit
+        self._manifests[shape_class] = manifest
+        return manifest
+
+    def _run(self, args):
+        manifest = self.prepare(*args)
+        if manifest not in self._kernels:
+            from . import load
+
+            self._kernels[manifest] = load(manifest)
+        outs = self._kernels[manifest].call_entry(*args)
+        return list(outs) if isinstance(outs, tuple) else [outs]
+
+    def __call__(self, *args):
+        import torch
+
+        for i, a in enumerate(args):
+            if not isinstance(a, torch.Tensor):
+                raise TypeError(f"{self.key}: argument {i} is a {type(a).__name__}; "
+                                "flashlight.jit functions take tensors")
+            if a.requires_grad and torch.is_grad_enabled():
+                raise NotImplementedError(
+                    f"{self.key}: argument {i} requires grad, and Flashlight has no "
+                    "backward pass yet; call it under torch.no_grad() or detach")
+        if not all(a.is_cuda for a in args):
+            # Off the GPU: compile (so that a CPU run fills the cache for a
+            # GPU machine without the compiler), then run the function.
+            if find_compiler() is not None:
+                self.prepare(*args)
+            return self.fn(*args)
+        outs = _register_op()(self.key, list(args))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def jit(fn=None, *, archs=DEFAULT_ARCHS, flags=(), cache=None):
+    """Decorates `fn` (a function of tensors) as a JitFunction: compiled by
+    Flashlight per shape class, cached on disk, called through a custom
+    operator. `flags` are more flashlight-compile flags."""
+    if fn is None:
+        return lambda f: JitFunction(f, archs, flags, cache)
+    return JitFunction(fn, archs, flags, cache)

@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""The check of the transformers backend, attn_implementation="fl_attention".
+
+    scripts/hf_check.py fill CACHE            # where the compiler is (CPU)
+    scripts/hf_check.py run CACHE OUT.json    # on the GPU machine
+
+Tiny configurations (random weights, seed 0) of Llama (GQA), Gemma 2
+(soft-cap, sliding and global layers) and Mistral (sliding window), bf16,
+batch 2 x 128 tokens with a left-padded row. `fill` runs each model on the
+CPU with the backend, which compiles every attention kernel into the disk
+cache CACHE; `run` (no compiler there: the cache must serve) compares, per
+model, the logits of the bf16 model with attn_implementation="fl_attention"
+against the same model in f32 with "eager" (relative Frobenius error over
+the tokens that are not padding), next to the bf16 "eager" model's error as
+the bf16 noise it must stay within (at most 1.5x it, or 2e-2), and profiles
+one attention call: the CUDA kernels it launches must be Flashlight's only
+(no copies around the attention).
+"""
+
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import flashlight  # noqa: E402
+import flashlight.hf  # noqa: E402
+
+B, N, VOCAB = 2, 128, 256
+
+
+def configs():
+    from transformers import Gemma2Config, LlamaConfig, MistralConfig
+
+    common = dict(vocab_size=VOCAB, hidden_size=256, intermediate_size=512,
+                  num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=512)
+    return {
+        "llama": ("LlamaForCausalLM", LlamaConfig(num_key_value_heads=2, **common)),
+        "gemma2": ("Gemma2ForCausalLM", Gemma2Config(
+            num_key_value_heads=2, head_dim=64, attn_logit_softcapping=50.0,
+            final_logit_softcapping=30.0, sliding_window=32, query_pre_attn_scalar=64,
+            **common)),
+        "mistral": ("MistralForCausalLM", MistralConfig(
+            num_key_value_heads=1, sliding_window=32, **common)),
+    }
+
+
+def model(family, implementation, dtype, device):
+    import transformers
+
+    cls_name, config = configs()[family]
+    torch.manual_seed(0)
+    m = getattr(transformers, cls_name)(config)
+    m.set_attn_implementation(implementation) if hasattr(m, "set_attn_implementation") \
+        else setattr(m.config, "_attn_implementation", implementation)
+    return m.to(device, dtype).eval()
+
+
+def batch(device):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(0, VOCAB, (B, N), generator=g)
+    mask = torch.ones(B, N, dtype=torch.long)
+    mask[1, :24] = 0  # left padding: the first query rows see no token
+    return ids.to(device), mask.to(device)
+
+
+def fill(cache):
+    os.environ["FLASHLIGHT_CACHE"] = cache
+    flashlight.hf.register()
+    ids, mask = batch("cpu")
+    for family in configs():
+        with torch.no_grad():
+            model(family, flashlight.hf.NAME, torch.bfloat16, "cpu")(ids, attention_mask=mask)
+        print(f"{family}: cache filled")
+
+
+def run(cache, out_path):
+    os.environ["FLASHLIGHT_CACHE"] = cache
+    os.environ["FLASHLIGHT_COMPILE"] = "/nonexistent"  # the cache must serve
+    flashlight.hf.register()
+    ids, mask = batch("cuda")
+    keep = mask.bool()
+    records, failures = [], 0
+    for family in configs():
+        with torch.no_grad():
+            ref = model(family, "eager", torch.float32, "cuda")(ids, attention_mask=mask).logits
+            eager = model(family, "eager", torch.bfloat16, "cuda")(ids, attention_mask=mask).logits
+            fl_model = model(family, flashlight.hf.NAME, torch.bfloat16, "cuda")
+            fl = fl_model(ids, attention_mask=mask).logits
+
+        def err(x):
+            d = (x.float() - ref)[keep]
+            return (d.norm() / ref[keep].norm()).item()
+
+        e_fl, e_eager = err(fl), err(eager)
+        # One attention call under the profiler: what it launches.
+        calls = []
+        original = flashlight.hf.attention_forward
+
+        def spy(*args, **kwargs):
+            calls.append((args, kwargs))
+            return original(*args, **kwargs)
+
+        from transformers import AttentionInterface
+
+        AttentionInterface.register(flashlight.hf.NAME, spy)
+        with torch.no_grad():
+            fl_model(ids, attention_mask=mask)
+        AttentionInterface.register(flashlight.hf.NAME, original)
+        args, kwargs = calls[0]
+        with torch.no_grad():
+            original(*args, **kwargs)  # warm
+            torch.cuda.synchronize()
+            with torch.profiler.profile(
+                    activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+                original(*args, **kwargs)
+                torch.cuda.synchronize()
+        kernels = sorted({e.name for e in prof.events()
+                          if e.device_type == torch.autograd.DeviceType.CUDA})
+        # Flashlight's own: the attention kernel and its block-mask
+        # pre-kernel (named after the exported function).
+        others = [k for k in kernels if "_attention0" not in k]
+        ok = e_fl <= max(2e-2, 1.5 * e_eager) and not others and not torch.isnan(fl).any()
+        failures += not ok
+        records.append({"model": family, "rel_err": e_fl, "eager_bf16_rel_err": e_eager,
+                        "attention_kernels": kernels, "other_kernels": others, "pass": ok})
+        print(f"{family:<8} flashlight rel_err {e_fl:.2e} (eager bf16 {e_eager:.2e}); "
+              f"attention launches {kernels} {'pass' if ok else 'FAIL'}", flush=True)
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
+              "command": "scripts/hf_check.py fill CACHE (build machine); "
+                         "scripts/hf_check.py run CACHE OUT (GPU)",
+              "records": records}
+    with open(out_path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"hf_check: {len(records) - failures}/{len(records)} pass")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 3 and sys.argv[1] == "fill":
+        fill(sys.argv[2])
+    elif len(sys.argv) >= 4 and sys.argv[1] == "run":
+        sys.exit(run(sys.argv[2], sys.argv[3]))
+    else:
+        sys.exit(__doc__)

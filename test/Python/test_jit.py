@@ -1,0 +1,104 @@
+"""flashlight.jit without a GPU (ctest `python/jit`): export, compile and
+the disk cache on CPU tensors, the fake implementation torch.compile traces
+with, and the errors. Skips without PyTorch; the GPU calls (eager,
+torch.compile, CUDA graphs) are scripts/jit_check.py."""
+
+import importlib.util
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+import flashlight  # noqa: E402
+
+HAS_TORCH = importlib.util.find_spec("torch") is not None
+
+
+def attention(q, k, v):
+    import torch
+
+    s = q @ k.transpose(-1, -2) * q.shape[-1] ** -0.5
+    return torch.softmax(s, -1) @ v
+
+
+@unittest.skipUnless(HAS_TORCH, "needs PyTorch")
+class Jit(unittest.TestCase):
+    def setUp(self):
+        self.cache = tempfile.TemporaryDirectory()
+        self.addCleanup(self.cache.cleanup)
+
+    def inputs(self, n=128):
+        import torch
+
+        g = torch.Generator().manual_seed(0)
+        return [torch.randn(2, 4, n, 64, generator=g).to(torch.bfloat16) for _ in range(3)]
+
+    def test_a_miss_compiles_once_and_the_cache_serves_the_next(self):
+        fn = flashlight.jit(attention, cache=self.cache.name)
+        manifest = fn.prepare(*self.inputs())
+        self.assertTrue(os.path.exists(manifest))
+        self.assertEqual(fn.compiles, 1)
+        self.assertEqual(fn.prepare(*self.inputs()), manifest)
+        # Another function object (another process) finds it on disk.
+        other = flashlight.jit(attention, cache=self.cache.name)
+        self.assertEqual(other.prepare(*self.inputs()), manifest)
+        self.assertEqual(other.compiles, 0)
+
+    def test_each_shape_class_has_its_kernel(self):
+        fn = flashlight.jit(attention, cache=self.cache.name)
+        a = fn.prepare(*self.inputs(128))
+        b = fn.prepare(*self.inputs(256))
+        self.assertNotEqual(a, b)
+        self.assertEqual(fn.compiles, 2)
+
+    def test_fake_outputs_for_torch_compile(self):
+        import torch
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        fn = flashlight.jit(attention, cache=self.cache.name)
+        with FakeTensorMode() as mode:
+            q, k, v = (mode.from_tensor(x) for x in self.inputs())
+            out = fn(q, k, v)
+        self.assertEqual(tuple(out.shape), (2, 4, 128, 64))
+        self.assertEqual(out.dtype, torch.bfloat16)
+        self.assertEqual(fn.compiles, 0)  # tracing compiles nothing
+
+    def test_inputs_that_require_grad_are_refused(self):
+        q, k, v = self.inputs()
+        q.requires_grad_(True)
+        fn = flashlight.jit(attention, cache=self.cache.name)
+        with self.assertRaisesRegex(NotImplementedError, "no backward pass yet"):
+            fn(q, k, v)
+
+    def test_a_compiler_error_names_the_op(self):
+        import torch
+
+        def bessel(q, k, v):
+            return torch.special.bessel_j0(q.float())
+
+        fn = flashlight.jit(bessel, cache=self.cache.name)
+        with self.assertRaisesRegex(flashlight.CompileError,
+                                    "node 'special_bessel_j0': ATen op"):
+            fn.prepare(*self.inputs())
+        # Nothing half-written is left in the cache.
+        leftovers = [f for _, _, files in os.walk(self.cache.name) for f in files]
+        self.assertEqual(leftovers, [])
+
+    def test_no_compiler_and_no_cache_entry(self):
+        fn = flashlight.jit(attention, cache=self.cache.name)
+        saved = os.environ.get("FLASHLIGHT_COMPILE")
+        os.environ["FLASHLIGHT_COMPILE"] = os.path.join(self.cache.name, "absent")
+        try:
+            with self.assertRaisesRegex(flashlight.CompileError, "fill the cache"):
+                fn.prepare(*self.inputs())
+        finally:
+            if saved is None:
+                del os.environ["FLASHLIGHT_COMPILE"]
+            else:
+                os.environ["FLASHLIGHT_COMPILE"] = saved
+
+
+if __name__ == "__main__":
+    unittest.main()
