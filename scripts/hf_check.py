@@ -76,6 +76,11 @@ def fill(cache):
 
 
 def run(cache, out_path):
+    import warnings
+
+    warnings.simplefilter("always")
+    caught = warnings.catch_warnings(record=True)
+    seen = caught.__enter__()
     os.environ["FLASHLIGHT_CACHE"] = cache
     os.environ["FLASHLIGHT_COMPILE"] = "/nonexistent"  # the cache must serve
     flashlight.hf.register()
@@ -123,7 +128,11 @@ def run(cache, out_path):
         others = [k for k in kernels if "_attention0" not in k]
         ok = e_fl <= max(2e-2, 1.5 * e_eager) and not others and not torch.isnan(fl).any()
         failures += not ok
+        copies = sorted({str(w.message) for w in seen if "flashlight" in str(w.message)})
+        for text in copies:
+            print("  warning:", text)
         records.append({"model": family, "rel_err": e_fl, "eager_bf16_rel_err": e_eager,
+                        "warnings": copies,
                         "attention_kernels": kernels, "other_kernels": others, "pass": ok})
         print(f"{family:<8} flashlight rel_err {e_fl:.2e} (eager bf16 {e_eager:.2e}); "
               f"attention launches {kernels} {'pass' if ok else 'FAIL'}", flush=True)

@@ -80,7 +80,7 @@ def _geometry(manifest, artifact):
     level's."""
     geometry = {k: manifest.get(k)
                 for k in ("block_m", "block_n", "block", "dynamic_shared_memory", "block_mask",
-                      "pointer_alignment")}
+                      "pointer_alignment", "runtime_strides")}
     for info in manifest.get("archs", {}).values():
         if artifact in (info.get("cubin"), info.get("ptx")):
             geometry.update({k: info[k] for k in geometry if k in info})

@@ -175,6 +175,9 @@ def _register_op():
 
     @jit_call.register_fake
     def _(key, args):
+        # Tracing (torch.compile) is when a shape class first shows up:
+        # compile its kernel now, so that the compiled graph only calls it.
+        _registry[key]._prepare_examples(args)
         with torch.no_grad():
             outs = _registry[key].fn(*args)
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
@@ -221,8 +224,37 @@ class JitFunction:
         self._manifests[shape_class] = manifest
         return manifest
 
+    def _prepare_examples(self, args):
+        """`prepare` on zero CPU tensors of `args`' shapes and dtypes, in a
+        thread of its own: the export then runs with a fresh dispatcher
+        state, never on fake tensors nor inside an op's dispatch (from the
+        op's fake implementation under torch.compile, torch.export would
+        lift fake constants)."""
+        shape_class = self.shape_class(args)
+        if shape_class in self._manifests:
+            return self._manifests[shape_class]
+        result = {}
+
+        def work():
+            import torch
+
+            try:
+                with torch.no_grad():
+                    examples = [torch.zeros(shape, dtype=getattr(torch, dtype.split(".")[-1]))
+                                for shape, dtype in shape_class]
+                    result["manifest"] = self.prepare(*examples)
+            except BaseException as e:  # re-raised in the caller's thread
+                result["error"] = e
+
+        thread = threading.Thread(target=work, name="flashlight-compile")
+        thread.start()
+        thread.join()
+        if "error" in result:
+            raise result["error"]
+        return result["manifest"]
+
     def _run(self, args):
-        manifest = self.prepare(*args)
+        manifest = self._prepare_examples(args)
         if manifest not in self._kernels:
             from . import load
 
@@ -245,8 +277,10 @@ class JitFunction:
             # Off the GPU: compile (so that a CPU run fills the cache for a
             # GPU machine without the compiler), then run the function.
             if find_compiler() is not None:
-                self.prepare(*args)
+                self._prepare_examples(args)
             return self.fn(*args)
+        if not torch.compiler.is_compiling():
+            self._prepare_examples(args)  # eager: before the op, not inside it
         outs = _register_op()(self.key, list(args))
         return outs[0] if len(outs) == 1 else tuple(outs)
 

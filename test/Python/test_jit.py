@@ -53,17 +53,25 @@ class Jit(unittest.TestCase):
         self.assertNotEqual(a, b)
         self.assertEqual(fn.compiles, 2)
 
-    def test_fake_outputs_for_torch_compile(self):
+    def test_tracing_compiles_and_gives_fake_outputs(self):
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
 
+        from flashlight._jit import _register_op
+
         fn = flashlight.jit(attention, cache=self.cache.name)
+        op = _register_op()
+        # The op's fake implementation, as torch.compile traces it: the
+        # output shapes, and the shape class's kernel compiled then (from
+        # zero CPU tensors, outside the fake mode), once.
         with FakeTensorMode() as mode:
             q, k, v = (mode.from_tensor(x) for x in self.inputs())
-            out = fn(q, k, v)
+            (out,) = op(fn.key, [q, k, v])
+            op(fn.key, [q, k, v])
         self.assertEqual(tuple(out.shape), (2, 4, 128, 64))
         self.assertEqual(out.dtype, torch.bfloat16)
-        self.assertEqual(fn.compiles, 0)  # tracing compiles nothing
+        self.assertEqual(fn.compiles, 1)
+        self.assertEqual(fn.prepare(*self.inputs()), fn._manifests[fn.shape_class(self.inputs())])
 
     def test_inputs_that_require_grad_are_refused(self):
         q, k, v = self.inputs()

@@ -179,6 +179,56 @@ class RuntimeStrides(unittest.TestCase):
         wide = torch.empty(2, 128, 8, 64, dtype=torch.bfloat16)[:, :, :4].transpose(1, 2)
         self.assertIsNone(flashlight._stride_problem(wide, 16, output=True))
 
+    def call_entry(self, runtime_strides):
+        """call_entry of a BNHD program on a stand-in kernel that records
+        what it is given."""
+        import torch
+
+        shape = [2, 4, 128, 64]
+        perm = [{"dim": 0}, {"dim": 2}, {"dim": 1}, {"dim": 3}]
+        manifest = tiny_manifest()
+        manifest["params"] = [{"name": n, "direction": d, "dtype": "bf16", "shape": shape}
+                              for n, d in (("q0", "in"), ("k0", "in"), ("v", "in"),
+                                           ("out", "out"))]
+        manifest["archs"]["sm_80"]["runtime_strides"] = runtime_strides
+        manifest["entry"] = {
+            "function": "bnhd",
+            "inputs": [{"dtype": "bf16", "shape": [2, 128, 4, 64]}] * 3,
+            "outputs": [{"dtype": "bf16", "shape": [2, 128, 4, 64]}],
+            "sources": [{"input": i, "index": perm} for i in range(3)],
+            "results": [{"result": 0, "index": perm}]}
+        given = {}
+
+        class StandIn:
+            def __call__(self, *params, out=None):
+                given["params"], given["out"] = params, out
+                return tuple(out)
+
+        kernel = StandIn()
+        kernel.manifest = manifest
+        kernel.geometry = flashlight._geometry(manifest, "tiny.sm_80.ptx")
+        kernel.params = manifest["params"]
+        kernel.inputs = kernel.params[:3]
+        kernel.outputs = kernel.params[3:]
+        args = [torch.zeros(2, 128, 4, 64, dtype=torch.bfloat16) for _ in range(3)]
+        result = flashlight._call_entry(kernel, *args)
+        return args, result, given
+
+    def test_call_entry_passes_views_with_runtime_strides(self):
+        args, result, given = self.call_entry(True)
+        for a, p in zip(args, given["params"]):
+            self.assertEqual(p.data_ptr(), a.data_ptr())  # the user's storage
+            self.assertFalse(p.is_contiguous())
+        # The kernel writes the user's [B, N, H, D] result through a view.
+        self.assertEqual(given["out"][0].data_ptr(), result.data_ptr())
+        self.assertTrue(result.is_contiguous())
+
+    def test_call_entry_copies_for_static_strides(self):
+        args, result, given = self.call_entry(False)
+        for a, p in zip(args, given["params"]):
+            self.assertNotEqual(p.data_ptr(), a.data_ptr())
+            self.assertTrue(p.is_contiguous())
+
     def test_user_output_view_is_a_permutation(self):
         import torch
 
