@@ -56,6 +56,7 @@ CudaDriver load() {
   FL_RESOLVE(cuDevicePrimaryCtxRetain);
   FL_RESOLVE(cuCtxSetCurrent);
   FL_RESOLVE(cuCtxGetCurrent);
+  FL_RESOLVE(cuCtxGetDevice);
   FL_RESOLVE(cuCtxSynchronize);
   FL_RESOLVE(cuModuleLoadData);
   FL_RESOLVE(cuModuleUnload);

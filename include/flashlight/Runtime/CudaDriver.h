@@ -41,6 +41,7 @@ struct CudaDriver {
   CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
   CUresult (*cuCtxSetCurrent)(CUcontext);
   CUresult (*cuCtxGetCurrent)(CUcontext *);
+  CUresult (*cuCtxGetDevice)(CUdevice *);
   CUresult (*cuCtxSynchronize)();
   CUresult (*cuModuleLoadData)(CUmodule *, const void *);
   CUresult (*cuModuleUnload)(CUmodule);

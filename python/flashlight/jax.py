@@ -1,0 +1,185 @@
+"""`flashlight.jax.jit`: Flashlight kernels inside `jax.jit`.
+
+    import flashlight.jax
+
+    @flashlight.jax.jit
+    def attention(q, k, v):
+        s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / 8.0
+        return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, -1), v)
+
+    out = jax.jit(lambda q, k, v: attention(q, k, v) * 2)(q, k, v)
+
+On the first call per shape class the function is lowered to StableHLO
+(`jax.jit(fn).lower`, for CUDA), compiled by flashlight-compile (a
+subprocess) and cached on disk, keyed by the StableHLO text (the same cache
+as `flashlight.jit`: `FLASHLIGHT_CACHE`). The attention kernel runs as an
+XLA FFI custom call (`flashlight_call`, `libflashlight_jax.so`, built
+against jaxlib's FFI headers) on XLA's stream; the layouts around it (the
+manifest entry's `sources` and `results`) are jnp transposes and reshapes
+that XLA compiles with the rest of the program. Needs no PyTorch.
+
+A program whose entry has reference-path steps (a projection, a norm
+around the attention) is refused with a clear error: the reference path is
+not wired into XLA (decorate the attention alone; the rest stays in JAX).
+The shared library is `FLASHLIGHT_JAX_LIB`, else the repository's
+`build/lib/libflashlight_jax.so`.
+"""
+
+import json
+import os
+import tempfile
+
+from ._jit import DEFAULT_ARCHS, cached_compile
+
+TARGET = "flashlight_call"
+
+_DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
+           "i1": "bool", "i8": "int8", "i32": "int32", "i64": "int64"}
+
+
+def library_path():
+    path = os.environ.get("FLASHLIGHT_JAX_LIB")
+    if path:
+        return path
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(here, "..", "..", "build", "lib",
+                                         "libflashlight_jax.so"))
+
+
+_registered = False
+
+
+def _register():
+    global _registered
+    if _registered:
+        return
+    import ctypes
+
+    import jax
+
+    path = library_path()
+    if not os.path.exists(path):
+        raise RuntimeError(f"flashlight.jax: no {path} (build with JAX installed, or set "
+                           "FLASHLIGHT_JAX_LIB)")
+    library = ctypes.cdll.LoadLibrary(path)
+    jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.FlashlightCall),
+                                platform="CUDA")
+    _registered = True
+
+
+def _dtype(name):
+    import jax.numpy as jnp
+
+    return jnp.dtype(_DTYPES[name])
+
+
+def _to_kernel_layout(x, index, shape):
+    """jnp twin of the PyTorch loader's: user dim p is indexed by kernel dim
+    index[p]["dim"] (or fixed at index[p]["const"])."""
+    import jax.numpy as jnp
+
+    for p in reversed(range(len(index))):
+        if "const" in index[p]:
+            x = jnp.take(x, index[p]["const"], axis=p)
+    dims = [e["dim"] for e in index if "dim" in e]
+    x = jnp.transpose(x, sorted(range(len(dims)), key=lambda p: dims[p]))
+    for k in range(len(shape)):
+        if k not in dims:
+            x = jnp.expand_dims(x, k)
+    return jnp.broadcast_to(x, tuple(shape))
+
+
+def _to_user_layout(y, index, shape):
+    import jax.numpy as jnp
+
+    for k in reversed(range(len(index))):
+        if "const" in index[k]:
+            y = jnp.take(y, index[k]["const"], axis=k)
+    dims = [e["dim"] for e in index if "dim" in e]
+    y = jnp.transpose(y, sorted(range(len(dims)), key=lambda k: dims[k]))
+    for u in range(len(shape)):
+        if u not in dims:
+            y = jnp.expand_dims(y, u)
+    return jnp.reshape(y, tuple(shape))
+
+
+class JaxFunction:
+    """A JAX function whose attention Flashlight compiles per shape class;
+    see the module's docstring."""
+
+    def __init__(self, fn, archs=DEFAULT_ARCHS, flags=(), cache=None):
+        self.fn = fn
+        self.archs = tuple(archs)
+        self.flags = tuple(flags)
+        self.cache = cache
+        self._manifests = {}
+        self.compiles = 0
+
+    @staticmethod
+    def shape_class(args):
+        return tuple((tuple(a.shape), str(a.dtype)) for a in args)
+
+    def stablehlo(self, *args):
+        """The StableHLO text of the function at `args`' shapes and dtypes,
+        lowered for CUDA (the compiler's input; the cache key)."""
+        import jax
+
+        specs = [jax.ShapeDtypeStruct(a.shape, a.dtype) for a in args]
+        return jax.jit(self.fn).trace(*specs).lower(lowering_platforms=("cuda",)).as_text()
+
+    def prepare(self, *args):
+        """The manifest of `args`' shape class: cached, or compiled."""
+        shape_class = self.shape_class(args)
+        if shape_class not in self._manifests:
+            with tempfile.TemporaryDirectory() as folder:
+                with open(os.path.join(folder, "program.stablehlo.mlir"), "w") as f:
+                    f.write(self.stablehlo(*args))
+                manifest, hit = cached_compile(folder, "program.stablehlo.mlir",
+                                               archs=self.archs, flags=self.flags,
+                                               cache=self.cache)
+            self.compiles += not hit
+            self._manifests[shape_class] = manifest
+        return self._manifests[shape_class]
+
+    def __call__(self, *args):
+        import jax
+
+        manifest_path = self.prepare(*args)
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        entry = manifest.get("entry") or {}
+        if not manifest.get("kernel") or "steps" in entry or "sources" not in entry:
+            raise NotImplementedError(
+                f"flashlight.jax: {getattr(self.fn, '__name__', 'fn')} computes more than "
+                "layouts around one attention; the reference path is not wired into XLA: "
+                "decorate the attention alone")
+        directory = os.path.dirname(manifest_path)
+        params = manifest["params"]
+        inputs = [p for p in params if p["direction"] == "in"]
+        outputs = [p for p in params if p["direction"] == "out"]
+        operands = []
+        for source, p in zip(entry["sources"], inputs):
+            if "constant" in source:
+                import numpy as np
+
+                data = np.fromfile(os.path.join(directory, source["constant"]),
+                                   dtype=_dtype(p["dtype"]))
+                operands.append(jax.numpy.asarray(data.reshape(p["shape"])))
+            else:
+                operands.append(_to_kernel_layout(args[source["input"]], source["index"],
+                                                  p["shape"]).astype(_dtype(p["dtype"])))
+        _register()
+        call = jax.ffi.ffi_call(
+            TARGET, [jax.ShapeDtypeStruct(p["shape"], _dtype(p["dtype"])) for p in outputs])
+        outs = call(*operands, manifest=os.path.abspath(manifest_path))
+        outs = outs if isinstance(outs, (list, tuple)) else [outs]
+        results = [_to_user_layout(outs[r["result"]], r["index"], info["shape"])
+                   for r, info in zip(entry["results"], entry["outputs"])]
+        return results[0] if len(results) == 1 else tuple(results)
+
+
+def jit(fn=None, *, archs=DEFAULT_ARCHS, flags=(), cache=None):
+    """Decorates `fn` (a JAX function of arrays) as a JaxFunction."""
+    if fn is None:
+        return lambda f: JaxFunction(f, archs, flags, cache)
+    return JaxFunction(fn, archs, flags, cache)

@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""The GPU check of flashlight.jax.jit (an XLA FFI custom call inside
+jax.jit). Three steps, because the cache key is the StableHLO text and the
+GPU machine's JAX (which lowers it) is not the build machine's:
+
+    scripts/jax_ffi_check.py lower TEXTS           # GPU machine: the texts
+    scripts/jax_ffi_check.py fill CACHE TEXTS      # build machine: compile
+    scripts/jax_ffi_check.py run CACHE OUT.json    # GPU machine: check
+
+`run` (no compiler there: the cache must serve) calls each program inside
+`jax.jit` (with JAX code around the attention) and eagerly, and compares
+with the function itself run by XLA in f32 on the same inputs (relative
+Frobenius error, bf16 tolerance 2e-2). No PyTorch is imported.
+"""
+
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+
+B, H, N, D = 2, 4, 256, 64
+
+
+def programs():
+    import jax
+    import jax.numpy as jnp
+
+    def bhnd(q, k, v):
+        s = jnp.einsum("bhqd,bhkd->bhqk", q, k) / jnp.sqrt(jnp.float32(q.shape[-1]))
+        return jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(s, axis=-1).astype(v.dtype), v)
+
+    def dpa_causal(q, k, v):  # [B, N, H, D], as jax.nn writes it
+        return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+
+    def gqa_window(q, k, v):  # 4 query heads per KV head, window of 64
+        return jax.nn.dot_product_attention(q, k, v, is_causal=True, local_window_size=(64, 0),
+                                            implementation="xla")
+
+    return {
+        "bhnd": (bhnd, [(B, H, N, D)] * 3),
+        "dpa_causal": (dpa_causal, [(B, N, H, D)] * 3),
+        "gqa_window": (gqa_window, [(B, N, 8, D), (B, N, 2, D), (B, N, 2, D)]),
+    }
+
+
+def specs(shapes):
+    import jax
+    import jax.numpy as jnp
+
+    return [jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in shapes]
+
+
+def lower(texts):
+    import flashlight.jax as fj
+
+    os.makedirs(texts, exist_ok=True)
+    for name, (fn, shapes) in programs().items():
+        with open(os.path.join(texts, name + ".stablehlo.mlir"), "w") as f:
+            f.write(fj.JaxFunction(fn).stablehlo(*specs(shapes)))
+        print(f"{name}: lowered")
+
+
+def fill(cache, texts):
+    import shutil
+    import tempfile
+
+    from flashlight._jit import cached_compile
+
+    for name in sorted(os.listdir(texts)):
+        with tempfile.TemporaryDirectory() as folder:
+            shutil.copy(os.path.join(texts, name), os.path.join(folder, "program.stablehlo.mlir"))
+            manifest, hit = cached_compile(folder, "program.stablehlo.mlir", cache=cache)
+        print(f"{name}: {manifest} ({'cached' if hit else 'compiled'})")
+
+
+def run(cache, out_path):
+    os.environ["FLASHLIGHT_COMPILE"] = "/nonexistent"  # the cache must serve
+    import jax
+    import jax.numpy as jnp
+
+    import flashlight.jax as fj
+
+    records, failures = [], 0
+    for i, (name, (fn, shapes)) in enumerate(programs().items()):
+        jf = fj.jit(fn, cache=cache)
+        keys = jax.random.split(jax.random.PRNGKey(i), len(shapes))
+        args = [jax.random.normal(k, s, jnp.float32).astype(jnp.bfloat16)
+                for k, s in zip(keys, shapes)]
+        ref = jax.jit(fn)(*[a.astype(jnp.float32) for a in args]).astype(jnp.float32)
+
+        def err(out):
+            out = jnp.asarray(out, jnp.float32)
+            return float(jnp.linalg.norm(out - ref) / jnp.linalg.norm(ref))
+
+        # Inside jax.jit, with JAX code around the call.
+        wrapped = jax.jit(lambda *a: jf(*a) * 2.0)
+        for mode, value in (("jit", wrapped(*args) / 2.0), ("eager", jf(*args))):
+            e = err(value)
+            ok = e <= 2e-2
+            failures += not ok
+            records.append({"program": name, "mode": mode, "rel_err": e, "pass": ok})
+            print(f"{name:<12} {mode:<6} {'pass' if ok else 'FAIL'} rel_err={e:.2e}", flush=True)
+        if jf.compiles:
+            raise RuntimeError(f"{name}: compiled on the GPU machine (cache miss)")
+        text = jax.jit(lambda *a: jf(*a)).lower(*args).as_text()
+        records[-1]["custom_call_in_jit"] = fj.TARGET in text
+    result = {"gpu": str(jax.devices()[0].device_kind), "jax": jax.__version__,
+              "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
+              "command": "scripts/jax_ffi_check.py lower T (GPU); fill CACHE T (build); "
+                         "run CACHE OUT (GPU)", "records": records}
+    with open(out_path, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"jax_ffi_check: {len(records) - failures}/{len(records)} pass")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "lower":
+        lower(sys.argv[2])
+    elif len(sys.argv) == 4 and sys.argv[1] == "fill":
+        fill(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 4 and sys.argv[1] == "run":
+        sys.exit(run(sys.argv[2], sys.argv[3]))
+    else:
+        sys.exit(__doc__)

@@ -1,0 +1,71 @@
+"""flashlight.jax without a GPU (ctest `python/jax`): lowering, the compile
+cache, the layouts around the kernel, and the refusal of programs the XLA
+path cannot run. Skips without JAX; the GPU calls are
+scripts/jax_ffi_check.py."""
+
+import importlib.util
+import os
+import sys
+import tempfile
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+
+HAS_JAX = importlib.util.find_spec("jax") is not None
+
+
+@unittest.skipUnless(HAS_JAX, "needs JAX")
+class JaxJit(unittest.TestCase):
+    def setUp(self):
+        self.cache = tempfile.TemporaryDirectory()
+        self.addCleanup(self.cache.cleanup)
+
+    def test_lowered_compiled_once_and_cached(self):
+        import jax
+        import jax.numpy as jnp
+
+        import flashlight.jax as fj
+
+        def attention(q, k, v):
+            return jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                                implementation="xla")
+
+        spec = jax.ShapeDtypeStruct((2, 128, 4, 64), jnp.bfloat16)
+        fn = fj.jit(attention, cache=self.cache.name)
+        manifest = fn.prepare(spec, spec, spec)
+        self.assertEqual(fn.compiles, 1)
+        other = fj.jit(attention, cache=self.cache.name)
+        self.assertEqual(other.prepare(spec, spec, spec), manifest)
+        self.assertEqual(other.compiles, 0)
+
+    def test_layouts_round_trip(self):
+        import numpy as np
+
+        from flashlight.jax import _to_kernel_layout, _to_user_layout
+
+        x = np.arange(2 * 128 * 4 * 64, dtype=np.float32).reshape(2, 128, 4, 64)
+        index = [{"dim": 0}, {"dim": 2}, {"dim": 1}, {"dim": 3}]
+        kernel = _to_kernel_layout(x, index, [2, 4, 128, 64])
+        np.testing.assert_array_equal(np.asarray(kernel), x.transpose(0, 2, 1, 3))
+        back = _to_user_layout(kernel, index, [2, 128, 4, 64])
+        np.testing.assert_array_equal(np.asarray(back), x)
+
+    def test_reference_path_steps_are_refused(self):
+        import jax
+        import jax.numpy as jnp
+
+        import flashlight.jax as fj
+
+        def projected(q, k, v, w):
+            o = jax.nn.dot_product_attention(q, k, v, implementation="xla")
+            return o.reshape(2, 128, 256) @ w
+
+        s = jax.ShapeDtypeStruct((2, 128, 4, 64), jnp.bfloat16)
+        w = jax.ShapeDtypeStruct((256, 64), jnp.bfloat16)
+        fn = fj.jit(projected, cache=self.cache.name)
+        with self.assertRaisesRegex(NotImplementedError, "not wired into XLA"):
+            fn(s, s, s, w)
+
+
+if __name__ == "__main__":
+    unittest.main()
