@@ -16,7 +16,10 @@ inputs (relative Frobenius error, bf16 tolerance 2e-2):
 - `compile`: a torch.compile'd model around it (projections in PyTorch,
   the attention the custom op), fullgraph;
 - `cuda_graph`: captured in a CUDA graph after one warm-up call, replayed
-  on new inputs copied into the captured ones.
+  on new inputs copied into the captured ones;
+
+and `flashlight.varlen_attention` on packed sequences (3 sequences given by
+their offsets, GQA) against SDPA run on each sequence alone.
 """
 
 import json
@@ -71,11 +74,35 @@ def inputs(shapes, device, seed=0):
     return [torch.randn(s, generator=g).to(device, torch.bfloat16) for s in shapes]
 
 
+# Packed sequences (flashlight.varlen_attention): 3 sequences, GQA 8 / 2.
+CU_SEQLENS = [0, 100, 180, 300]
+
+
+def varlen_inputs(device, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(300, 8, D, generator=g).to(device, torch.bfloat16)
+    k, v = (torch.randn(300, 2, D, generator=g).to(device, torch.bfloat16) for _ in range(2))
+    return q, k, v, torch.tensor(CU_SEQLENS, dtype=torch.int32, device=device)
+
+
+def varlen_reference(q, k, v):
+    """Each sequence on its own, by SDPA in f32."""
+    outs = []
+    for a, b in zip(CU_SEQLENS[:-1], CU_SEQLENS[1:]):
+        qs, ks, vs = (x[a:b].float().transpose(0, 1) for x in (q, k, v))
+        ks, vs = ks.repeat_interleave(4, 0), vs.repeat_interleave(4, 0)
+        outs.append(torch.nn.functional.scaled_dot_product_attention(
+            qs, ks, vs, is_causal=True).transpose(0, 1))
+    return torch.cat(outs)
+
+
 def fill(cache):
     os.environ["FLASHLIGHT_CACHE"] = cache
     for name, (fn, shapes) in PROGRAMS.items():
         jf = flashlight.jit(fn)
         print(f"{name}: {jf.prepare(*inputs(shapes, 'cpu'))} ({jf.compiles} compiled)")
+    flashlight.varlen_attention(*varlen_inputs("cpu"))  # compiles off the GPU
+    print("varlen: cache filled")
 
 
 def rel_err(out, ref):
@@ -137,6 +164,12 @@ def run(cache, out_path):
             record(name, "cuda_graph", rel_err(captured, ref2))
         if jf.compiles:
             raise RuntimeError(f"{name}: compiled on the GPU machine (cache miss)")
+
+    # Packed sequences: one kernel, the sequences from the offsets.
+    with torch.no_grad():
+        q, k, v, cu = varlen_inputs("cuda", seed=4)
+        record("varlen", "eager", rel_err(flashlight.varlen_attention(q, k, v, cu),
+                                          varlen_reference(q, k, v)))
 
     # torch.compile around the attention: projections stay in PyTorch.
     jf = flashlight.jit(causal_attention)

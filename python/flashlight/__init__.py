@@ -21,10 +21,10 @@ import warnings
 import os
 
 from .export import export
-from ._jit import CompileError, JitFunction, compile, jit  # noqa: E402,F401
+from ._jit import CompileError, JitFunction, compile, jit, varlen_attention  # noqa: E402,F401
 
 __all__ = ["load", "Kernel", "ManifestError", "export", "jit", "compile", "JitFunction",
-           "CompileError"]
+           "CompileError", "varlen_attention"]
 
 _DTYPES = None
 # The dtypes of manifests (flashlight-compile's names).

@@ -292,3 +292,43 @@ def jit(fn=None, *, archs=DEFAULT_ARCHS, flags=(), cache=None):
     if fn is None:
         return lambda f: JitFunction(f, archs, flags, cache)
     return JitFunction(fn, archs, flags, cache)
+
+
+_varlen_programs = {}
+
+
+def varlen_attention(q, k, v, cu_seqlens, *, causal=True, scale=None):
+    """Attention over packed sequences (FlashAttention's varlen API): q, k,
+    v are `[total, H, D]` (k and v may have fewer heads: GQA), `cu_seqlens`
+    the `[sequences + 1]` int32 offsets of the sequences in them. Each
+    sequence attends to itself only (causal by default). One fused kernel:
+    the sequence of each position comes from the offsets (a document mask,
+    whose block mask skips the tiles between sequences). Returns
+    `[total, H, D]`."""
+    key = (bool(causal), None if scale is None else float(scale))
+    if key not in _varlen_programs:
+        _varlen_programs[key] = jit(_varlen_program(*key))
+    return _varlen_programs[key](q, k, v, cu_seqlens)
+
+
+def _varlen_program(causal, scale):
+    def varlen(q, k, v, cu_seqlens):
+        import torch
+
+        total = q.shape[0]
+        pos = torch.arange(total, device=q.device, dtype=cu_seqlens.dtype)
+        seq = torch.searchsorted(cu_seqlens[1:], pos, right=True)
+        keep = seq[:, None] == seq[None, :]
+        if causal:
+            keep = keep & (pos[:, None] >= pos[None, :])
+        groups = q.shape[1] // k.shape[1]
+        qh = q.transpose(0, 1)
+        kh = k.transpose(0, 1).repeat_interleave(groups, dim=0)
+        vh = v.transpose(0, 1).repeat_interleave(groups, dim=0)
+        s = (qh @ kh.transpose(-1, -2)).float()
+        s = s * (scale if scale is not None else q.shape[-1] ** -0.5)
+        s = s.masked_fill(~keep, float("-inf"))
+        return (torch.softmax(s, -1).to(v.dtype) @ vh).transpose(0, 1)
+
+    varlen.__qualname__ = f"varlen_attention(causal={causal}, scale={scale})"
+    return varlen

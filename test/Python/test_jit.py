@@ -73,6 +73,31 @@ class Jit(unittest.TestCase):
         self.assertEqual(fn.compiles, 1)
         self.assertEqual(fn.prepare(*self.inputs()), fn._manifests[fn.shape_class(self.inputs())])
 
+    def test_varlen_is_one_kernel_with_a_block_mask(self):
+        import json
+
+        import torch
+
+        g = torch.Generator().manual_seed(0)
+        q = torch.randn(300, 8, 64, generator=g).to(torch.bfloat16)
+        k = torch.randn(300, 2, 64, generator=g).to(torch.bfloat16)
+        cu = torch.tensor([0, 100, 180, 300], dtype=torch.int32)
+        os.environ["FLASHLIGHT_CACHE"] = self.cache.name
+        try:
+            out = flashlight.varlen_attention(q, k, k, cu)  # compiles, runs as PyTorch
+        finally:
+            del os.environ["FLASHLIGHT_CACHE"]
+        self.assertEqual(tuple(out.shape), (300, 8, 64))
+        manifests = [os.path.join(d, f) for d, _, files in os.walk(self.cache.name)
+                     for f in files if f == "program.json"]
+        self.assertEqual(len(manifests), 1)
+        with open(manifests[0]) as f:
+            m = json.load(f)
+        self.assertEqual({a["codegen"] for a in m["archs"].values()}, {"mma.sync", "wgmma"})
+        self.assertIsNotNone(m["block_mask"])  # the tiles between sequences are skipped
+        self.assertNotIn("steps", m["entry"])  # only layouts around the kernel
+        self.assertEqual(m["params"][1]["shape"], [1, 2, 300, 64])  # GQA, not repeated
+
     def test_inputs_that_require_grad_are_refused(self):
         q, k, v = self.inputs()
         q.requires_grad_(True)

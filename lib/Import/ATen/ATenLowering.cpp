@@ -91,6 +91,9 @@ public:
   // ATen ops.
   FailureOr<Value> lowerOp(StringRef target, RankedTensorType out);
   FailureOr<Value> sdpa(RankedTensorType out);
+  /// `searchsorted(sorted, values)`: per value, how many elements of the
+  /// 1-D `sorted` are below it (`right`: at most it), a reduction over them.
+  FailureOr<Value> searchsorted(RankedTensorType out);
   FailureOr<SmallVector<Value, 1>> split(StringRef target,
                                          ArrayRef<RankedTensorType> outs);
   FailureOr<Value> index(Value self, const json &indices, RankedTensorType out);
@@ -619,6 +622,65 @@ FailureOr<Value> ATenLowering::Impl::sdpa(RankedTensorType out) {
   }
   Value p = softmax(s, rank - 1, qt.getElementType());
   return matmul(p, *v, out.getElementType());
+}
+
+FailureOr<Value> ATenLowering::Impl::searchsorted(RankedTensorType out) {
+  FailureOr<Value> sorted = tensor(arg(0, "sorted_sequence"));
+  FailureOr<Value> values = tensor(arg(1, "self"));
+  if (failed(sorted) || failed(values))
+    return failure();
+  if (!arg(5, "sorter").is_null())
+    return fail("searchsorted with a sorter is not supported");
+  auto sortedType = cast<RankedTensorType>(sorted->getType());
+  auto valuesType = cast<RankedTensorType>(values->getType());
+  if (sortedType.getRank() != 1)
+    return fail("searchsorted over a sorted sequence of rank " +
+                Twine(sortedType.getRank()) + " (only 1-D is supported)");
+  if (valuesType.getShape() != out.getShape() ||
+      !isa<IntegerType>(out.getElementType()))
+    return fail("searchsorted's result is not an integer tensor of the "
+                "values' shape");
+  // `right` (or side = "right"): the first index whose element exceeds the
+  // value; else the first whose element is not below it.
+  const json &side = arg(4, "side");
+  bool right = number(arg(3, "right")).value_or(0) != 0 ||
+               (side.is_string() && side.get<std::string>() == "right");
+  Type compute = promote({*sorted, *values});
+  int64_t rank = valuesType.getRank();
+  SmallVector<AffineExpr> all;
+  for (int64_t d = 0; d < rank; ++d)
+    all.push_back(b.getAffineDimExpr(d));
+  Value init = linalg::FillOp::create(
+                   b, loc, constantOf(b, loc, out.getElementType(), 0),
+                   emptyLike(b, loc, out))
+                   .getResult(0);
+  SmallVector<utils::IteratorType> iters = parallelIterators(rank);
+  iters.push_back(utils::IteratorType::reduction);
+  return linalg::GenericOp::create(
+             b, loc, out, ValueRange{*sorted, *values}, init,
+             {AffineMap::get(rank + 1, 0, b.getAffineDimExpr(rank)),
+              AffineMap::get(rank + 1, 0, all, ctx),
+              AffineMap::get(rank + 1, 0, all, ctx)},
+             iters,
+             [&](OpBuilder &nb, Location l, ValueRange s) {
+               Value e = castScalar(nb, l, s[0], compute);
+               Value v = castScalar(nb, l, s[1], compute);
+               Value below = isa<FloatType>(compute)
+                                 ? Value(arith::CmpFOp::create(
+                                       nb, l,
+                                       right ? arith::CmpFPredicate::OLE
+                                             : arith::CmpFPredicate::OLT,
+                                       e, v))
+                                 : Value(arith::CmpIOp::create(
+                                       nb, l,
+                                       right ? arith::CmpIPredicate::sle
+                                             : arith::CmpIPredicate::slt,
+                                       e, v));
+               Value one = castScalar(nb, l, below, s[2].getType());
+               Value count = arith::AddIOp::create(nb, l, s[2], one);
+               linalg::YieldOp::create(nb, l, count);
+             })
+      .getResult(0);
 }
 
 FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
@@ -1215,6 +1277,8 @@ FailureOr<Value> ATenLowering::Impl::lowerOp(StringRef target,
   }
   if (op == "scaled_dot_product_attention")
     return sdpa(out);
+  if (op == "searchsorted")
+    return searchsorted(out);
 
   // Creation.
   if (op == "full" || op == "ones" || op == "zeros" || op == "scalar_tensor" ||
