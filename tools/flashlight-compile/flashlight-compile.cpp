@@ -491,6 +491,7 @@ FailureOr<json> importAndOutline(ModuleOp module,
   }
   PassManager hostPM(ctx);
   configure(hostPM);
+  hostPM.addPass(flashlight::createHostFuse());
   hostPM.addPass(flashlight::createHostToGPU());
   if (failed(hostPM.run(*hostModule)))
     return failure();

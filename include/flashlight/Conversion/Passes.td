@@ -104,4 +104,20 @@ def HostToGPU : Pass<"flashlight-host-to-gpu", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def HostFuse : Pass<"flashlight-host-fuse", "::mlir::ModuleOp"> {
+  let summary = "Fuse the reference path's elementwise chains, so that each "
+                "becomes one kernel";
+  let description = [{
+    On the functions without `attn` operations (what
+    `flashlight-host-to-gpu` turns into one kernel per generic), fuses an
+    elementwise `linalg.generic` (parallel loops only) into the elementwise
+    generic that consumes it when the consumer is its only user: a chain
+    such as RoPE's `x * cos + rotate(x) * sin` or a norm's scaling becomes
+    one generic, and so one kernel, instead of a kernel and a tensor per
+    step. Reductions (matmuls, norms' sums) are neither fused into nor
+    absorbed: they keep their own kernels.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 #endif // FLASHLIGHT_CONVERSION_PASSES
