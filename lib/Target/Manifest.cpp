@@ -431,6 +431,8 @@ FailureOr<json> flashlight::describeHostSteps(
            generic->getAttrOfType<IntegerAttr>("flashlight.block").getInt()},
           {"args", *args},
           {"results", created}};
+      if (auto einsum = generic->getAttrOfType<StringAttr>("flashlight.einsum"))
+        step["einsum"] = einsum.str();
     } else if (auto call = dyn_cast<func::CallOp>(op)) {
       FailureOr<json> args = idsOf(&op, call.getOperands());
       if (failed(args))

@@ -464,6 +464,13 @@ def _run_steps(kernel, entry, args):
         elif op == "reshape":
             shape = infos[step["result"]]["shape"]
             vals[step["result"]] = vals[step["source"]].reshape(shape)
+        elif op == "kernel" and "einsum" in step:
+            # A contraction (a projection, a matmul): a library GEMM
+            # (cuBLAS through torch.einsum) instead of the simple kernel,
+            # in the accumulator's type, added to the initial value.
+            a, b, init = (vals[i] for i in step["args"][:3])
+            acc = init.dtype
+            vals[step["results"][0]] = init + torch.einsum(step["einsum"], a.to(acc), b.to(acc))
         elif op == "kernel":
             for r in step["results"]:
                 # Poisoned: an element the kernel skips stays NaN.

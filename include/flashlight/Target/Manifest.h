@@ -56,12 +56,13 @@ mlir::FailureOr<nlohmann::json> describeEntry(
 /// and `steps`, run in order over numbered `values` (the inputs first):
 /// `{"op": "kernel", "kernel", "grid", "block", "args", "results"}` (a
 /// kernel of the `flashlight_host` module; `args` in parameter order,
-/// `results` the values it creates), `{"op": "attention", "attention",
-/// "args", "results"}` (a call of attention kernel `attention`: the
-/// position of the callee in `attentions`, the kernel functions in
-/// manifest order), `{"op": "reshape",
-/// "source", "result"}`, `{"op": "constant", "file", "result"}`, `{"op":
-/// "empty", "result"}`; `results` names the values returned.
+/// `results` the values it creates; a contraction, `out += a * b`, also
+/// has its `einsum`, e.g. "abd,cd->abc", for a runtime to use a GEMM), `{"op":
+/// "attention", "attention", "args", "results"}` (a call of attention kernel
+/// `attention`: the position of the callee in `attentions`, the kernel
+/// functions in manifest order), `{"op": "reshape", "source", "result"}`,
+/// `{"op": "constant", "file", "result"}`, `{"op": "empty", "result"}`;
+/// `results` names the values returned.
 mlir::FailureOr<nlohmann::json> describeHostSteps(
     mlir::func::FuncOp host, llvm::ArrayRef<std::string> attentions,
     llvm::function_ref<mlir::FailureOr<std::string>(mlir::ElementsAttr)>

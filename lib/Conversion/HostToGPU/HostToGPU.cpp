@@ -75,6 +75,50 @@ SmallVector<Value> flashlight::hostKernelParams(linalg::GenericOp generic) {
 
 namespace {
 
+/// `x` without a float widening on top of it.
+Value unwiden(Value x) {
+  if (auto ext = x.getDefiningOp<arith::ExtFOp>())
+    return ext.getIn();
+  return x;
+}
+
+/// The einsum of a contraction generic, `out += widen(a) * widen(b)` summed
+/// over its reduction loops, each operand read through a projected
+/// permutation of the loops (a matmul, a batched matmul, a projection):
+/// e.g. "abd,cd->abc". A runtime may compute it with a library GEMM
+/// instead of the kernel. None for any other generic.
+std::optional<std::string> einsumOf(linalg::GenericOp generic) {
+  if (generic.getNumDpsInputs() != 2 || generic.getNumDpsInits() != 1 ||
+      generic.getNumReductionLoops() == 0 || generic.getNumLoops() > 26 ||
+      !isa<FloatType>(getElementTypeOrSelf(generic.getResult(0).getType())))
+    return std::nullopt;
+  Block &body = generic.getRegion().front();
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add || body.getOperations().size() > 5)
+    return std::nullopt;
+  Value acc = body.getArgument(2);
+  Value product = add.getLhs() == acc   ? add.getRhs()
+                  : add.getRhs() == acc ? add.getLhs()
+                                        : Value();
+  auto mul = product ? product.getDefiningOp<arith::MulFOp>() : nullptr;
+  if (!mul)
+    return std::nullopt;
+  Value x = unwiden(mul.getLhs()), y = unwiden(mul.getRhs());
+  if (!((x == body.getArgument(0) && y == body.getArgument(1)) ||
+        (x == body.getArgument(1) && y == body.getArgument(0))))
+    return std::nullopt;
+  std::string text;
+  for (auto [k, map] : llvm::enumerate(generic.getIndexingMapsArray())) {
+    if (!map.isProjectedPermutation(/*allowZeroInResults=*/false))
+      return std::nullopt;
+    text += k == 0 ? "" : k == 1 ? "," : "->";
+    for (AffineExpr e : map.getResults())
+      text += char('a' + cast<AffineDimExpr>(e).getPosition());
+  }
+  return text;
+}
+
 bool hasAttention(func::FuncOp func) {
   bool found = false;
   func.walk([&](Operation *op) {
@@ -514,6 +558,8 @@ struct HostToGPU : flashlight::impl::HostToGPUBase<HostToGPU> {
         generic->setAttr("flashlight.grid", b.getI64IntegerAttr(*grid));
         generic->setAttr("flashlight.block",
                          b.getI64IntegerAttr(flashlight::kHostBlockSize));
+        if (std::optional<std::string> einsum = einsumOf(generic))
+          generic->setAttr("flashlight.einsum", b.getStringAttr(*einsum));
       }
     }
   }

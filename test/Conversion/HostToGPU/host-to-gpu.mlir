@@ -114,3 +114,40 @@ func.func @powi_i64(%x: tensor<4xf32>) -> tensor<4xf32> {
   } -> tensor<4xf32>
   return %y : tensor<4xf32>
 }
+
+// -----
+
+// A contraction (`out += widen(a) * widen(b)` over the reduction loop,
+// operands read through projected permutations) records its einsum, for a
+// runtime to use a GEMM; the kernel is built all the same.
+// CHECK-LABEL: func.func @projection
+// CHECK: linalg.generic
+// CHECK-SAME: flashlight.einsum = "ac,cb->ab"
+// CHECK-SAME: flashlight.kernel = "host
+func.func @projection(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %init: tensor<4x16xf32>) -> tensor<4x16xf32> {
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, k)>, affine_map<(i, j, k) -> (k, j)>, affine_map<(i, j, k) -> (i, j)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%x, %w : tensor<4x8xbf16>, tensor<8x16xbf16>) outs(%init : tensor<4x16xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %o: f32):
+    %ae = arith.extf %a : bf16 to f32
+    %be = arith.extf %b : bf16 to f32
+    %m = arith.mulf %ae, %be : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4x16xf32>
+  return %r : tensor<4x16xf32>
+}
+
+// -----
+
+// A sum of squares is a reduction, not a contraction of two operands.
+// CHECK-LABEL: func.func @squares
+// CHECK: linalg.generic
+// CHECK-NOT: flashlight.einsum
+func.func @squares(%x: tensor<4x8xf32>, %init: tensor<4xf32>) -> tensor<4xf32> {
+  %r = linalg.generic {indexing_maps = [affine_map<(i, k) -> (i, k)>, affine_map<(i, k) -> (i)>], iterator_types = ["parallel", "reduction"]} ins(%x : tensor<4x8xf32>) outs(%init : tensor<4xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %m = arith.mulf %a, %a : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<4xf32>
+  return %r : tensor<4xf32>
+}
