@@ -14,7 +14,10 @@ against the same model in f32 with "eager" (relative Frobenius error over
 the tokens that are not padding), next to the bf16 "eager" model's error as
 the bf16 noise it must stay within (at most 1.5x it, or 2e-2), and profiles
 one attention call: the CUDA kernels it launches must be Flashlight's only
-(no copies around the attention).
+(no copies around the attention). It also generates 6 tokens greedily (the
+prompt through the fused kernel, decode steps through SDPA) and reports the
+fraction equal to the eager bf16 model's (not a pass criterion: bf16 ties
+may break either way).
 """
 
 import json
@@ -126,6 +129,15 @@ def run(cache, out_path):
         # Flashlight's own: the attention kernel and its block-mask
         # pre-kernel (named after the exported function).
         others = [k for k in kernels if "_attention0" not in k]
+        # Generation: the prompt through the fused kernel, the decode steps
+        # (one query each) through SDPA; greedy tokens against eager bf16's.
+        with torch.no_grad():
+            fl_tokens = fl_model.generate(ids, attention_mask=mask, max_new_tokens=6,
+                                          do_sample=False)
+            eager_model = model(family, "eager", torch.bfloat16, "cuda")
+            eager_tokens = eager_model.generate(ids, attention_mask=mask, max_new_tokens=6,
+                                                do_sample=False)
+        same = (fl_tokens[:, N:] == eager_tokens[:, N:]).float().mean().item()
         ok = e_fl <= max(2e-2, 1.5 * e_eager) and not others and not torch.isnan(fl).any()
         failures += not ok
         copies = sorted({str(w.message) for w in seen if "flashlight" in str(w.message)})
@@ -133,9 +145,11 @@ def run(cache, out_path):
             print("  warning:", text)
         records.append({"model": family, "rel_err": e_fl, "eager_bf16_rel_err": e_eager,
                         "warnings": copies,
-                        "attention_kernels": kernels, "other_kernels": others, "pass": ok})
+                        "attention_kernels": kernels, "other_kernels": others,
+                        "generated_tokens_equal_to_eager_bf16": same, "pass": ok})
         print(f"{family:<8} flashlight rel_err {e_fl:.2e} (eager bf16 {e_eager:.2e}); "
-              f"attention launches {kernels} {'pass' if ok else 'FAIL'}", flush=True)
+              f"attention launches {kernels}; generated tokens equal to eager's: "
+              f"{same:.0%} {'pass' if ok else 'FAIL'}", flush=True)
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
               "command": "scripts/hf_check.py fill CACHE (build machine); "

@@ -177,7 +177,7 @@ def _register_op():
     def _(key, args):
         # Tracing (torch.compile) is when a shape class first shows up:
         # compile its kernel now, so that the compiled graph only calls it.
-        _registry[key]._prepare_examples(args)
+        _registry[key]._prepare_examples(args, isolated=True)
         with torch.no_grad():
             outs = _registry[key].fn(*args)
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
@@ -185,6 +185,26 @@ def _register_op():
 
     _op = jit_call
     return _op
+
+
+_dispatch_tls = None
+
+
+def _default_dispatch_tls():
+    """The dispatcher's thread-local include and exclude key sets as a new
+    thread has them (not empty: autocast keys are excluded by default)."""
+    global _dispatch_tls
+    if _dispatch_tls is None:
+        import torch
+
+        found = []
+        reader = threading.Thread(target=lambda: found.append(
+            (torch._C._dispatch_tls_local_include_set(),
+             torch._C._dispatch_tls_local_exclude_set())))
+        reader.start()
+        reader.join()
+        _dispatch_tls = found[0]
+    return _dispatch_tls
 
 
 class JitFunction:
@@ -224,37 +244,32 @@ class JitFunction:
         self._manifests[shape_class] = manifest
         return manifest
 
-    def _prepare_examples(self, args):
-        """`prepare` on zero CPU tensors of `args`' shapes and dtypes, in a
-        thread of its own: the export then runs with a fresh dispatcher
-        state, never on fake tensors nor inside an op's dispatch (from the
-        op's fake implementation under torch.compile, torch.export would
-        lift fake constants)."""
+    def _prepare_examples(self, args, isolated=False):
+        """`prepare` on zero CPU tensors of `args`' shapes and dtypes. With
+        `isolated` (from inside the op: its fake implementation under
+        torch.compile, or its real one) outside the fake mode and with the
+        dispatcher's default thread state: inside an op's dispatch,
+        torch.export lifts fake constants."""
         shape_class = self.shape_class(args)
         if shape_class in self._manifests:
             return self._manifests[shape_class]
-        result = {}
+        import contextlib
 
-        def work():
-            import torch
+        import torch
 
-            try:
-                with torch.no_grad():
-                    examples = [torch.zeros(shape, dtype=getattr(torch, dtype.split(".")[-1]))
-                                for shape, dtype in shape_class]
-                    result["manifest"] = self.prepare(*examples)
-            except BaseException as e:  # re-raised in the caller's thread
-                result["error"] = e
+        guards = contextlib.ExitStack()
+        if isolated:
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
 
-        thread = threading.Thread(target=work, name="flashlight-compile")
-        thread.start()
-        thread.join()
-        if "error" in result:
-            raise result["error"]
-        return result["manifest"]
+            guards.enter_context(unset_fake_temporarily())
+            guards.enter_context(torch._C._ForceDispatchKeyGuard(*_default_dispatch_tls()))
+        with guards, torch.no_grad():
+            examples = [torch.zeros(shape, dtype=getattr(torch, dtype.split(".")[-1]))
+                        for shape, dtype in shape_class]
+            return self.prepare(*examples)
 
     def _run(self, args):
-        manifest = self._prepare_examples(args)
+        manifest = self._prepare_examples(args, isolated=True)
         if manifest not in self._kernels:
             from . import load
 

@@ -68,9 +68,12 @@ class Jit(unittest.TestCase):
             q, k, v = (mode.from_tensor(x) for x in self.inputs())
             (out,) = op(fn.key, [q, k, v])
             op(fn.key, [q, k, v])
+            # Further shape classes, each exported from inside the op.
+            for n in (64, 192):
+                op(fn.key, [mode.from_tensor(x) for x in self.inputs(n)])
         self.assertEqual(tuple(out.shape), (2, 4, 128, 64))
         self.assertEqual(out.dtype, torch.bfloat16)
-        self.assertEqual(fn.compiles, 1)
+        self.assertEqual(fn.compiles, 3)
         self.assertEqual(fn.prepare(*self.inputs()), fn._manifests[fn.shape_class(self.inputs())])
 
     def test_varlen_is_one_kernel_with_a_block_mask(self):
