@@ -15,7 +15,7 @@ the tokens that are not padding), next to the bf16 "eager" model's error as
 the bf16 noise it must stay within (at most 1.5x it, or 2e-2), and profiles
 one attention call: the CUDA kernels it launches must be Flashlight's only
 (no copies around the attention). It also generates 6 tokens greedily (the
-prompt through the fused kernel, decode steps through SDPA) and reports the
+prompt through the fused kernel, decode steps as PyTorch) and reports the
 fraction equal to the eager bf16 model's (not a pass criterion: bf16 ties
 may break either way).
 """
@@ -130,7 +130,7 @@ def run(cache, out_path):
         # pre-kernel (named after the exported function).
         others = [k for k in kernels if "_attention0" not in k]
         # Generation: the prompt through the fused kernel, the decode steps
-        # (one query each) through SDPA; greedy tokens against eager bf16's.
+        # (one query each) as PyTorch; greedy tokens against eager bf16's.
         with torch.no_grad():
             fl_tokens = fl_model.generate(ids, attention_mask=mask, max_new_tokens=6,
                                           do_sample=False)

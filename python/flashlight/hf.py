@@ -25,8 +25,8 @@ shape is one kernel, compiled once and cached on disk.
 Off the GPU the function runs as PyTorch after compiling its kernel, so a
 CPU run of a model fills the cache for a GPU machine without the compiler.
 Kernels are compiled per shape (runtime shapes are not done): a decode step
-(one query, a new key length each token) runs on PyTorch's SDPA instead,
-with a one-time warning; prompts of new lengths compile once each.
+(one query, a new key length each token) runs the same program as PyTorch
+instead, with a one-time warning; prompts of new lengths compile once each.
 Dropout in training mode and `output_attentions` are not supported (a
 clear error).
 """
@@ -98,17 +98,8 @@ def _decode_notice():
         _noticed = True
         import warnings
 
-        warnings.warn("flashlight: decode steps (one query) run on PyTorch's SDPA: "
-                      "Flashlight compiles a kernel per shape", stacklevel=3)
-
-
-def _sdpa_forward(module, query, key, value, attention_mask, softcap=None, **kwargs):
-    if softcap is not None or getattr(module, "sinks", None) is not None:
-        raise NotImplementedError("flashlight attention: a decode step with a soft-cap or "
-                                  "sinks (SDPA cannot run it; runtime shapes are not done)")
-    from transformers.integrations.sdpa_attention import sdpa_attention_forward
-
-    return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
+        warnings.warn("flashlight: decode steps (one query) run as PyTorch: Flashlight "
+                      "compiles a kernel per shape", stacklevel=3)
 
 
 def attention_forward(module, query, key, value, attention_mask, dropout=0.0,
@@ -124,14 +115,6 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0,
     if kwargs.get("position_bias") is not None:
         raise NotImplementedError("flashlight attention: position_bias (T5) is not wired "
                                   "into the backend yet")
-    if query.shape[2] == 1 and query.is_cuda:
-        # A decode step: one query per sequence, a new key length each token.
-        # Flashlight compiles per shape (runtime shapes are not done), so
-        # decoding would compile a kernel per token: PyTorch's SDPA runs it.
-        _decode_notice()
-        return _sdpa_forward(module, query, key, value, attention_mask, dropout=dropout,
-                             scaling=scaling, is_causal=is_causal, softcap=softcap,
-                             **kwargs)
     scaling = float(scaling if scaling is not None else query.shape[-1] ** -0.5)
     is_causal = is_causal if is_causal is not None else getattr(module, "is_causal", True)
     mask = attention_mask
@@ -148,4 +131,11 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0,
         args.append(mask)
     if sinks is not None:
         args.append(sinks.detach())
+    if query.shape[2] == 1 and query.is_cuda:
+        # A decode step: one query per sequence, a new key length each token.
+        # Flashlight compiles per shape (runtime shapes are not done), so
+        # decoding would compile a kernel per token: the same program runs
+        # as PyTorch instead.
+        _decode_notice()
+        return program.fn(*args), None
     return program(*args), None
