@@ -8,7 +8,9 @@ GPU machine's JAX (which lowers it) is not the build machine's:
     scripts/jax_ffi_check.py run CACHE OUT.json    # GPU machine: check
 
 `run` (no compiler there: the cache must serve) calls each program inside
-`jax.jit` (with JAX code around the attention) and eagerly, and compares
+`jax.jit` (with JAX code around the attention) and eagerly (`projected`
+computes more than its attention: a projection after it, as XLA's GEMM,
+and the reference path's other kernels, as custom calls), and compares
 with the function itself run by XLA in f32 on the same inputs (relative
 Frobenius error, bf16 tolerance 2e-2). No PyTorch is imported.
 """
@@ -37,7 +39,13 @@ def programs():
         return jax.nn.dot_product_attention(q, k, v, is_causal=True, local_window_size=(64, 0),
                                             implementation="xla")
 
+    def projected(q, k, v, w):  # more than layouts: the reference path's steps
+        o = jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation="xla")
+        o = o.reshape(B, N, H * D) @ w
+        return o * jax.nn.sigmoid(o)
+
     return {
+        "projected": (projected, [(B, N, H, D)] * 3 + [(H * D, 128)]),
         "bhnd": (bhnd, [(B, H, N, D)] * 3),
         "dpa_causal": (dpa_causal, [(B, N, H, D)] * 3),
         "gqa_window": (gqa_window, [(B, N, 8, D), (B, N, 2, D), (B, N, 2, D)]),

@@ -2,10 +2,12 @@
 //
 // `flashlight_call`: an XLA FFI handler that launches the attention kernel of
 // a Flashlight manifest on XLA's stream, for `flashlight.jax` (jax.ffi
-// custom calls inside jax.jit). Operands and results are the kernel's
-// parameters in manifest order (inputs, then outputs), row-major as XLA
-// lays them out; the attribute `manifest` is the manifest's path. Built as
-// a shared library against jaxlib's FFI headers; no MLIR, no CUDA headers.
+// custom calls inside jax.jit); `flashlight_host_kernel`: one kernel of the
+// manifest entry's reference path (a step the entry runs around it). Operands
+// and results are the kernel's parameters in manifest order (inputs, then
+// outputs), row-major as XLA lays them out; the attribute `manifest` is the
+// manifest's path. Built as a shared library against jaxlib's FFI headers; no
+// MLIR, no CUDA headers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -86,7 +89,83 @@ ffi::Error call(CUstream stream, ffi::RemainingArgs args,
   }
 }
 
+/// Loaded reference-path modules by file path and device.
+std::map<std::pair<std::string, int>, std::unique_ptr<HostKernels>> hostModules;
+
+/// The loaded module at `path` on the current context's device.
+HostKernels &hostModuleFor(const std::string &path) {
+  CudaDriver &cuda = CudaDriver::get();
+  cuda.check(cuda.cuInit(0), "cuInit");
+  CUcontext context = nullptr;
+  cuda.check(cuda.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+  if (!context)
+    cuda.initDevice();
+  CUdevice device = 0;
+  cuda.check(cuda.cuCtxGetDevice(&device), "cuCtxGetDevice");
+  std::lock_guard<std::mutex> lock(cacheMutex);
+  std::unique_ptr<HostKernels> &slot = hostModules[{path, int(device)}];
+  if (!slot)
+    slot = std::make_unique<HostKernels>(path);
+  return *slot;
+}
+
+/// One reference-path step: kernel `kernel` of module `module`, its
+/// parameters the operands with the results at positions `results` (in
+/// parameter order, as the manifest step's `args` list them).
+ffi::Error hostCall(CUstream stream, ffi::RemainingArgs args,
+                    ffi::RemainingRets rets, std::string_view module,
+                    std::string_view kernel, int64_t grid, int64_t block,
+                    ffi::Span<const int64_t> results) {
+  try {
+    size_t total = args.size() + rets.size();
+    std::vector<CUdeviceptr> pointers(total);
+    std::vector<std::vector<int64_t>> shapes(total);
+    std::vector<bool> isResult(total, false);
+    for (int64_t position : results) {
+      if (position < 0 || size_t(position) >= total)
+        return ffi::Error::InvalidArgument("flashlight_host_kernel: result "
+                                           "position out of range");
+      isResult[position] = true;
+    }
+    size_t nextArg = 0, nextRet = 0;
+    for (size_t p = 0; p < total; ++p) {
+      std::optional<ffi::AnyBuffer> buffer;
+      if (isResult[p]) {
+        auto ret = rets.get<ffi::AnyBuffer>(nextRet++);
+        if (ret.has_error())
+          return ret.error();
+        buffer = **ret;
+      } else {
+        auto arg = args.get<ffi::AnyBuffer>(nextArg++);
+        if (arg.has_error())
+          return arg.error();
+        buffer = *arg;
+      }
+      pointers[p] = CUdeviceptr(buffer->untyped_data());
+      auto dims = buffer->dimensions();
+      shapes[p].assign(dims.begin(), dims.end());
+    }
+    hostModuleFor(std::string(module))
+        .launch(std::string(kernel), grid, block, pointers, shapes, stream);
+    return ffi::Error::Success();
+  } catch (const std::exception &e) {
+    return ffi::Error(ffi::ErrorCode::kInternal,
+                      std::string("flashlight_host_kernel: ") + e.what());
+  }
+}
+
 } // namespace
+
+XLA_FFI_DEFINE_HANDLER_SYMBOL(FlashlightHostKernel, hostCall,
+                              ffi::Ffi::Bind()
+                                  .Ctx<ffi::PlatformStream<CUstream>>()
+                                  .RemainingArgs()
+                                  .RemainingRets()
+                                  .Attr<std::string_view>("module")
+                                  .Attr<std::string_view>("kernel")
+                                  .Attr<int64_t>("grid")
+                                  .Attr<int64_t>("block")
+                                  .Attr<ffi::Span<const int64_t>>("results"));
 
 XLA_FFI_DEFINE_HANDLER_SYMBOL(FlashlightCall, call,
                               ffi::Ffi::Bind()

@@ -388,3 +388,41 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
                  manifest.dynamicSharedMemory, stream, args.data(), nullptr),
              "cuLaunchKernel");
 }
+
+HostKernels::HostKernels(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ManifestError("cannot read " + path);
+  std::stringstream data;
+  data << in.rdbuf();
+  std::string image = data.str(); // PTX must be NUL-terminated: it is.
+  CudaDriver &cuda = CudaDriver::get();
+  cuda.check(cuda.cuModuleLoadData(&module, image.c_str()), "cuModuleLoadData");
+}
+
+HostKernels::~HostKernels() {
+  if (module)
+    CudaDriver::get().cuModuleUnload(module);
+}
+
+void HostKernels::launch(const std::string &name, int64_t grid, int64_t block,
+                         const std::vector<CUdeviceptr> &pointers,
+                         const std::vector<std::vector<int64_t>> &shapes,
+                         CUstream stream) {
+  CudaDriver &cuda = CudaDriver::get();
+  CUfunction &function = functions[name];
+  if (!function)
+    cuda.check(cuda.cuModuleGetFunction(&function, module, name.c_str()),
+               "cuModuleGetFunction");
+  if (grid <= 0 || grid > 0x7fffffff || block <= 0 || block > 1024)
+    throw ManifestError("kernel " + name + ": grid " + std::to_string(grid) +
+                        " or block " + std::to_string(block) + " out of range");
+  std::vector<uint64_t> words;
+  for (size_t i = 0; i < pointers.size(); ++i)
+    appendDescriptor(words, pointers[i], shapes[i]);
+  std::vector<void *> args = argumentsOf(words);
+  cuda.check(cuda.cuLaunchKernel(function, unsigned(grid), 1, 1,
+                                 unsigned(block), 1, 1, 0, stream, args.data(),
+                                 nullptr),
+             "cuLaunchKernel");
+}

@@ -18,9 +18,12 @@ against jaxlib's FFI headers) on XLA's stream; the layouts around it (the
 manifest entry's `sources` and `results`) are jnp transposes and reshapes
 that XLA compiles with the rest of the program. Needs no PyTorch.
 
-A program whose entry has reference-path steps (a projection, a norm
-around the attention) is refused with a clear error: the reference path is
-not wired into XLA (decorate the attention alone; the rest stays in JAX).
+A program with more than layouts around its attention (projections,
+norms: the manifest entry's reference-path steps) runs as XLA ops and custom
+calls: contractions as `jnp.einsum` (XLA's GEMM), the other reference-path
+kernels as FFI calls (`flashlight_host_kernel`), the attention as
+`flashlight_call`. Decorating the attention alone keeps the rest in XLA
+proper.
 The shared library is `FLASHLIGHT_JAX_LIB`, else the repository's
 `build/lib/libflashlight_jax.so`.
 """
@@ -32,6 +35,7 @@ import tempfile
 from ._jit import DEFAULT_ARCHS, cached_compile
 
 TARGET = "flashlight_call"
+HOST_TARGET = "flashlight_host_kernel"
 
 _DTYPES = {"f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
            "i1": "bool", "i8": "int8", "i32": "int32", "i64": "int64"}
@@ -63,6 +67,9 @@ def _register():
                            "FLASHLIGHT_JAX_LIB)")
     library = ctypes.cdll.LoadLibrary(path)
     jax.ffi.register_ffi_target(TARGET, jax.ffi.pycapsule(library.FlashlightCall),
+                                platform="CUDA")
+    jax.ffi.register_ffi_target(HOST_TARGET,
+                                jax.ffi.pycapsule(library.FlashlightHostKernel),
                                 platform="CUDA")
     _registered = True
 
@@ -142,40 +149,128 @@ class JaxFunction:
         return self._manifests[shape_class]
 
     def __call__(self, *args):
-        import jax
-
         manifest_path = self.prepare(*args)
         with open(manifest_path) as f:
             manifest = json.load(f)
         entry = manifest.get("entry") or {}
-        if not manifest.get("kernel") or "steps" in entry or "sources" not in entry:
-            raise NotImplementedError(
-                f"flashlight.jax: {getattr(self.fn, '__name__', 'fn')} computes more than "
-                "layouts around one attention; the reference path is not wired into XLA: "
-                "decorate the attention alone")
         directory = os.path.dirname(manifest_path)
+        _register()
+        if "steps" in entry:
+            return _run_steps(manifest, directory, manifest_path, args)
+        if not manifest.get("kernel") or "sources" not in entry:
+            raise NotImplementedError(f"flashlight.jax: {manifest_path} has no entry")
         params = manifest["params"]
         inputs = [p for p in params if p["direction"] == "in"]
-        outputs = [p for p in params if p["direction"] == "out"]
         operands = []
         for source, p in zip(entry["sources"], inputs):
             if "constant" in source:
-                import numpy as np
-
-                data = np.fromfile(os.path.join(directory, source["constant"]),
-                                   dtype=_dtype(p["dtype"]))
-                operands.append(jax.numpy.asarray(data.reshape(p["shape"])))
+                operands.append(_constant(directory, source["constant"], p))
             else:
                 operands.append(_to_kernel_layout(args[source["input"]], source["index"],
                                                   p["shape"]).astype(_dtype(p["dtype"])))
-        _register()
-        call = jax.ffi.ffi_call(
-            TARGET, [jax.ShapeDtypeStruct(p["shape"], _dtype(p["dtype"])) for p in outputs])
-        outs = call(*operands, manifest=os.path.abspath(manifest_path))
-        outs = outs if isinstance(outs, (list, tuple)) else [outs]
+        outs = _attention(manifest, manifest_path, operands)
         results = [_to_user_layout(outs[r["result"]], r["index"], info["shape"])
                    for r, info in zip(entry["results"], entry["outputs"])]
         return results[0] if len(results) == 1 else tuple(results)
+
+
+def _constant(directory, file, info):
+    import jax.numpy as jnp
+    import numpy as np
+
+    data = np.fromfile(os.path.join(directory, file), dtype=_dtype(info["dtype"]))
+    return jnp.asarray(data.reshape(info["shape"]))
+
+
+def _attention(manifest, manifest_path, operands):
+    """The attention kernel as an FFI custom call: its outputs."""
+    import jax
+
+    outputs = [p for p in manifest["params"] if p["direction"] == "out"]
+    call = jax.ffi.ffi_call(
+        TARGET, [jax.ShapeDtypeStruct(p["shape"], _dtype(p["dtype"])) for p in outputs])
+    outs = call(*operands, manifest=os.path.abspath(manifest_path))
+    return list(outs) if isinstance(outs, (list, tuple)) else [outs]
+
+
+def _host_module(entry, directory):
+    """The path of the reference path's module for this device: its arch's
+    cubin, else the newest PTX the driver can JIT-compile."""
+    import jax
+
+    # Off a GPU (lowering on a CPU host) the lowest arch's module.
+    cc = str(getattr(jax.devices()[0], "compute_capability", None) or "8.0").replace(".", "")
+    archs = entry.get("archs") or {}
+    for arch in (f"sm_{cc}a", f"sm_{cc}"):
+        if "cubin" in archs.get(arch, {}):
+            return os.path.join(directory, archs[arch]["cubin"])
+    ptx = sorted((int(a[3:].rstrip("a")), info["ptx"]) for a, info in archs.items()
+                 if a.startswith("sm_") and "ptx" in info and not a.endswith("a")
+                 and int(a[3:]) <= int(cc))
+    if not ptx:
+        raise RuntimeError(f"flashlight.jax: no reference-path module for sm_{cc}")
+    return os.path.join(directory, ptx[-1][1])
+
+
+def _run_steps(manifest, directory, manifest_path, args):
+    """The entry's steps in XLA: contractions as jnp.einsum (XLA's GEMM),
+    the other reference-path kernels and the attention as FFI custom calls,
+    reshapes and constants as what they are."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    entry = manifest["entry"]
+    infos = entry["values"]
+    vals = [None] * len(infos)
+    taken = [i for i in entry["inputs"] if "file" not in i]
+    if len(args) != len(taken):
+        raise TypeError(f"{entry.get('function')} takes {len(taken)} arrays, got {len(args)}")
+    given = iter(args)
+    for i, info in enumerate(entry["inputs"]):
+        vals[i] = (_constant(directory, info["file"], info) if "file" in info
+                   else next(given))
+    module = None
+    for step in entry["steps"]:
+        op = step["op"]
+        if op == "empty":
+            info = infos[step["result"]]
+            vals[step["result"]] = jnp.zeros(info["shape"], _dtype(info["dtype"]))
+        elif op == "constant":
+            vals[step["result"]] = _constant(directory, step["file"], infos[step["result"]])
+        elif op == "reshape":
+            vals[step["result"]] = jnp.reshape(vals[step["source"]],
+                                               infos[step["result"]]["shape"])
+        elif op == "kernel" and "einsum" in step:
+            a, b, init = (vals[i] for i in step["args"][:3])
+            vals[step["results"][0]] = init + jnp.einsum(
+                step["einsum"], a.astype(init.dtype), b.astype(init.dtype),
+                preferred_element_type=init.dtype)
+        elif op == "kernel":
+            module = module or _host_module(entry, directory)
+            results = step["results"]
+            call = jax.ffi.ffi_call(HOST_TARGET, [
+                jax.ShapeDtypeStruct(infos[r]["shape"], _dtype(infos[r]["dtype"]))
+                for r in results])
+            outs = call(*[vals[a] for a in step["args"] if a not in results],
+                        module=module, kernel=step["kernel"], grid=np.int64(step["grid"]),
+                        block=np.int64(step["block"]),
+                        results=np.array([i for i, a in enumerate(step["args"])
+                                          if a in results], dtype=np.int64))
+            outs = outs if isinstance(outs, (list, tuple)) else [outs]
+            for r, o in zip(results, outs):
+                vals[r] = o
+        elif op == "attention":
+            if step.get("attention", 0) != 0:
+                raise NotImplementedError("flashlight.jax: a program calling several "
+                                          "attention kernels")
+            outs = _attention(manifest, manifest_path, [vals[a] for a in step["args"]])
+            for r, o in zip(step["results"], outs):
+                vals[r] = o
+        else:
+            raise RuntimeError(f"flashlight.jax: unknown step {op!r}")
+    results = [vals[r] for r in entry["results"]]
+    return results[0] if len(results) == 1 else tuple(results)
 
 
 def jit(fn=None, *, archs=DEFAULT_ARCHS, flags=(), cache=None):

@@ -1,7 +1,7 @@
 """flashlight.jax without a GPU (ctest `python/jax`): lowering, the compile
-cache, the layouts around the kernel, and the refusal of programs the XLA
-path cannot run. Skips without JAX; the GPU calls are
-scripts/jax_ffi_check.py."""
+cache, the layouts around the kernel, and a program with reference-path
+steps lowered to XLA ops and custom calls. Skips without JAX; the GPU calls
+are scripts/jax_ffi_check.py."""
 
 import importlib.util
 import os
@@ -50,7 +50,7 @@ class JaxJit(unittest.TestCase):
         back = _to_user_layout(kernel, index, [2, 128, 4, 64])
         np.testing.assert_array_equal(np.asarray(back), x)
 
-    def test_reference_path_steps_are_refused(self):
+    def test_steps_lower_to_xla_ops_and_custom_calls(self):
         import jax
         import jax.numpy as jnp
 
@@ -63,8 +63,14 @@ class JaxJit(unittest.TestCase):
         s = jax.ShapeDtypeStruct((2, 128, 4, 64), jnp.bfloat16)
         w = jax.ShapeDtypeStruct((256, 64), jnp.bfloat16)
         fn = fj.jit(projected, cache=self.cache.name)
-        with self.assertRaisesRegex(NotImplementedError, "not wired into XLA"):
-            fn(s, s, s, w)
+        out = jax.eval_shape(fn, s, s, s, w)
+        self.assertEqual((out.shape, out.dtype), ((2, 128, 64), jnp.bfloat16))
+        # The attention a custom call, the projection XLA's own dot; the
+        # layout kernels of the reference path custom calls too.
+        text = jax.jit(fn).lower(s, s, s, w).as_text()
+        self.assertEqual(text.count(f'@{fj.TARGET}('), 1)
+        self.assertGreater(text.count(f'@{fj.HOST_TARGET}('), 0)
+        self.assertEqual(text.count("stablehlo.dot_general"), 1)
 
 
 if __name__ == "__main__":

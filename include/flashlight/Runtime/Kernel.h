@@ -15,6 +15,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,29 @@ private:
   /// The block mask's buffer and its size in bytes.
   mutable CUdeviceptr maskBuffer = 0;
   mutable size_t maskBytes = 0;
+};
+
+/// The reference path's kernels of a manifest entry (its `flashlight_host`
+/// module: `<name>.host.<arch>.cubin` or `.ptx`), launched by name as the
+/// entry's `kernel` steps say: a 1-D grid, dense row-major buffers.
+class HostKernels {
+public:
+  /// Loads the module file at `path` on the current context.
+  explicit HostKernels(const std::string &path);
+  ~HostKernels();
+  HostKernels(const HostKernels &) = delete;
+  HostKernels &operator=(const HostKernels &) = delete;
+
+  /// Launches kernel `name` on `grid` x `block` threads with one memref
+  /// descriptor per buffer, in the kernel's parameter order.
+  void launch(const std::string &name, int64_t grid, int64_t block,
+              const std::vector<CUdeviceptr> &pointers,
+              const std::vector<std::vector<int64_t>> &shapes,
+              CUstream stream = nullptr);
+
+private:
+  CUmodule module = nullptr;
+  std::map<std::string, CUfunction> functions;
 };
 
 /// The artifact (cubin or PTX file name) `manifest` offers for a device of
