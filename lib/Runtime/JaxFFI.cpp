@@ -33,9 +33,9 @@ namespace {
 std::mutex cacheMutex;
 std::map<std::pair<std::string, int>, std::unique_ptr<Kernel>> kernels;
 
-/// The loaded kernel of `path` on the current context's device (XLA's; the
-/// primary context of device 0 if none is current).
-Kernel &kernelFor(const std::string &path) {
+/// The device of the current context (XLA's; the primary context of device
+/// 0 if none is current) and its compute capability.
+std::pair<CUdevice, int> currentDevice() {
   CudaDriver &cuda = CudaDriver::get();
   cuda.check(cuda.cuInit(0), "cuInit");
   CUcontext context = nullptr;
@@ -50,11 +50,16 @@ Kernel &kernelFor(const std::string &path) {
              "cuDeviceGetAttribute");
   cuda.check(cuda.cuDeviceGetAttribute(&minor, 76, device),
              "cuDeviceGetAttribute");
+  return {device, major * 10 + minor};
+}
+
+/// The loaded kernel of `path` on the current context's device.
+Kernel &kernelFor(const std::string &path) {
+  auto [device, capability] = currentDevice();
   std::lock_guard<std::mutex> lock(cacheMutex);
   std::unique_ptr<Kernel> &slot = kernels[{path, int(device)}];
   if (!slot)
-    slot = std::make_unique<Kernel>(KernelManifest::load(path),
-                                    major * 10 + minor);
+    slot = std::make_unique<Kernel>(KernelManifest::load(path), capability);
   return *slot;
 }
 
@@ -94,14 +99,7 @@ std::map<std::pair<std::string, int>, std::unique_ptr<HostKernels>> hostModules;
 
 /// The loaded module at `path` on the current context's device.
 HostKernels &hostModuleFor(const std::string &path) {
-  CudaDriver &cuda = CudaDriver::get();
-  cuda.check(cuda.cuInit(0), "cuInit");
-  CUcontext context = nullptr;
-  cuda.check(cuda.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
-  if (!context)
-    cuda.initDevice();
-  CUdevice device = 0;
-  cuda.check(cuda.cuCtxGetDevice(&device), "cuCtxGetDevice");
+  CUdevice device = currentDevice().first;
   std::lock_guard<std::mutex> lock(cacheMutex);
   std::unique_ptr<HostKernels> &slot = hostModules[{path, int(device)}];
   if (!slot)

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 
 using namespace flashlight::runtime;
@@ -242,17 +243,25 @@ std::string flashlight::runtime::chooseArtifact(const KernelManifest &m,
 
 // `all` is every arch's manifest; the member `manifest` holds the loaded
 // arch's geometry (the body reads only the member).
+/// Loads the cubin or PTX file at `path` as a module of the current context.
+static CUmodule loadModuleFile(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw ManifestError("cannot read " + path);
+  std::stringstream data;
+  data << in.rdbuf();
+  std::string image = data.str(); // PTX must be NUL-terminated: it is.
+  CudaDriver &cuda = CudaDriver::get();
+  CUmodule module = nullptr;
+  cuda.check(cuda.cuModuleLoadData(&module, image.c_str()), "cuModuleLoadData");
+  return module;
+}
+
 Kernel::Kernel(const KernelManifest &all, int computeCapability)
     : loaded(chooseArtifact(all, computeCapability)),
       manifest(all.forArtifact(loaded)) {
   CudaDriver &cuda = CudaDriver::get();
-  std::ifstream in(manifest.directory + "/" + loaded, std::ios::binary);
-  if (!in)
-    throw ManifestError("cannot read " + manifest.directory + "/" + loaded);
-  std::stringstream data;
-  data << in.rdbuf();
-  std::string image = data.str(); // PTX must be NUL-terminated: it is.
-  cuda.check(cuda.cuModuleLoadData(&module, image.c_str()), "cuModuleLoadData");
+  module = loadModuleFile(manifest.directory + "/" + loaded);
   cuda.check(
       cuda.cuModuleGetFunction(&function, module, manifest.kernel.c_str()),
       "cuModuleGetFunction");
@@ -389,16 +398,8 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
              "cuLaunchKernel");
 }
 
-HostKernels::HostKernels(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw ManifestError("cannot read " + path);
-  std::stringstream data;
-  data << in.rdbuf();
-  std::string image = data.str(); // PTX must be NUL-terminated: it is.
-  CudaDriver &cuda = CudaDriver::get();
-  cuda.check(cuda.cuModuleLoadData(&module, image.c_str()), "cuModuleLoadData");
-}
+HostKernels::HostKernels(const std::string &path)
+    : module(loadModuleFile(path)) {}
 
 HostKernels::~HostKernels() {
   if (module)
@@ -409,11 +410,20 @@ void HostKernels::launch(const std::string &name, int64_t grid, int64_t block,
                          const std::vector<CUdeviceptr> &pointers,
                          const std::vector<std::vector<int64_t>> &shapes,
                          CUstream stream) {
+  if (pointers.size() != shapes.size())
+    throw ManifestError("kernel " + name + ": " +
+                        std::to_string(pointers.size()) + " buffers but " +
+                        std::to_string(shapes.size()) + " shapes");
   CudaDriver &cuda = CudaDriver::get();
-  CUfunction &function = functions[name];
-  if (!function)
-    cuda.check(cuda.cuModuleGetFunction(&function, module, name.c_str()),
-               "cuModuleGetFunction");
+  CUfunction function = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(functionsMutex);
+    CUfunction &slot = functions[name];
+    if (!slot)
+      cuda.check(cuda.cuModuleGetFunction(&slot, module, name.c_str()),
+                 "cuModuleGetFunction");
+    function = slot;
+  }
   if (grid <= 0 || grid > 0x7fffffff || block <= 0 || block > 1024)
     throw ManifestError("kernel " + name + ": grid " + std::to_string(grid) +
                         " or block " + std::to_string(block) + " out of range");

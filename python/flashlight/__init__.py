@@ -606,7 +606,11 @@ def _call_entry(kernel, *args):
                 continue
             user = torch.empty(info["shape"], dtype=_torch_dtypes()[p["dtype"]], device=device)
             view = _user_output_view(user, r["index"], p["shape"])
-            if view is not None:
+            align = kernel.geometry.get("pointer_alignment") or 1
+            # A view the kernel cannot write through (its last dim strided,
+            # strides off the 16-byte stores): a kernel output and a copy.
+            if view is not None and (view.is_contiguous() or
+                                     _stride_problem(view, align, output=True) is None):
                 outs[k], written[u] = view, user
     outs = [o if o is not None else
             torch.empty(p["shape"], dtype=_torch_dtypes()[p["dtype"]], device=device)

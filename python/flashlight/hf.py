@@ -80,7 +80,11 @@ def _program(scaling, softcap, causal, masked, sinks):
             both = torch.cat([s, column], dim=-1)
             p = torch.softmax(both - both.max(dim=-1, keepdim=True).values, dim=-1)[..., :-1]
         else:
-            p = torch.softmax(s, dim=-1)
+            # A row with no key (a padded query) is 0, as SDPA gives, not
+            # NaN: the kernel's convention, spelled so that PyTorch runs it
+            # too (off the GPU, decode steps).
+            empty = (s == float("-inf")).all(dim=-1, keepdim=True)
+            p = torch.where(empty, 0.0, torch.softmax(s, dim=-1))
         # [B, M, H, D], as the model reads it: the kernel writes that layout.
         return torch.matmul(p.to(v.dtype), v).transpose(1, 2)
 

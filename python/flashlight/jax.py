@@ -194,22 +194,16 @@ def _attention(manifest, manifest_path, operands):
 
 
 def _host_module(entry, directory):
-    """The path of the reference path's module for this device: its arch's
-    cubin, else the newest PTX the driver can JIT-compile."""
+    """The path of the reference path's module for this device (the
+    loader's choice: its arch's cubin, else the newest PTX the driver can
+    JIT-compile; off a GPU, lowering on a CPU host, the sm_80 one)."""
     import jax
 
-    # Off a GPU (lowering on a CPU host) the lowest arch's module.
-    cc = str(getattr(jax.devices()[0], "compute_capability", None) or "8.0").replace(".", "")
-    archs = entry.get("archs") or {}
-    for arch in (f"sm_{cc}a", f"sm_{cc}"):
-        if "cubin" in archs.get(arch, {}):
-            return os.path.join(directory, archs[arch]["cubin"])
-    ptx = sorted((int(a[3:].rstrip("a")), info["ptx"]) for a, info in archs.items()
-                 if a.startswith("sm_") and "ptx" in info and not a.endswith("a")
-                 and int(a[3:]) <= int(cc))
-    if not ptx:
-        raise RuntimeError(f"flashlight.jax: no reference-path module for sm_{cc}")
-    return os.path.join(directory, ptx[-1][1])
+    from . import _choose_artifact
+
+    cc = getattr(jax.devices()[0], "compute_capability", None) or "8.0"
+    return os.path.join(directory, _choose_artifact(entry.get("archs") or {},
+                                                    int(str(cc).replace(".", ""))))
 
 
 def _run_steps(manifest, directory, manifest_path, args):

@@ -179,7 +179,7 @@ class RuntimeStrides(unittest.TestCase):
         wide = torch.empty(2, 128, 8, 64, dtype=torch.bfloat16)[:, :, :4].transpose(1, 2)
         self.assertIsNone(flashlight._stride_problem(wide, 16, output=True))
 
-    def call_entry(self, runtime_strides):
+    def call_entry(self, runtime_strides, result_index=None, out_shape=None):
         """call_entry of a BNHD program on a stand-in kernel that records
         what it is given."""
         import torch
@@ -194,9 +194,9 @@ class RuntimeStrides(unittest.TestCase):
         manifest["entry"] = {
             "function": "bnhd",
             "inputs": [{"dtype": "bf16", "shape": [2, 128, 4, 64]}] * 3,
-            "outputs": [{"dtype": "bf16", "shape": [2, 128, 4, 64]}],
+            "outputs": [{"dtype": "bf16", "shape": out_shape or [2, 128, 4, 64]}],
             "sources": [{"input": i, "index": perm} for i in range(3)],
-            "results": [{"result": 0, "index": perm}]}
+            "results": [{"result": 0, "index": result_index or perm}]}
         given = {}
 
         class StandIn:
@@ -239,6 +239,22 @@ class RuntimeStrides(unittest.TestCase):
         self.assertEqual(view.stride(), (128 * 256, 64, 256, 1))
         merged = torch.empty(2, 128, 256)
         self.assertIsNone(flashlight._user_output_view(merged, index[:3], [2, 4, 128, 64]))
+        # A permutation that is not its own inverse: kernel dim k is user
+        # dim index[k], so kernel [B, H, N, D] reads user [N, B, H, D].
+        cycle = [{"dim": 1}, {"dim": 2}, {"dim": 0}, {"dim": 3}]
+        user = torch.empty(128, 2, 4, 64)
+        view = flashlight._user_output_view(user, cycle, [2, 4, 128, 64])
+        self.assertEqual(tuple(view.shape), (2, 4, 128, 64))
+        view[1, 3, 5, 7] = 1.0
+        self.assertEqual(user[5, 1, 3, 7].item(), 1.0)
+
+    def test_call_entry_copies_an_output_the_kernel_cannot_write(self):
+        # The user's result is the kernel's transposed in its last two dims:
+        # a view with a strided last dim, so a kernel output and a copy.
+        args, result, given = self.call_entry(True, result_index=[
+            {"dim": 0}, {"dim": 1}, {"dim": 3}, {"dim": 2}], out_shape=[2, 4, 64, 128])
+        self.assertTrue(given["out"][0].is_contiguous())
+        self.assertNotEqual(given["out"][0].data_ptr(), result.data_ptr())
 
 
 if __name__ == "__main__":

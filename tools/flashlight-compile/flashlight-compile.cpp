@@ -334,11 +334,12 @@ void ptxasInfo(StringRef fullReport, StringRef kernel, json &info) {
   std::string header = ("Compiling entry function '" + kernel + "'").str();
   StringRef report = fullReport;
   size_t start = report.find(header);
-  if (start != StringRef::npos) {
-    size_t end = report.find("Compiling entry function", start + 1);
-    report = report.substr(start, end == StringRef::npos ? StringRef::npos
-                                                         : end - start);
-  }
+  // Another kernel's numbers would be wrong: none rather than those.
+  if (start == StringRef::npos)
+    return;
+  size_t end = report.find("Compiling entry function", start + 1);
+  report = report.substr(start, end == StringRef::npos ? StringRef::npos
+                                                       : end - start);
   SmallVector<StringRef> m;
   if (llvm::Regex("Used ([0-9]+) registers").match(report, &m))
     info["registers"] = std::stoi(m[1].str());

@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -143,7 +144,10 @@ public:
 
 private:
   CUmodule module = nullptr;
+  /// Functions by name, looked up once (launches may come from several
+  /// threads: XLA's).
   std::map<std::string, CUfunction> functions;
+  std::mutex functionsMutex;
 };
 
 /// The artifact (cubin or PTX file name) `manifest` offers for a device of

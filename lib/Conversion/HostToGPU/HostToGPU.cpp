@@ -89,6 +89,9 @@ Value unwiden(Value x) {
 /// instead of the kernel. None for any other generic.
 std::optional<std::string> einsumOf(linalg::GenericOp generic) {
   if (generic.getNumDpsInputs() != 2 || generic.getNumDpsInits() != 1 ||
+      !llvm::all_of(
+          generic.getDpsInputs(),
+          [](Value v) { return isa<RankedTensorType>(v.getType()); }) ||
       generic.getNumReductionLoops() == 0 || generic.getNumLoops() > 26 ||
       !isa<FloatType>(getElementTypeOrSelf(generic.getResult(0).getType())))
     return std::nullopt;

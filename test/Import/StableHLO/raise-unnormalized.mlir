@@ -55,3 +55,32 @@ func.func @not_lse(%q: tensor<2x4x16x32xf32>, %k: tensor<2x4x16x32xf32>, %v: ten
   %r = stablehlo.multiply %o, %wb : tensor<2x4x16x32xf32>
   return %r : tensor<2x4x16x32xf32>
 }
+
+// -----
+
+// With f16 V the kernel would round exp(S) to f16 for P.V, which overflows
+// past S = 11 where the program's f32 does not: the softmax stays, and
+// O * exp(LSE) is an epilogue.
+// CHECK: remark: attn.attention: 1 branch, softmax, heads 4/4, epilogue,
+// IR-LABEL: func.func @undo_f16
+// IR: normalizer softmax
+func.func @undo_f16(%q: tensor<2x4x16x32xf32>, %k: tensor<2x4x16x32xf32>, %v16: tensor<2x4x16x32xf16>) -> tensor<2x4x16x32xf32> {
+  %v = stablehlo.convert %v16 : (tensor<2x4x16x32xf16>) -> tensor<2x4x16x32xf32>
+  %s = stablehlo.dot_general %q, %k, batching_dims = [0, 1] x [0, 1], contracting_dims = [3] x [3] : (tensor<2x4x16x32xf32>, tensor<2x4x16x32xf32>) -> tensor<2x4x16x16xf32>
+  %ninf = stablehlo.constant dense<0xFF800000> : tensor<f32>
+  %m = stablehlo.reduce(%s init: %ninf) applies stablehlo.maximum across dimensions = [3] : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  %mb = stablehlo.broadcast_in_dim %m, dims = [0, 1, 2] : (tensor<2x4x16xf32>) -> tensor<2x4x16x16xf32>
+  %d = stablehlo.subtract %s, %mb : tensor<2x4x16x16xf32>
+  %e = stablehlo.exponential %d : tensor<2x4x16x16xf32>
+  %zero = stablehlo.constant dense<0.000000e+00> : tensor<f32>
+  %den = stablehlo.reduce(%e init: %zero) applies stablehlo.add across dimensions = [3] : (tensor<2x4x16x16xf32>, tensor<f32>) -> tensor<2x4x16xf32>
+  %denb = stablehlo.broadcast_in_dim %den, dims = [0, 1, 2] : (tensor<2x4x16xf32>) -> tensor<2x4x16x16xf32>
+  %p = stablehlo.divide %e, %denb : tensor<2x4x16x16xf32>
+  %o = stablehlo.dot_general %p, %v, batching_dims = [0, 1] x [0, 1], contracting_dims = [3] x [2] : (tensor<2x4x16x16xf32>, tensor<2x4x16x32xf32>) -> tensor<2x4x16x32xf32>
+  %log = stablehlo.log %den : tensor<2x4x16xf32>
+  %lse = stablehlo.add %log, %m : tensor<2x4x16xf32>
+  %w = stablehlo.exponential %lse : tensor<2x4x16xf32>
+  %wb = stablehlo.broadcast_in_dim %w, dims = [0, 1, 2] : (tensor<2x4x16xf32>) -> tensor<2x4x16x32xf32>
+  %r = stablehlo.multiply %o, %wb : tensor<2x4x16x32xf32>
+  return %r : tensor<2x4x16x32xf32>
+}

@@ -177,7 +177,8 @@ private:
   /// program stored it in (see ElementGraph::stored); null if none is.
   /// Below exact widenings (`extf`) the narrowest stored tensor is read: a
   /// bf16 projection the program widens to f32 before its contraction holds
-  /// the same values, and it keeps the tensor-core path open.
+  /// the same values, and it keeps the tensor-core path open (not with
+  /// `keepRounding`: a narrow V makes the kernel round P to its type).
   ENode *storedElement(ENode *n) {
     ENode *found = nullptr;
     while (true) {
@@ -185,7 +186,7 @@ private:
         found = held;
       else if (found && n->kind == Kind::Leaf)
         found = n;
-      if (!isCast(n) || (found && !isOp(n, "arith.extf")))
+      if (!isCast(n) || (found && (keepRounding || !isOp(n, "arith.extf"))))
         return found;
       n = n->operands[0];
     }
@@ -756,6 +757,10 @@ LogicalResult Raiser::matchContraction(Branch &br, Reason &why) {
 /// log-sum-exp, which would need the logits outside the kernel, goes.
 void Raiser::matchUnnormalized(ENode *out, Branch &br) {
   if (br.normalizer != Normalizer::softmax || br.sink)
+    return;
+  // The kernel rounds the weights exp(S) to V's type for P.V: f16 would
+  // overflow past S = 11 where the program's f32 does not.
+  if (cast<RankedTensorType>(br.v->tensor.getType()).getElementType().isF16())
     return;
   SmallVector<ENode *> products;
   bool otherUse = false;
@@ -2119,12 +2124,13 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
         if (explain)
           emitRemark(loc) << "attn-raise: result " << operand.getOperandNumber()
                           << " is not raised: " << why.text;
-        // One attention per program: the tool compiles one kernel (a layer
-        // stack's later attentions stay on the reference path).
         raiseInside(func, root, operand.getOperandNumber());
         continue;
       }
       operand.set(*raised);
+      // The attentions the raised one's Q, K and V are computed from (a
+      // stack of layers whose last one is the result).
+      raiseInside(func, *raised, operand.getOperandNumber(), /*quiet=*/true);
       if (explain)
         emitRemark(loc) << "attn-raise: result " << operand.getOperandNumber()
                         << " raised to attn.attention";
@@ -2150,7 +2156,9 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
   /// that is an attention; the rest of the result stays for the reference
   /// path. A raised attention's matched ops are erased before the next try,
   /// so that no part of it is raised again.
-  void raiseInside(func::FuncOp func, Value root, unsigned resultNumber) {
+  /// With `quiet`, says nothing when nothing is raised.
+  void raiseInside(func::FuncOp func, Value root, unsigned resultNumber,
+                   bool quiet = false) {
     llvm::SetVector<Operation *> cone;
     SmallVector<Value> work = {root};
     while (!work.empty()) {
@@ -2197,7 +2205,7 @@ struct AttnRaisePass : flashlight::attn::impl::AttnRaiseBase<AttnRaisePass> {
         bestOp = nullptr;
     }
     // The value that came closest to an attention says what stopped it.
-    if (explain && !raisedCount && bestOp && best.stage > 0)
+    if (explain && !quiet && !raisedCount && bestOp && best.stage > 0)
       emitRemark(bestOp->getLoc())
           << "attn-raise: nothing inside result " << resultNumber
           << " is raised; the closest value stopped at: " << best.text;
