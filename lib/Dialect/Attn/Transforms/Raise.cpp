@@ -544,27 +544,26 @@ bool Raiser::isAllMasked(ENode *guard, ENode *logits, unsigned j) {
   return false;
 }
 
-/// `n` as a squared distance along the keys `j`, if it is one: sums from 0
-/// of `(A - B)^2` (a product of one difference with itself, or its power 2).
-std::optional<Distance> matchDistance(ElementGraph &graph, ENode *n,
-                                      unsigned j) {
-  Distance d;
+/// The body of the sums from 0 that `n` nests (their variables into
+/// `d.vars`, `d.node` = `n`).
+ENode *peelSums(ENode *n, Distance &d) {
   d.node = n;
   ENode *body = n;
   while (isReduce(body, "arith.addf") && isConst(body->operands[1], 0.0)) {
     d.vars.push_back(body->var);
     body = peel(body->operands[0]);
   }
-  ENode *diff = nullptr;
-  if (isOp(body, "arith.mulf") &&
-      peel(body->operands[0]) == peel(body->operands[1]))
-    diff = peel(body->operands[0]);
-  else if (isOp(body, "math.powf") && isConst(body->operands[1], 2.0))
-    diff = peel(body->operands[0]);
-  if (d.vars.empty() || !diff || !isOp(diff, "arith.subf"))
+  return body;
+}
+
+/// `d` with A and B set from `x` and `y`, A the one not reading along the
+/// keys `j`, B the one reading along them; none if that does not hold.
+std::optional<Distance> orient(ElementGraph &graph, Distance d, ENode *x,
+                               ENode *y, unsigned j) {
+  if (d.vars.empty())
     return std::nullopt;
-  d.a = diff->operands[0];
-  d.b = diff->operands[1];
+  d.a = x;
+  d.b = y;
   if (graph.dependsOn(d.a, j))
     std::swap(d.a, d.b);
   if (graph.dependsOn(d.a, j) || !graph.dependsOn(d.b, j))
@@ -572,27 +571,33 @@ std::optional<Distance> matchDistance(ElementGraph &graph, ENode *n,
   return d;
 }
 
+/// `n` as a squared distance along the keys `j`, if it is one: sums from 0
+/// of `(A - B)^2` (a product of one difference with itself, or its power 2).
+std::optional<Distance> matchDistance(ElementGraph &graph, ENode *n,
+                                      unsigned j) {
+  Distance d;
+  ENode *body = peelSums(n, d);
+  ENode *diff = nullptr;
+  if (isOp(body, "arith.mulf") &&
+      peel(body->operands[0]) == peel(body->operands[1]))
+    diff = peel(body->operands[0]);
+  else if (isOp(body, "math.powf") && isConst(body->operands[1], 2.0))
+    diff = peel(body->operands[0]);
+  if (!diff || !isOp(diff, "arith.subf"))
+    return std::nullopt;
+  return orient(graph, d, diff->operands[0], diff->operands[1], j);
+}
+
 /// `n` as a contraction `sum_p A * B` along the keys `j` with A not reading
 /// along them, if it is one (a second Q.K-shaped term of the logits).
 std::optional<Distance> matchProduct(ElementGraph &graph, ENode *n,
                                      unsigned j) {
   Distance d;
-  d.node = n;
   d.product = true;
-  ENode *body = n;
-  while (isReduce(body, "arith.addf") && isConst(body->operands[1], 0.0)) {
-    d.vars.push_back(body->var);
-    body = peel(body->operands[0]);
-  }
-  if (d.vars.empty() || !isOp(body, "arith.mulf"))
+  ENode *body = peelSums(n, d);
+  if (!isOp(body, "arith.mulf"))
     return std::nullopt;
-  d.a = body->operands[0];
-  d.b = body->operands[1];
-  if (graph.dependsOn(d.a, j))
-    std::swap(d.a, d.b);
-  if (graph.dependsOn(d.a, j) || !graph.dependsOn(d.b, j))
-    return std::nullopt;
-  return d;
+  return orient(graph, d, body->operands[0], body->operands[1], j);
 }
 
 /// The longest reduction a region unrolls.
