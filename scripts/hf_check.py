@@ -20,7 +20,6 @@ fraction equal to the eager bf16 model's (not a pass criterion: bf16 ties
 may break either way).
 """
 
-import json
 import os
 import sys
 
@@ -28,6 +27,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import flashlight  # noqa: E402
+from check_common import main, write_result  # noqa: E402
 import flashlight.hf  # noqa: E402
 
 B, N, VOCAB = 2, 128, 256
@@ -150,21 +150,8 @@ def run(cache, out_path):
         print(f"{family:<8} flashlight rel_err {e_fl:.2e} (eager bf16 {e_eager:.2e}); "
               f"attention launches {kernels}; generated tokens equal to eager's: "
               f"{same:.0%} {'pass' if ok else 'FAIL'}", flush=True)
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
-              "command": "scripts/hf_check.py fill CACHE (build machine); "
-                         "scripts/hf_check.py run CACHE OUT (GPU)",
-              "records": records}
-    with open(out_path, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"hf_check: {len(records) - failures}/{len(records)} pass")
-    return 1 if failures else 0
+    return write_result(out_path, "hf_check", records, failures)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 3 and sys.argv[1] == "fill":
-        fill(sys.argv[2])
-    elif len(sys.argv) >= 4 and sys.argv[1] == "run":
-        sys.exit(run(sys.argv[2], sys.argv[3]))
-    else:
-        sys.exit(__doc__)
+    main(__doc__, fill, run)

@@ -22,7 +22,6 @@ and `flashlight.varlen_attention` on packed sequences (3 sequences given by
 their offsets, GQA) against SDPA run on each sequence alone.
 """
 
-import json
 import os
 import sys
 
@@ -30,6 +29,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import flashlight  # noqa: E402
+from check_common import main, write_result  # noqa: E402
 
 B, H, N, D = 2, 4, 256, 64
 
@@ -183,21 +183,8 @@ def run(cache, out_path):
         ref = Model.forward(model.float(), x.float(), k.float(), v.float()).float()
     record("causal", "compile", rel_err(out, ref))
 
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-              "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
-              "command": "scripts/jit_check.py fill CACHE (build machine); "
-                         "scripts/jit_check.py run CACHE OUT (GPU)",
-              "records": records}
-    with open(out_path, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"jit_check: {len(records) - failures}/{len(records)} pass")
-    return 1 if failures else 0
+    return write_result(out_path, "jit_check", records, failures)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 3 and sys.argv[1] == "fill":
-        fill(sys.argv[2])
-    elif len(sys.argv) >= 4 and sys.argv[1] == "run":
-        sys.exit(run(sys.argv[2], sys.argv[3]))
-    else:
-        sys.exit(__doc__)
+    main(__doc__, fill, run)

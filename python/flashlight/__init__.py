@@ -490,18 +490,39 @@ def _run_steps(kernel, entry, args):
     return results[0] if len(results) == 1 else tuple(results)
 
 
+def _layout_plan(index, rank):
+    """How a tensor whose dims `index` describes ({"dim": d}: the other
+    side's dim d; {"const": c}: fixed at c) becomes the other side's layout
+    of `rank` dims: the dims to fix (the last first, with their constants),
+    the permutation of the rest, and the dims to insert. One plan for both
+    directions and every framework (the torch and jax.numpy loaders)."""
+    fixed = [(p, e["const"]) for p, e in reversed(list(enumerate(index))) if "const" in e]
+    dims = [e["dim"] for e in index if "dim" in e]
+    perm = tuple(sorted(range(len(dims)), key=lambda p: dims[p]))
+    inserted = [k for k in range(rank) if k not in dims]
+    return fixed, perm, inserted
+
+
+def _apply_layout(x, index, rank, select, permute, unsqueeze):
+    """`x` through `_layout_plan(index, rank)`, with the framework's ops."""
+    fixed, perm, inserted = _layout_plan(index, rank)
+    for p, c in fixed:
+        x = select(x, p, c)
+    x = permute(x, perm)
+    for k in inserted:
+        x = unsqueeze(x, k)
+    return x
+
+
+_TORCH_LAYOUT_OPS = (lambda x, p, c: x.select(p, c), lambda x, perm: x.permute(perm),
+                     lambda x, k: x.unsqueeze(k))
+
+
 def _to_kernel_layout(x, index, shape):
     """The kernel's view of a user tensor (no copy): user dim p is indexed
-    by kernel dim index[p]["dim"] (or fixed at index[p]["const"])."""
-    for p in reversed(range(len(index))):
-        if "const" in index[p]:
-            x = x.select(p, index[p]["const"])
-    dims = [e["dim"] for e in index if "dim" in e]
-    x = x.permute(tuple(sorted(range(len(dims)), key=lambda p: dims[p])))
-    for k in range(len(shape)):  # kernel dims the user tensor broadcasts
-        if k not in dims:
-            x = x.unsqueeze(k)
-    return x.expand(tuple(shape))
+    by kernel dim index[p]["dim"] (or fixed at index[p]["const"]); kernel
+    dims the user tensor lacks broadcast."""
+    return _apply_layout(x, index, len(shape), *_TORCH_LAYOUT_OPS).expand(tuple(shape))
 
 
 _warned = set()
@@ -542,17 +563,9 @@ def _user_output_view(user, index, shape):
 
 
 def _to_user_layout(y, index, shape):
-    """The user's view of a kernel result: kernel dim k is read at user dim
+    """The user's copy of a kernel result: kernel dim k is read at user dim
     index[k]["dim"] (or at index[k]["const"], a unit user-less dim)."""
-    for k in reversed(range(len(index))):
-        if "const" in index[k]:
-            y = y.select(k, index[k]["const"])
-    dims = [e["dim"] for e in index if "dim" in e]
-    y = y.permute(tuple(sorted(range(len(dims)), key=lambda k: dims[k])))
-    for u in range(len(shape)):  # unit user dims no kernel dim reads
-        if u not in dims:
-            y = y.unsqueeze(u)
-    return y.reshape(shape).contiguous()
+    return _apply_layout(y, index, len(shape), *_TORCH_LAYOUT_OPS).reshape(shape).contiguous()
 
 
 def _load_constant(kernel, info, device):

@@ -80,34 +80,28 @@ def _dtype(name):
     return jnp.dtype(_DTYPES[name])
 
 
-def _to_kernel_layout(x, index, shape):
-    """jnp twin of the PyTorch loader's: user dim p is indexed by kernel dim
-    index[p]["dim"] (or fixed at index[p]["const"])."""
+def _jnp_layout_ops():
     import jax.numpy as jnp
 
-    for p in reversed(range(len(index))):
-        if "const" in index[p]:
-            x = jnp.take(x, index[p]["const"], axis=p)
-    dims = [e["dim"] for e in index if "dim" in e]
-    x = jnp.transpose(x, sorted(range(len(dims)), key=lambda p: dims[p]))
-    for k in range(len(shape)):
-        if k not in dims:
-            x = jnp.expand_dims(x, k)
-    return jnp.broadcast_to(x, tuple(shape))
+    return (lambda x, p, c: jnp.take(x, c, axis=p), jnp.transpose, jnp.expand_dims)
+
+
+def _to_kernel_layout(x, index, shape):
+    """jax.numpy twin of the PyTorch loader's (one layout plan)."""
+    import jax.numpy as jnp
+
+    from . import _apply_layout
+
+    return jnp.broadcast_to(_apply_layout(x, index, len(shape), *_jnp_layout_ops()),
+                            tuple(shape))
 
 
 def _to_user_layout(y, index, shape):
     import jax.numpy as jnp
 
-    for k in reversed(range(len(index))):
-        if "const" in index[k]:
-            y = jnp.take(y, index[k]["const"], axis=k)
-    dims = [e["dim"] for e in index if "dim" in e]
-    y = jnp.transpose(y, sorted(range(len(dims)), key=lambda k: dims[k]))
-    for u in range(len(shape)):
-        if u not in dims:
-            y = jnp.expand_dims(y, u)
-    return jnp.reshape(y, tuple(shape))
+    from . import _apply_layout
+
+    return jnp.reshape(_apply_layout(y, index, len(shape), *_jnp_layout_ops()), tuple(shape))
 
 
 class JaxFunction:

@@ -49,6 +49,17 @@ class JaxJit(unittest.TestCase):
         np.testing.assert_array_equal(np.asarray(kernel), x.transpose(0, 2, 1, 3))
         back = _to_user_layout(kernel, index, [2, 128, 4, 64])
         np.testing.assert_array_equal(np.asarray(back), x)
+        # Not its own inverse: user dim p is kernel dim cycle[p], so user
+        # [N, B, H, D] is kernel [B, H, N, D].
+        y = np.arange(128 * 2 * 4 * 64, dtype=np.float32).reshape(128, 2, 4, 64)
+        cycle = [{"dim": 2}, {"dim": 0}, {"dim": 1}, {"dim": 3}]
+        kernel = _to_kernel_layout(y, cycle, [2, 4, 128, 64])
+        np.testing.assert_array_equal(np.asarray(kernel), y.transpose(1, 2, 0, 3))
+        # A constant (a unit head dim read at 0) and a broadcast kernel dim.
+        z = x[:, :, :1]  # [B, N, 1, D]
+        fixed = [{"dim": 0}, {"dim": 2}, {"const": 0}, {"dim": 3}]
+        kernel = _to_kernel_layout(z, fixed, [2, 4, 128, 64])
+        np.testing.assert_array_equal(np.asarray(kernel)[:, 3], x[:, :, 0])
 
     def test_steps_lower_to_xla_ops_and_custom_calls(self):
         import jax
