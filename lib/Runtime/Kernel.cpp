@@ -100,6 +100,8 @@ KernelManifest KernelManifest::parse(const std::string &text,
       info.output = p.at("direction") == "out";
       info.dtype = p.at("dtype");
       info.shape = p.at("shape").get<std::vector<int64_t>>();
+      if (p.contains("extents"))
+        info.extents = p.at("extents").get<std::vector<std::string>>();
       dtypeSize(info.dtype); // Rejects unknown dtypes now.
       m.params.push_back(info);
     }
@@ -135,6 +137,17 @@ void KernelManifest::validate() const {
   if (pointerAlignment < 1 || pointerAlignment > 256 ||
       (pointerAlignment & (pointerAlignment - 1)))
     bad("pointer_alignment must be a power of 2 up to 256");
+  for (const ParamInfo &p : params)
+    for (size_t d = 0; d < p.shape.size(); ++d)
+      if (p.shape[d] < 0 &&
+          (p.shape[d] != -1 || d >= p.extents.size() || p.extents[d].empty()))
+        bad(p.name + ": dim " + std::to_string(d) +
+            " is negative without an extent symbol");
+  for (const char *role : {"q0", "k0", "v"})
+    if (const ParamInfo *p = find(role); p && p->shape.size() != 4)
+      bad(std::string(role) + " must have rank 4");
+  if (hasRuntimeShapes())
+    return; // Sizes and the grid are checked per launch.
   std::vector<std::vector<int64_t>> shapes;
   for (const ParamInfo &p : params) {
     uint64_t bytes = 0;
@@ -144,10 +157,59 @@ void KernelManifest::validate() const {
       bad(p.name + " needs more than 128 TiB");
     shapes.push_back(p.shape);
   }
-  for (const char *role : {"q0", "k0", "v"})
-    if (const ParamInfo *p = find(role); p && p->shape.size() != 4)
-      bad(std::string(role) + " must have rank 4");
   grid(shapes); // Throws when the problem exceeds the launch grid.
+}
+
+bool KernelManifest::hasRuntimeShapes() const {
+  return std::any_of(params.begin(), params.end(), [](const ParamInfo &p) {
+    return std::any_of(p.shape.begin(), p.shape.end(),
+                       [](int64_t d) { return d < 0; });
+  });
+}
+
+std::map<std::string, int64_t> KernelManifest::bindExtents(
+    const std::vector<std::vector<int64_t>> &shapes) const {
+  std::map<std::string, int64_t> values;
+  std::map<std::string, std::string> from;
+  for (size_t i = 0; i < params.size() && i < shapes.size(); ++i) {
+    const ParamInfo &p = params[i];
+    for (size_t d = 0; d < p.shape.size() && d < shapes[i].size(); ++d) {
+      if (p.shape[d] >= 0)
+        continue;
+      const std::string &symbol = p.extents.at(d);
+      std::string here = p.name + " dim " + std::to_string(d);
+      auto [it, fresh] = values.emplace(symbol, shapes[i][d]);
+      if (fresh)
+        from[symbol] = here;
+      else if (it->second != shapes[i][d])
+        throw ManifestError(here + " is " + std::to_string(shapes[i][d]) +
+                            ", but " + from[symbol] + " is " +
+                            std::to_string(it->second) + ": both are extent " +
+                            symbol);
+    }
+  }
+  return values;
+}
+
+KernelManifest KernelManifest::withExtents(
+    const std::map<std::string, int64_t> &values) const {
+  KernelManifest m = *this;
+  for (ParamInfo &p : m.params)
+    for (size_t d = 0; d < p.shape.size(); ++d) {
+      if (p.shape[d] >= 0)
+        continue;
+      auto it = values.find(p.extents.at(d));
+      if (it == values.end())
+        throw ManifestError(p.name + " dim " + std::to_string(d) +
+                            " is extent " + p.extents.at(d) +
+                            ", which was given no value");
+      if (it->second < 0)
+        throw ManifestError("extent " + p.extents.at(d) + " = " +
+                            std::to_string(it->second) + " is negative");
+      p.shape[d] = it->second;
+    }
+  m.validate();
+  return m;
 }
 
 KernelManifest KernelManifest::forArtifact(const std::string &artifact) const {
@@ -339,6 +401,7 @@ void KernelManifest::checkLaunch(
                           std::to_string(pointerAlignment) +
                           " bytes, as this kernel's copies need");
   }
+  bindExtents(shapes); // Throws where two dims of one extent differ.
 }
 
 void Kernel::launch(const std::vector<CUdeviceptr> &pointers,

@@ -1,6 +1,7 @@
 //===- Manifest.cpp - Describe compiled kernels as JSON -------------------===//
 
 #include "flashlight/Target/Manifest.h"
+#include "flashlight/Target/ShapeClass.h"
 
 #include "flashlight/Conversion/HostToGPU.h"
 
@@ -180,6 +181,8 @@ json flashlight::describeParams(func::FuncOp func) {
                       {"dtype", typeName(tensor.getElementType())},
                       {"shape", shapeOf(tensor.getShape())},
                       {"strides", stridesOf(tensor.getShape())}});
+    if (!tensor.hasStaticShape())
+      params.back()["extents"] = extentSymbols(func, i);
   }
   return params;
 }
@@ -259,21 +262,34 @@ json tensorInfo(Type type) {
   return {{"dtype", typeName(t.getElementType())},
           {"shape", shapeOf(t.getShape())}};
 }
+
+/// The dtype and shape of `func`'s argument (or, past the arguments,
+/// result) `index`; with runtime shapes, the symbols of its extents.
+json tensorInfo(func::FuncOp func, unsigned index) {
+  unsigned numArgs = func.getNumArguments();
+  auto t = cast<RankedTensorType>(index < numArgs
+                                      ? func.getArgumentTypes()[index]
+                                      : func.getResultTypes()[index - numArgs]);
+  json info = tensorInfo(t);
+  if (!t.hasStaticShape())
+    info["extents"] = extentSymbols(func, index);
+  return info;
+}
 } // namespace
 
 FailureOr<json> flashlight::describeEntry(
     func::FuncOp host, func::CallOp call,
     function_ref<FailureOr<std::string>(ElementsAttr)> writeConstant) {
   json inputs = json::array(), outputs = json::array();
-  for (auto [i, t] : llvm::enumerate(host.getArgumentTypes())) {
-    inputs.push_back(tensorInfo(t));
+  for (unsigned i = 0; i < host.getNumArguments(); ++i) {
+    inputs.push_back(tensorInfo(host, i));
     // A captured constant (JSON graphs): the runtime reads it from a file
     // beside the manifest instead of taking it from the caller.
     if (auto file = host.getArgAttrOfType<StringAttr>(i, "flashlight.constant"))
       inputs.back()["file"] = file.str();
   }
-  for (Type t : host.getResultTypes())
-    outputs.push_back(tensorInfo(t));
+  for (unsigned i = 0; i < host.getNumResults(); ++i)
+    outputs.push_back(tensorInfo(host, host.getNumArguments() + i));
   // Kernel argument k = host input `input`, read through a layout copy:
   // input dim p is indexed by kernel dim index[p].
   json sources = json::array();
@@ -396,8 +412,8 @@ FailureOr<json> flashlight::describeHostSteps(
       inputs.back()["file"] = file.str();
     define(arg);
   }
-  for (Type t : host.getResultTypes())
-    outputs.push_back(tensorInfo(t));
+  for (unsigned i = 0; i < host.getNumResults(); ++i)
+    outputs.push_back(tensorInfo(host, host.getNumArguments() + i));
   auto idsOf = [&](Operation *op, ValueRange range) -> FailureOr<json> {
     json list = json::array();
     for (Value v : range) {

@@ -127,10 +127,14 @@ def _check_manifest(m, path):
     def bad(what):
         raise ManifestError(f"bad manifest {path}: {what}")
 
-    def shape_ok(shape):
+    def shape_ok(shape, extents=None):
+        # A dynamic dim (-1) has its extent's symbol.
+        extents = extents if isinstance(extents, list) else []
         return (isinstance(shape, list)
-                and all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                        for d in shape))
+                and all(isinstance(d, int) and not isinstance(d, bool)
+                        and (d >= 0 or (d == -1 and i < len(extents)
+                                        and isinstance(extents[i], str) and extents[i]))
+                        for i, d in enumerate(shape)))
 
     if not isinstance(m, dict):
         bad("not a JSON object")
@@ -158,9 +162,9 @@ def _check_manifest(m, path):
             bad(f"params[{i}] ({p['name']}): direction must be 'in' or 'out'")
         if p.get("dtype") not in _DTYPE_NAMES:
             bad(f"params[{i}] ({p['name']}): unknown dtype {p.get('dtype')!r}")
-        if not shape_ok(p.get("shape")):
+        if not shape_ok(p.get("shape"), p.get("extents")):
             bad(f"params[{i}] ({p['name']}): shape must be a list of non-negative "
-                "integers (dynamic dims are not supported)")
+                "integers, or -1 where 'extents' names the dim")
     if not isinstance(m.get("archs"), dict):
         bad("'archs' must be an object")
     kernel = m.get("kernel")
@@ -185,8 +189,9 @@ def _check_manifest(m, path):
         if not isinstance(entry, dict) or not isinstance(entry.get("inputs"), list):
             bad("'entry' must be an object with 'inputs'")
         for i, inp in enumerate(entry["inputs"]):
-            if not isinstance(inp, dict) or not shape_ok(inp.get("shape")):
-                bad(f"entry.inputs[{i}] must have a shape of non-negative integers")
+            if not isinstance(inp, dict) or not shape_ok(inp.get("shape"), inp.get("extents")):
+                bad(f"entry.inputs[{i}] must have a shape of non-negative integers "
+                    "(or -1 where 'extents' names the dim)")
 
 
 class Kernel:
@@ -274,10 +279,6 @@ class Kernel:
             raise TypeError(f"{name}: expected a CUDA tensor")
         if tensor.dtype != _torch_dtypes()[param["dtype"]]:
             raise TypeError(f"{name}: dtype {tensor.dtype}, expected {param['dtype']}")
-        expected = param["shape"]
-        if len(tensor.shape) != len(expected) or any(
-                e >= 0 and e != s for e, s in zip(expected, tensor.shape)):
-            raise ValueError(f"{name}: shape {tuple(tensor.shape)}, expected {expected}")
         align = self.geometry.get("pointer_alignment") or 1
         if not tensor.is_contiguous():
             if not self.geometry.get("runtime_strides"):
@@ -299,6 +300,7 @@ class Kernel:
                             f"got {len(inputs)}")
         for t, p in zip(inputs, self.inputs):
             self._check(t, p)
+        return _bind_extents(self.inputs, inputs)
 
     def _block_mask_shape(self, inputs):
         names = [p["name"] for p in self.inputs]
@@ -331,7 +333,7 @@ class Kernel:
         any such layout; the kernel writes through it)."""
         import torch
 
-        self._check_inputs(inputs)
+        extents = self._check_inputs(inputs)
         if block_mask is not None:
             if self._mask_function is None:
                 raise TypeError(f"{self.manifest['name']} takes no block mask")
@@ -352,9 +354,10 @@ class Kernel:
                                 f"got {len(outputs)} in out=")
             for t, p in zip(outputs, self.outputs):
                 self._check(t, p)
+            _bind_extents(self.params, list(inputs) + outputs)
         else:
-            outputs = [torch.empty(p["shape"], dtype=_torch_dtypes()[p["dtype"]], device=device)
-                       for p in self.outputs]
+            outputs = [torch.empty(_resolve(p, extents), dtype=_torch_dtypes()[p["dtype"]],
+                                   device=device) for p in self.outputs]
         if self.poison:  # checks: an element the kernel skips stays NaN
             for o in outputs:
                 o.fill_(float("nan"))
@@ -363,6 +366,9 @@ class Kernel:
             tensors.append(block_mask)
         q = tensors[[p["name"] for p in self.params].index("q0")]
         block_m = self.geometry["block_m"]
+        if q.shape[0] > 65535:
+            raise ValueError(f"q0: batch {q.shape[0]} exceeds the launch grid (at most 65535); "
+                             "split the batch over several calls")
         grid = ((q.shape[2] + block_m - 1) // block_m, q.shape[1], q.shape[0])
         _launch(self._function, tensors, grid, self.geometry["block"], device,
                 self._shared)
@@ -387,6 +393,41 @@ class Kernel:
         if name not in self._host_functions:
             self._host_functions[name] = self._get_function(self._host_module, name)
         return self._host_functions[name]
+
+
+def _shape_text(info):
+    """A manifest tensor's shape, its extents' symbols where dynamic."""
+    extents = info.get("extents") or []
+    return "(" + ", ".join(str(d) if d >= 0 else extents[i]
+                           for i, d in enumerate(info["shape"])) + ")"
+
+
+def _bind_extents(infos, tensors, names=None):
+    """The sizes of the dynamic extents (symbol -> size) that `tensors`
+    give the manifest tensors `infos` (shape, extents); a ValueError naming
+    the tensor where a static dim differs or two dims of one extent do."""
+    values, source = {}, {}
+    for i, (t, info) in enumerate(zip(tensors, infos)):
+        name = names[i] if names else info["name"]
+        shape = info["shape"]
+        if len(t.shape) != len(shape) or any(
+                e >= 0 and e != s for e, s in zip(shape, t.shape)):
+            raise ValueError(f"{name}: shape {tuple(t.shape)}, expected {_shape_text(info)}")
+        for d, e in enumerate(shape):
+            if e >= 0:
+                continue
+            symbol = info["extents"][d]
+            if symbol in values and values[symbol] != t.shape[d]:
+                raise ValueError(f"{name}: dim {d} is {t.shape[d]}, but {source[symbol]} is "
+                                 f"{values[symbol]}: both are extent {symbol}")
+            values.setdefault(symbol, t.shape[d])
+            source.setdefault(symbol, f"{name} dim {d}")
+    return values
+
+
+def _resolve(info, extents):
+    """A manifest tensor's shape at the bound `extents`."""
+    return [d if d >= 0 else extents[info["extents"][i]] for i, d in enumerate(info["shape"])]
 
 
 def _stride_problem(t, align, output=False):
@@ -590,11 +631,10 @@ def _call_entry(kernel, *args):
                         f"got {len(args)}")
     args = list(args) + [_load_constant(kernel, i, args[0].device)
                          for i in entry["inputs"] if "file" in i]
-    for i, (a, info) in enumerate(zip(args, entry["inputs"])):
-        if list(a.shape) != info["shape"]:
-            name = f" ({info['name']})" if "name" in info else ""
-            raise ValueError(f"{entry['function']}: argument {i}{name} has shape "
-                             f"{tuple(a.shape)}, expected {tuple(info['shape'])}")
+    extents = _bind_extents(
+        entry["inputs"], args,
+        [f"{entry['function']}: argument {i}" + (f" ({info['name']})" if "name" in info else "")
+         for i, info in enumerate(entry["inputs"])])
     if "steps" in entry:
         return _run_steps(kernel, entry, args)
     # Each kernel tensor is a layout of a user input, or a constant of the
@@ -602,7 +642,7 @@ def _call_entry(kernel, *args):
     params = [_load_constant(kernel, {"file": s["constant"], **p}, args[0].device)
               if "constant" in s
               else _kernel_operand(kernel, _to_kernel_layout(args[s["input"]], s["index"],
-                                                             p["shape"]), p["name"])
+                                                             _resolve(p, extents)), p["name"])
               for s, p in zip(entry["sources"], kernel.inputs)]
     # Outputs: where the kernel reads strides and a result is a permutation
     # of the user's layout, the kernel writes the user's tensor itself.
@@ -617,8 +657,9 @@ def _call_entry(kernel, *args):
             p = kernel.outputs[k]
             if outs[k] is not None or info["dtype"] != p["dtype"]:
                 continue
-            user = torch.empty(info["shape"], dtype=_torch_dtypes()[p["dtype"]], device=device)
-            view = _user_output_view(user, r["index"], p["shape"])
+            user = torch.empty(_resolve(info, extents), dtype=_torch_dtypes()[p["dtype"]],
+                               device=device)
+            view = _user_output_view(user, r["index"], _resolve(p, extents))
             align = kernel.geometry.get("pointer_alignment") or 1
             # A view the kernel cannot write through (its last dim strided,
             # strides off the 16-byte stores): a kernel output and a copy.
@@ -626,11 +667,11 @@ def _call_entry(kernel, *args):
                                      _stride_problem(view, align, output=True) is None):
                 outs[k], written[u] = view, user
     outs = [o if o is not None else
-            torch.empty(p["shape"], dtype=_torch_dtypes()[p["dtype"]], device=device)
+            torch.empty(_resolve(p, extents), dtype=_torch_dtypes()[p["dtype"]], device=device)
             for o, p in zip(outs, kernel.outputs)]
     kernel(*params, out=outs)
     results = [written[u] if u in written else
-               _to_user_layout(outs[r["result"]], r["index"], info["shape"])
+               _to_user_layout(outs[r["result"]], r["index"], _resolve(info, extents))
                for u, (r, info) in enumerate(zip(entry["results"], entry["outputs"]))]
     return results[0] if len(results) == 1 else tuple(results)
 

@@ -23,6 +23,7 @@
 #include "flashlight/Import/Torch/TorchDialect.h"
 #include "flashlight/Target/Manifest.h"
 #include "flashlight/Target/Pipeline.h"
+#include "flashlight/Target/ShapeClass.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Conversion/TosaToLinalg/TosaToLinalg.h"
@@ -168,6 +169,13 @@ static cl::opt<bool> staticStrides(
              "contiguous tensors (default: the kernels read each tensor's "
              "strides at run time; the innermost must be 1)"),
     cl::init(false), cl::cat(toolCategory));
+static cl::opt<std::string> runtimeShapesFrom(
+    "runtime-shapes-from",
+    cl::desc("The same program exported at other shapes: the kernels take "
+             "at run time every batch size and sequence length in which the "
+             "two differ (the program is refused where it depends on its "
+             "shapes otherwise)"),
+    cl::value_desc("program"), cl::cat(toolCategory));
 static cl::opt<bool>
     explain("flashlight-explain",
             cl::desc("Say what the analysis found and which code generator was "
@@ -353,16 +361,50 @@ void ptxasInfo(StringRef fullReport, StringRef kernel, json &info) {
     info["stack_frame_bytes"] = std::stoi(m[1].str());
 }
 
+/// The program in `path` (MLIR text or a flashlight-graph JSON file), or
+/// null after a diagnostic. `source` keeps its text.
+OwningOpRef<ModuleOp> parseProgram(StringRef path, llvm::SourceMgr &sourceMgr,
+                                   MLIRContext *context, std::string &source) {
+  std::string error;
+  auto input = openInputFile(path, &error);
+  if (!input) {
+    fail(error);
+    return nullptr;
+  }
+  source = input->getBuffer().str();
+  flashlight::TextChecks checks = flashlight::checkText(source);
+  if (checks.nesting > flashlight::kMaxNesting) {
+    fail(path + " nests brackets " + Twine(checks.nesting) + " deep (at most " +
+         Twine(flashlight::kMaxNesting) + " are accepted)");
+    return nullptr;
+  }
+  if (checks.openStringLine) {
+    fail(path + ":" + Twine(checks.openStringLine) +
+         ": a string literal is not closed on its line");
+    return nullptr;
+  }
+  // The diagnostic handler quotes lines of the first file's buffer.
+  bool first = sourceMgr.getNumBuffers() == 0;
+  if (first)
+    sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  OwningOpRef<ModuleOp> module =
+      path.ends_with(".json")
+          ? flashlight::importJSONGraph(source, path, context)
+      : first ? parseSourceFile<ModuleOp>(sourceMgr, context)
+              : parseSourceString<ModuleOp>(source, context, path);
+  if (!module || failed(verify(*module)))
+    return nullptr;
+  sanitizeSymbols(*module);
+  return module;
+}
+
 /// For programs that are not attn IR already: imports StableHLO, raises
 /// the attention (attn-raise), and moves it into a kernel function of its
 /// own (attn-outline). Returns the manifest's `entry` (how the user's
 /// function feeds the kernels; null for attn programs), erasing the user's
 /// function from `module`; `attentions` gets the kernel functions' names,
 /// in manifest order.
-FailureOr<json> importAndOutline(ModuleOp module,
-                                 const std::string &manifestName,
-                                 OwningOpRef<ModuleOp> &hostModule,
-                                 std::vector<std::string> &attentions) {
+LogicalResult raiseAndOutline(ModuleOp module) {
   bool stablehlo = false, torch = false, tosa = false, attention = false;
   module.walk([&](Operation *op) {
     stablehlo |= op->getName().getDialectNamespace() == "stablehlo";
@@ -407,8 +449,21 @@ FailureOr<json> importAndOutline(ModuleOp module,
   flashlight::attn::AttnOutlineOptions outline;
   outline.all = !attention;
   pm.addPass(flashlight::attn::createAttnOutline(outline));
-  if (failed(pm.run(module)))
-    return failure();
+  return pm.run(module);
+}
+
+/// The manifest's `entry` of `module` after raiseAndOutline (null for attn
+/// programs): how the user's function feeds the kernels. Erases the user's
+/// function from `module`; `attentions` gets the kernel functions' names,
+/// in manifest order. A program whose function computes more than layouts
+/// around its attentions gets `hostModule`, the reference path's kernels,
+/// unless its shapes are `runtimeShapes` (those kernels are static).
+FailureOr<json> describeProgram(ModuleOp module,
+                                const std::string &manifestName,
+                                bool runtimeShapes,
+                                OwningOpRef<ModuleOp> &hostModule,
+                                std::vector<std::string> &attentions) {
+  MLIRContext *ctx = module.getContext();
   // The kernels: the functions holding an attention (one per distinct
   // attention); the host: the one calling them.
   SmallVector<func::FuncOp> kernels, hosts;
@@ -467,6 +522,13 @@ FailureOr<json> importAndOutline(ModuleOp module,
       return entry;
     }
     constants = 0;
+  }
+  if (runtimeShapes) {
+    hosts.front().emitError(
+        "runtime shapes need a function that only changes layouts around "
+        "one attention; this one computes more (its other operations would "
+        "take the reference path, whose kernels are compiled per shape)");
+    return failure();
   }
   // The reference path: what is not attention runs as simple kernels.
   if (explain)
@@ -760,35 +822,29 @@ int main(int argc, char **argv) {
   // Diagnostics are for users: the location, not the op's IR.
   context.printOpOnDiagnostic(false);
 
-  std::string error;
-  auto input = openInputFile(inputFile, &error);
-  if (!input)
-    return fail(error);
-  std::string source = input->getBuffer().str();
   llvm::SourceMgr sourceMgr;
-  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
   SourceMgrDiagnosticHandler diagnostics(sourceMgr, &context);
-  flashlight::TextChecks checks = flashlight::checkText(source);
-  if (checks.nesting > flashlight::kMaxNesting)
-    return fail(inputFile + " nests brackets " + Twine(checks.nesting) +
-                " deep (at most " + Twine(flashlight::kMaxNesting) +
-                " are accepted)");
-  if (checks.openStringLine)
-    return fail(inputFile + ":" + Twine(checks.openStringLine) +
-                ": a string literal is not closed on its line");
-  // A flashlight-graph JSON file (flashlight.export) or MLIR text.
+  std::string source;
   OwningOpRef<ModuleOp> module =
-      StringRef(inputFile).ends_with(".json")
-          ? flashlight::importJSONGraph(source, inputFile, &context)
-          : parseSourceFile<ModuleOp>(sourceMgr, &context);
-  if (!module || failed(verify(*module)))
+      parseProgram(inputFile, sourceMgr, &context, source);
+  if (!module)
     return 1;
-  sanitizeSymbols(*module);
-  // Kernels are compiled for one shape: a dynamic dimension could not run.
+  // The probe: the same program at other shapes (--runtime-shapes-from).
+  OwningOpRef<ModuleOp> probe;
+  if (!runtimeShapesFrom.empty()) {
+    std::string probeSource;
+    probe = parseProgram(runtimeShapesFrom, sourceMgr, &context, probeSource);
+    if (!probe)
+      return 1;
+  }
+  // An imported program is static (its runtime shapes come from a probe);
+  // attn IR may say `?` for the batch and the sequence lengths.
+  bool attnIR = false;
+  module->walk([&](flashlight::attn::AttentionOp) { attnIR = true; });
   for (auto func : module->getOps<func::FuncOp>())
     for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
       if (auto shaped = dyn_cast<ShapedType>(type);
-          shaped && !shaped.hasStaticShape()) {
+          shaped && !shaped.hasStaticShape() && !attnIR) {
         Location loc =
             isa<UnknownLoc>(func.getLoc())
                 ? Location(FileLineColLoc::get(&context, inputFile, 0, 0))
@@ -796,8 +852,9 @@ int main(int argc, char **argv) {
         emitError(loc)
             << "input " << i << " of '" << func.getName() << "' has type "
             << type
-            << ": dynamic shapes are not supported yet; export the program "
-               "at static shapes";
+            << ": dynamic shapes are not imported; export the program at "
+               "static shapes (for kernels that take runtime shapes, also "
+               "at other shapes, and pass that with --runtime-shapes-from)";
         return 1;
       }
 
@@ -822,8 +879,13 @@ int main(int argc, char **argv) {
   // Imported programs: StableHLO to linalg, then find the attentions.
   OwningOpRef<ModuleOp> hostModule;
   std::vector<std::string> attentionNames;
+  if (failed(raiseAndOutline(*module)) ||
+      (probe && failed(raiseAndOutline(*probe))))
+    return 1;
+  if (probe && failed(flashlight::generalizeShapes(*module, *probe)))
+    return 1;
   FailureOr<json> entry =
-      importAndOutline(*module, name, hostModule, attentionNames);
+      describeProgram(*module, name, bool(probe), hostModule, attentionNames);
   if (failed(entry))
     return 1;
   std::array<uint8_t, 32> hash = llvm::SHA256::hash(
@@ -901,6 +963,8 @@ int main(int argc, char **argv) {
     auto func = module->lookupSymbol<func::FuncOp>(kernelName);
     if (!func)
       return fail("no kernel function " + kernelName);
+    if (failed(flashlight::nameDynamicExtents(func)))
+      return 1;
     AttentionKernel kernel;
     kernel.name = kernelName;
     kernel.params = flashlight::describeParams(func);

@@ -25,7 +25,9 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <random>
+#include <sstream>
 
 #include <execinfo.h>
 #include <unistd.h>
@@ -42,6 +44,8 @@ struct Options {
   int iters = 20;
   int64_t checkRows = -1;
   std::string jsonPath;
+  /// The extents of a kernel with runtime shapes (--extents).
+  std::map<std::string, int64_t> extents;
 };
 
 const char kUsage[] =
@@ -55,6 +59,8 @@ const char kUsage[] =
     "  --bench          time the kernel (median of --iters launches)\n"
     "  --iters=N        launches to time (default 20)\n"
     "  --seed=N         seed of the random inputs (default 0)\n"
+    "  --extents=B=2,M=300,...\n"
+    "                   the sizes of a kernel with runtime shapes\n"
     "  --json=FILE      also write the result to FILE\n"
     "  --help           this text\n";
 
@@ -68,6 +74,22 @@ int64_t parseInteger(const std::string &flag, const std::string &text,
     throw ManifestError(flag + "=" + text + ": expected an integer in [" +
                         std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return v;
+}
+
+/// "B=2,M=300" as {B: 2, M: 300}.
+std::map<std::string, int64_t> parseExtents(const std::string &text) {
+  std::map<std::string, int64_t> extents;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ManifestError("--extents: expected SYMBOL=SIZE items, got '" +
+                          item + "'");
+    extents[item.substr(0, eq)] = parseInteger(
+        "--extents " + item.substr(0, eq), item.substr(eq + 1), 0, INT32_MAX);
+  }
+  return extents;
 }
 
 /// The options; `help` is set for --help (usage goes to stdout).
@@ -91,6 +113,8 @@ Options parse(int argc, char **argv, bool &help) {
       o.iters = parseInteger(flag, value, 1, 1000000);
     else if (flag == "--check-rows" && hasValue)
       o.checkRows = parseInteger(flag, value, 0, INT64_MAX);
+    else if (flag == "--extents" && hasValue)
+      o.extents = parseExtents(value);
     else if (flag == "--json" && hasValue && !value.empty())
       o.jsonPath = value;
     else if (!a.empty() && a[0] != '-' && o.manifest.empty())
@@ -160,14 +184,19 @@ int run(const Options &o) {
       throw ManifestError("cannot write --json file " + o.jsonPath + ": " +
                           std::strerror(errno));
   }
-  std::vector<std::vector<int64_t>> shapes;
-  for (const ParamInfo &p : manifest.params) {
-    for (int64_t d : p.shape)
-      if (d < 0)
-        throw ManifestError(p.name + " has a dynamic shape; this runner "
-                                     "needs static shapes");
-    shapes.push_back(p.shape);
+  if (manifest.hasRuntimeShapes()) {
+    if (o.extents.empty())
+      throw ManifestError(manifest.name +
+                          " takes runtime shapes: give their sizes with "
+                          "--extents=B=...,M=...");
+    manifest = manifest.withExtents(o.extents);
+  } else if (!o.extents.empty()) {
+    throw ManifestError(manifest.name + " has static shapes: --extents "
+                                        "does not apply");
   }
+  std::vector<std::vector<int64_t>> shapes;
+  for (const ParamInfo &p : manifest.params)
+    shapes.push_back(p.shape);
 
   trace("init");
   CudaDriver &cuda = CudaDriver::get();

@@ -37,6 +37,9 @@ struct ParamInfo {
   std::string dtype;
   /// -1 for a dynamic dimension.
   std::vector<int64_t> shape;
+  /// Per dim, the symbol of a dynamic extent ("B", "M", "N", ...; dims
+  /// with one symbol are equal), "" for a static one; empty when static.
+  std::vector<std::string> extents;
 
   int64_t numElements() const;
 };
@@ -69,11 +72,24 @@ struct KernelManifest {
   /// generator, and with it the geometry, can differ per arch (wgmma on
   /// sm_90a). Entries without their own geometry keep the top level's.
   KernelManifest forArtifact(const std::string &artifact) const;
+  /// Whether a parameter has a dynamic extent (a kernel with runtime
+  /// shapes).
+  bool hasRuntimeShapes() const;
+  /// The extents' values in `shapes` (each parameter's actual shape): one
+  /// per symbol. Throws ManifestError where a static dim differs, or where
+  /// two dims with one symbol differ.
+  std::map<std::string, int64_t>
+  bindExtents(const std::vector<std::vector<int64_t>> &shapes) const;
+  /// This manifest at the given extents' values: every parameter static
+  /// (validated). Throws ManifestError for a symbol without a value.
+  KernelManifest
+  withExtents(const std::map<std::string, int64_t> &values) const;
   /// The parameter named `name`, or nullptr.
   const ParamInfo *find(const std::string &name) const;
-  /// Checks the launch geometry and the parameters (q0 of rank 4, static
-  /// non-negative dims whose sizes do not overflow, the grid within CUDA's
-  /// limits) before anything is allocated or launched. Throws
+  /// Checks the launch geometry and the parameters (q0 of rank 4,
+  /// non-negative static dims, a symbol for each dynamic one; sizes that do
+  /// not overflow and a grid within CUDA's limits where static) before
+  /// anything is allocated or launched. Throws
   /// ManifestError; load() and forArtifact() call it.
   void validate() const;
   /// Grid for the given parameter shapes: (ceil(M / block_m), Hq, B), read
@@ -85,8 +101,8 @@ struct KernelManifest {
   std::vector<int64_t>
   blockMaskShape(const std::vector<std::vector<int64_t>> &shapes) const;
   /// Checks a launch's pointers and shapes against the parameters: count,
-  /// rank, static dims, and pointer alignment (element size and
-  /// `pointerAlignment`). Throws ManifestError.
+  /// rank, static dims, one value per dynamic extent, and pointer alignment
+  /// (element size and `pointerAlignment`). Throws ManifestError.
   void checkLaunch(const std::vector<CUdeviceptr> &pointers,
                    const std::vector<std::vector<int64_t>> &shapes) const;
 };
