@@ -12,7 +12,15 @@ On the first call per shape class (the shapes and dtypes of the tensor
 arguments) the function is exported (`flashlight.export`), compiled by
 `flashlight-compile` (a subprocess) and cached on disk; later calls of the
 shape class run the cached kernel through `call_entry`, whatever the
-tensors' strides (the kernels read runtime strides). The call is the
+tensors' strides (the kernels read runtime strides). Runtime shapes work as
+torch.compile's automatic dynamic shapes: the first shape class gets a
+kernel for its shapes; the second (same ranks and dtypes) a kernel with
+runtime shapes, compiled against the first one's export
+(`--runtime-shapes-from`), whose batch and sequence lengths are read at run
+time where the two differ; it serves every later shape class that differs
+only there, without exporting or compiling again. A program that depends on
+its shapes otherwise (a constant that follows the length) gets one kernel
+per shape class, as does `jit(fn, runtime_shapes=False)`. The call is the
 custom operator `flashlight::jit_call` with a fake implementation (the
 function itself on fake tensors gives the output shapes), so it works in
 eager code, under `torch.compile` (an opaque op in the graph) and in CUDA
@@ -116,11 +124,18 @@ def _hash_folder(folder, extra):
     return digest.hexdigest()[:32]
 
 
-def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cache=None):
+def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cache=None,
+                   probe_dir=None):
     """The manifest for the exported graph in `graph_dir`: from the disk
-    cache, else compiled into it. Returns (manifest path, hit)."""
+    cache, else compiled into it. With `probe_dir` (the same function
+    exported at other shapes, as `graph_file`), kernels with runtime shapes.
+    Returns (manifest path, hit)."""
     cache = cache or cache_root()
-    key = _hash_folder(graph_dir, {"archs": list(archs), "flags": list(flags)})
+    extra = {"archs": list(archs), "flags": list(flags)}
+    if probe_dir is not None:
+        extra["probe"] = _hash_folder(probe_dir, {})
+        flags = (*flags, f"--runtime-shapes-from={os.path.join(probe_dir, graph_file)}")
+    key = _hash_folder(graph_dir, extra)
     compiler = find_compiler()
     if compiler is None:
         # No compiler here: any compiler's kernels for this key.
@@ -150,6 +165,37 @@ def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cach
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return manifest, False
+
+
+def _pattern(manifest):
+    """The shape classes a kernel with runtime shapes serves: its entry's
+    input shapes (None at a dynamic dim) and dtypes, and the extents."""
+    with open(manifest) as f:
+        inputs = json.load(f)["entry"]["inputs"]
+    return [i for i in inputs if "file" not in i]
+
+
+def _fits(pattern, manifest, shape_class):
+    """Whether `shape_class` is one the kernel of `pattern` serves: the
+    static dims equal, the dims of one extent equal."""
+    from . import _bind_extents, _torch_dtypes
+
+    if len(pattern) != len(shape_class):
+        return False
+    for info, (shape, dtype) in zip(pattern, shape_class):
+        if dtype != str(_torch_dtypes()[info["dtype"]]):
+            return False
+    try:
+        _bind_extents(pattern, [_Shaped(shape) for shape, _ in shape_class],
+                      [f"argument {i}" for i in range(len(pattern))])
+    except ValueError:
+        return False
+    return True
+
+
+class _Shaped:
+    def __init__(self, shape):
+        self.shape = shape
 
 
 _registry = {}
@@ -211,14 +257,23 @@ class JitFunction:
     """A PyTorch function compiled by Flashlight per shape class; see the
     module's docstring."""
 
-    def __init__(self, fn, archs=DEFAULT_ARCHS, flags=(), cache=None):
+    def __init__(self, fn, archs=DEFAULT_ARCHS, flags=(), cache=None, runtime_shapes=True):
         self.fn = fn
         self.archs = tuple(archs)
         self.flags = tuple(flags)
         self.cache = cache
+        self.runtime_shapes = runtime_shapes
         self.key = f"{getattr(fn, '__qualname__', 'fn')}@{id(self):x}"
         self._manifests = {}  # shape class -> manifest path
         self._kernels = {}  # manifest path -> loaded Kernel
+        # Runtime shapes: per family (ranks and dtypes), the first shape
+        # class's exported graph (the probe of the next one), the kernels
+        # with runtime shapes ((pattern, manifest): None at a dynamic dim),
+        # and the families whose program depends on its shapes.
+        self._probes = {}
+        self._dynamic = []
+        self._static_only = set()
+        self._folder = tempfile.TemporaryDirectory(prefix="flashlight-jit-")
         self.compiles = 0  # cache misses this process compiled
         with _lock:
             _registry[self.key] = self
@@ -227,19 +282,47 @@ class JitFunction:
     def shape_class(args):
         return tuple((tuple(a.shape), str(a.dtype)) for a in args)
 
+    @staticmethod
+    def _family(shape_class):
+        return tuple((len(shape), dtype) for shape, dtype in shape_class)
+
     def prepare(self, *args):
         """Exports and compiles (or finds in the cache) the kernel of
         `args`' shape class; returns its manifest path. Runs on any device
-        (the export runs the function's tracing only)."""
+        (the export runs the function's tracing only). The first shape
+        class of a family gets a kernel for its shapes; the next one, a
+        kernel with runtime shapes (compiled against the first one's
+        export) that serves every later shape class differing only in
+        those extents, without exporting again."""
         shape_class = self.shape_class(args)
         if shape_class in self._manifests:
             return self._manifests[shape_class]
+        for pattern, manifest in self._dynamic:
+            if _fits(pattern, manifest, shape_class):
+                self._manifests[shape_class] = manifest
+                return manifest
         from .export import export
 
-        with tempfile.TemporaryDirectory() as graph_dir:
-            export(self.fn, *args, path=os.path.join(graph_dir, "program.json"))
+        family = self._family(shape_class)
+        graph_dir = tempfile.mkdtemp(dir=self._folder.name)
+        export(self.fn, *args, path=os.path.join(graph_dir, "program.json"))
+        manifest = None
+        probe = self._probes.get(family)
+        if self.runtime_shapes and probe and family not in self._static_only:
+            try:
+                manifest, hit = cached_compile(graph_dir, "program.json", archs=self.archs,
+                                               flags=self.flags, cache=self.cache,
+                                               probe_dir=probe)
+                self._dynamic.append((_pattern(manifest), manifest))
+            except CompileError:
+                # The program depends on its shapes beyond the extents (or
+                # computes more than layouts around its attention): one
+                # kernel per shape class from now on.
+                self._static_only.add(family)
+        if manifest is None:
             manifest, hit = cached_compile(graph_dir, "program.json", archs=self.archs,
                                            flags=self.flags, cache=self.cache)
+        self._probes.setdefault(family, graph_dir)
         self.compiles += not hit
         self._manifests[shape_class] = manifest
         return manifest
@@ -300,13 +383,16 @@ class JitFunction:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
 
-def jit(fn=None, *, archs=DEFAULT_ARCHS, flags=(), cache=None):
+def jit(fn=None, *, archs=DEFAULT_ARCHS, flags=(), cache=None, runtime_shapes=True):
     """Decorates `fn` (a function of tensors) as a JitFunction: compiled by
     Flashlight per shape class, cached on disk, called through a custom
-    operator. `flags` are more flashlight-compile flags."""
+    operator. `flags` are more flashlight-compile flags. With
+    `runtime_shapes` (default), the second shape class compiles a kernel
+    that takes the extents in which it differs from the first at run time;
+    =False compiles one kernel per shape class."""
     if fn is None:
-        return lambda f: JitFunction(f, archs, flags, cache)
-    return JitFunction(fn, archs, flags, cache)
+        return lambda f: JitFunction(f, archs, flags, cache, runtime_shapes)
+    return JitFunction(fn, archs, flags, cache, runtime_shapes)
 
 
 _varlen_programs = {}

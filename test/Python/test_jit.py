@@ -53,6 +53,56 @@ class Jit(unittest.TestCase):
         self.assertNotEqual(a, b)
         self.assertEqual(fn.compiles, 2)
 
+    def test_the_second_shape_class_gets_runtime_shapes(self):
+        import json
+
+        import torch
+
+        def bnhd(q, k, v):  # the caller's [B, N, H, D] layout
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+            o = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            return o.transpose(1, 2)
+
+        def x(b, n):
+            return [torch.randn(b, n, 4, 64).to(torch.bfloat16) for _ in range(3)]
+
+        fn = flashlight.jit(bnhd, cache=self.cache.name)
+        first = fn.prepare(*x(2, 128))
+        second = fn.prepare(*x(2, 192))
+        self.assertNotEqual(first, second)
+        with open(second) as f:
+            m = json.load(f)
+        self.assertEqual(m["params"][0]["extents"], ["", "", "M", ""])
+        self.assertEqual(m["entry"]["inputs"][0]["shape"], [2, -1, 4, 64])
+        # Another length: the same kernel, no export, no compile.
+        self.assertEqual(fn.prepare(*x(2, 1000)), second)
+        self.assertEqual(fn.compiles, 2)
+        # Another batch differs where the two did not: a new pair.
+        self.assertNotEqual(fn.prepare(*x(3, 1000)), second)
+        self.assertEqual(fn.compiles, 3)
+        # Per shape class, on request.
+        static = flashlight.jit(bnhd, cache=self.cache.name, runtime_shapes=False)
+        for n in (128, 192, 256):
+            static.prepare(*x(2, n))
+        self.assertEqual(static.compiles, 2)  # 128 was cached
+        with open(static.prepare(*x(2, 192))) as f:
+            self.assertNotIn("extents", json.load(f)["params"][0])
+
+    def test_a_program_that_depends_on_its_length_gets_one_kernel_per_shape(self):
+        import torch
+
+        def half_window(q, k, v):  # the window is half the length
+            n = q.shape[2]
+            i = torch.arange(n)
+            s = (q @ k.transpose(-1, -2)).float()
+            s = s.masked_fill((i[:, None] - i[None, :]).abs() > n // 2, float("-inf"))
+            return torch.softmax(s, -1).to(v.dtype) @ v
+
+        fn = flashlight.jit(half_window, cache=self.cache.name)
+        manifests = {fn.prepare(*self.inputs(n)) for n in (128, 192, 256)}
+        self.assertEqual(len(manifests), 3)
+        self.assertEqual(fn.compiles, 3)
+
     def test_tracing_compiles_and_gives_fake_outputs(self):
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -68,12 +118,14 @@ class Jit(unittest.TestCase):
             q, k, v = (mode.from_tensor(x) for x in self.inputs())
             (out,) = op(fn.key, [q, k, v])
             op(fn.key, [q, k, v])
-            # Further shape classes, each exported from inside the op.
+            # Further shape classes, exported from inside the op: the
+            # second compiles a kernel with runtime shapes, which the
+            # third takes.
             for n in (64, 192):
                 op(fn.key, [mode.from_tensor(x) for x in self.inputs(n)])
         self.assertEqual(tuple(out.shape), (2, 4, 128, 64))
         self.assertEqual(out.dtype, torch.bfloat16)
-        self.assertEqual(fn.compiles, 3)
+        self.assertEqual(fn.compiles, 2)
         self.assertEqual(fn.prepare(*self.inputs()), fn._manifests[fn.shape_class(self.inputs())])
 
     def test_varlen_is_one_kernel_with_a_block_mask(self):

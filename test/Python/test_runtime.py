@@ -77,7 +77,28 @@ class ManifestChecks(unittest.TestCase):
     def test_dynamic_dim(self):
         m = tiny_manifest()
         m["params"][0]["shape"] = [-1, 2, 64, 64]
-        self.expect(m, "dynamic dims are not supported")
+        self.expect(m, "or -1 where 'extents' names the dim")
+        m["params"][0]["extents"] = ["B", "", "", ""]
+        flashlight._check_manifest(m, "m.json")  # named: accepted
+
+    def test_extents_bind_and_disagree(self):
+        class T:
+            def __init__(self, *shape):
+                self.shape = shape
+
+        q = {"name": "q0", "shape": [-1, 2, -1, 64], "extents": ["B", "", "M", ""]}
+        k = {"name": "k0", "shape": [-1, 2, -1, 64], "extents": ["B", "", "N", ""]}
+        ids = {"name": "capture0", "shape": [-1, -1], "extents": ["B", "N"]}
+        self.assertEqual(flashlight._bind_extents([q, k, ids], [T(3, 2, 100, 64), T(3, 2, 7, 64),
+                                                                T(3, 7)]),
+                         {"B": 3, "M": 100, "N": 7})
+        self.assertEqual(flashlight._resolve(q, {"B": 3, "M": 5}), [3, 2, 5, 64])
+        with self.assertRaisesRegex(ValueError, r"capture0: dim 1 is 8, but k0 dim 2 is 7: "
+                                                r"both are extent N"):
+            flashlight._bind_extents([q, k, ids], [T(3, 2, 100, 64), T(3, 2, 7, 64), T(3, 8)])
+        with self.assertRaisesRegex(ValueError, r"k0: shape \(3, 4, 7, 64\), expected "
+                                                r"\(B, 2, N, 64\)"):
+            flashlight._bind_extents([q, k], [T(3, 2, 100, 64), T(3, 4, 7, 64)])
 
     def test_grid_limit(self):
         m = tiny_manifest()
