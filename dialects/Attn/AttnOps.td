@@ -172,6 +172,11 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
 
     `max`/`sum` are `[B,Hq,BM]` f32, `acc` is `[B,Hq,BM,Dv]` f32. The results
     are the new state in operand order (`max...`, `sum...`, `acc...`).
+
+    `whole_keys` says that the key block holds its full static block of keys
+    at run time, all below the key length, though its type's extent is
+    dynamic (attn-tile proved it where the length is a runtime value): no
+    key of it needs a bounds test.
   }];
 
   let arguments = (ins
@@ -187,7 +192,8 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
     Index:$keyOffset,
     Variadic<AnyRankedTensor>:$captures,
     DenseF64ArrayAttr:$scale,
-    Attn_NormalizerAttr:$normalizer
+    Attn_NormalizerAttr:$normalizer,
+    UnitAttr:$wholeKeys
   );
   let results = (outs Variadic<Attn_F32Tensor>:$newState);
   let regions = (region MaxSizedRegion<1>:$score, MaxSizedRegion<1>:$mask);
@@ -203,6 +209,7 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
     (`captures` `(` $captures^ `:` type($captures) `)`)?
     `scale` $scale
     `normalizer` `` $normalizer
+    (`whole_keys` $wholeKeys^)?
     (`score` $score^)?
     (`mask` $mask^)?
     attr-dict

@@ -105,6 +105,7 @@ KernelManifest KernelManifest::parse(const std::string &text,
       dtypeSize(info.dtype); // Rejects unknown dtypes now.
       m.params.push_back(info);
     }
+    m.maxExtent = j.value("max_extent", int64_t(0));
     m.program = j.value("program", json(nullptr));
     m.archs = j.at("archs");
   } catch (const json::exception &e) {
@@ -146,8 +147,11 @@ void KernelManifest::validate() const {
   for (const char *role : {"q0", "k0", "v"})
     if (const ParamInfo *p = find(role); p && p->shape.size() != 4)
       bad(std::string(role) + " must have rank 4");
-  if (hasRuntimeShapes())
+  if (hasRuntimeShapes()) {
+    if (maxExtent < 1)
+      bad("runtime extents without a positive max_extent");
     return; // Sizes and the grid are checked per launch.
+  }
   std::vector<std::vector<int64_t>> shapes;
   for (const ParamInfo &p : params) {
     uint64_t bytes = 0;
@@ -178,6 +182,10 @@ std::map<std::string, int64_t> KernelManifest::bindExtents(
         continue;
       const std::string &symbol = p.extents.at(d);
       std::string here = p.name + " dim " + std::to_string(d);
+      if (shapes[i][d] > maxExtent)
+        throw ManifestError(here + " is " + std::to_string(shapes[i][d]) +
+                            "; this kernel takes extents up to " +
+                            std::to_string(maxExtent));
       auto [it, fresh] = values.emplace(symbol, shapes[i][d]);
       if (fresh)
         from[symbol] = here;
@@ -203,9 +211,10 @@ KernelManifest KernelManifest::withExtents(
         throw ManifestError(p.name + " dim " + std::to_string(d) +
                             " is extent " + p.extents.at(d) +
                             ", which was given no value");
-      if (it->second < 0)
+      if (it->second < 0 || it->second > m.maxExtent)
         throw ManifestError("extent " + p.extents.at(d) + " = " +
-                            std::to_string(it->second) + " is negative");
+                            std::to_string(it->second) + " is not in [0, " +
+                            std::to_string(m.maxExtent) + "]");
       p.shape[d] = it->second;
     }
   m.validate();

@@ -165,6 +165,9 @@ def _check_manifest(m, path):
         if not shape_ok(p.get("shape"), p.get("extents")):
             bad(f"params[{i}] ({p['name']}): shape must be a list of non-negative "
                 "integers, or -1 where 'extents' names the dim")
+    if any(-1 in p["shape"] for p in params) and not (
+            isinstance(m.get("max_extent"), int) and m["max_extent"] >= 1):
+        bad("runtime extents need a positive integer 'max_extent'")
     if not isinstance(m.get("archs"), dict):
         bad("'archs' must be an object")
     kernel = m.get("kernel")
@@ -300,7 +303,7 @@ class Kernel:
                             f"got {len(inputs)}")
         for t, p in zip(inputs, self.inputs):
             self._check(t, p)
-        return _bind_extents(self.inputs, inputs)
+        return _bind_extents(self.inputs, inputs, max_extent=self.manifest.get("max_extent"))
 
     def _block_mask_shape(self, inputs):
         names = [p["name"] for p in self.inputs]
@@ -402,10 +405,11 @@ def _shape_text(info):
                            for i, d in enumerate(info["shape"])) + ")"
 
 
-def _bind_extents(infos, tensors, names=None):
+def _bind_extents(infos, tensors, names=None, max_extent=None):
     """The sizes of the dynamic extents (symbol -> size) that `tensors`
     give the manifest tensors `infos` (shape, extents); a ValueError naming
-    the tensor where a static dim differs or two dims of one extent do."""
+    the tensor where a static dim differs, two dims of one extent do, or an
+    extent exceeds `max_extent` (the manifest's)."""
     values, source = {}, {}
     for i, (t, info) in enumerate(zip(tensors, infos)):
         name = names[i] if names else info["name"]
@@ -417,6 +421,9 @@ def _bind_extents(infos, tensors, names=None):
             if e >= 0:
                 continue
             symbol = info["extents"][d]
+            if max_extent is not None and t.shape[d] > max_extent:
+                raise ValueError(f"{name}: dim {d} is {t.shape[d]}; this kernel takes extents "
+                                 f"up to {max_extent}")
             if symbol in values and values[symbol] != t.shape[d]:
                 raise ValueError(f"{name}: dim {d} is {t.shape[d]}, but {source[symbol]} is "
                                  f"{values[symbol]}: both are extent {symbol}")
@@ -634,7 +641,8 @@ def _call_entry(kernel, *args):
     extents = _bind_extents(
         entry["inputs"], args,
         [f"{entry['function']}: argument {i}" + (f" ({info['name']})" if "name" in info else "")
-         for i, info in enumerate(entry["inputs"])])
+         for i, info in enumerate(entry["inputs"])],
+        max_extent=kernel.manifest.get("max_extent"))
     if "steps" in entry:
         return _run_steps(kernel, entry, args)
     # Each kernel tensor is a layout of a user input, or a constant of the

@@ -171,8 +171,8 @@ def _pattern(manifest):
     """The shape classes a kernel with runtime shapes serves: its entry's
     input shapes (None at a dynamic dim) and dtypes, and the extents."""
     with open(manifest) as f:
-        inputs = json.load(f)["entry"]["inputs"]
-    return [i for i in inputs if "file" not in i]
+        m = json.load(f)
+    return [i for i in m["entry"]["inputs"] if "file" not in i], m.get("max_extent")
 
 
 def _fits(pattern, manifest, shape_class):
@@ -180,6 +180,7 @@ def _fits(pattern, manifest, shape_class):
     static dims equal, the dims of one extent equal."""
     from . import _bind_extents, _torch_dtypes
 
+    pattern, max_extent = pattern
     if len(pattern) != len(shape_class):
         return False
     for info, (shape, dtype) in zip(pattern, shape_class):
@@ -187,7 +188,7 @@ def _fits(pattern, manifest, shape_class):
             return False
     try:
         _bind_extents(pattern, [_Shaped(shape) for shape, _ in shape_class],
-                      [f"argument {i}" for i in range(len(pattern))])
+                      [f"argument {i}" for i in range(len(pattern))], max_extent)
     except ValueError:
         return False
     return True

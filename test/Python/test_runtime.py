@@ -79,7 +79,9 @@ class ManifestChecks(unittest.TestCase):
         m["params"][0]["shape"] = [-1, 2, 64, 64]
         self.expect(m, "or -1 where 'extents' names the dim")
         m["params"][0]["extents"] = ["B", "", "", ""]
-        flashlight._check_manifest(m, "m.json")  # named: accepted
+        self.expect(m, "runtime extents need a positive integer 'max_extent'")
+        m["max_extent"] = 2**30 - 1
+        flashlight._check_manifest(m, "m.json")  # named and bounded: accepted
 
     def test_extents_bind_and_disagree(self):
         class T:
@@ -96,6 +98,8 @@ class ManifestChecks(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, r"capture0: dim 1 is 8, but k0 dim 2 is 7: "
                                                 r"both are extent N"):
             flashlight._bind_extents([q, k, ids], [T(3, 2, 100, 64), T(3, 2, 7, 64), T(3, 8)])
+        with self.assertRaisesRegex(ValueError, r"k0: dim 2 is 9; this kernel takes extents up to 8"):
+            flashlight._bind_extents([q, k], [T(3, 2, 5, 64), T(3, 2, 9, 64)], max_extent=8)
         with self.assertRaisesRegex(ValueError, r"k0: shape \(3, 4, 7, 64\), expected "
                                                 r"\(B, 2, N, 64\)"):
             flashlight._bind_extents([q, k], [T(3, 2, 100, 64), T(3, 4, 7, 64)])

@@ -21,6 +21,7 @@
 #include "flashlight/Import/Passes.h"
 #include "flashlight/Import/StableHLO/StableHLODialect.h"
 #include "flashlight/Import/Torch/TorchDialect.h"
+#include "flashlight/Dialect/Attn/Analysis/KernelFacts.h"
 #include "flashlight/Target/Manifest.h"
 #include "flashlight/Target/Pipeline.h"
 #include "flashlight/Target/ShapeClass.h"
@@ -1017,6 +1018,15 @@ int main(int argc, char **argv) {
                        {"kernel_ir", name + ".mlir"},
                        {"program", first.program},
                        {"archs", first.archs}});
+  // Kernels with runtime extents take them up to a bound the code
+  // generators rely on (32-bit index differences).
+  bool runtimeExtents = llvm::any_of(attentions, [](const AttentionKernel &k) {
+    return llvm::any_of(k.params, [](const json &p) {
+      return p.contains("extents");
+    });
+  });
+  if (runtimeExtents)
+    manifest["max_extent"] = flashlight::attn::kMaxRuntimeExtent;
   const json &lowest = first.archs[archs.front()];
   for (const char *key :
        {"block", "block_m", "block_n", "codegen", "dynamic_shared_memory",

@@ -59,6 +59,8 @@ struct KernelManifest {
   /// size): 16 for the tensor-core kernels' 16-byte copies.
   unsigned pointerAlignment = 1;
   std::vector<ParamInfo> params;
+  /// The largest runtime extent the kernel takes (0: static shapes).
+  int64_t maxExtent = 0;
   nlohmann::json program;
   nlohmann::json archs;
 
@@ -76,8 +78,8 @@ struct KernelManifest {
   /// shapes).
   bool hasRuntimeShapes() const;
   /// The extents' values in `shapes` (each parameter's actual shape): one
-  /// per symbol. Throws ManifestError where a static dim differs, or where
-  /// two dims with one symbol differ.
+  /// per symbol. Throws ManifestError where a static dim differs, where
+  /// two dims with one symbol differ, or where one exceeds `maxExtent`.
   std::map<std::string, int64_t>
   bindExtents(const std::vector<std::vector<int64_t>> &shapes) const;
   /// This manifest at the given extents' values: every parameter static

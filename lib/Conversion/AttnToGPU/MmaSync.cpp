@@ -510,7 +510,8 @@ MmaSyncEmitter::StepFrame MmaSyncEmitter::beginStep(OnlineStepOp step) {
   f.blocks = f.bn / 8;
   f.rows = 2 * mTiles;
   f.values = views.lookup(step.getValue());
-  f.kn = f.values.sizes[2];
+  // A whole key block (attn-tile's whole_keys): block-n keys, a constant.
+  f.kn = step.getWholeKeys() ? idx(f.bn) : f.values.sizes[2];
   f.b0 = map.lookup(step.getBatchOffset());
   f.h0 = map.lookup(step.getHeadOffset());
   f.q0 = map.lookup(step.getQueryOffset());
@@ -566,10 +567,11 @@ void MmaSyncEmitter::findDiagonalBand(StepFrame &f) {
   if (f.step.getMask().empty())
     return;
   MaskInfo info = MaskScoreAnalysis(f.step).getMask();
-  // Static lengths below 2^30, so that i - j fits in 32 bits.
+  // Lengths below 2^30, so that i - j fits in 32 bits: static ones, or
+  // runtime ones, which the runtimes bound (kMaxRuntimeExtent).
   auto small = [](Value memref) {
     int64_t n = cast<MemRefType>(memref.getType()).getDimSize(2);
-    return !ShapedType::isDynamic(n) && n < (int64_t(1) << 30);
+    return ShapedType::isDynamic(n) || n < (int64_t(1) << 30);
   };
   if ((info.kind != MaskKind::SlidingWindow && info.kind != MaskKind::Causal) ||
       !small(views.lookup(f.step.getQueries()[0]).memref) ||
@@ -608,9 +610,14 @@ Value MmaSyncEmitter::keeps(const StepFrame &f, int64_t mt, int64_t nb,
       keep = arith::AndIOp::create(b, loc, keep, test(P::sle, d, *f.band->hi));
     return Value(keep);
   }
+  OnlineStepOp step = f.step;
+  // A whole tile (its key count the constant block-n) keeps every column.
+  if (getConstantIntValue(f.kn) == f.bn)
+    return step.getMask().empty()
+               ? arith::ConstantIntOp::create(b, loc, b.getI1Type(), 1)
+               : maskOf(f, mt, nb, i);
   Value col = elementIndices(f, mt, nb, i).first;
   Value keep = cmpI(arith::CmpIPredicate::slt, col, f.kn);
-  OnlineStepOp step = f.step;
   if (!step.getMask().empty())
     keep = arith::AndIOp::create(b, loc, keep, maskOf(f, mt, nb, i));
   return keep;

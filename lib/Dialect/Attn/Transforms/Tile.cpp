@@ -300,7 +300,28 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   };
   Value full = bounds.full(m, q0, q1, k0, kn);
   SmallVector<Value> next;
-  if (!bounds.hasMask) {
+  // A runtime key length: the tiles that are whole (k0 + block-n <= N) take
+  // a step that says so (`whole_keys`), so that nothing tests their keys
+  // against the length; the last, partial tile takes the other step. A
+  // static length lets LLVM fold those tests. (A mask no bound describes is
+  // evaluated on every tile, in one step: its tile votes stay per loop
+  // iteration.)
+  if (cast<RankedTensorType>(k.getType()).isDynamicDim(2) &&
+      (!bounds.hasMask || full)) {
+    Value whole = m.cmp(arith::CmpIPredicate::sle, m.add(k0, bn), keys);
+    bool masked = bounds.hasMask;
+    auto ifOp = scf::IfOp::create(
+        b, loc, full ? m.andI(full, whole) : whole,
+        [&](OpBuilder &tb, Location l) {
+          OnlineStepOp tiled = emitStep(tb, l, false);
+          tiled.setWholeKeys(true);
+          scf::YieldOp::create(tb, l, tiled.getNewState());
+        },
+        [&](OpBuilder &eb, Location l) {
+          scf::YieldOp::create(eb, l, emitStep(eb, l, masked).getNewState());
+        });
+    llvm::append_range(next, ifOp.getResults());
+  } else if (!bounds.hasMask) {
     llvm::append_range(next, emitStep(b, loc, false).getNewState());
   } else if (!full) {
     llvm::append_range(next, emitStep(b, loc, true).getNewState());

@@ -86,3 +86,32 @@ func.func @negative_data_dependent_mask_is_always_evaluated(
       } -> tensor<2x4x32x8xf16>
   return %o : tensor<2x4x32x8xf16>
 }
+
+// -----
+
+// A runtime key length: a KV tile that the mask keeps and that is whole
+// (k0 + 8 <= N) takes a step marked whole_keys, without the mask; the
+// others (the diagonal, the last partial tile) the masked step.
+// CHECK-LABEL: func.func @runtime_lengths
+// CHECK: %[[N:.*]] = tensor.dim %arg1, %c2
+// CHECK: scf.for %[[K0:[a-z0-9_]+]] =
+// CHECK: %[[END:.*]] = arith.addi %[[K0]], %c8
+// CHECK: %[[WHOLE:.*]] = arith.cmpi sle, %[[END]], %[[N]]
+// CHECK: %[[BOTH:.*]] = arith.andi %{{.*}}, %[[WHOLE]]
+// CHECK: scf.if %[[BOTH]]
+// CHECK: attn.online_step {{.*}} normalizer softmax whole_keys{{$}}
+// CHECK-NEXT: scf.yield
+// CHECK-NEXT: } else {
+// CHECK: attn.online_step {{.*}} normalizer softmax mask
+func.func @runtime_lengths(%q: tensor<?x2x?x16xf16>, %k: tensor<?x2x?x16xf16>,
+                           %v: tensor<?x2x?x16xf16>) -> tensor<?x2x?x16xf16> {
+  %o = attn.attention q(%q : tensor<?x2x?x16xf16>) k(%k : tensor<?x2x?x16xf16>)
+                      v(%v : tensor<?x2x?x16xf16>)
+         scale [0.25] normalizer softmax
+         mask {
+         ^bb0(%b: index, %h: index, %i: index, %j: index):
+           %keep = arith.cmpi sle, %j, %i : index
+           attn.yield %keep : i1
+         } -> tensor<?x2x?x16xf16>
+  return %o : tensor<?x2x?x16xf16>
+}

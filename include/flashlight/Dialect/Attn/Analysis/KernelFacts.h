@@ -24,6 +24,12 @@
 
 namespace flashlight::attn {
 
+/// The largest runtime extent (batch, sequence length) a kernel compiled
+/// with dynamic extents takes: the runtimes refuse larger ones (the
+/// manifest's `max_extent`), so that code generators may compute a query
+/// index minus a key index in 32 bits.
+constexpr int64_t kMaxRuntimeExtent = (int64_t(1) << 30) - 1;
+
 //===----------------------------------------------------------------------===//
 // Region facts
 //===----------------------------------------------------------------------===//
