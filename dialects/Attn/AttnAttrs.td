@@ -75,6 +75,13 @@ def Attn_PlanFlag : AttrOrTypeParameter<"bool", "a flag"> {
   let printer = [{ $_printer << ($_self ? "true" : "false") }];
 }
 
+/// A flag of the kernel plan that is false unless written.
+def Attn_OptionalPlanFlag : AttrOrTypeParameter<"bool", "a flag"> {
+  let parser = Attn_PlanFlag.parser;
+  let printer = Attn_PlanFlag.printer;
+  let defaultValue = "false";
+}
+
 def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
   let mnemonic = "kernel_plan";
   let summary = "How one attention becomes a kernel, decided once";
@@ -115,6 +122,11 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
       memref descriptors (the innermost one 1), so any layout whose last
       dim is contiguous reaches the kernel without a copy; without it the
       strides are the contiguous ones, compiled in.
+    * `aligned_lengths`: the kernel takes runtime lengths that its caller
+      guarantees are multiples of the tiles (`block_m` for queries,
+      `block_n` for keys): every tile is whole, so no copy or key is
+      bounds-tested. Set where the attention carries
+      `attn.aligned_lengths`; printed only when true.
   }];
   let parameters = (ins
     EnumParameter<Attn_Generator>:$generator,
@@ -133,7 +145,8 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
     "int64_t":$min_blocks,
     "int64_t":$producer_registers,
     "int64_t":$consumer_registers,
-    Attn_PlanFlag:$runtime_strides
+    Attn_PlanFlag:$runtime_strides,
+    Attn_OptionalPlanFlag:$aligned_lengths
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{

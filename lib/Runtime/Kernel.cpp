@@ -221,30 +221,66 @@ KernelManifest KernelManifest::withExtents(
   return m;
 }
 
+/// `m` with the launch geometry of `info` (a manifest arch entry, or its
+/// `aligned` variant) where it gives one.
+static void applyGeometry(KernelManifest &m, const json &info,
+                          const std::string &arch) {
+  try {
+    m.blockM = info.value("block_m", m.blockM);
+    m.blockN = info.value("block_n", m.blockN);
+    if (info.contains("block_mask"))
+      m.blockMask = checkedBlockMask(info.at("block_mask"),
+                                     "manifest entry for " + arch);
+    if (info.contains("block"))
+      for (int i = 0; i < 3; ++i)
+        m.block[i] = info.at("block").at(i);
+    m.dynamicSharedMemory =
+        info.value("dynamic_shared_memory", m.dynamicSharedMemory);
+    m.pointerAlignment = info.value("pointer_alignment", m.pointerAlignment);
+  } catch (const json::exception &e) {
+    throw ManifestError("bad manifest entry for " + arch + ": " + e.what());
+  }
+}
+
 KernelManifest KernelManifest::forArtifact(const std::string &artifact) const {
   KernelManifest m = *this;
   for (auto &[arch, info] : archs.items()) {
     if (info.value("cubin", "") != artifact &&
         info.value("ptx", "") != artifact)
       continue;
-    try {
-      m.blockM = info.value("block_m", blockM);
-      m.blockN = info.value("block_n", blockN);
-      if (info.contains("block_mask"))
-        m.blockMask = checkedBlockMask(info.at("block_mask"),
-                                       "manifest entry for " + arch);
-      if (info.contains("block"))
-        for (int i = 0; i < 3; ++i)
-          m.block[i] = info.at("block").at(i);
-      m.dynamicSharedMemory =
-          info.value("dynamic_shared_memory", dynamicSharedMemory);
-      m.pointerAlignment = info.value("pointer_alignment", pointerAlignment);
-    } catch (const json::exception &e) {
-      throw ManifestError("bad manifest entry for " + arch + ": " + e.what());
-    }
+    applyGeometry(m, info, arch);
+    m.aligned = info.value("aligned", json(nullptr));
   }
   m.validate();
   return m;
+}
+
+std::optional<KernelManifest> KernelManifest::alignedVariant() const {
+  if (aligned.is_null())
+    return std::nullopt;
+  KernelManifest m = *this;
+  applyGeometry(m, aligned, "the aligned kernel");
+  try {
+    m.kernel = aligned.at("kernel").get<std::string>();
+  } catch (const json::exception &e) {
+    throw ManifestError("bad aligned kernel entry: " + std::string(e.what()));
+  }
+  m.aligned = nullptr;
+  m.validate();
+  return m;
+}
+
+bool KernelManifest::tilesDivide(
+    const std::vector<std::vector<int64_t>> &shapes) const {
+  for (size_t i = 0; i < params.size() && i < shapes.size(); ++i) {
+    const std::string &name = params[i].name;
+    int64_t tile = name[0] == 'q' ? blockM
+                   : name[0] == 'k' || name == "v" ? blockN
+                                                   : 0;
+    if (tile > 0 && shapes[i].size() > 2 && shapes[i][2] % tile)
+      return false;
+  }
+  return true;
 }
 
 const ParamInfo *KernelManifest::find(const std::string &name) const {
@@ -331,8 +367,16 @@ static CUmodule loadModuleFile(const std::string &path) {
 Kernel::Kernel(const KernelManifest &all, int computeCapability)
     : loaded(chooseArtifact(all, computeCapability)),
       manifest(all.forArtifact(loaded)) {
-  CudaDriver &cuda = CudaDriver::get();
   module = loadModuleFile(manifest.directory + "/" + loaded);
+  general = loadVariant(manifest);
+  if (std::optional<KernelManifest> m = manifest.alignedVariant())
+    aligned = loadVariant(*m);
+}
+
+Kernel::Variant Kernel::loadVariant(const KernelManifest &manifest) const {
+  CudaDriver &cuda = CudaDriver::get();
+  Variant v{manifest, nullptr, nullptr};
+  CUfunction &function = v.function;
   cuda.check(
       cuda.cuModuleGetFunction(&function, module, manifest.kernel.c_str()),
       "cuModuleGetFunction");
@@ -347,9 +391,10 @@ Kernel::Kernel(const KernelManifest &all, int computeCapability)
                "cuFuncSetAttribute");
   if (!manifest.blockMask.is_null())
     cuda.check(cuda.cuModuleGetFunction(
-                   &maskFunction, module,
+                   &v.maskFunction, module,
                    manifest.blockMask.value("kernel", "").c_str()),
                "cuModuleGetFunction (block mask)");
+  return v;
 }
 
 Kernel::~Kernel() {
@@ -417,6 +462,11 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
                     const std::vector<std::vector<int64_t>> &shapes,
                     CUstream stream) const {
   manifest.checkLaunch(pointers, shapes);
+  // Runtime shapes: lengths whole tiles divide take the aligned kernel.
+  const Variant &chosen =
+      aligned && aligned->manifest.tilesDivide(shapes) ? *aligned : general;
+  const KernelManifest &manifest = chosen.manifest;
+  CUfunction function = chosen.function, maskFunction = chosen.maskFunction;
   // Each memref parameter is passed as its descriptor, flattened:
   // allocated ptr, aligned ptr, offset, sizes[rank], strides[rank].
   std::vector<uint64_t> words;

@@ -80,7 +80,7 @@ def _geometry(manifest, artifact):
     level's."""
     geometry = {k: manifest.get(k)
                 for k in ("block_m", "block_n", "block", "dynamic_shared_memory", "block_mask",
-                      "pointer_alignment", "runtime_strides")}
+                      "pointer_alignment", "runtime_strides", "aligned")}
     for info in manifest.get("archs", {}).values():
         if artifact in (info.get("cubin"), info.get("ptx")):
             geometry.update({k: info[k] for k in geometry if k in info})
@@ -228,20 +228,14 @@ class Kernel:
         if self.manifest.get("kernel"):
             self.artifact = _choose_artifact(self.manifest["archs"], cc)
             self._module = self._load_module(self.artifact)
-            self._function = self._get_function(self._module, self.manifest["kernel"])
             self.geometry = _geometry(self.manifest, self.artifact)
-            self._shared = self.geometry.get("dynamic_shared_memory") or 0
-            # Past 48 KB of static + dynamic shared memory, the dynamic part is
-            # opted into per function; static bytes count, so always opt in.
-            if self._shared > 0:
-                max_dynamic_shared_size_bytes = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-                _get_driver().check(_get_driver().lib.cuFuncSetAttribute(
-                    self._function, max_dynamic_shared_size_bytes,
-                    ctypes.c_int(self._shared)), "cuFuncSetAttribute")
-            # Data-dependent masks: the block-mask pre-kernel.
-            if self.geometry.get("block_mask"):
-                self._mask_function = self._get_function(
-                    self._module, self.geometry["block_mask"]["kernel"])
+            self._general = self._variant(self.geometry, self.manifest["kernel"])
+            self._function, self._mask_function, self._shared, _ = self._general
+            # Runtime shapes: the kernel for lengths whole tiles divide.
+            self._aligned = None
+            if self.geometry.get("aligned"):
+                aligned = self.geometry["aligned"]
+                self._aligned = self._variant(aligned, aligned["kernel"])
         # A program calling several attention kernels: one Kernel each
         # (the first is this one), loaded on first use.
         self._attentions = {0: self}
@@ -250,6 +244,37 @@ class Kernel:
         self._host_functions = {}
         if "steps" in entry:
             self._host_module = self._load_module(_choose_artifact(entry["archs"], cc))
+
+    def _variant(self, geometry, name):
+        """(function, block-mask pre-kernel or None, dynamic shared memory,
+        block) of the kernel `name` whose launch geometry is `geometry`."""
+        function = self._get_function(self._module, name)
+        shared = geometry.get("dynamic_shared_memory") or 0
+        # Past 48 KB of static + dynamic shared memory, the dynamic part is
+        # opted into per function; static bytes count, so always opt in.
+        if shared > 0:
+            max_dynamic_shared_size_bytes = 8  # CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            _get_driver().check(_get_driver().lib.cuFuncSetAttribute(
+                function, max_dynamic_shared_size_bytes, ctypes.c_int(shared)),
+                "cuFuncSetAttribute")
+        # Data-dependent masks: the block-mask pre-kernel.
+        mask = (self._get_function(self._module, geometry["block_mask"]["kernel"])
+                if geometry.get("block_mask") else None)
+        return function, mask, shared, geometry["block"]
+
+    def _choose_variant(self, inputs):
+        """The aligned kernel where every query length is a multiple of
+        block_m and every key length of block_n, else the general one."""
+        if self._aligned is None:
+            return self._general
+        bm, bn = self.geometry["aligned"]["block_m"], self.geometry["aligned"]["block_n"]
+        for t, p in zip(inputs, self.inputs):
+            name = p["name"]
+            if name.startswith("q") and t.shape[2] % bm:
+                return self._general
+            if (name.startswith("k") or name == "v") and t.shape[2] % bn:
+                return self._general
+        return self._aligned
 
     def _load_module(self, artifact):
         if artifact in self._modules:
@@ -320,12 +345,13 @@ class Kernel:
         import torch
 
         self._check_inputs(inputs)
-        if self._mask_function is None:
+        mask_function = self._choose_variant(inputs)[1]
+        if mask_function is None:
             return None
         shape = self._block_mask_shape(inputs)
         mask = torch.empty(shape, dtype=torch.int8, device=inputs[0].device)
         grid = (shape[2] * shape[3], shape[1], shape[0])
-        _launch(self._mask_function, list(inputs) + [mask], grid,
+        _launch(mask_function, list(inputs) + [mask], grid,
                 self.geometry["block_mask"]["block"], inputs[0].device)
         return mask
 
@@ -373,8 +399,10 @@ class Kernel:
             raise ValueError(f"q0: batch {q.shape[0]} exceeds the launch grid (at most 65535); "
                              "split the batch over several calls")
         grid = ((q.shape[2] + block_m - 1) // block_m, q.shape[1], q.shape[0])
-        _launch(self._function, tensors, grid, self.geometry["block"], device,
-                self._shared)
+        variant = self._choose_variant(inputs)
+        self.last_variant = "aligned" if variant is self._aligned else "general"
+        function, _, shared, block = variant
+        _launch(function, tensors, grid, block, device, shared)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _attention(self, k):

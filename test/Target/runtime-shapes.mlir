@@ -9,6 +9,7 @@
 // RUN: flashlight-compile %t/a.mlir --runtime-shapes-from=%t/b.mlir -o %t/out --emit=mlir
 // RUN: python3 -c "import json, sys; m = json.load(open(sys.argv[1])); [print(p['name'], p['shape'], p['extents']) for p in m['params']]" %t/out/a.json | FileCheck %s --check-prefix=MANIFEST
 // RUN: FileCheck %s --check-prefix=KERNEL < %t/out/a.mlir
+// RUN: python3 -c "import json, sys; m = json.load(open(sys.argv[1])); print(m['max_extent']); [print(c, a['block_m'], a['block_n'], a['aligned']['kernel'], a['aligned']['block_m'], a['aligned']['block_n']) for c, a in sorted(m['archs'].items())]" %t/out/a.json | FileCheck %s --check-prefix=ALIGNED
 // RUN: not flashlight-compile %t/a.mlir --runtime-shapes-from=%t/window.mlir -o %t/w --emit=mlir 2>&1 | FileCheck %s --check-prefix=WINDOW
 // RUN: not flashlight-compile %t/a.mlir --runtime-shapes-from=%t/heads.mlir -o %t/h --emit=mlir 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not flashlight-compile %t/table.mlir --runtime-shapes-from=%t/table-b.mlir -o %t/t --emit=mlir 2>&1 | FileCheck %s --check-prefix=TABLE
@@ -20,7 +21,13 @@
 // MANIFEST-NEXT: capture0 [-1, -1] ['B', 'N']
 // MANIFEST-NEXT: out [-1, 4, -1, 64] ['B', '', 'M', '']
 
+// Lengths that whole tiles divide take a second kernel, planned with
+// aligned_lengths (no bounds tests).
+// ALIGNED: 1073741823
+// ALIGNED-NEXT: sm_80 [[BM:[0-9]+]] [[BN:[0-9]+]] window_aligned [[BM]] [[BN]]
+// ALIGNED-NEXT: sm_90a [[BM:[0-9]+]] [[BN:[0-9]+]] window_aligned [[BM]] [[BN]]
 // KERNEL: gpu.func @window(%{{.*}}: memref<?x4x?x64xbf16, strided<[?, ?, ?, 1]>>, {{.*}}, %{{.*}}: memref<?x?xi32, strided<[?, 1]>>, %{{.*}}: memref<?x4x?x64xbf16, strided<[?, ?, ?, 1]>>, %{{.*}}: memref<?x?x?x?xi8>)
+// KERNEL: gpu.func @window_aligned({{.*}}aligned_lengths = true
 
 // WINDOW: a.mlir:13:17: error: this program depends on its shapes beyond tensor extents, so one kernel cannot serve both shapes: the attributes of 'arith.constant' differ (a constant that follows the shape?)
 // HEADS: a.mlir:5:{{[0-9]+}}: error: its head count differs at the other shapes (4 vs 8): runtime shapes take the batch and the sequence lengths only

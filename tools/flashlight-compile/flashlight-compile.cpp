@@ -610,6 +610,9 @@ FailureOr<json> compileHostKernels(ModuleOp hostModule, const std::string &name,
 /// arch its launch geometry, plan and artifacts.
 struct AttentionKernel {
   std::string name;
+  /// With runtime shapes: the variant for lengths that are multiples of the
+  /// tiles (every tile whole; `aligned` per arch in the manifest).
+  std::string aligned;
   json params;
   json program;
   json archs = json::object();
@@ -723,6 +726,16 @@ LogicalResult compileAttentions(ModuleOp module, const std::string &name,
       if (failed(info))
         return failure();
       (*info)["kernel_ir"] = irFile;
+      if (!kernel.aligned.empty()) {
+        FailureOr<json> aligned =
+            kernelInfo(*kernels, kernel.aligned, chip, /*several=*/true);
+        if (failed(aligned))
+          return failure();
+        (*info)["aligned"] = {{"kernel", kernel.aligned}};
+        for (const char *key : {"block", "block_m", "block_n",
+                                "dynamic_shared_memory", "block_mask"})
+          (*info)["aligned"][key] = (*aligned)[key];
+      }
       infos.push_back(*info);
     }
     if (emit != "mlir") {
@@ -767,6 +780,8 @@ LogicalResult compileAttentions(ModuleOp module, const std::string &name,
         info["lower_ms"] = ms;
         if (report) {
           ptxasInfo(*report, kernel.name, info);
+          if (info.contains("aligned"))
+            ptxasInfo(*report, kernel.aligned, info["aligned"]);
           info["cubin"] = name + "." + chip + ".cubin";
           info["ptxas_ms"] = ptxasMs;
         }
@@ -980,6 +995,19 @@ int main(int argc, char **argv) {
                         "batch or the heads over several calls");
     FailureOr<json> program = flashlight::exportProgram(func);
     kernel.program = succeeded(program) ? *program : json();
+    // Runtime shapes: also the kernel for lengths that whole tiles divide,
+    // which the runtimes take where the call's lengths allow.
+    if (llvm::any_of(kernel.params,
+                     [](const json &p) { return p.contains("extents"); })) {
+      OpBuilder b(func);
+      b.setInsertionPointAfter(func);
+      auto aligned = cast<func::FuncOp>(b.clone(*func));
+      kernel.aligned = kernelName + "_aligned";
+      aligned.setName(kernel.aligned);
+      aligned.walk([&](flashlight::attn::AttentionOp op) {
+        op->setAttr(flashlight::attn::kAlignedLengthsAttrName, b.getUnitAttr());
+      });
+    }
     attentions.push_back(std::move(kernel));
   }
 

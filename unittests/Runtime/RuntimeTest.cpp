@@ -196,6 +196,64 @@ TEST_CASE("each arch's artifact launches with that arch's geometry",
                   ManifestError);
 }
 
+TEST_CASE("runtime extents bind from the shapes, within max_extent",
+          "[runtime]") {
+  json m = tinyManifest(nullptr);
+  auto dynamic = [&](int i, std::vector<int64_t> shape,
+                     std::vector<std::string> extents) {
+    m["params"][i]["shape"] = shape;
+    m["params"][i]["extents"] = extents;
+  };
+  dynamic(0, {-1, 1, -1, 2}, {"B", "", "M", ""});
+  dynamic(1, {-1, 1, -1, 2}, {"B", "", "N", ""});
+  dynamic(2, {-1, 1, -1, 2}, {"B", "", "N", ""});
+  dynamic(3, {-1, 1, -1, 2}, {"B", "", "M", ""});
+  dynamic(4, {-1, 1, -1}, {"B", "", "M"});
+  // Without a bound, a manifest with runtime extents is refused.
+  CHECK_THROWS_AS(manifestFrom(m), ManifestError);
+  m["max_extent"] = 1000;
+  KernelManifest manifest = manifestFrom(m);
+  CHECK(manifest.hasRuntimeShapes());
+  std::vector<std::vector<int64_t>> shapes = {
+      {2, 1, 7, 2}, {2, 1, 9, 2}, {2, 1, 9, 2}, {2, 1, 7, 2}, {2, 1, 7}};
+  CHECK(manifest.bindExtents(shapes) ==
+        std::map<std::string, int64_t>{{"B", 2}, {"M", 7}, {"N", 9}});
+  shapes[2][2] = 8; // V's length differs from K's: both are N.
+  CHECK_THROWS_WITH(manifest.bindExtents(shapes),
+                    Catch::Matchers::Contains("both are extent N"));
+  shapes[2][2] = 9;
+  shapes[0][2] = shapes[3][2] = shapes[4][2] = 1001;
+  CHECK_THROWS_WITH(manifest.bindExtents(shapes),
+                    Catch::Matchers::Contains("up to 1000"));
+  KernelManifest fixed = manifest.withExtents({{"B", 2}, {"M", 7}, {"N", 9}});
+  CHECK(fixed.params[1].shape == std::vector<int64_t>{2, 1, 9, 2});
+  CHECK_THROWS_AS(manifest.withExtents({{"B", 2}, {"M", 7}}), ManifestError);
+}
+
+TEST_CASE("lengths whole tiles divide take the aligned kernel's geometry",
+          "[runtime]") {
+  json m = tinyManifest(nullptr);
+  m["archs"]["sm_90a"]["block_m"] = 128;
+  m["archs"]["sm_90a"]["block_n"] = 64;
+  m["archs"]["sm_90a"]["aligned"] = {{"kernel", "tiny_aligned"},
+                                     {"block", {384, 1, 1}},
+                                     {"block_m", 128},
+                                     {"block_n", 64},
+                                     {"dynamic_shared_memory", 4096},
+                                     {"block_mask", nullptr}};
+  KernelManifest hopper = manifestFrom(m).forArtifact("tiny.sm_90a.cubin");
+  std::optional<KernelManifest> aligned = hopper.alignedVariant();
+  REQUIRE(aligned);
+  CHECK(aligned->kernel == "tiny_aligned");
+  CHECK(aligned->block == std::array<unsigned, 3>{384, 1, 1});
+  CHECK(aligned->dynamicSharedMemory == 4096);
+  CHECK(aligned->tilesDivide(
+      {{1, 1, 256, 2}, {1, 1, 128, 2}, {1, 1, 128, 2}, {}, {}}));
+  CHECK_FALSE(aligned->tilesDivide(
+      {{1, 1, 256, 2}, {1, 1, 100, 2}, {1, 1, 100, 2}, {}, {}}));
+  CHECK_FALSE(manifestFrom(m).forArtifact("tiny.sm_80.ptx").alignedVariant());
+}
+
 TEST_CASE("the launch grid is (query tiles, heads, batch)", "[runtime]") {
   KernelManifest m = manifestFrom(tinyManifest(nullptr));
   std::array<unsigned, 3> grid =

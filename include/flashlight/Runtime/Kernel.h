@@ -16,6 +16,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -61,6 +62,10 @@ struct KernelManifest {
   std::vector<ParamInfo> params;
   /// The largest runtime extent the kernel takes (0: static shapes).
   int64_t maxExtent = 0;
+  /// With runtime shapes, after forArtifact: the loaded arch's kernel for
+  /// lengths whole tiles divide ("kernel" and its launch geometry); null
+  /// when there is none.
+  nlohmann::json aligned;
   nlohmann::json program;
   nlohmann::json archs;
 
@@ -86,6 +91,12 @@ struct KernelManifest {
   /// (validated). Throws ManifestError for a symbol without a value.
   KernelManifest
   withExtents(const std::map<std::string, int64_t> &values) const;
+  /// The aligned kernel (`aligned`) as a manifest of its own, validated;
+  /// none without one.
+  std::optional<KernelManifest> alignedVariant() const;
+  /// Whether every query length of `shapes` is a multiple of block_m and
+  /// every key length of block_n.
+  bool tilesDivide(const std::vector<std::vector<int64_t>> &shapes) const;
   /// The parameter named `name`, or nullptr.
   const ParamInfo *find(const std::string &name) const;
   /// Checks the launch geometry and the parameters (q0 of rank 4,
@@ -132,11 +143,21 @@ public:
               CUstream stream = nullptr) const;
 
 private:
+  /// A kernel of the module and its block-mask pre-kernel, with the
+  /// manifest of its launch geometry.
+  struct Variant {
+    KernelManifest manifest;
+    CUfunction function = nullptr, maskFunction = nullptr;
+  };
+  Variant loadVariant(const KernelManifest &manifest) const;
+
   std::string loaded;
   /// The manifest with the loaded arch's launch geometry.
   KernelManifest manifest;
   CUmodule module = nullptr;
-  CUfunction function = nullptr, maskFunction = nullptr;
+  /// The kernel, and with runtime shapes the one for aligned lengths.
+  Variant general;
+  std::optional<Variant> aligned;
   /// The block mask's buffer and its size in bytes.
   mutable CUdeviceptr maskBuffer = 0;
   mutable size_t maskBytes = 0;

@@ -75,7 +75,8 @@ public:
         barriers(tiles.barriers), producer(plan.getProducer()),
         pingPong(plan.getPingPong()),
         registerSplit(plan.getProducerRegisters(), plan.getConsumerRegisters()),
-        consumerGroups(plan.getConsumerGroups()) {
+        consumerGroups(plan.getConsumerGroups()),
+        alignedLengths(plan.getAlignedLengths()) {
     fmaReciprocals = true;
     // Tile addresses in the shared window, once at the kernel's start.
     auto address = [&](Value tile) -> Value {
@@ -145,6 +146,8 @@ protected:
   std::pair<int32_t, int32_t> registerSplit;
   /// The consumer warpgroups (block-m / 64).
   int64_t consumerGroups;
+  /// The plan's aligned_lengths: runtime lengths are multiples of the tiles.
+  bool alignedLengths;
   /// Ping-pong: the named barrier of warpgroup `g`'s turn (after the
   /// warpgroups' own, 1..3, and the consumers' 5 with three of them).
   Value turnBarrier(Value g) {
@@ -811,11 +814,12 @@ protected:
     return success();
   }
 
-  /// Whether every tile the producer copies lies within its tensor: static
-  /// query and key lengths that whole tiles divide, and a KV loop whose
-  /// tiles start at multiples of block-n (attn-tile aligns its start). Its
-  /// keys are then all below the key length, and a staged read's rows and
-  /// columns are (query, key) pairs the program itself reads.
+  /// Whether every tile the producer copies lies within its tensor: query
+  /// and key lengths that whole tiles divide (static ones, or runtime ones
+  /// the plan says are aligned), and a KV loop whose tiles start at
+  /// multiples of block-n (attn-tile aligns its start). Its keys are then
+  /// all below the key length, and a staged read's rows and columns are
+  /// (query, key) pairs the program itself reads.
   bool producerTilesInBounds(scf::ForOp loop) {
     auto length = [](Value memref, unsigned d) {
       return cast<MemRefType>(memref.getType()).getDimSize(d);
@@ -824,6 +828,11 @@ protected:
     int64_t bm = tileRows(queryTiles[0], length(queryView.memref, 3));
     int64_t keys = length(keyViews[0].memref, 2);
     int64_t queries = length(queryView.memref, 2);
+    if (alignedLengths) {
+      // (A staged read of a runtime extent still tests its bounds below.)
+      keys = ShapedType::isDynamic(keys) ? bn : keys;
+      queries = ShapedType::isDynamic(queries) ? bm : queries;
+    }
     auto multipleOf = [](Value v, int64_t k) {
       std::optional<int64_t> c = getConstantIntValue(v);
       if (!c)

@@ -49,5 +49,5 @@ KernelPlanAttr KernelPlanAttr::getReference(MLIRContext *context,
              /*query_in_smem=*/false, /*staged_reads=*/0,
              /*shared_memory=*/0, /*min_blocks=*/0,
              /*producer_registers=*/0, /*consumer_registers=*/0,
-             runtimeStrides);
+             runtimeStrides, /*aligned_lengths=*/false);
 }

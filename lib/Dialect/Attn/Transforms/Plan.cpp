@@ -305,7 +305,8 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
       facts.getOp()->getContext(), generator, blockM, blockN, warpRows,
       consumerGroups, producer, loop, pingPong, lookahead, sparsity,
       queryInSmem, smem.stagedReads, smem.bytes, minBlocks, producerRegisters,
-      consumerRegisters, !options.staticStrides);
+      consumerRegisters, !options.staticStrides,
+      facts.getOp()->hasAttr(kAlignedLengthsAttrName));
 }
 
 struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {

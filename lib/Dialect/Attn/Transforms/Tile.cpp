@@ -246,7 +246,9 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   b.setInsertionPointToStart(body);
   Value bIdx = body->getArgument(0), hIdx = body->getArgument(1);
   Value q0 = m.mul(body->getArgument(2), bm);
-  Value rows = m.min(bm, m.sub(rowsTotal, q0));
+  // Lengths the plan says are multiples of the tiles: every tile whole.
+  bool aligned = plan.getAlignedLengths();
+  Value rows = aligned ? bm : m.min(bm, m.sub(rowsTotal, q0));
   Value q1 = m.sub(m.add(q0, rows), m.c(1));
   Value hKV = m.div(hIdx, group);
 
@@ -278,7 +280,7 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   auto loop = scf::ForOp::create(b, loc, start, kvHi, bn, init);
   b.setInsertionPointToStart(loop.getBody());
   Value k0 = loop.getInductionVar();
-  Value kn = m.min(bn, m.sub(keys, k0));
+  Value kn = aligned ? bn : m.min(bn, m.sub(keys, k0));
   SmallVector<Value> kTiles;
   for (Value key : step.getKeys())
     kTiles.push_back(sliceRows(b, loc, key, bIdx, hKV, k0, kn));
@@ -306,7 +308,7 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   // static length lets LLVM fold those tests. (A mask no bound describes is
   // evaluated on every tile, in one step: its tile votes stay per loop
   // iteration.)
-  if (cast<RankedTensorType>(k.getType()).isDynamicDim(2) &&
+  if (cast<RankedTensorType>(k.getType()).isDynamicDim(2) && !aligned &&
       (!bounds.hasMask || full)) {
     Value whole = m.cmp(arith::CmpIPredicate::sle, m.add(k0, bn), keys);
     bool masked = bounds.hasMask;

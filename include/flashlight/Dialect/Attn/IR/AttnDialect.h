@@ -22,6 +22,12 @@ namespace flashlight::attn {
 /// on: on the attn.attention, the online_finalize, the tiled loop nest and
 /// the kernel.
 constexpr llvm::StringLiteral kKernelPlanAttrName = "attn.kernel_plan";
+
+/// Unit attribute of an `attn.attention` whose runtime lengths its caller
+/// guarantees are multiples of the kernel's tiles (flashlight-compile's
+/// aligned variant of a kernel with runtime shapes); attn-plan records it
+/// as the plan's `aligned_lengths`.
+constexpr llvm::StringLiteral kAlignedLengthsAttrName = "attn.aligned_lengths";
 } // namespace flashlight::attn
 
 #endif // FLASHLIGHT_DIALECT_ATTN_IR_ATTNDIALECT_H
