@@ -25,6 +25,7 @@ MmaSyncEmitter::MmaSyncEmitter(OpBuilder &b, Location loc,
                   ? plan.getConsumerGroups() * ArchInfo::kThreadsPerWarpgroup
                   : plan.getThreads()),
       mTiles(plan.getWarpRows() / ArchInfo::kMmaRows),
+      alignedLengths(plan.getAlignedLengths()),
       layout(plan.getGenerator() == Generator::wgmma
                  ? TileLayout::swizzled(cast<MemRefType>(tiles.values.getType())
                                             .getElementTypeBitWidth())
@@ -542,8 +543,12 @@ std::pair<Value, SmallVector<Value>>
 MmaSyncEmitter::elementIndices(const StepFrame &f, int64_t mt, int64_t nb,
                                int64_t i) {
   Value col = addI(idx(8 * nb + (i % 2)), mulI(quad(), 2));
-  SmallVector<Value> indices = {f.b0, f.h0, minI(rowOf(f.q0, mt, i), f.lastRow),
-                                minI(addI(f.k0, col), f.lastKey)};
+  // Rows and keys past the lengths (a partial tile's) read the last ones;
+  // with aligned lengths there are none.
+  Value row = rowOf(f.q0, mt, i), key = addI(f.k0, col);
+  SmallVector<Value> indices = {
+      f.b0, f.h0, alignedLengths ? row : minI(row, f.lastRow),
+      alignedLengths ? key : minI(key, f.lastKey)};
   return std::make_pair(col, indices);
 }
 

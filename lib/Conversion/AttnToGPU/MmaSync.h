@@ -70,6 +70,8 @@ protected:
   int64_t threads;
   /// m16 tiles per warp, and the warp's query rows.
   int64_t mTiles;
+  /// The plan's aligned_lengths: every tile whole, every index in range.
+  bool alignedLengths;
   int64_t rowsPerWarp() const { return 16 * mTiles; }
   /// The block mask that replaces the tile vote (null memref: none).
   BlockMask blockMask;

@@ -75,8 +75,7 @@ public:
         barriers(tiles.barriers), producer(plan.getProducer()),
         pingPong(plan.getPingPong()),
         registerSplit(plan.getProducerRegisters(), plan.getConsumerRegisters()),
-        consumerGroups(plan.getConsumerGroups()),
-        alignedLengths(plan.getAlignedLengths()) {
+        consumerGroups(plan.getConsumerGroups()) {
     fmaReciprocals = true;
     // Tile addresses in the shared window, once at the kernel's start.
     auto address = [&](Value tile) -> Value {
@@ -146,8 +145,6 @@ protected:
   std::pair<int32_t, int32_t> registerSplit;
   /// The consumer warpgroups (block-m / 64).
   int64_t consumerGroups;
-  /// The plan's aligned_lengths: runtime lengths are multiples of the tiles.
-  bool alignedLengths;
   /// Ping-pong: the named barrier of warpgroup `g`'s turn (after the
   /// warpgroups' own, 1..3, and the consumers' 5 with three of them).
   Value turnBarrier(Value g) {
