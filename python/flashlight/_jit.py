@@ -167,6 +167,65 @@ def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cach
     return manifest, False
 
 
+class ShapeClasses:
+    """The kernels of a jit function per shape class (shapes and dtypes of
+    its arguments), with automatic runtime shapes: per family (ranks and
+    dtypes) the first shape class's export is kept as the probe of the
+    next one, whose kernel then takes runtime shapes (`--runtime-shapes-
+    from`) and serves every later shape class it fits without an export.
+    Shared by `flashlight.jit` and `flashlight.jax.jit`; `dtype_name`
+    gives a shape class's dtype string for a manifest dtype."""
+
+    def __init__(self, runtime_shapes, dtype_name):
+        self.runtime_shapes = runtime_shapes
+        self.dtype_name = dtype_name
+        self.manifests = {}  # shape class -> manifest path
+        self._probes = {}  # family -> the first shape class's graph folder
+        self._dynamic = []  # (pattern, manifest) of kernels with runtime shapes
+        self._static_only = set()  # families whose program depends on its shapes
+        self._folder = tempfile.TemporaryDirectory(prefix="flashlight-jit-")
+        self.compiles = 0  # cache misses this process compiled
+
+    def lookup(self, shape_class):
+        """The manifest serving `shape_class`, or None (export and
+        `compile`)."""
+        if shape_class in self.manifests:
+            return self.manifests[shape_class]
+        for pattern, manifest in self._dynamic:
+            if _fits(pattern, shape_class, self.dtype_name):
+                self.manifests[shape_class] = manifest
+                return manifest
+        return None
+
+    def new_folder(self):
+        """A folder for an export, kept while this object lives."""
+        return tempfile.mkdtemp(dir=self._folder.name)
+
+    def compile(self, shape_class, graph_dir, graph_file, **options):
+        """The manifest of the program exported as `graph_dir/graph_file`:
+        with runtime shapes where a probe of its family exists (and the
+        program allows), else for its shapes."""
+        family = tuple((len(shape), dtype) for shape, dtype in shape_class)
+        manifest = None
+        probe = self._probes.get(family)
+        if self.runtime_shapes and probe and family not in self._static_only:
+            try:
+                manifest, hit = cached_compile(graph_dir, graph_file, probe_dir=probe,
+                                               **options)
+                self._dynamic.append((_pattern(manifest), manifest))
+            except CompileError:
+                # The program depends on its shapes beyond the extents (or
+                # computes more than layouts around its attention): one
+                # kernel per shape class from now on.
+                self._static_only.add(family)
+        if manifest is None:
+            manifest, hit = cached_compile(graph_dir, graph_file, **options)
+        self._probes.setdefault(family, graph_dir)
+        self.compiles += not hit
+        self.manifests[shape_class] = manifest
+        return manifest
+
+
 def _pattern(manifest):
     """The shape classes a kernel with runtime shapes serves: its entry's
     input shapes (None at a dynamic dim) and dtypes, and the extents."""
@@ -175,16 +234,17 @@ def _pattern(manifest):
     return [i for i in m["entry"]["inputs"] if "file" not in i], m.get("max_extent")
 
 
-def _fits(pattern, manifest, shape_class):
+def _fits(pattern, shape_class, dtype_name):
     """Whether `shape_class` is one the kernel of `pattern` serves: the
-    static dims equal, the dims of one extent equal."""
-    from . import _bind_extents, _torch_dtypes
+    dtypes and static dims equal, the dims of one extent equal, none past
+    the kernel's max_extent."""
+    from . import _bind_extents
 
     pattern, max_extent = pattern
     if len(pattern) != len(shape_class):
         return False
     for info, (shape, dtype) in zip(pattern, shape_class):
-        if dtype != str(_torch_dtypes()[info["dtype"]]):
+        if dtype != dtype_name(info["dtype"]):
             return False
     try:
         _bind_extents(pattern, [_Shaped(shape) for shape, _ in shape_class],
@@ -192,6 +252,13 @@ def _fits(pattern, manifest, shape_class):
     except ValueError:
         return False
     return True
+
+
+def _torch_dtype_name(name):
+    """str(torch dtype) of a manifest dtype."""
+    from . import _torch_dtypes
+
+    return str(_torch_dtypes()[name])
 
 
 class _Shaped:
@@ -265,27 +332,20 @@ class JitFunction:
         self.cache = cache
         self.runtime_shapes = runtime_shapes
         self.key = f"{getattr(fn, '__qualname__', 'fn')}@{id(self):x}"
-        self._manifests = {}  # shape class -> manifest path
+        self._classes = ShapeClasses(runtime_shapes, _torch_dtype_name)
+        self._manifests = self._classes.manifests  # shape class -> manifest path
         self._kernels = {}  # manifest path -> loaded Kernel
-        # Runtime shapes: per family (ranks and dtypes), the first shape
-        # class's exported graph (the probe of the next one), the kernels
-        # with runtime shapes ((pattern, manifest): None at a dynamic dim),
-        # and the families whose program depends on its shapes.
-        self._probes = {}
-        self._dynamic = []
-        self._static_only = set()
-        self._folder = tempfile.TemporaryDirectory(prefix="flashlight-jit-")
-        self.compiles = 0  # cache misses this process compiled
         with _lock:
             _registry[self.key] = self
+
+    @property
+    def compiles(self):
+        """Cache misses this process compiled."""
+        return self._classes.compiles
 
     @staticmethod
     def shape_class(args):
         return tuple((tuple(a.shape), str(a.dtype)) for a in args)
-
-    @staticmethod
-    def _family(shape_class):
-        return tuple((len(shape), dtype) for shape, dtype in shape_class)
 
     def prepare(self, *args):
         """Exports and compiles (or finds in the cache) the kernel of
@@ -296,37 +356,15 @@ class JitFunction:
         export) that serves every later shape class differing only in
         those extents, without exporting again."""
         shape_class = self.shape_class(args)
-        if shape_class in self._manifests:
-            return self._manifests[shape_class]
-        for pattern, manifest in self._dynamic:
-            if _fits(pattern, manifest, shape_class):
-                self._manifests[shape_class] = manifest
-                return manifest
+        manifest = self._classes.lookup(shape_class)
+        if manifest is not None:
+            return manifest
         from .export import export
 
-        family = self._family(shape_class)
-        graph_dir = tempfile.mkdtemp(dir=self._folder.name)
+        graph_dir = self._classes.new_folder()
         export(self.fn, *args, path=os.path.join(graph_dir, "program.json"))
-        manifest = None
-        probe = self._probes.get(family)
-        if self.runtime_shapes and probe and family not in self._static_only:
-            try:
-                manifest, hit = cached_compile(graph_dir, "program.json", archs=self.archs,
-                                               flags=self.flags, cache=self.cache,
-                                               probe_dir=probe)
-                self._dynamic.append((_pattern(manifest), manifest))
-            except CompileError:
-                # The program depends on its shapes beyond the extents (or
-                # computes more than layouts around its attention): one
-                # kernel per shape class from now on.
-                self._static_only.add(family)
-        if manifest is None:
-            manifest, hit = cached_compile(graph_dir, "program.json", archs=self.archs,
-                                           flags=self.flags, cache=self.cache)
-        self._probes.setdefault(family, graph_dir)
-        self.compiles += not hit
-        self._manifests[shape_class] = manifest
-        return manifest
+        return self._classes.compile(shape_class, graph_dir, "program.json",
+                                     archs=self.archs, flags=self.flags, cache=self.cache)
 
     def _prepare_examples(self, args, isolated=False):
         """`prepare` on zero CPU tensors of `args`' shapes and dtypes. With

@@ -12,7 +12,10 @@
 On the first call per shape class the function is lowered to StableHLO
 (`jax.jit(fn).lower`, for CUDA), compiled by flashlight-compile (a
 subprocess) and cached on disk, keyed by the StableHLO text (the same cache
-as `flashlight.jit`: `FLASHLIGHT_CACHE`). The attention kernel runs as an
+as `flashlight.jit`: `FLASHLIGHT_CACHE`). As with `flashlight.jit`, the
+second shape class compiles a kernel with runtime shapes against the first
+one's lowering, which later shape classes take without lowering or
+compiling again (`jax.jit` still traces the calling program per shape). The attention kernel runs as an
 XLA FFI custom call (`flashlight_call`, `libflashlight_jax.so`, built
 against jaxlib's FFI headers) on XLA's stream; the layouts around it (the
 manifest entry's `sources` and `results`) are jnp transposes and reshapes
@@ -32,7 +35,7 @@ import json
 import os
 import tempfile
 
-from ._jit import DEFAULT_ARCHS, cached_compile
+from ._jit import DEFAULT_ARCHS, ShapeClasses
 
 TARGET = "flashlight_call"
 HOST_TARGET = "flashlight_host_kernel"
@@ -108,13 +111,18 @@ class JaxFunction:
     """A JAX function whose attention Flashlight compiles per shape class;
     see the module's docstring."""
 
-    def __init__(self, fn, archs=DEFAULT_ARCHS, flags=(), cache=None):
+    def __init__(self, fn, archs=DEFAULT_ARCHS, flags=(), cache=None, runtime_shapes=True):
         self.fn = fn
         self.archs = tuple(archs)
         self.flags = tuple(flags)
         self.cache = cache
-        self._manifests = {}
-        self.compiles = 0
+        self._classes = ShapeClasses(runtime_shapes, lambda name: _DTYPES[name])
+        self._manifests = self._classes.manifests
+
+    @property
+    def compiles(self):
+        """Cache misses this process compiled."""
+        return self._classes.compiles
 
     @staticmethod
     def shape_class(args):
@@ -129,18 +137,17 @@ class JaxFunction:
         return jax.jit(self.fn).trace(*specs).lower(lowering_platforms=("cuda",)).as_text()
 
     def prepare(self, *args):
-        """The manifest of `args`' shape class: cached, or compiled."""
+        """The manifest of `args`' shape class: cached, or compiled (with
+        runtime shapes from the second shape class on, as flashlight.jit)."""
         shape_class = self.shape_class(args)
-        if shape_class not in self._manifests:
-            with tempfile.TemporaryDirectory() as folder:
-                with open(os.path.join(folder, "program.stablehlo.mlir"), "w") as f:
-                    f.write(self.stablehlo(*args))
-                manifest, hit = cached_compile(folder, "program.stablehlo.mlir",
-                                               archs=self.archs, flags=self.flags,
-                                               cache=self.cache)
-            self.compiles += not hit
-            self._manifests[shape_class] = manifest
-        return self._manifests[shape_class]
+        manifest = self._classes.lookup(shape_class)
+        if manifest is not None:
+            return manifest
+        folder = self._classes.new_folder()
+        with open(os.path.join(folder, "program.stablehlo.mlir"), "w") as f:
+            f.write(self.stablehlo(*args))
+        return self._classes.compile(shape_class, folder, "program.stablehlo.mlir",
+                                     archs=self.archs, flags=self.flags, cache=self.cache)
 
     def __call__(self, *args):
         manifest_path = self.prepare(*args)
@@ -153,6 +160,12 @@ class JaxFunction:
             return _run_steps(manifest, directory, manifest_path, args)
         if not manifest.get("kernel") or "sources" not in entry:
             raise NotImplementedError(f"flashlight.jax: {manifest_path} has no entry")
+        from . import _bind_extents, _resolve
+
+        # Runtime shapes: the extents' sizes from the arguments.
+        extents = _bind_extents([i for i in entry["inputs"] if "file" not in i], args,
+                                [f"argument {i}" for i in range(len(args))],
+                                manifest.get("max_extent"))
         params = manifest["params"]
         inputs = [p for p in params if p["direction"] == "in"]
         operands = []
@@ -161,9 +174,9 @@ class JaxFunction:
                 operands.append(_constant(directory, source["constant"], p))
             else:
                 operands.append(_to_kernel_layout(args[source["input"]], source["index"],
-                                                  p["shape"]).astype(_dtype(p["dtype"])))
-        outs = _attention(manifest, manifest_path, operands)
-        results = [_to_user_layout(outs[r["result"]], r["index"], info["shape"])
+                                                  _resolve(p, extents)).astype(_dtype(p["dtype"])))
+        outs = _attention(manifest, manifest_path, operands, extents)
+        results = [_to_user_layout(outs[r["result"]], r["index"], _resolve(info, extents))
                    for r, info in zip(entry["results"], entry["outputs"])]
         return results[0] if len(results) == 1 else tuple(results)
 
@@ -176,13 +189,17 @@ def _constant(directory, file, info):
     return jnp.asarray(data.reshape(info["shape"]))
 
 
-def _attention(manifest, manifest_path, operands):
-    """The attention kernel as an FFI custom call: its outputs."""
+def _attention(manifest, manifest_path, operands, extents=None):
+    """The attention kernel as an FFI custom call: its outputs (their
+    runtime extents' sizes from `extents`)."""
     import jax
+
+    from . import _resolve
 
     outputs = [p for p in manifest["params"] if p["direction"] == "out"]
     call = jax.ffi.ffi_call(
-        TARGET, [jax.ShapeDtypeStruct(p["shape"], _dtype(p["dtype"])) for p in outputs])
+        TARGET, [jax.ShapeDtypeStruct(_resolve(p, extents or {}), _dtype(p["dtype"]))
+                 for p in outputs])
     outs = call(*operands, manifest=os.path.abspath(manifest_path))
     return list(outs) if isinstance(outs, (list, tuple)) else [outs]
 
@@ -261,8 +278,9 @@ def _run_steps(manifest, directory, manifest_path, args):
     return results[0] if len(results) == 1 else tuple(results)
 
 
-def jit(fn=None, *, archs=DEFAULT_ARCHS, flags=(), cache=None):
-    """Decorates `fn` (a JAX function of arrays) as a JaxFunction."""
+def jit(fn=None, *, archs=DEFAULT_ARCHS, flags=(), cache=None, runtime_shapes=True):
+    """Decorates `fn` (a JAX function of arrays) as a JaxFunction; with
+    `runtime_shapes`, as flashlight.jit's."""
     if fn is None:
-        return lambda f: JaxFunction(f, archs, flags, cache)
-    return JaxFunction(fn, archs, flags, cache)
+        return lambda f: JaxFunction(f, archs, flags, cache, runtime_shapes)
+    return JaxFunction(fn, archs, flags, cache, runtime_shapes)

@@ -38,6 +38,32 @@ class JaxJit(unittest.TestCase):
         self.assertEqual(other.prepare(spec, spec, spec), manifest)
         self.assertEqual(other.compiles, 0)
 
+    def test_the_second_shape_class_gets_runtime_shapes(self):
+        import json
+
+        import jax
+        import jax.numpy as jnp
+
+        import flashlight.jax as fj
+
+        def attention(q, k, v):
+            return jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                                implementation="xla")
+
+        def spec(b, n):
+            return [jax.ShapeDtypeStruct((b, n, 4, 64), jnp.bfloat16)] * 3
+
+        fn = fj.jit(attention, cache=self.cache.name)
+        first = fn.prepare(*spec(2, 128))
+        second = fn.prepare(*spec(2, 192))
+        self.assertNotEqual(first, second)
+        with open(second) as f:
+            m = json.load(f)
+        self.assertEqual(m["entry"]["inputs"][0]["extents"], ["", "M", "", ""])
+        self.assertIn("aligned", m["archs"]["sm_90a"])
+        self.assertEqual(fn.prepare(*spec(2, 1000)), second)  # no lowering
+        self.assertEqual(fn.compiles, 2)
+
     def test_layouts_round_trip(self):
         import numpy as np
 
