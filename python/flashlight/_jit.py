@@ -37,8 +37,9 @@ in it. A machine without the compiler (a GPU machine without MLIR) uses
 whatever compiler filled the cache for the key: fill it on the build
 machine and copy it over.
 
-The compiler is `FLASHLIGHT_COMPILE`, else `flashlight-compile` on PATH,
-else the repository's `build/bin/flashlight-compile`.
+The compiler is `FLASHLIGHT_COMPILE`, else the one the pip package carries
+(`flashlight/_bin`), else `flashlight-compile` on PATH, else the
+repository's `build/bin/flashlight-compile`.
 """
 
 import hashlib
@@ -59,16 +60,40 @@ class CompileError(RuntimeError):
 
 
 def find_compiler():
-    """The flashlight-compile to run, or None."""
+    """The flashlight-compile to run, or None: FLASHLIGHT_COMPILE, else the
+    one the pip package carries, else flashlight-compile on PATH, else the
+    repository's build."""
     path = os.environ.get("FLASHLIGHT_COMPILE")
     if path:
         return path if os.access(path, os.X_OK) else None
+    here = os.path.dirname(os.path.abspath(__file__))
+    bundled = os.path.join(here, "_bin", "flashlight-compile")
+    if os.access(bundled, os.X_OK):
+        return bundled
     found = shutil.which("flashlight-compile")
     if found:
         return found
-    here = os.path.dirname(os.path.abspath(__file__))
     built = os.path.join(here, "..", "..", "build", "bin", "flashlight-compile")
     return os.path.normpath(built) if os.access(built, os.X_OK) else None
+
+
+def _cuda_environment():
+    """The compiler's environment: where no CUDA toolkit is found
+    (CUDA_HOME, /usr/local/cuda, ptxas on PATH), CUDA_HOME is the ptxas and
+    libdevice of the `nvidia-cuda-nvcc` wheel (the package's `cuda` extra),
+    when installed."""
+    env = dict(os.environ)
+    if (env.get("CUDA_HOME") or os.access("/usr/local/cuda/bin/ptxas", os.X_OK)
+            or shutil.which("ptxas")):
+        return env
+    try:
+        import nvidia.cuda_nvcc as nvcc  # noqa: PLC0415
+    except ImportError:
+        return env
+    root = next(iter(getattr(nvcc, "__path__", [])), None)
+    if root and os.path.exists(os.path.join(root, "bin", "ptxas")):
+        env["CUDA_HOME"] = root
+    return env
 
 
 def cache_root():
@@ -100,7 +125,7 @@ def compile(source, out_dir, *, name="program", archs=DEFAULT_ARCHS, flags=(),
         raise CompileError("no flashlight-compile (set FLASHLIGHT_COMPILE or put it on PATH)")
     command = [compiler, source, "-o", out_dir, f"--name={name}",
                f"--arch={','.join(archs)}", *flags]
-    done = subprocess.run(command, capture_output=True, text=True)
+    done = subprocess.run(command, capture_output=True, text=True, env=_cuda_environment())
     if done.returncode != 0:
         raise CompileError(f"flashlight-compile failed ({' '.join(command)}):\n"
                            f"{done.stderr.strip() or done.stdout.strip()}")

@@ -27,8 +27,8 @@ calls: contractions as `jnp.einsum` (XLA's GEMM), the other reference-path
 kernels as FFI calls (`flashlight_host_kernel`), the attention as
 `flashlight_call`. Decorating the attention alone keeps the rest in XLA
 proper.
-The shared library is `FLASHLIGHT_JAX_LIB`, else the repository's
-`build/lib/libflashlight_jax.so`.
+The shared library is `FLASHLIGHT_JAX_LIB`, else the pip package's
+(`flashlight/_lib`), else the repository's `build/lib/libflashlight_jax.so`.
 """
 
 import json
@@ -49,6 +49,9 @@ def library_path():
     if path:
         return path
     here = os.path.dirname(os.path.abspath(__file__))
+    bundled = os.path.join(here, "_lib", "libflashlight_jax.so")  # the pip package's
+    if os.path.exists(bundled):
+        return bundled
     return os.path.normpath(os.path.join(here, "..", "..", "build", "lib",
                                          "libflashlight_jax.so"))
 

@@ -25,12 +25,12 @@ MmaSyncEmitter::MmaSyncEmitter(OpBuilder &b, Location loc,
                   ? plan.getConsumerGroups() * ArchInfo::kThreadsPerWarpgroup
                   : plan.getThreads()),
       mTiles(plan.getWarpRows() / ArchInfo::kMmaRows),
-      alignedLengths(plan.getAlignedLengths()),
+      alignedLengths(plan.getAlignedLengths()), blockMask(mask),
+      sparsity(plan.getSparsity()),
       layout(plan.getGenerator() == Generator::wgmma
                  ? TileLayout::swizzled(cast<MemRefType>(tiles.values.getType())
                                             .getElementTypeBitWidth())
-                 : TileLayout::padded()),
-      blockMask(mask), sparsity(plan.getSparsity()) {}
+                 : TileLayout::padded()) {}
 
 Value MmaSyncEmitter::nextTileKept(int64_t bn) {
   if (!blockMask.memref || !votesOnTiles())
