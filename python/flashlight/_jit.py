@@ -205,8 +205,10 @@ class ShapeClasses:
         self.runtime_shapes = runtime_shapes
         self.dtype_name = dtype_name
         self.manifests = {}  # shape class -> manifest path
-        self._probes = {}  # family -> the first shape class's graph folder
+        self._probes = {}  # family -> the probe's graph folder
+        self._probe_classes = {}  # family -> the probe's shape class
         self._dynamic = []  # (pattern, manifest) of kernels with runtime shapes
+        self._refusals = {}  # family -> refused runtime-shape compiles
         self._static_only = set()  # families whose program depends on its shapes
         self._folder = tempfile.TemporaryDirectory(prefix="flashlight-jit-")
         self.compiles = 0  # cache misses this process compiled
@@ -240,15 +242,27 @@ class ShapeClasses:
                 self._dynamic.append((_pattern(manifest), manifest))
             except CompileError:
                 # The program depends on its shapes beyond the extents (or
-                # computes more than layouts around its attention): one
-                # kernel per shape class from now on.
-                self._static_only.add(family)
+                # computes more than layouts around its attention). Once
+                # may be an export's own specialization (torch.export
+                # specializes dims of size 1); twice, one kernel per shape
+                # class from now on.
+                self._refusals[family] = self._refusals.get(family, 0) + 1
+                if self._refusals[family] >= 2:
+                    self._static_only.add(family)
         if manifest is None:
             manifest, hit = cached_compile(graph_dir, graph_file, **options)
-        self._probes.setdefault(family, graph_dir)
+        # The probe: the first shape class without a dim of size 1, if any.
+        if probe is None or (_has_unit_dim(self._probe_classes[family])
+                             and not _has_unit_dim(shape_class)):
+            self._probes[family] = graph_dir
+            self._probe_classes[family] = shape_class
         self.compiles += not hit
         self.manifests[shape_class] = manifest
         return manifest
+
+
+def _has_unit_dim(shape_class):
+    return any(1 in shape for shape, _ in shape_class)
 
 
 def _pattern(manifest):

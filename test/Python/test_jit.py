@@ -80,6 +80,15 @@ class Jit(unittest.TestCase):
         # Another batch differs where the two did not: a new pair.
         self.assertNotEqual(fn.prepare(*x(3, 1000)), second)
         self.assertEqual(fn.compiles, 3)
+        # A batch of 1, which torch.export specializes: refused once, then
+        # the next shape class pairs with the probe again.
+        batch_one = flashlight.jit(bnhd, cache=self.cache.name)
+        batch_one.prepare(*x(2, 128))
+        batch_one.prepare(*x(1, 320))
+        third = batch_one.prepare(*x(3, 256))
+        with open(third) as f:
+            self.assertEqual(json.load(f)["params"][0]["extents"], ["B", "", "M", ""])
+        self.assertEqual(batch_one.prepare(*x(1, 64)), third)
         # Per shape class, on request.
         static = flashlight.jit(bnhd, cache=self.cache.name, runtime_shapes=False)
         for n in (128, 192, 256):
