@@ -1,6 +1,7 @@
 # Entry points. Each target installs what is missing, configures and builds.
 #   make demo   - run flashlight on the shipped examples
-#   make test   - build and run every test (lit + Catch2 + docs) through ctest
+#   make test   - build and run every test (lit + Catch2 + docs, the pip
+#                 package) through ctest
 #   make docs   - regenerate docs/generated from ODS
 #   make fuzz   - install clang-22, build the libFuzzer targets (build-fuzz/)
 #                 and run each for FUZZ_RUNS executions
@@ -21,7 +22,8 @@ $(BUILD)/build.ninja:
 	cmake -G Ninja -S . -B $(BUILD) \
 	  -DCMAKE_BUILD_TYPE=Release \
 	  -DMLIR_DIR=$(LLVM_DIR)/lib/cmake/mlir \
-	  -DLLVM_EXTERNAL_LIT=$(LLVM_DIR)/bin/lit
+	  -DLLVM_EXTERNAL_LIT=$(LLVM_DIR)/bin/lit \
+	  -DFLASHLIGHT_STATIC_COMPILER=ON
 
 configure: $(BUILD)/build.ninja
 

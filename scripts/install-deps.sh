@@ -11,6 +11,8 @@ packages=(
   cmake ninja-build g++ make python3 python3-pip
   libmlir-22-dev mlir-22-tools llvm-22-dev llvm-22-tools
   nlohmann-json3-dev catch2
+  # The static compiler of the pip package links zlib and zstd too.
+  zlib1g-dev libzstd-dev
 )
 if [ "${1:-}" = "--fuzz" ]; then
   packages+=(clang-22 libclang-rt-22-dev)
