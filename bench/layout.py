@@ -13,7 +13,10 @@ the same views (B * N = 16k, H * D = 2048, bf16):
   no copy anywhere;
 - `flashlight_copy`: what a caller had to do before runtime strides: make
   the views contiguous, call, transpose the output back;
-- `sdpa_cudnn`: PyTorch's cuDNN attention on the same views.
+- `sdpa_cudnn`: PyTorch's cuDNN attention on the same views;
+- `fa4`: FlashAttention-4 (`flash_attn.cute.flash_attn_func`, when
+  importable: `../shared/peers/`) on the [B, N, H, D] storage itself, its
+  native layout.
 
 Kernels come from bench/prepare.sh (default: runtime strides). Before
 timing, each output is checked: the strided call must equal the contiguous
@@ -48,6 +51,21 @@ def commit():
         return os.environ.get("FLASHLIGHT_COMMIT", "unknown")
 
 
+_fa4_func = []
+
+
+def _fa4():
+    """flash_attn.cute.flash_attn_func (FlashAttention-4), or None."""
+    if not _fa4_func:
+        try:
+            from flash_attn.cute import flash_attn_func
+        except ImportError as e:
+            print(f"  no FA4 ({e}); its records are left out")
+            flash_attn_func = None
+        _fa4_func.append(flash_attn_func)
+    return _fa4_func[0]
+
+
 def run_config(kernels, variant, D, N, records):
     B, H = 16384 // N, 2048 // D
     kernel = flashlight.load(os.path.join(kernels, f"{variant}.d{D}.n{N}.json"))
@@ -74,6 +92,12 @@ def run_config(kernels, variant, D, N, records):
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale)
 
+    def fa4():
+        # [B, N, H, D] in and out: the views' storage, FA4's own layout.
+        out = _fa4()(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+                     softmax_scale=scale, causal=causal)
+        return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
+
     # Checks: the strided call equals the contiguous call bit for bit, and
     # both match the f32 math reference.
     with sdpa_kernel(SDPBackend.MATH):
@@ -85,6 +109,8 @@ def run_config(kernels, variant, D, N, records):
     if not torch.equal(got, copied()):
         raise RuntimeError(f"{variant} D={D} N={N}: strided and contiguous calls differ")
     systems = {"flashlight": strided, "flashlight_copy": copied, "sdpa_cudnn": cudnn}
+    if _fa4():
+        systems["fa4"] = fa4
     flops = 4.0 * B * H * N * N * D * (0.5 + 0.5 / N if causal else 1.0)
     for name, fn in systems.items():
         try:
