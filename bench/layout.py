@@ -43,6 +43,10 @@ import flashlight  # noqa: E402
 
 
 def commit():
+    # The GPU machine's copy of the tree may carry a stale .git: the
+    # caller's FLASHLIGHT_COMMIT first.
+    if os.environ.get("FLASHLIGHT_COMMIT"):
+        return os.environ["FLASHLIGHT_COMMIT"]
     root = os.path.join(os.path.dirname(__file__), "..")
     try:
         return subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"],
