@@ -62,10 +62,19 @@ def gqa_sliding(q, k, v):
     return torch.softmax(s, -1) @ v
 
 
+def rmsnorm_causal(q, k, v):
+    """RMS-normalized queries (a row reduction on the reference path: a
+    warp per row), then causal attention."""
+    qf = q.float()
+    q = (qf * torch.rsqrt(qf.pow(2).mean(-1, keepdim=True) + 1e-6)).to(q.dtype)
+    return causal_attention(q, k, v)
+
+
 PROGRAMS = {
     "causal": (causal_attention, [(B, H, N, D)] * 3),
     "softcap_bnhd": (softcap_bnhd, [(B, N, H, D)] * 3),
     "gqa_sliding": (gqa_sliding, [(B, 8, N, D), (B, 2, N, D), (B, 2, N, D)]),
+    "rmsnorm_causal": (rmsnorm_causal, [(B, H, N, D)] * 3),
 }
 
 

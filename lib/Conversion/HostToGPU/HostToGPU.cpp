@@ -2,9 +2,10 @@
 //
 // The reference path: every linalg.generic that attn-raise left in a
 // function becomes one kernel with a thread per point of its parallel loops
-// and its reductions run sequentially in that thread. Slow, but correct for
-// any static generic, so a program that is not (only) attention still
-// compiles.
+// and its reductions run sequentially in that thread; a row reduction whose
+// accumulators combine associatively (a norm's sum, a row max) takes a warp
+// per point instead. Slow, but correct for any static generic, so a program
+// that is not (only) attention still compiles.
 //
 //===----------------------------------------------------------------------===//
 
@@ -74,6 +75,8 @@ SmallVector<Value> flashlight::hostKernelParams(linalg::GenericOp generic) {
 }
 
 namespace {
+
+constexpr int32_t kWarpSize = 32;
 
 /// `x` without a float widening on top of it.
 Value unwiden(Value x) {
@@ -287,6 +290,70 @@ LogicalResult concatToGeneric(IRRewriter &rewriter, tensor::ConcatOp concat) {
   return success();
 }
 
+/// How the accumulators of a generic with one reduction loop of at least
+/// `kMinWarpReduction` iterations combine, when each yields `combine(acc,
+/// term)` with an associative f32 `combine` and a term that reads no
+/// accumulator (a norm's sum of squares, a row max): the combining ops, in
+/// accumulator order; none otherwise. A warp then shares each row.
+constexpr int64_t kMinWarpReduction = 64;
+std::optional<SmallVector<Operation *>> rowCombiners(linalg::GenericOp generic) {
+  SmallVector<utils::IteratorType> iters = generic.getIteratorTypesArray();
+  SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+  std::optional<int64_t> reduced;
+  for (auto [d, it] : llvm::enumerate(iters))
+    if (it != utils::IteratorType::parallel) {
+      if (reduced)
+        return std::nullopt;
+      reduced = d;
+    }
+  if (!reduced || ShapedType::isDynamic(ranges[*reduced]) ||
+      ranges[*reduced] < kMinWarpReduction)
+    return std::nullopt;
+  Block &body = generic.getRegion().front();
+  ValueRange accs =
+      body.getArguments().take_back(generic.getNumDpsInits());
+  SmallVector<Operation *> combiners;
+  for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
+    Operation *op = v.getDefiningOp();
+    if (!op || !isa<arith::AddFOp, arith::MulFOp, arith::MaximumFOp,
+                    arith::MaxNumFOp, arith::MinimumFOp, arith::MinNumFOp>(op) ||
+        !v.getType().isF32() || op->getNumOperands() != 2)
+      return std::nullopt;
+    int side = op->getOperand(0) == accs[k] ? 0
+               : op->getOperand(1) == accs[k] ? 1
+                                               : -1;
+    if (side < 0)
+      return std::nullopt;
+    // The term reads no accumulator.
+    Value term = op->getOperand(1 - side);
+    SetVector<Operation *> slice;
+    if (Operation *def = term.getDefiningOp())
+      slice.insert(def);
+    for (unsigned i = 0; i < slice.size(); ++i)
+      for (Value operand : slice[i]->getOperands()) {
+        if (llvm::is_contained(accs, operand))
+          return std::nullopt;
+        if (Operation *def = operand.getDefiningOp();
+            def && def->getBlock() == &body)
+          slice.insert(def);
+      }
+    if (llvm::is_contained(accs, term))
+      return std::nullopt;
+    combiners.push_back(op);
+  }
+  return combiners;
+}
+
+/// The identity of a combining op of rowCombiners.
+Value combinerIdentity(OpBuilder &b, Location loc, Operation *combiner) {
+  double inf = std::numeric_limits<double>::infinity();
+  double value = isa<arith::AddFOp>(combiner)   ? 0.0
+                 : isa<arith::MulFOp>(combiner) ? 1.0
+                 : isa<arith::MaximumFOp, arith::MaxNumFOp>(combiner) ? -inf
+                                                                      : inf;
+  return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
+}
+
 /// The kernel of one generic.
 class KernelBuilder {
 public:
@@ -430,14 +497,22 @@ FailureOr<int64_t> KernelBuilder::build() {
   for (Value in : generic.getInputs())
     inputs.push_back(isa<RankedTensorType>(in.getType()) ? memrefs[nextMemref++]
                                                          : captured.lookup(in));
-  // One thread per parallel point.
+  // One thread per parallel point; with rowCombiners, one warp.
+  std::optional<SmallVector<Operation *>> combiners = rowCombiners(generic);
+  int64_t perPoint = combiners ? kWarpSize : 1;
   Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value thread = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
+  Value lane;
+  if (combiners) {
+    Value warpSize = arith::ConstantIndexOp::create(b, loc, kWarpSize);
+    lane = arith::RemUIOp::create(b, loc, thread, warpSize);
+    thread = arith::DivUIOp::create(b, loc, thread, warpSize);
+  }
   Value linear = arith::AddIOp::create(
       b, loc,
-      arith::MulIOp::create(
-          b, loc, block,
-          arith::ConstantIndexOp::create(b, loc, flashlight::kHostBlockSize)),
+      arith::MulIOp::create(b, loc, block,
+                            arith::ConstantIndexOp::create(
+                                b, loc, flashlight::kHostBlockSize / perPoint)),
       thread);
   Value inRange =
       arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, linear,
@@ -485,11 +560,53 @@ FailureOr<int64_t> KernelBuilder::build() {
         idx[d] = zero;
         return SmallVector<Value>(loop.getResults());
       };
-  SmallVector<Value> values = nest(b, 0, accs);
-  for (auto [k, out] : llvm::enumerate(results))
-    memref::StoreOp::create(b, loc, values[k], out,
-                            elementAt(b, maps[numIn + k], idx));
-  return (points + flashlight::kHostBlockSize - 1) / flashlight::kHostBlockSize;
+  if (combiners) {
+    // The warp's lanes take every 32nd step of the reduction, from their
+    // lane, lane 0 from the initial value and the others from the
+    // combiner's identity; a butterfly of shuffles combines the lanes.
+    int64_t d = reductions.front();
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
+                                        zero);
+    SmallVector<Value> start;
+    for (auto [acc, combiner] : llvm::zip(accs, *combiners))
+      start.push_back(arith::SelectOp::create(
+          b, loc, first, acc, combinerIdentity(b, loc, combiner)));
+    auto loop = scf::ForOp::create(
+        b, loc, lane, arith::ConstantIndexOp::create(b, loc, ranges[d]),
+        arith::ConstantIndexOp::create(b, loc, kWarpSize), start,
+        [&](OpBuilder &lb, Location l, Value iv, ValueRange args) {
+          idx[d] = iv;
+          scf::YieldOp::create(lb, l, emitBody(lb, idx, args));
+        });
+    idx[d] = zero;
+    SmallVector<Value> values;
+    for (auto [value, combiner] : llvm::zip(loop.getResults(), *combiners)) {
+      Value x = value;
+      for (int32_t offset = kWarpSize / 2; offset > 0; offset /= 2) {
+        Value other = gpu::ShuffleOp::create(b, loc, x, offset, kWarpSize,
+                                             gpu::ShuffleMode::XOR)
+                          .getShuffleResult();
+        OperationState state(loc, combiner->getName());
+        state.addOperands({x, other});
+        state.addTypes(x.getType());
+        state.addAttributes(combiner->getAttrs());
+        x = b.create(state)->getResult(0);
+      }
+      values.push_back(x);
+    }
+    auto store = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+    b.setInsertionPointToStart(store.thenBlock());
+    for (auto [k, out] : llvm::enumerate(results))
+      memref::StoreOp::create(b, loc, values[k], out,
+                              elementAt(b, maps[numIn + k], idx));
+  } else {
+    SmallVector<Value> values = nest(b, 0, accs);
+    for (auto [k, out] : llvm::enumerate(results))
+      memref::StoreOp::create(b, loc, values[k], out,
+                              elementAt(b, maps[numIn + k], idx));
+  }
+  int64_t pointsPerBlock = flashlight::kHostBlockSize / perPoint;
+  return (points + pointsPerBlock - 1) / pointsPerBlock;
 }
 
 struct HostToGPU : flashlight::impl::HostToGPUBase<HostToGPU> {

@@ -1,7 +1,8 @@
 // RUN: flashlight-opt %s --split-input-file --flashlight-host-to-gpu | FileCheck %s
 
-// A row sum: one thread per row (4 rows: 1 block of 256), the reduction a
-// loop carrying the accumulator, which starts from the initial value.
+// A short row sum (8 elements): one thread per row (4 rows: 1 block of
+// 256), the reduction a loop carrying the accumulator, which starts from
+// the initial value.
 // CHECK-LABEL: func.func @row_sum
 // CHECK: linalg.generic {{.*}}flashlight.block = 256 : i64, flashlight.grid = 1 : i64, flashlight.kernel = "host1"
 // CHECK: gpu.module @flashlight_host
@@ -26,6 +27,41 @@ func.func @row_sum(%x: tensor<4x8xf32>) -> tensor<4xf32> {
     linalg.yield %r : f32
   } -> tensor<4xf32>
   return %s : tensor<4xf32>
+}
+
+// -----
+
+// A norm's sum of squares over 256 elements: a warp per row (8 per block:
+// 12 rows take 2 blocks). Lane l sums elements l, l + 32, ...; lane 0 from
+// the initial value, the others from 0; shuffles combine the lanes and
+// lane 0 stores.
+// CHECK-LABEL: func.func @sum_of_squares
+// CHECK: linalg.generic {{.*}}flashlight.block = 256 : i64, flashlight.grid = 2 : i64
+// CHECK: gpu.func @host1(%[[IN:.+]]: memref<12x256xf32>, %[[INIT:.+]]: memref<12xf32>, %[[OUT:.+]]: memref<12xf32>) kernel
+// CHECK: %[[C32:.+]] = arith.constant 32 : index
+// CHECK: %[[LANE:.+]] = arith.remui %{{.*}}, %[[C32]]
+// CHECK: %[[ACC:.+]] = memref.load %[[INIT]]
+// CHECK: %[[FIRST:.+]] = arith.cmpi eq, %[[LANE]]
+// CHECK: %[[START:.+]] = arith.select %[[FIRST]], %[[ACC]]
+// CHECK: %[[SUM:.+]] = scf.for %{{.*}} = %[[LANE]] to %c256 step %{{.*}} iter_args(%{{.*}} = %[[START]])
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: scf.if %[[FIRST]]
+// CHECK: memref.store
+func.func @sum_of_squares(%x: tensor<12x256xf32>) -> tensor<12xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<12xf32>
+  %init = linalg.fill ins(%zero : f32) outs(%e : tensor<12xf32>) -> tensor<12xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                       iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<12x256xf32>) outs(%init : tensor<12xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %sq = arith.mulf %a, %a : f32
+    %r = arith.addf %acc, %sq : f32
+    linalg.yield %r : f32
+  } -> tensor<12xf32>
+  return %s : tensor<12xf32>
 }
 
 // -----
