@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Flashlight vs FlexAttention vs SDPA (flash, cuDNN), in one process.
+"""Flashlight vs FlexAttention (Triton and FLASH backends), FlashAttention-4
+and SDPA (flash, cuDNN), in one process.
 
     bench/bench.py <kernels-dir> <out-dir> [--variants a,b] [--dims 64,128]
                    [--compare LABEL=DIR ...]
@@ -14,6 +15,13 @@ of triton.testing.do_bench; TFLOP/s count 4*B*H*N^2*D times the fraction of
 table and one PNG per variant. --compare times the kernels of another
 bench/prepare.sh directory (e.g. built with EXTRA="--overlap-softmax=false")
 in the same process, as system "flashlight_<LABEL>": same-run experiments.
+
+Where FlashAttention-4 is importable (`../shared/peers/`), two more systems:
+`flex_flash` (FlexAttention with `kernel_options={"BACKEND": "FLASH"}`, FA4
+with the same score_mod/mask_mod) and `fa4` (`flash_attn.cute.
+flash_attn_func` called directly on [B, N, H, D] copies of the inputs, its
+own layout, made before timing) for the variants it takes as arguments
+(causal, GQA, a sliding window, a soft-cap).
 """
 
 import argparse
@@ -87,6 +95,29 @@ def random_documents(B, N, gen):
     return doc
 
 
+_fa4_func = []
+
+
+def fa4_func():
+    """flash_attn.cute.flash_attn_func (FlashAttention-4), or None."""
+    if not _fa4_func:
+        try:
+            from flash_attn.cute import flash_attn_func
+        except ImportError as e:
+            print(f"no FA4 ({e}): fa4 and flex_flash are left out")
+            flash_attn_func = None
+        _fa4_func.append(flash_attn_func)
+    return _fa4_func[0]
+
+
+def fa4_options(variant):
+    """flash_attn_func's arguments for `variant`, or None where it takes
+    none that express it."""
+    return {"vanilla": {}, "causal": {"causal": True}, "gqa": {"causal": True},
+            "sliding_window_256": {"causal": True, "window_size": (WINDOW - 1, 0)},
+            "softcap_causal": {"causal": True, "softcap": 30.0}}.get(variant)
+
+
 def run_config(kernels, variant, D, N, records, compare=()):
     B, H = 16384 // N, 2048 // D
     Hkv = H // 4 if variant == "gqa" else H
@@ -118,6 +149,18 @@ def run_config(kernels, variant, D, N, records, compare=()):
     }
     if kernel_mask is not None:
         systems["flashlight_mask_per_call"] = lambda: kernel(q, k, v, *extra)
+    if fa4_func() is not None:
+        systems["flex_flash"] = lambda: flex(
+            q, k, v, score_mod=score_mod, block_mask=block_mask, scale=scale,
+            enable_gqa=Hkv != H, kernel_options={"BACKEND": "FLASH"})
+        options = fa4_options(variant)
+        if options is not None:
+            q4, k4, v4 = (x.transpose(1, 2).contiguous() for x in (q, k, v))
+
+            def fa4(options=options):
+                out = fa4_func()(q4, k4, v4, softmax_scale=scale, **options)
+                return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
+            systems["fa4"] = fa4
     for label, other_dir in compare:
         other_path = os.path.join(other_dir, f"{variant}.d{D}.n{N}.json")
         if not os.path.exists(other_path):  # a subset was prepared there
@@ -194,9 +237,11 @@ def write_outputs(records, out):
     gpu = torch.cuda.get_device_name().replace(" ", "-")
     stem = os.path.join(out, f"{datetime.date.today()}-{gpu}")
     meta = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+            "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
             "command": " ".join(sys.argv), "records": records}
     json.dump(meta, open(stem + ".json", "w"), indent=1)
-    systems = ["flashlight", "flex", "sdpa_flash", "sdpa_cudnn"]
+    systems = ["flashlight", "flex", "flex_flash", "fa4", "sdpa_flash", "sdpa_cudnn"]
+    systems = [s for s in systems if any(r["system"] == s for r in records)]
     systems += sorted({r["system"] for r in records
                        if r["system"].startswith("flashlight_")})
     lines = [f"GPU: {meta['gpu']}; torch {meta['torch']}; bf16; B*N = 16k; H*D = 2048; "
