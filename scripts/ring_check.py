@@ -13,7 +13,8 @@ against attention over the whole sequence on one GPU (SDPA's math backend
 in f32; bf16 tolerance 2e-2), then times causal ring attention at the
 benchmark lengths: TFLOP/s per GPU (causal FLOPs of the whole sequence /
 time / W) against the one-GPU baseline, the same ring code with W = 1 at
-the length of one GPU's shard pair (the scaling `efficiency`).
+the length of one GPU's shard pair (the scaling `efficiency`), and PyTorch's
+`context_parallel` with SDPA's cuDNN kernel on the same sequence.
 """
 
 import json
@@ -76,6 +77,22 @@ def timed(fn, rounds=10):
     return statistics.median(times)
 
 
+def context_parallel_cudnn(n, world, device):
+    """Milliseconds of causal SDPA (cuDNN) under PyTorch's
+    `context_parallel` over all ranks, on a whole sequence of length n."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.experimental import context_parallel
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    mesh = init_device_mesh("cuda", (world,))
+    q, k, v = inputs(n, 2, device)
+    with context_parallel(mesh, buffers=[q, k, v], buffer_seq_dims=[2, 2, 2],
+                          no_restore_buffers={q, k, v}):
+        with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
+            return timed(lambda: torch.nn.functional.scaled_dot_product_attention(
+                q, k, v, is_causal=True))
+
+
 def run(cache, out_path):
     import torch.distributed as dist
 
@@ -122,6 +139,15 @@ def run(cache, out_path):
                tflops_per_gpu=tflops)
         if rank == 0 and world == 1:
             print(f"one-GPU baseline at N={n}: {tflops:.1f} TFLOP/s", flush=True)
+        # PyTorch's context parallelism (its ring over SDPA's cuDNN kernel,
+        # load-balanced) on the same whole sequence.
+        try:
+            peer_ms = context_parallel_cudnn(n, world, device)
+            record(True, variant="causal", N=n, D=D, system="context_parallel_cudnn",
+                   ms=peer_ms, tflops_per_gpu=flops / peer_ms / 1e9 / world)
+        except Exception as e:  # a peer that cannot run here
+            if rank == 0:
+                print(f"context_parallel: {type(e).__name__}: {str(e)[:200]}", flush=True)
     if ring.step_function(True).compiles or ring.step_function(False).compiles:
         raise RuntimeError("compiled on the GPU machine (cache miss)")
     dist.barrier()
