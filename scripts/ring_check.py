@@ -37,21 +37,25 @@ CHECK_N = 8192  # per world size: the whole sequence checked
 BENCH_N = {1: 16384, 2: 32768, 4: 65536, 8: 131072}  # the whole sequence timed
 
 
-def fill(cache):
-    """Each run's process meets its chunk lengths in this order (the
-    check's, then the benchmark's): the first gets a kernel for its shapes,
-    the second one with runtime shapes (flashlight.jit's automatic pair),
-    so the cache is filled per world size in that order."""
+def fill(cache, worlds=(1, 2)):
+    """Each run's process meets its kernel shapes in its schedule's order
+    (the causal check's, the full check's, then the benchmark's): the first
+    shape class of each step function gets a kernel for its shapes, the
+    next ones kernels with runtime shapes (flashlight.jit's automatic
+    pairs), so the cache is filled per world size and rank in that order."""
     os.environ["FLASHLIGHT_CACHE"] = cache
-    for world, n in BENCH_N.items():
-        ring._steps.clear()  # a fresh process's jit functions
-        for causal in (True, False):
-            step = ring.step_function(causal)
-            for c in (CHECK_N // (2 * world), n // (2 * world)):
-                x = torch.zeros(B, H, c, D, dtype=torch.bfloat16)
-                step.prepare(x, x, x)
-        print(f"world {world}: {ring.step_function(True).compiles} + "
-              f"{ring.step_function(False).compiles} compiled", flush=True)
+    for world in worlds:
+        for rank in range(world):
+            ring._steps.clear()  # a fresh process's jit functions
+            for causal, n in ((True, CHECK_N), (False, CHECK_N), (True, BENCH_N[world])):
+                c = n // (2 * world)
+                for calls in ring.schedule(world, rank, causal):
+                    for (i0, i1), (j0, j1), diagonal in calls:
+                        q = torch.zeros(B, H, (i1 - i0) * c, D, dtype=torch.bfloat16)
+                        kv = torch.zeros(B, H, (j1 - j0) * c, D, dtype=torch.bfloat16)
+                        ring.step_function(diagonal).prepare(q, kv, kv)
+            print(f"world {world} rank {rank}: {ring.step_function(True).compiles} + "
+                  f"{ring.step_function(False).compiles} compiled", flush=True)
 
 
 def inputs(n, seed, device):

@@ -13,11 +13,12 @@ The K/V shards travel around the ring (each step sends this rank's current
 K/V to the next rank and receives the previous rank's, `batch_isend_irecv`
 overlapped with the step's kernels). A step computes the pairs of this
 rank's two query chunks and the two visiting key chunks that a causal mask
-keeps: whole pairs (the keys precede the queries) with the plain kernel,
-the diagonal (the same chunk) with the causal one, none where the keys all
-follow; each is one Flashlight kernel returning its output and log-sum-exp
-(a chunk's queries all keep a key, so no row is empty), and the partial
-outputs are merged by their log-sum-exps in f32.
+keeps: the whole pairs (the keys precede the queries), which always form
+one rectangle, in one call of the plain kernel; each diagonal pair (the
+same chunk) with the causal one; none where the keys all follow. Each call
+is one Flashlight kernel returning its output and log-sum-exp (a chunk's
+queries all keep a key, so no row is empty), and the partial outputs are
+merged by their log-sum-exps in f32.
 """
 
 import torch
@@ -108,6 +109,27 @@ def _chunk_pairs(world, rank, source, causal):
     return pairs
 
 
+def schedule(world, rank, causal):
+    """Per ring step, the kernel calls of rank `rank`: (query chunks [i0,
+    i1), key chunks [j0, j1), diagonal). A step's whole pairs always form
+    one rectangle of this rank's two query chunks and the visiting two key
+    chunks (one query chunk against both, or both against one): one call;
+    each diagonal pair is a causal call of its own."""
+    steps = []
+    for s in range(world):
+        pairs = _chunk_pairs(world, rank, (rank - s) % world, causal)
+        calls = [((i, i + 1), (j, j + 1), True) for i, j, diagonal in pairs if diagonal]
+        whole = [(i, j) for i, j, diagonal in pairs if not diagonal]
+        rows = sorted({i for i, _ in whole})
+        cols = sorted({j for _, j in whole})
+        if whole and len(whole) == len(rows) * len(cols):
+            calls.append(((rows[0], rows[-1] + 1), (cols[0], cols[-1] + 1), False))
+        else:
+            calls += [((i, i + 1), (j, j + 1), False) for i, j in whole]
+        steps.append(calls)
+    return steps
+
+
 def attention(q, k, v, *, causal=True, scale=None, group=None, step=None):
     """Ring attention of this rank's zigzag shards q, k, v (`[B, H, N / W,
     D]`): this rank's shard of the output. `step(causal, scale)` gives the
@@ -124,18 +146,22 @@ def attention(q, k, v, *, causal=True, scale=None, group=None, step=None):
 
     kv = torch.stack([k, v]).contiguous()
     out = [None, None]  # per query chunk: (output f32, log-sum-exp)
-    for s in range(world):
+    for s, calls in enumerate(schedule(world, rank, causal)):
         pending = []
         if s < world - 1:
             incoming = torch.empty_like(kv)
             pending = dist.batch_isend_irecv([
                 dist.P2POp(dist.isend, kv, peer(rank + 1), group),
                 dist.P2POp(dist.irecv, incoming, peer(rank - 1), group)])
-        for i, j, diagonal in _chunk_pairs(world, rank, (rank - s) % world, causal):
-            o, lse = step(diagonal, scale)(q[:, :, i * c:(i + 1) * c],
-                                           kv[0][:, :, j * c:(j + 1) * c],
-                                           kv[1][:, :, j * c:(j + 1) * c])
-            out[i] = (o.float(), lse) if out[i] is None else _merge(*out[i], o, lse)
+        for (i0, i1), (j0, j1), diagonal in calls:
+            o, lse = step(diagonal, scale)(q[:, :, i0 * c:i1 * c],
+                                           kv[0][:, :, j0 * c:j1 * c],
+                                           kv[1][:, :, j0 * c:j1 * c])
+            for i in range(i0, i1):
+                part = (o[:, :, (i - i0) * c:(i - i0 + 1) * c],
+                        lse[:, :, (i - i0) * c:(i - i0 + 1) * c])
+                out[i] = ((part[0].float(), part[1]) if out[i] is None
+                          else _merge(*out[i], *part))
         for request in pending:
             request.wait()
         if s < world - 1:

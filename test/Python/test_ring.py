@@ -66,6 +66,18 @@ class Ring(unittest.TestCase):
                         seen.add((mine[i], theirs[j]))
             self.assertEqual(seen, {(a, b) for a in range(2 * world) for b in range(a + 1)})
 
+    def test_schedule_makes_one_whole_call_per_step(self):
+        import flashlight.ring as ring
+
+        for world in (1, 2, 3, 4, 8):
+            for rank in range(world):
+                steps = ring.schedule(world, rank, True)
+                self.assertEqual(len(steps), world)
+                for calls in steps:
+                    self.assertLessEqual(sum(not d for _, _, d in calls), 1)
+                self.assertEqual(sum(d for _, _, d in steps[0]), 2)  # both diagonals
+            self.assertEqual(ring.schedule(world, 0, False)[0], [((0, 2), (0, 2), False)])
+
     def test_ring_equals_whole_attention(self):
         import torch
         import torch.multiprocessing as mp
