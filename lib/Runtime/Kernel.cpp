@@ -229,8 +229,8 @@ static void applyGeometry(KernelManifest &m, const json &info,
     m.blockM = info.value("block_m", m.blockM);
     m.blockN = info.value("block_n", m.blockN);
     if (info.contains("block_mask"))
-      m.blockMask = checkedBlockMask(info.at("block_mask"),
-                                     "manifest entry for " + arch);
+      m.blockMask =
+          checkedBlockMask(info.at("block_mask"), "manifest entry for " + arch);
     if (info.contains("block"))
       for (int i = 0; i < 3; ++i)
         m.block[i] = info.at("block").at(i);
@@ -274,7 +274,7 @@ bool KernelManifest::tilesDivide(
     const std::vector<std::vector<int64_t>> &shapes) const {
   for (size_t i = 0; i < params.size() && i < shapes.size(); ++i) {
     const std::string &name = params[i].name;
-    int64_t tile = name[0] == 'q' ? blockM
+    int64_t tile = name[0] == 'q'                  ? blockM
                    : name[0] == 'k' || name == "v" ? blockN
                                                    : 0;
     if (tile > 0 && shapes[i].size() > 2 && shapes[i][2] % tile)

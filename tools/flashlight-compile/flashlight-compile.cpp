@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "flashlight/Conversion/Passes.h"
+#include "flashlight/Dialect/Attn/Analysis/KernelFacts.h"
 #include "flashlight/Dialect/Attn/IR/AttnDialect.h"
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
@@ -21,7 +22,6 @@
 #include "flashlight/Import/Passes.h"
 #include "flashlight/Import/StableHLO/StableHLODialect.h"
 #include "flashlight/Import/Torch/TorchDialect.h"
-#include "flashlight/Dialect/Attn/Analysis/KernelFacts.h"
 #include "flashlight/Target/Manifest.h"
 #include "flashlight/Target/Pipeline.h"
 #include "flashlight/Target/ShapeClass.h"
@@ -1049,9 +1049,8 @@ int main(int argc, char **argv) {
   // Kernels with runtime extents take them up to a bound the code
   // generators rely on (32-bit index differences).
   bool runtimeExtents = llvm::any_of(attentions, [](const AttentionKernel &k) {
-    return llvm::any_of(k.params, [](const json &p) {
-      return p.contains("extents");
-    });
+    return llvm::any_of(k.params,
+                        [](const json &p) { return p.contains("extents"); });
   });
   if (runtimeExtents)
     manifest["max_extent"] = flashlight::attn::kMaxRuntimeExtent;

@@ -546,9 +546,9 @@ MmaSyncEmitter::elementIndices(const StepFrame &f, int64_t mt, int64_t nb,
   // Rows and keys past the lengths (a partial tile's) read the last ones;
   // with aligned lengths there are none.
   Value row = rowOf(f.q0, mt, i), key = addI(f.k0, col);
-  SmallVector<Value> indices = {
-      f.b0, f.h0, alignedLengths ? row : minI(row, f.lastRow),
-      alignedLengths ? key : minI(key, f.lastKey)};
+  SmallVector<Value> indices = {f.b0, f.h0,
+                                alignedLengths ? row : minI(row, f.lastRow),
+                                alignedLengths ? key : minI(key, f.lastKey)};
   return std::make_pair(col, indices);
 }
 

@@ -296,7 +296,8 @@ LogicalResult concatToGeneric(IRRewriter &rewriter, tensor::ConcatOp concat) {
 /// accumulator (a norm's sum of squares, a row max): the combining ops, in
 /// accumulator order; none otherwise. A warp then shares each row.
 constexpr int64_t kMinWarpReduction = 64;
-std::optional<SmallVector<Operation *>> rowCombiners(linalg::GenericOp generic) {
+std::optional<SmallVector<Operation *>>
+rowCombiners(linalg::GenericOp generic) {
   SmallVector<utils::IteratorType> iters = generic.getIteratorTypesArray();
   SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
   std::optional<int64_t> reduced;
@@ -310,18 +311,18 @@ std::optional<SmallVector<Operation *>> rowCombiners(linalg::GenericOp generic) 
       ranges[*reduced] < kMinWarpReduction)
     return std::nullopt;
   Block &body = generic.getRegion().front();
-  ValueRange accs =
-      body.getArguments().take_back(generic.getNumDpsInits());
+  ValueRange accs = body.getArguments().take_back(generic.getNumDpsInits());
   SmallVector<Operation *> combiners;
   for (auto [k, v] : llvm::enumerate(body.getTerminator()->getOperands())) {
     Operation *op = v.getDefiningOp();
-    if (!op || !isa<arith::AddFOp, arith::MulFOp, arith::MaximumFOp,
-                    arith::MaxNumFOp, arith::MinimumFOp, arith::MinNumFOp>(op) ||
+    if (!op ||
+        !isa<arith::AddFOp, arith::MulFOp, arith::MaximumFOp, arith::MaxNumFOp,
+             arith::MinimumFOp, arith::MinNumFOp>(op) ||
         !v.getType().isF32() || op->getNumOperands() != 2)
       return std::nullopt;
-    int side = op->getOperand(0) == accs[k] ? 0
+    int side = op->getOperand(0) == accs[k]   ? 0
                : op->getOperand(1) == accs[k] ? 1
-                                               : -1;
+                                              : -1;
     if (side < 0)
       return std::nullopt;
     // The term reads no accumulator.
@@ -347,8 +348,8 @@ std::optional<SmallVector<Operation *>> rowCombiners(linalg::GenericOp generic) 
 /// The identity of a combining op of rowCombiners.
 Value combinerIdentity(OpBuilder &b, Location loc, Operation *combiner) {
   double inf = std::numeric_limits<double>::infinity();
-  double value = isa<arith::AddFOp>(combiner)   ? 0.0
-                 : isa<arith::MulFOp>(combiner) ? 1.0
+  double value = isa<arith::AddFOp>(combiner)                         ? 0.0
+                 : isa<arith::MulFOp>(combiner)                       ? 1.0
                  : isa<arith::MaximumFOp, arith::MaxNumFOp>(combiner) ? -inf
                                                                       : inf;
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
@@ -565,8 +566,8 @@ FailureOr<int64_t> KernelBuilder::build() {
     // lane, lane 0 from the initial value and the others from the
     // combiner's identity; a butterfly of shuffles combines the lanes.
     int64_t d = reductions.front();
-    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
-                                        zero);
+    Value first =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, zero);
     SmallVector<Value> start;
     for (auto [acc, combiner] : llvm::zip(accs, *combiners))
       start.push_back(arith::SelectOp::create(

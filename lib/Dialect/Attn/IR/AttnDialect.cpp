@@ -48,6 +48,6 @@ KernelPlanAttr KernelPlanAttr::getReference(MLIRContext *context,
              /*ping_pong=*/false, /*lookahead=*/false, Sparsity::none,
              /*query_in_smem=*/false, /*staged_reads=*/0,
              /*shared_memory=*/0, /*min_blocks=*/0,
-             /*producer_registers=*/0, /*consumer_registers=*/0,
-             runtimeStrides, /*aligned_lengths=*/false);
+             /*producer_registers=*/0, /*consumer_registers=*/0, runtimeStrides,
+             /*aligned_lengths=*/false);
 }
