@@ -367,6 +367,18 @@ public:
 private:
   SmallVector<Value> emitBody(OpBuilder &b, ArrayRef<Value> idx,
                               ValueRange accs);
+  /// The reductions as loops in this thread, carrying the accumulators
+  /// (`idx`'s reduction entries are set while emitting, 0 after).
+  SmallVector<Value> reduceInThread(OpBuilder &b, SmallVector<Value> &idx,
+                                    ValueRange accs);
+  /// The single reduction shared by the warp's lanes (rowCombiners): each
+  /// takes every 32nd step from its lane, lane 0 (`first`) from the
+  /// initial values and the others from the combiners' identities; a
+  /// butterfly of shuffles combines the lanes (every lane gets the result).
+  SmallVector<Value> reduceInWarp(OpBuilder &b, SmallVector<Value> &idx,
+                                  ValueRange accs,
+                                  ArrayRef<Operation *> combiners, Value lane,
+                                  Value first);
   /// The element `map` reaches from the loop indices `idx`.
   SmallVector<Value> elementAt(OpBuilder &b, AffineMap map,
                                ArrayRef<Value> idx);
@@ -418,6 +430,77 @@ SmallVector<Value> KernelBuilder::emitBody(OpBuilder &b, ArrayRef<Value> idx,
   for (Value v : body.getTerminator()->getOperands())
     yielded.push_back(map.lookupOrDefault(v));
   return yielded;
+}
+
+SmallVector<Value> KernelBuilder::reduceInThread(OpBuilder &b,
+                                                 SmallVector<Value> &idx,
+                                                 ValueRange accs) {
+  Location loc = generic.getLoc();
+  SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+  SmallVector<int64_t> reductions;
+  for (auto [d, it] : llvm::enumerate(generic.getIteratorTypesArray()))
+    if (it != utils::IteratorType::parallel)
+      reductions.push_back(d);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  std::function<SmallVector<Value>(OpBuilder &, unsigned, ValueRange)> nest =
+      [&](OpBuilder &nb, unsigned level, ValueRange carried) {
+        if (level == reductions.size())
+          return emitBody(nb, idx, carried);
+        int64_t d = reductions[level];
+        auto loop = scf::ForOp::create(
+            nb, loc, arith::ConstantIndexOp::create(nb, loc, 0),
+            arith::ConstantIndexOp::create(nb, loc, ranges[d]),
+            arith::ConstantIndexOp::create(nb, loc, 1), carried,
+            [&](OpBuilder &lb, Location l, Value iv, ValueRange args) {
+              idx[d] = iv;
+              scf::YieldOp::create(lb, l, nest(lb, level + 1, args));
+            });
+        idx[d] = zero;
+        return SmallVector<Value>(loop.getResults());
+      };
+  return nest(b, 0, accs);
+}
+
+SmallVector<Value> KernelBuilder::reduceInWarp(OpBuilder &b,
+                                               SmallVector<Value> &idx,
+                                               ValueRange accs,
+                                               ArrayRef<Operation *> combiners,
+                                               Value lane, Value first) {
+  Location loc = generic.getLoc();
+  SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+  int64_t d = 0;
+  for (auto [i, it] : llvm::enumerate(generic.getIteratorTypesArray()))
+    if (it != utils::IteratorType::parallel)
+      d = i;
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  SmallVector<Value> start;
+  for (auto [acc, combiner] : llvm::zip(accs, combiners))
+    start.push_back(arith::SelectOp::create(
+        b, loc, first, acc, combinerIdentity(b, loc, combiner)));
+  auto loop = scf::ForOp::create(
+      b, loc, lane, arith::ConstantIndexOp::create(b, loc, ranges[d]),
+      arith::ConstantIndexOp::create(b, loc, kWarpSize), start,
+      [&](OpBuilder &lb, Location l, Value iv, ValueRange args) {
+        idx[d] = iv;
+        scf::YieldOp::create(lb, l, emitBody(lb, idx, args));
+      });
+  idx[d] = zero;
+  SmallVector<Value> values;
+  for (auto [value, combiner] : llvm::zip(loop.getResults(), combiners)) {
+    Value x = value;
+    for (int32_t offset = kWarpSize / 2; offset > 0; offset /= 2) {
+      Value other = gpu::ShuffleOp::create(b, loc, x, offset, kWarpSize,
+                                           gpu::ShuffleMode::XOR)
+                        .getShuffleResult();
+      OperationState state(loc, combiner->getName());
+      state.addOperands({x, other});
+      state.addTypes(x.getType());
+      state.addAttributes(combiner->getAttrs());
+      x = b.create(state)->getResult(0);
+    }
+    values.push_back(x);
+  }
+  return values;
 }
 
 FailureOr<int64_t> KernelBuilder::build() {
@@ -540,72 +623,21 @@ FailureOr<int64_t> KernelBuilder::build() {
   for (auto [k, init] : llvm::enumerate(inits))
     accs.push_back(memref::LoadOp::create(b, loc, init,
                                           elementAt(b, maps[numIn + k], idx)));
-  // Reductions: nested loops carrying the accumulators.
-  SmallVector<int64_t> reductions;
-  for (auto [d, it] : llvm::enumerate(iters))
-    if (it != utils::IteratorType::parallel)
-      reductions.push_back(d);
-  std::function<SmallVector<Value>(OpBuilder &, unsigned, ValueRange)> nest =
-      [&](OpBuilder &nb, unsigned level, ValueRange carried) {
-        if (level == reductions.size())
-          return emitBody(nb, idx, carried);
-        int64_t d = reductions[level];
-        auto loop = scf::ForOp::create(
-            nb, loc, arith::ConstantIndexOp::create(nb, loc, 0),
-            arith::ConstantIndexOp::create(nb, loc, ranges[d]),
-            arith::ConstantIndexOp::create(nb, loc, 1), carried,
-            [&](OpBuilder &lb, Location l, Value iv, ValueRange args) {
-              idx[d] = iv;
-              scf::YieldOp::create(lb, l, nest(lb, level + 1, args));
-            });
-        idx[d] = zero;
-        return SmallVector<Value>(loop.getResults());
-      };
+  Value first =
+      combiners
+          ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, zero)
+          : Value();
+  SmallVector<Value> values =
+      combiners ? reduceInWarp(b, idx, accs, *combiners, lane, first)
+                : reduceInThread(b, idx, accs);
   if (combiners) {
-    // The warp's lanes take every 32nd step of the reduction, from their
-    // lane, lane 0 from the initial value and the others from the
-    // combiner's identity; a butterfly of shuffles combines the lanes.
-    int64_t d = reductions.front();
-    Value first =
-        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, zero);
-    SmallVector<Value> start;
-    for (auto [acc, combiner] : llvm::zip(accs, *combiners))
-      start.push_back(arith::SelectOp::create(
-          b, loc, first, acc, combinerIdentity(b, loc, combiner)));
-    auto loop = scf::ForOp::create(
-        b, loc, lane, arith::ConstantIndexOp::create(b, loc, ranges[d]),
-        arith::ConstantIndexOp::create(b, loc, kWarpSize), start,
-        [&](OpBuilder &lb, Location l, Value iv, ValueRange args) {
-          idx[d] = iv;
-          scf::YieldOp::create(lb, l, emitBody(lb, idx, args));
-        });
-    idx[d] = zero;
-    SmallVector<Value> values;
-    for (auto [value, combiner] : llvm::zip(loop.getResults(), *combiners)) {
-      Value x = value;
-      for (int32_t offset = kWarpSize / 2; offset > 0; offset /= 2) {
-        Value other = gpu::ShuffleOp::create(b, loc, x, offset, kWarpSize,
-                                             gpu::ShuffleMode::XOR)
-                          .getShuffleResult();
-        OperationState state(loc, combiner->getName());
-        state.addOperands({x, other});
-        state.addTypes(x.getType());
-        state.addAttributes(combiner->getAttrs());
-        x = b.create(state)->getResult(0);
-      }
-      values.push_back(x);
-    }
+    // Lane 0 stores the warp's result.
     auto store = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
     b.setInsertionPointToStart(store.thenBlock());
-    for (auto [k, out] : llvm::enumerate(results))
-      memref::StoreOp::create(b, loc, values[k], out,
-                              elementAt(b, maps[numIn + k], idx));
-  } else {
-    SmallVector<Value> values = nest(b, 0, accs);
-    for (auto [k, out] : llvm::enumerate(results))
-      memref::StoreOp::create(b, loc, values[k], out,
-                              elementAt(b, maps[numIn + k], idx));
   }
+  for (auto [k, out] : llvm::enumerate(results))
+    memref::StoreOp::create(b, loc, values[k], out,
+                            elementAt(b, maps[numIn + k], idx));
   int64_t pointsPerBlock = flashlight::kHostBlockSize / perPoint;
   return (points + pointsPerBlock - 1) / pointsPerBlock;
 }
