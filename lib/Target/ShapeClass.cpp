@@ -14,6 +14,8 @@
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Verifier.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 
 #include <map>
 
@@ -187,7 +189,9 @@ SmallVector<std::pair<unsigned, ExtentPair>> differingDims(Type a, Type b) {
 /// The `flashlight.extents` attribute for `a` generalized against `b`.
 ArrayAttr extentsAttr(MLIRContext *ctx, Type a, Type b,
                       const ExtentNames &names) {
-  auto ta = cast<RankedTensorType>(a);
+  auto ta = dyn_cast<RankedTensorType>(a);
+  if (!ta)
+    return ArrayAttr::get(ctx, {});
   SmallVector<Attribute> symbols(ta.getRank(), StringAttr::get(ctx, ""));
   for (auto [d, extent] : differingDims(a, b))
     symbols[d] = StringAttr::get(ctx, names.lookup(extent));
@@ -217,9 +221,42 @@ void retypeSignature(func::FuncOp func, const DenseMap<Value, Value> &probeOf,
   func.setFunctionType(FunctionType::get(ctx, args, results));
 }
 
+/// The captured constants of a JSON graph (function arguments naming a file
+/// beside the program, `flashlight.constant`) must be the same tensor at
+/// both shapes: the same type and the same bytes. A constant that follows
+/// the shape cannot be a runtime input.
+LogicalResult sameConstants(func::FuncOp f, StringRef dir, func::FuncOp g,
+                            StringRef probeDir) {
+  for (unsigned i = 0; i < f.getNumArguments(); ++i) {
+    auto file = f.getArgAttrOfType<StringAttr>(i, "flashlight.constant");
+    if (!file)
+      continue;
+    auto probeFile = g.getArgAttrOfType<StringAttr>(i, "flashlight.constant");
+    auto bytes = [](StringRef folder, StringRef name) {
+      SmallString<256> path(folder);
+      llvm::sys::path::append(path, name);
+      return llvm::MemoryBuffer::getFile(path);
+    };
+    auto here = bytes(dir, file.getValue());
+    auto there = probeFile
+                     ? bytes(probeDir, probeFile.getValue())
+                     : llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>>(
+                           std::make_error_code(std::errc::invalid_argument));
+    if (f.getArgumentTypes()[i] != g.getArgumentTypes()[i] || !here || !there ||
+        (*here)->getBuffer() != (*there)->getBuffer())
+      return f.emitError()
+             << "the captured tensor '" << file.getValue()
+             << "' differs between the two shapes (its contents or its shape "
+                "follow the shape): one kernel cannot serve both";
+  }
+  return success();
+}
+
 } // namespace
 
-LogicalResult flashlight::generalizeShapes(ModuleOp program, ModuleOp probe) {
+LogicalResult flashlight::generalizeShapes(ModuleOp program, ModuleOp probe,
+                                           StringRef programDir,
+                                           StringRef probeDir) {
   SmallVector<func::FuncOp> funcs(program.getOps<func::FuncOp>());
   SmallVector<func::FuncOp> probeFuncs(probe.getOps<func::FuncOp>());
   if (funcs.size() != probeFuncs.size())
@@ -229,7 +266,8 @@ LogicalResult flashlight::generalizeShapes(ModuleOp program, ModuleOp probe) {
            << " at the other shapes: its structure depends on its shapes";
   Lockstep lockstep;
   for (auto [f, g] : llvm::zip(funcs, probeFuncs))
-    if (failed(lockstep.matchFunction(f, g)))
+    if (failed(lockstep.matchFunction(f, g)) ||
+        failed(sameConstants(f, programDir, g, probeDir)))
       return failure();
 
   // Name the batch and the sequence lengths after the attentions' dims.
@@ -351,7 +389,9 @@ std::vector<std::string> flashlight::extentSymbols(func::FuncOp func,
                                                 kExtentsAttrName);
   Type type = index < numArgs ? func.getArgumentTypes()[index]
                               : func.getResultTypes()[index - numArgs];
-  std::vector<std::string> symbols(cast<ShapedType>(type).getRank());
+  auto shaped = dyn_cast<ShapedType>(type);
+  std::vector<std::string> symbols(shaped && shaped.hasRank() ? shaped.getRank()
+                                                              : 0);
   if (attr)
     for (auto [d, s] : llvm::enumerate(attr))
       if (auto str = dyn_cast<StringAttr>(s); str && d < symbols.size())

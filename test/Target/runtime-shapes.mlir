@@ -14,6 +14,10 @@
 // RUN: not flashlight-compile %t/a.mlir --runtime-shapes-from=%t/heads.mlir -o %t/h --emit=mlir 2>&1 | FileCheck %s --check-prefix=HEADS
 // RUN: not flashlight-compile %t/table.mlir --runtime-shapes-from=%t/table-b.mlir -o %t/t --emit=mlir 2>&1 | FileCheck %s --check-prefix=TABLE
 // RUN: not flashlight-compile %t/a.mlir --runtime-shapes-from=%t/missing.mlir -o %t/m --emit=mlir 2>&1 | FileCheck %s --check-prefix=MISSING
+// A captured tensor whose contents follow the length (a 1/N bias, exported
+// by flashlight.export at N = 256 and 512): the same file name, other bytes.
+// RUN: not flashlight-compile %S/Inputs/captured-256/program.json --runtime-shapes-from=%S/Inputs/captured-512/program.json -o %t/c --emit=mlir 2>&1 | FileCheck %s --check-prefix=CAPTURED
+// CAPTURED: error: the captured tensor 'program.c_lifted_tensor_0.bin' differs between the two shapes (its contents or its shape follow the shape): one kernel cannot serve both
 
 // MANIFEST: q0 [-1, 4, -1, 64] ['B', '', 'M', '']
 // MANIFEST-NEXT: k0 [-1, 4, -1, 64] ['B', '', 'N', '']

@@ -898,7 +898,9 @@ int main(int argc, char **argv) {
   if (failed(raiseAndOutline(*module)) ||
       (probe && failed(raiseAndOutline(*probe))))
     return 1;
-  if (probe && failed(flashlight::generalizeShapes(*module, *probe)))
+  if (probe && failed(flashlight::generalizeShapes(
+                   *module, *probe, llvm::sys::path::parent_path(inputFile),
+                   llvm::sys::path::parent_path(runtimeShapesFrom))))
     return 1;
   FailureOr<json> entry =
       describeProgram(*module, name, bool(probe), hostModule, attentionNames);
@@ -995,10 +997,14 @@ int main(int argc, char **argv) {
                         "batch or the heads over several calls");
     FailureOr<json> program = flashlight::exportProgram(func);
     kernel.program = succeeded(program) ? *program : json();
-    // Runtime shapes: also the kernel for lengths that whole tiles divide,
-    // which the runtimes take where the call's lengths allow.
-    if (llvm::any_of(kernel.params,
-                     [](const json &p) { return p.contains("extents"); })) {
+    // Runtime sequence lengths: also the kernel for lengths that whole
+    // tiles divide, which the runtimes take where the call's lengths allow.
+    auto runtimeLength = [](const json &p) {
+      const std::string role = p.value("name", "");
+      return (role[0] == 'q' || role[0] == 'k' || role == "v") &&
+             p["shape"].size() == 4 && p["shape"][2].get<int64_t>() < 0;
+    };
+    if (llvm::any_of(kernel.params, runtimeLength)) {
       OpBuilder b(func);
       b.setInsertionPointAfter(func);
       auto aligned = cast<func::FuncOp>(b.clone(*func));

@@ -34,9 +34,13 @@ constexpr llvm::StringLiteral kExtentsAttrName = "flashlight.extents";
 /// attentions). The kernel functions are retyped; the host function, which
 /// the manifest only describes, gets its signature retyped. Fails, with a
 /// diagnostic located in `program`, where the two differ otherwise or where
-/// an extent that differs is neither a batch nor a sequence length.
+/// an extent that differs is neither a batch nor a sequence length, or
+/// where a captured constant (a file beside the program, in `programDir` and
+/// `probeDir`) differs.
 mlir::LogicalResult generalizeShapes(mlir::ModuleOp program,
-                                     mlir::ModuleOp probe);
+                                     mlir::ModuleOp probe,
+                                     llvm::StringRef programDir,
+                                     llvm::StringRef probeDir);
 
 /// Names the dynamic dims of an attention kernel function written with
 /// `?` extents (attn IR): Q, K, V and the outputs by their roles; captures

@@ -322,6 +322,13 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
     return it->second;
 
   auto type = cast<RankedTensorType>(tensor.getType());
+  // Every dim indexed: a caller that reads a tensor through fewer (or
+  // missing) index expressions than its rank has not modelled it.
+  if (int64_t(indices.size()) != type.getRank() ||
+      llvm::any_of(indices, [](AffineExpr e) { return !e; })) {
+    lastError = "a tensor is read with indices that do not match its rank";
+    return nullptr;
+  }
   Type elt = type.getElementType();
   auto leaf = [&] {
     ENode *n = make(ENode::Kind::Leaf, elt);

@@ -246,9 +246,14 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   b.setInsertionPointToStart(body);
   Value bIdx = body->getArgument(0), hIdx = body->getArgument(1);
   Value q0 = m.mul(body->getArgument(2), bm);
-  // Lengths the plan says are multiples of the tiles: every tile whole.
+  // Runtime lengths the plan says are multiples of the tiles: every tile
+  // whole. (A static length keeps its own bounds.)
   bool aligned = plan.getAlignedLengths();
-  Value rows = aligned ? bm : m.min(bm, m.sub(rowsTotal, q0));
+  bool alignedRows =
+      aligned && cast<RankedTensorType>(q.getType()).isDynamicDim(2);
+  bool alignedKeys =
+      aligned && cast<RankedTensorType>(k.getType()).isDynamicDim(2);
+  Value rows = alignedRows ? bm : m.min(bm, m.sub(rowsTotal, q0));
   Value q1 = m.sub(m.add(q0, rows), m.c(1));
   Value hKV = m.div(hIdx, group);
 
@@ -280,7 +285,7 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   auto loop = scf::ForOp::create(b, loc, start, kvHi, bn, init);
   b.setInsertionPointToStart(loop.getBody());
   Value k0 = loop.getInductionVar();
-  Value kn = aligned ? bn : m.min(bn, m.sub(keys, k0));
+  Value kn = alignedKeys ? bn : m.min(bn, m.sub(keys, k0));
   SmallVector<Value> kTiles;
   for (Value key : step.getKeys())
     kTiles.push_back(sliceRows(b, loc, key, bIdx, hKV, k0, kn));
@@ -308,7 +313,7 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   // static length lets LLVM fold those tests. (A mask no bound describes is
   // evaluated on every tile, in one step: its tile votes stay per loop
   // iteration.)
-  if (cast<RankedTensorType>(k.getType()).isDynamicDim(2) && !aligned &&
+  if (cast<RankedTensorType>(k.getType()).isDynamicDim(2) && !alignedKeys &&
       (!bounds.hasMask || full)) {
     Value whole = m.cmp(arith::CmpIPredicate::sle, m.add(k0, bn), keys);
     bool masked = bounds.hasMask;
