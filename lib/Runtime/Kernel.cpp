@@ -473,8 +473,8 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
   for (size_t i = 0; i < manifest.params.size(); ++i)
     appendDescriptor(words, pointers[i], shapes[i]);
   std::array<unsigned, 3> grid = manifest.grid(shapes);
-  if (grid[0] == 0)
-    return; // No query rows: nothing to compute.
+  if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
+    return; // No query rows, heads or batch: nothing to compute.
   CudaDriver &cuda = CudaDriver::get();
   if (maskFunction) {
     // The pre-kernel takes the inputs' descriptors, then the mask's; the

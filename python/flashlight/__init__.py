@@ -501,7 +501,7 @@ def _launch(function, tensors, grid, block, device, shared=0):
     values = (ctypes.c_uint64 * len(words))(*words)
     args = (ctypes.c_void_p * len(words))(
         *[ctypes.addressof(values) + 8 * i for i in range(len(words))])
-    if grid[0] == 0:
+    if 0 in grid:  # no query rows, heads or batch: nothing to compute
         return
     stream = torch.cuda.current_stream(device).cuda_stream
     drv = _get_driver()

@@ -19,8 +19,10 @@ runtime shapes, compiled against the first one's export
 (`--runtime-shapes-from`), whose batch and sequence lengths are read at run
 time where the two differ; it serves every later shape class that differs
 only there, without exporting or compiling again. A program that depends on
-its shapes otherwise (a constant that follows the length) gets one kernel
-per shape class, as does `jit(fn, runtime_shapes=False)`. The call is the
+its shapes otherwise (a constant that follows the length, or a guard that
+torch.export finds exporting with those dims dynamic: Python control flow
+on the length) gets one kernel per shape class, as does
+`jit(fn, runtime_shapes=False)`. The call is the
 custom operator `flashlight::jit_call` with a fake implementation (the
 function itself on fake tensors gives the output shapes), so it works in
 eager code, under `torch.compile` (an opaque op in the graph) and in CUDA
@@ -201,9 +203,12 @@ class ShapeClasses:
     Shared by `flashlight.jit` and `flashlight.jax.jit`; `dtype_name`
     gives a shape class's dtype string for a manifest dtype."""
 
-    def __init__(self, runtime_shapes, dtype_name):
+    def __init__(self, runtime_shapes, dtype_name, check=None):
         self.runtime_shapes = runtime_shapes
         self.dtype_name = dtype_name
+        # check(shape_class, probe_class): why the program may not take
+        # runtime shapes over the dims the two differ in, or None.
+        self.check = check
         self.manifests = {}  # shape class -> manifest path
         self._probes = {}  # family -> the probe's graph folder
         self._probe_classes = {}  # family -> the probe's shape class
@@ -235,6 +240,12 @@ class ShapeClasses:
         family = tuple((len(shape), dtype) for shape, dtype in shape_class)
         manifest = None
         probe = self._probes.get(family)
+        problem = None
+        if self.runtime_shapes and probe and family not in self._static_only \
+                and self.check is not None:
+            problem = self.check(shape_class, self._probe_classes[family])
+            if problem:
+                self._static_only.add(family)  # a guard holds for every pair
         if self.runtime_shapes and probe and family not in self._static_only:
             try:
                 manifest, hit = cached_compile(graph_dir, graph_file, probe_dir=probe,
@@ -371,7 +382,7 @@ class JitFunction:
         self.cache = cache
         self.runtime_shapes = runtime_shapes
         self.key = f"{getattr(fn, '__qualname__', 'fn')}@{id(self):x}"
-        self._classes = ShapeClasses(runtime_shapes, _torch_dtype_name)
+        self._classes = ShapeClasses(runtime_shapes, _torch_dtype_name, self._guards)
         self._manifests = self._classes.manifests  # shape class -> manifest path
         self._kernels = {}  # manifest path -> loaded Kernel
         with _lock:
@@ -385,6 +396,24 @@ class JitFunction:
     @staticmethod
     def shape_class(args):
         return tuple((tuple(a.shape), str(a.dtype)) for a in args)
+
+    def _guards(self, shape_class, probe_class):
+        """Why the function's graph may not serve other lengths of the dims
+        in which the two shape classes differ (torch.export's guards on
+        them), or None: two exports alone cannot see a branch on the length
+        taken the same way at both."""
+        import torch
+
+        from .export import dynamic_dims_problem
+
+        dims = [(i, d) for i, ((s, _), (p, _)) in enumerate(zip(shape_class, probe_class))
+                for d, (x, y) in enumerate(zip(s, p)) if x != y]
+        # Exported at the probe's shapes: the first without a unit dim,
+        # which torch.export would specialize.
+        examples = [torch.zeros(s, dtype=getattr(torch, dtype.split(".")[-1]))
+                    for s, dtype in probe_class]
+        self.last_guard_problem = dynamic_dims_problem(self.fn, examples, dims)
+        return self.last_guard_problem
 
     def prepare(self, *args):
         """Exports and compiles (or finds in the cache) the kernel of

@@ -549,6 +549,38 @@ def export_program(fn, *example_inputs, decompose=True, preserve=()):
     return ep, names
 
 
+def dynamic_dims_problem(fn, example_inputs, dims):
+    """Why `fn` does not stay one program over the dims `dims` ((input,
+    dim) pairs) of its inputs, or None: torch.export with those dims
+    dynamic (`Dim.AUTO`) specializes one of them, or bounds it (a guard:
+    Python control flow on the length, a size-1 specialization aside),
+    which an export at fixed shapes cannot show."""
+    import torch
+    from torch.export import Dim
+
+    example_inputs = distinct_inputs(example_inputs)
+    module, _ = _module(fn, len(example_inputs))
+    for name, m in _modules_of(fn):
+        module.add_module(name, m)
+    module.eval()
+    spec = [{d: Dim.AUTO for i2, d in dims if i2 == i} or None
+            for i in range(len(example_inputs))]
+    try:
+        ep = torch.export.export(module, tuple(example_inputs), dynamic_shapes=tuple(spec),
+                                 strict=False)
+    except Exception as e:  # a guard the export cannot express
+        return f"torch.export with dynamic dims failed: {type(e).__name__}: {str(e)[:200]}"
+    inputs = [n for n in ep.graph.nodes if n.op == "placeholder"][-len(example_inputs):]
+    for i, d in dims:
+        size = inputs[i].meta["val"].shape[d]
+        if not isinstance(size, torch.SymInt):
+            return f"input {i} dim {d} is specialized to {size}"
+        bounds = ep.range_constraints.get(size.node.expr)
+        if bounds is not None and str(bounds.upper) not in ("int_oo", "oo"):
+            return f"input {i} dim {d} is bounded by a guard ({bounds})"
+    return None
+
+
 def export(fn, *example_inputs, path, decompose=True, preserve=()):
     """Exports `fn(*example_inputs)` with torch.export and writes `path`
     (flashlight-graph JSON) and its constants beside it; returns the graph

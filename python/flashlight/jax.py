@@ -12,10 +12,11 @@
 On the first call per shape class the function is lowered to StableHLO
 (`jax.jit(fn).lower`, for CUDA), compiled by flashlight-compile (a
 subprocess) and cached on disk, keyed by the StableHLO text (the same cache
-as `flashlight.jit`: `FLASHLIGHT_CACHE`). As with `flashlight.jit`, the
-second shape class compiles a kernel with runtime shapes against the first
-one's lowering, which later shape classes take without lowering or
-compiling again (`jax.jit` still traces the calling program per shape). The attention kernel runs as an
+as `flashlight.jit`: `FLASHLIGHT_CACHE`). With `runtime_shapes=True`, as
+with `flashlight.jit`, the second shape class compiles a kernel with
+runtime shapes against the first one's lowering, which later shape classes
+take without lowering or compiling again (`jax.jit` still traces the
+calling program per shape); without a guard check, that is on request. The attention kernel runs as an
 XLA FFI custom call (`flashlight_call`, `libflashlight_jax.so`, built
 against jaxlib's FFI headers) on XLA's stream; the layouts around it (the
 manifest entry's `sources` and `results`) are jnp transposes and reshapes
@@ -114,7 +115,7 @@ class JaxFunction:
     """A JAX function whose attention Flashlight compiles per shape class;
     see the module's docstring."""
 
-    def __init__(self, fn, archs=DEFAULT_ARCHS, flags=(), cache=None, runtime_shapes=True):
+    def __init__(self, fn, archs=DEFAULT_ARCHS, flags=(), cache=None, runtime_shapes=False):
         self.fn = fn
         self.archs = tuple(archs)
         self.flags = tuple(flags)
@@ -281,9 +282,11 @@ def _run_steps(manifest, directory, manifest_path, args):
     return results[0] if len(results) == 1 else tuple(results)
 
 
-def jit(fn=None, *, archs=DEFAULT_ARCHS, flags=(), cache=None, runtime_shapes=True):
-    """Decorates `fn` (a JAX function of arrays) as a JaxFunction; with
-    `runtime_shapes`, as flashlight.jit's."""
+def jit(fn=None, *, archs=DEFAULT_ARCHS, flags=(), cache=None, runtime_shapes=False):
+    """Decorates `fn` (a JAX function of arrays) as a JaxFunction. With
+    `runtime_shapes` (off by default: unlike flashlight.jit there is no
+    guard check, so a branch on the length that two lowerings take the same
+    way goes unseen), kernels take runtime shapes as flashlight.jit's."""
     if fn is None:
         return lambda f: JaxFunction(f, archs, flags, cache, runtime_shapes)
     return JaxFunction(fn, archs, flags, cache, runtime_shapes)

@@ -53,7 +53,7 @@ class JaxJit(unittest.TestCase):
         def spec(b, n):
             return [jax.ShapeDtypeStruct((b, n, 4, 64), jnp.bfloat16)] * 3
 
-        fn = fj.jit(attention, cache=self.cache.name)
+        fn = fj.jit(attention, cache=self.cache.name, runtime_shapes=True)
         first = fn.prepare(*spec(2, 128))
         second = fn.prepare(*spec(2, 192))
         self.assertNotEqual(first, second)

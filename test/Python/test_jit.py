@@ -112,6 +112,23 @@ class Jit(unittest.TestCase):
         self.assertEqual(len(manifests), 3)
         self.assertEqual(fn.compiles, 3)
 
+    def test_a_guard_on_the_length_keeps_kernels_per_shape(self):
+        import torch
+
+        def long_context(q, k, v):  # Qwen-style: scale queries past 4096 keys
+            if q.shape[2] > 4096:
+                q = q * 1.5
+            return torch.nn.functional.scaled_dot_product_attention(q, k, v)
+
+        fn = flashlight.jit(long_context, cache=self.cache.name)
+        fn.prepare(*self.inputs(128))
+        second = fn.prepare(*self.inputs(192))
+        self.assertIn("bounded by a guard", fn.last_guard_problem)
+        with open(second) as f:
+            self.assertNotIn("extents", f.read())
+        fn.prepare(*self.inputs(256))
+        self.assertEqual(fn.compiles, 3)
+
     def test_tracing_compiles_and_gives_fake_outputs(self):
         import torch
         from torch._subclasses.fake_tensor import FakeTensorMode

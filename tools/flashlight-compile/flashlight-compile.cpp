@@ -731,6 +731,14 @@ LogicalResult compileAttentions(ModuleOp module, const std::string &name,
             kernelInfo(*kernels, kernel.aligned, chip, /*several=*/true);
         if (failed(aligned))
           return failure();
+        // The runtimes size the grid and the block mask by either kernel's
+        // tiles: the plan takes the same facts for both.
+        if ((*aligned)["block_m"] != (*info)["block_m"] ||
+            (*aligned)["block_n"] != (*info)["block_n"]) {
+          fail("the aligned kernel " + kernel.aligned +
+               " was planned with other tiles than " + kernel.name);
+          return failure();
+        }
         (*info)["aligned"] = {{"kernel", kernel.aligned}};
         for (const char *key : {"block", "block_m", "block_n",
                                 "dynamic_shared_memory", "block_mask"})
