@@ -12,7 +12,7 @@
 
 The sequence (dim 2) is laid out zigzag (`zigzag`): device r holds chunks
 r and 2W - 1 - r of 2W. Every device runs the same program: the first step
-the two causal diagonals and the later chunk against the earlier one;
+one causal call over its own two chunks (in order, their causal pairs);
 each later step one call of the plain kernel on the rectangle of whole
 pairs, which is both query chunks against the visiting first chunk when
 it precedes this device's first chunk, else the second query chunk
@@ -102,19 +102,14 @@ def attention(q, k, v, axis_name, *, causal=True, scale=None, step=None):
     world = jax.lax.axis_size(axis_name)
     rank = jax.lax.axis_index(axis_name)
     c = q.shape[2] // 2
-    first, second = q[:, :, :c], q[:, :, c:]
+    second = q[:, :, c:]
     plain, diagonal = step(False, scale), step(causal, scale)
 
-    # Step 0: this device's own chunks.
-    if causal:
-        a = diagonal(first, k[:, :, :c], v[:, :, :c])
-        o, lse = plain(second, k[:, :, :c], v[:, :, :c])
-        b = _merge((o.astype(jnp.float32), lse), *diagonal(second, k[:, :, c:], v[:, :, c:]))
-        a = (a[0].astype(jnp.float32), a[1])
-    else:
-        o, lse = plain(q, k, v)
-        a = (o[:, :, :c].astype(jnp.float32), lse[:, :, :c])
-        b = (o[:, :, c:].astype(jnp.float32), lse[:, :, c:])
+    # Step 0: this device's own chunks, the first before the second: causal
+    # attention over both in order is their causal pairs.
+    o, lse = diagonal(q, k, v)
+    a = (o[:, :, :c].astype(jnp.float32), lse[:, :, :c])
+    b = (o[:, :, c:].astype(jnp.float32), lse[:, :, c:])
 
     perm = [(i, (i + 1) % world) for i in range(world)]
     kv = jnp.stack([k, v])

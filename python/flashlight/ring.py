@@ -13,12 +13,12 @@ The K/V shards travel around the ring (each step sends this rank's current
 K/V to the next rank and receives the previous rank's, `batch_isend_irecv`
 overlapped with the step's kernels). A step computes the pairs of this
 rank's two query chunks and the two visiting key chunks that a causal mask
-keeps: the whole pairs (the keys precede the queries), which always form
-one rectangle, in one call of the plain kernel; each diagonal pair (the
-same chunk) with the causal one; none where the keys all follow. Each call
-is one Flashlight kernel returning its output and log-sum-exp (a chunk's
-queries all keep a key, so no row is empty), and the partial outputs are
-merged by their log-sum-exps in f32.
+keeps: the first step (its own chunks) is one causal call over both; later
+steps the whole pairs (the keys precede the queries), which always form
+one rectangle, in one call of the plain kernel; none where the keys all
+follow. Each call is one Flashlight kernel returning its output and
+log-sum-exp (every query keeps a key, so no row is empty), and the partial
+outputs are merged by their log-sum-exps in f32.
 """
 
 import torch
@@ -111,12 +111,17 @@ def _chunk_pairs(world, rank, source, causal):
 
 def schedule(world, rank, causal):
     """Per ring step, the kernel calls of rank `rank`: (query chunks [i0,
-    i1), key chunks [j0, j1), diagonal). A step's whole pairs always form
-    one rectangle of this rank's two query chunks and the visiting two key
-    chunks (one query chunk against both, or both against one): one call;
-    each diagonal pair is a causal call of its own."""
-    steps = []
-    for s in range(world):
+    i1), key chunks [j0, j1), causal). The first step is one call over
+    this rank's own two chunks (causal attention over them in order is
+    exactly the causal pairs among them). A later step's whole pairs always
+    form one rectangle of this rank's two query chunks and the visiting two
+    key chunks (one query chunk against both, or both against one): one
+    call of the plain kernel."""
+    # This rank's own chunks: the first precedes the second, so the three
+    # causal pairs (both diagonals, the second against the first) are
+    # causal attention over the two chunks in order, one call.
+    steps = [[((0, 2), (0, 2), causal)]]
+    for s in range(1, world):
         pairs = _chunk_pairs(world, rank, (rank - s) % world, causal)
         calls = [((i, i + 1), (j, j + 1), True) for i, j, diagonal in pairs if diagonal]
         whole = [(i, j) for i, j, diagonal in pairs if not diagonal]

@@ -73,9 +73,10 @@ class Ring(unittest.TestCase):
             for rank in range(world):
                 steps = ring.schedule(world, rank, True)
                 self.assertEqual(len(steps), world)
-                for calls in steps:
-                    self.assertLessEqual(sum(not d for _, _, d in calls), 1)
-                self.assertEqual(sum(d for _, _, d in steps[0]), 2)  # both diagonals
+                self.assertEqual(steps[0], [((0, 2), (0, 2), True)])  # own chunks
+                for calls in steps[1:]:
+                    self.assertLessEqual(len(calls), 1)
+                    self.assertTrue(all(not causal for _, _, causal in calls))
             self.assertEqual(ring.schedule(world, 0, False)[0], [((0, 2), (0, 2), False)])
 
     def test_ring_equals_whole_attention(self):
