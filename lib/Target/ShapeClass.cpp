@@ -198,8 +198,9 @@ ArrayAttr extentsAttr(MLIRContext *ctx, Type a, Type b,
   return ArrayAttr::get(ctx, symbols);
 }
 
-/// Retypes `func`'s signature from its body's arguments and return, as
-/// `typeOf` gives them, and records their extent symbols.
+/// Retypes `func`'s signature: each argument and returned value generalized
+/// against its probe value, with its extent symbols recorded. (The body's
+/// own values keep their types: the caller retypes kernels only.)
 void retypeSignature(func::FuncOp func, const DenseMap<Value, Value> &probeOf,
                      const ExtentNames &names) {
   MLIRContext *ctx = func.getContext();
