@@ -363,7 +363,10 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
     result = element(expand.getSrc(), src);
   } else if (auto collapse = dyn_cast<tensor::CollapseShapeOp>(def)) {
     auto srcType = collapse.getSrcType();
-    SmallVector<AffineExpr> src(srcType.getRank());
+    // A collapse to rank 0 has no groups: its source dims are all 1, read
+    // at 0.
+    SmallVector<AffineExpr> src(srcType.getRank(),
+                                getAffineConstantExpr(0, ctx));
     for (auto [g, group] :
          llvm::enumerate(collapse.getReassociationIndices())) {
       int64_t stride = 1;
