@@ -40,6 +40,7 @@ from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import flashlight  # noqa: E402
+from peers import fa4_func  # noqa: E402
 
 torch._dynamo.config.recompile_limit = 10_000
 torch._dynamo.config.cache_size_limit = 10_000
@@ -93,21 +94,6 @@ def random_documents(B, N, gen):
             doc[b, pos:pos + length] = d
             pos, d = pos + length, d + 1
     return doc
-
-
-_fa4_func = []
-
-
-def fa4_func():
-    """flash_attn.cute.flash_attn_func (FlashAttention-4), or None."""
-    if not _fa4_func:
-        try:
-            from flash_attn.cute import flash_attn_func
-        except ImportError as e:
-            print(f"no FA4 ({e}): fa4 and flex_flash are left out")
-            flash_attn_func = None
-        _fa4_func.append(flash_attn_func)
-    return _fa4_func[0]
 
 
 def fa4_options(variant):

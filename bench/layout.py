@@ -40,6 +40,7 @@ from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import flashlight  # noqa: E402
+from peers import fa4_func  # noqa: E402
 
 
 def commit():
@@ -53,21 +54,6 @@ def commit():
                               capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return os.environ.get("FLASHLIGHT_COMMIT", "unknown")
-
-
-_fa4_func = []
-
-
-def _fa4():
-    """flash_attn.cute.flash_attn_func (FlashAttention-4), or None."""
-    if not _fa4_func:
-        try:
-            from flash_attn.cute import flash_attn_func
-        except ImportError as e:
-            print(f"  no FA4 ({e}); its records are left out")
-            flash_attn_func = None
-        _fa4_func.append(flash_attn_func)
-    return _fa4_func[0]
 
 
 def run_config(kernels, variant, D, N, records):
@@ -98,7 +84,7 @@ def run_config(kernels, variant, D, N, records):
 
     def fa4():
         # [B, N, H, D] in and out: the views' storage, FA4's own layout.
-        out = _fa4()(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
+        out = fa4_func()(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2),
                      softmax_scale=scale, causal=causal)
         return (out[0] if isinstance(out, tuple) else out).transpose(1, 2)
 
@@ -113,7 +99,7 @@ def run_config(kernels, variant, D, N, records):
     if not torch.equal(got, copied()):
         raise RuntimeError(f"{variant} D={D} N={N}: strided and contiguous calls differ")
     systems = {"flashlight": strided, "flashlight_copy": copied, "sdpa_cudnn": cudnn}
-    if _fa4():
+    if fa4_func():
         systems["fa4"] = fa4
     flops = 4.0 * B * H * N * N * D * (0.5 + 0.5 / N if causal else 1.0)
     for name, fn in systems.items():

@@ -17,7 +17,6 @@ the length of one GPU's shard pair (the scaling `efficiency`), and PyTorch's
 `context_parallel` with SDPA's cuDNN kernel on the same sequence.
 """
 
-import json
 import os
 import statistics
 import sys
@@ -30,7 +29,7 @@ import torch  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import flashlight.ring as ring  # noqa: E402
-from check_common import write_result  # noqa: E402
+from check_common import main, write_result  # noqa: E402
 
 B, H, D = 1, 16, 128
 CHECK_N = 8192  # per world size: the whole sequence checked
@@ -163,9 +162,4 @@ def run(cache, out_path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 3 and sys.argv[1] == "fill":
-        fill(sys.argv[2])
-    elif len(sys.argv) >= 4 and sys.argv[1] == "run":
-        sys.exit(run(sys.argv[2], sys.argv[3]))
-    else:
-        sys.exit(__doc__)
+    main(__doc__, fill, run)

@@ -26,6 +26,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import flashlight  # noqa: E402
 from check_common import main, write_result  # noqa: E402
+from jit_check import gqa_sliding  # noqa: E402
 
 
 def causal_bnhd(q, k, v):
@@ -54,18 +55,6 @@ def document(q, k, v, ids):
     s = (q @ k.transpose(-1, -2)).float() * q.shape[-1] ** -0.5
     s = s.masked_fill(~keep, float("-inf"))
     return torch.softmax(s, -1).to(v.dtype) @ v
-
-
-def gqa_sliding(q, k, v):
-    """4 query heads per KV head, causal window of 64 keys."""
-    k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
-    v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
-    n = q.shape[2]
-    i = torch.arange(n, device=q.device)
-    keep = (i[:, None] >= i[None, :]) & (i[:, None] - i[None, :] < 64)
-    s = (q @ k.transpose(-1, -2)) * 0.125
-    s = torch.where(keep, s, torch.finfo(s.dtype).min)
-    return torch.softmax(s, -1) @ v
 
 
 def pair_bias(q, k, v, bias):

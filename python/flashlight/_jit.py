@@ -194,6 +194,21 @@ def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cach
     return manifest, False
 
 
+class ClassedFunction:
+    """What flashlight.jit's and flashlight.jax.jit's functions share: the
+    shape class of a call and the compile count of their ShapeClasses
+    (`self._classes`)."""
+
+    @property
+    def compiles(self):
+        """Cache misses this process compiled."""
+        return self._classes.compiles
+
+    @staticmethod
+    def shape_class(args):
+        return tuple((tuple(a.shape), str(a.dtype)) for a in args)
+
+
 class ShapeClasses:
     """The kernels of a jit function per shape class (shapes and dtypes of
     its arguments), with automatic runtime shapes: per family (ranks and
@@ -371,7 +386,7 @@ def _default_dispatch_tls():
     return _dispatch_tls
 
 
-class JitFunction:
+class JitFunction(ClassedFunction):
     """A PyTorch function compiled by Flashlight per shape class; see the
     module's docstring."""
 
@@ -387,15 +402,6 @@ class JitFunction:
         self._kernels = {}  # manifest path -> loaded Kernel
         with _lock:
             _registry[self.key] = self
-
-    @property
-    def compiles(self):
-        """Cache misses this process compiled."""
-        return self._classes.compiles
-
-    @staticmethod
-    def shape_class(args):
-        return tuple((tuple(a.shape), str(a.dtype)) for a in args)
 
     def _guards(self, shape_class, probe_class):
         """Why the function's graph may not serve other lengths of the dims

@@ -36,7 +36,7 @@ import json
 import os
 import tempfile
 
-from ._jit import DEFAULT_ARCHS, ShapeClasses
+from ._jit import DEFAULT_ARCHS, ClassedFunction, ShapeClasses
 
 TARGET = "flashlight_call"
 HOST_TARGET = "flashlight_host_kernel"
@@ -111,7 +111,7 @@ def _to_user_layout(y, index, shape):
     return jnp.reshape(_apply_layout(y, index, len(shape), *_jnp_layout_ops()), tuple(shape))
 
 
-class JaxFunction:
+class JaxFunction(ClassedFunction):
     """A JAX function whose attention Flashlight compiles per shape class;
     see the module's docstring."""
 
@@ -122,15 +122,6 @@ class JaxFunction:
         self.cache = cache
         self._classes = ShapeClasses(runtime_shapes, lambda name: _DTYPES[name])
         self._manifests = self._classes.manifests
-
-    @property
-    def compiles(self):
-        """Cache misses this process compiled."""
-        return self._classes.compiles
-
-    @staticmethod
-    def shape_class(args):
-        return tuple((tuple(a.shape), str(a.dtype)) for a in args)
 
     def stablehlo(self, *args):
         """The StableHLO text of the function at `args`' shapes and dtypes,
