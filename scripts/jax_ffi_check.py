@@ -10,7 +10,8 @@ GPU machine's JAX (which lowers it) is not the build machine's:
 `run` (no compiler there: the cache must serve) calls each program inside
 `jax.jit` (with JAX code around the attention) and eagerly (`projected`
 computes more than its attention: a projection after it, as XLA's GEMM,
-and the reference path's other kernels, as custom calls), and compares
+and the reference path's other kernels, as custom calls; `two_layers`
+calls two attention kernels of one manifest), and compares
 with the function itself run by XLA in f32 on the same inputs (relative
 Frobenius error, bf16 tolerance 2e-2). No PyTorch is imported.
 """
@@ -44,8 +45,14 @@ def programs():
         o = o.reshape(B, N, H * D) @ w
         return o * jax.nn.sigmoid(o)
 
+    def two_layers(x, w):  # two attention kernels, a projection between them
+        h = jax.nn.dot_product_attention(x, x, x, implementation="xla")
+        h = (h.reshape(B, N, H * D) @ (w * 0.0625)).reshape(B, N, H, D)
+        return jax.nn.dot_product_attention(h, h, h, is_causal=True, implementation="xla")
+
     return {
         "projected": (projected, [(B, N, H, D)] * 3 + [(H * D, 128)]),
+        "two_layers": (two_layers, [(B, N, H, D), (H * D, H * D)]),
         "bhnd": (bhnd, [(B, H, N, D)] * 3),
         "dpa_causal": (dpa_causal, [(B, N, H, D)] * 3),
         "gqa_window": (gqa_window, [(B, N, 8, D), (B, N, 2, D), (B, N, 2, D)]),

@@ -5,8 +5,9 @@
 // custom calls inside jax.jit); `flashlight_host_kernel`: one kernel of the
 // manifest entry's reference path (a step the entry runs around it). Operands
 // and results are the kernel's parameters in manifest order (inputs, then
-// outputs), row-major as XLA lays them out; the attribute `manifest` is the
-// manifest's path. Built as a shared library against jaxlib's FFI headers; no
+// outputs), row-major as XLA lays them out; the attributes `manifest` and
+// `attention` are the manifest's path and which of the program's attention
+// kernels to launch (0: the top level's). Built as a shared library against jaxlib's FFI headers; no
 // MLIR, no CUDA headers.
 //
 //===----------------------------------------------------------------------===//
@@ -21,6 +22,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace ffi = xla::ffi;
@@ -28,10 +30,11 @@ using namespace flashlight::runtime;
 
 namespace {
 
-/// Loaded kernels by manifest path and device: a manifest is parsed and its
-/// module loaded once per process and device.
+/// Loaded kernels by manifest path, attention and device: a manifest is
+/// parsed and its module loaded once per process and device.
 std::mutex cacheMutex;
-std::map<std::pair<std::string, int>, std::unique_ptr<Kernel>> kernels;
+std::map<std::tuple<std::string, int64_t, int>, std::unique_ptr<Kernel>>
+    kernels;
 
 /// The device of the current context (XLA's; the primary context of device
 /// 0 if none is current) and its compute capability.
@@ -53,19 +56,25 @@ std::pair<CUdevice, int> currentDevice() {
   return {device, major * 10 + minor};
 }
 
-/// The loaded kernel of `path` on the current context's device.
-Kernel &kernelFor(const std::string &path) {
+/// The loaded kernel of attention `attention` of `path` on the current
+/// context's device.
+Kernel &kernelFor(const std::string &path, int64_t attention) {
   auto [device, capability] = currentDevice();
   std::lock_guard<std::mutex> lock(cacheMutex);
-  std::unique_ptr<Kernel> &slot = kernels[{path, int(device)}];
+  std::unique_ptr<Kernel> &slot = kernels[{path, attention, int(device)}];
   if (!slot)
-    slot = std::make_unique<Kernel>(KernelManifest::load(path), capability);
+    slot = std::make_unique<Kernel>(
+        KernelManifest::load(path, size_t(attention)), capability);
   return *slot;
 }
 
 ffi::Error call(CUstream stream, ffi::RemainingArgs args,
-                ffi::RemainingRets rets, std::string_view manifest) {
+                ffi::RemainingRets rets, std::string_view manifest,
+                int64_t attention) {
   try {
+    if (attention < 0)
+      return ffi::Error::InvalidArgument("flashlight_call: negative "
+                                         "attention index");
     std::vector<CUdeviceptr> pointers;
     std::vector<std::vector<int64_t>> shapes;
     auto add = [&](const ffi::AnyBuffer &buffer) {
@@ -86,7 +95,8 @@ ffi::Error call(CUstream stream, ffi::RemainingArgs args,
         return ret.error();
       add(**ret);
     }
-    kernelFor(std::string(manifest)).launch(pointers, shapes, stream);
+    kernelFor(std::string(manifest), attention)
+        .launch(pointers, shapes, stream);
     return ffi::Error::Success();
   } catch (const std::exception &e) {
     return ffi::Error(ffi::ErrorCode::kInternal,
@@ -170,4 +180,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(FlashlightCall, call,
                                   .Ctx<ffi::PlatformStream<CUstream>>()
                                   .RemainingArgs()
                                   .RemainingRets()
-                                  .Attr<std::string_view>("manifest"));
+                                  .Attr<std::string_view>("manifest")
+                                  .Attr<int64_t>("attention"));

@@ -53,17 +53,19 @@ static const json &checkedBlockMask(const json &mask,
   return mask;
 }
 
-KernelManifest KernelManifest::load(const std::string &path) {
+KernelManifest KernelManifest::load(const std::string &path,
+                                    size_t attention) {
   std::ifstream in(path);
   if (!in)
     throw ManifestError("cannot open manifest " + path);
   std::stringstream text;
   text << in.rdbuf();
-  return parse(text.str(), path);
+  return parse(text.str(), path, attention);
 }
 
 KernelManifest KernelManifest::parse(const std::string &text,
-                                     const std::string &path) {
+                                     const std::string &path,
+                                     size_t attention) {
   json j;
   try {
     j = json::parse(text);
@@ -72,6 +74,18 @@ KernelManifest KernelManifest::parse(const std::string &text,
   }
   KernelManifest m;
   try {
+    // Attention k of a version-2 manifest: its own fields (kernel, params,
+    // archs, geometry) over the top level's.
+    const json &listed = j.value("attentions", json(nullptr));
+    if (attention > 0 || !listed.is_null()) {
+      if (!listed.is_array() || attention >= listed.size() ||
+          !listed[attention].is_object())
+        throw ManifestError("manifest " + path + " has no attention " +
+                            std::to_string(attention));
+      json own = listed[attention];
+      j.update(own);
+      j.erase("attentions");
+    }
     // Version 2 adds the program's other attention kernels (`attentions`,
     // run by the entry's steps); the top-level kernel is the first.
     int version = j.at("manifest_version").get<int>();

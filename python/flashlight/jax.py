@@ -184,18 +184,22 @@ def _constant(directory, file, info):
     return jnp.asarray(data.reshape(info["shape"]))
 
 
-def _attention(manifest, manifest_path, operands, extents=None):
-    """The attention kernel as an FFI custom call: its outputs (their
-    runtime extents' sizes from `extents`)."""
+def _attention(manifest, manifest_path, operands, extents=None, k=0):
+    """The program's attention kernel `k` (0: the manifest's top level,
+    else `attentions[k]`) as an FFI custom call: its outputs (their runtime
+    extents' sizes from `extents`)."""
     import jax
+    import numpy as np
 
     from . import _resolve
 
+    if k:
+        manifest = {**manifest, **manifest["attentions"][k]}
     outputs = [p for p in manifest["params"] if p["direction"] == "out"]
     call = jax.ffi.ffi_call(
         TARGET, [jax.ShapeDtypeStruct(_resolve(p, extents or {}), _dtype(p["dtype"]))
                  for p in outputs])
-    outs = call(*operands, manifest=os.path.abspath(manifest_path))
+    outs = call(*operands, manifest=os.path.abspath(manifest_path), attention=np.int64(k))
     return list(outs) if isinstance(outs, (list, tuple)) else [outs]
 
 
@@ -261,10 +265,10 @@ def _run_steps(manifest, directory, manifest_path, args):
             for r, o in zip(results, outs):
                 vals[r] = o
         elif op == "attention":
-            if step.get("attention", 0) != 0:
-                raise NotImplementedError("flashlight.jax: a program calling several "
-                                          "attention kernels")
-            outs = _attention(manifest, manifest_path, [vals[a] for a in step["args"]])
+            k = step.get("attention", 0)
+            if not 0 <= k < len(manifest.get("attentions") or [None]):
+                raise RuntimeError(f"flashlight.jax: {manifest_path} has no attention {k}")
+            outs = _attention(manifest, manifest_path, [vals[a] for a in step["args"]], k=k)
             for r, o in zip(step["results"], outs):
                 vals[r] = o
         else:

@@ -109,6 +109,30 @@ class JaxJit(unittest.TestCase):
         self.assertGreater(text.count(f'@{fj.HOST_TARGET}('), 0)
         self.assertEqual(text.count("stablehlo.dot_general"), 1)
 
+    def test_two_attentions_call_their_own_kernels(self):
+        import re
+
+        import jax
+        import jax.numpy as jnp
+
+        import flashlight.jax as fj
+
+        def two_layers(x, w):  # self-attention, a projection, causal attention
+            h = jax.nn.dot_product_attention(x, x, x, implementation="xla")
+            h = (h.reshape(2, 128, 256) @ w).reshape(2, 128, 4, 64)
+            return jax.nn.dot_product_attention(h, h, h, is_causal=True,
+                                                implementation="xla")
+
+        s = jax.ShapeDtypeStruct((2, 128, 4, 64), jnp.bfloat16)
+        w = jax.ShapeDtypeStruct((256, 256), jnp.bfloat16)
+        fn = fj.jit(two_layers, cache=self.cache.name)
+        out = jax.eval_shape(fn, s, w)
+        self.assertEqual((out.shape, out.dtype), ((2, 128, 4, 64), jnp.bfloat16))
+        text = jax.jit(fn).lower(s, w).as_text()
+        # One custom call per attention, each naming its kernel.
+        calls = re.findall(rf"@{fj.TARGET}\(.*?attention = (\d+)", text)
+        self.assertEqual(sorted(calls), ["0", "1"], text)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -69,11 +69,14 @@ struct KernelManifest {
   nlohmann::json program;
   nlohmann::json archs;
 
-  /// Parses `path`; throws ManifestError.
-  static KernelManifest load(const std::string &path);
+  /// Parses `path`, the program's attention `attention` of a version-2
+  /// manifest (`attentions[k]`; 0 is the top level's); throws
+  /// ManifestError.
+  static KernelManifest load(const std::string &path, size_t attention = 0);
   /// Parses manifest `text`, read from `path` (artifacts are found beside
-  /// it); throws ManifestError.
-  static KernelManifest parse(const std::string &text, const std::string &path);
+  /// it), as load() does; throws ManifestError.
+  static KernelManifest parse(const std::string &text, const std::string &path,
+                              size_t attention = 0);
   /// This manifest with the launch geometry (block_m, block, dynamic shared
   /// memory) of the arch whose cubin or PTX is `artifact`: the code
   /// generator, and with it the geometry, can differ per arch (wgmma on
