@@ -31,6 +31,7 @@ std::string flashlight::runtime::driverSymbol(const std::string &name) {
       {"cuMemcpyHtoD", "cuMemcpyHtoD_v2"},
       {"cuMemcpyDtoH", "cuMemcpyDtoH_v2"},
       {"cuMemsetD8", "cuMemsetD8_v2"},
+      {"cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync_v2"},
       {"cuEventElapsedTime", "cuEventElapsedTime_v2"},
       {"cuEventDestroy", "cuEventDestroy_v2"},
   };
@@ -67,6 +68,8 @@ CudaDriver load() {
   FL_RESOLVE(cuMemcpyHtoD);
   FL_RESOLVE(cuMemcpyDtoH);
   FL_RESOLVE(cuMemsetD8);
+  FL_RESOLVE(cuMemsetD8Async);
+  FL_RESOLVE(cuMemcpyDtoDAsync);
   FL_RESOLVE(cuLaunchKernel);
   FL_RESOLVE(cuEventCreate);
   FL_RESOLVE(cuEventRecord);
@@ -96,6 +99,21 @@ void CudaDriver::check(CUresult result, const char *what) const {
     cuGetErrorString(result, &text);
   throw CudaError(std::string(what) + " failed: " +
                   (text ? text : "error " + std::to_string(result)));
+}
+
+std::pair<CUdevice, int> CudaDriver::currentDevice() {
+  check(cuInit(0), "cuInit");
+  CUcontext context = nullptr;
+  check(cuCtxGetCurrent(&context), "cuCtxGetCurrent");
+  if (!context)
+    initDevice();
+  CUdevice device = 0;
+  check(cuCtxGetDevice(&device), "cuCtxGetDevice");
+  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR.
+  int major = 0, minor = 0;
+  check(cuDeviceGetAttribute(&major, 75, device), "cuDeviceGetAttribute");
+  check(cuDeviceGetAttribute(&minor, 76, device), "cuDeviceGetAttribute");
+  return {device, major * 10 + minor};
 }
 
 int CudaDriver::initDevice() {

@@ -36,30 +36,10 @@ std::mutex cacheMutex;
 std::map<std::tuple<std::string, int64_t, int>, std::unique_ptr<Kernel>>
     kernels;
 
-/// The device of the current context (XLA's; the primary context of device
-/// 0 if none is current) and its compute capability.
-std::pair<CUdevice, int> currentDevice() {
-  CudaDriver &cuda = CudaDriver::get();
-  cuda.check(cuda.cuInit(0), "cuInit");
-  CUcontext context = nullptr;
-  cuda.check(cuda.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
-  if (!context)
-    cuda.initDevice();
-  CUdevice device = 0;
-  cuda.check(cuda.cuCtxGetDevice(&device), "cuCtxGetDevice");
-  int major = 0, minor = 0;
-  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR.
-  cuda.check(cuda.cuDeviceGetAttribute(&major, 75, device),
-             "cuDeviceGetAttribute");
-  cuda.check(cuda.cuDeviceGetAttribute(&minor, 76, device),
-             "cuDeviceGetAttribute");
-  return {device, major * 10 + minor};
-}
-
 /// The loaded kernel of attention `attention` of `path` on the current
 /// context's device.
 Kernel &kernelFor(const std::string &path, int64_t attention) {
-  auto [device, capability] = currentDevice();
+  auto [device, capability] = CudaDriver::get().currentDevice();
   std::lock_guard<std::mutex> lock(cacheMutex);
   std::unique_ptr<Kernel> &slot = kernels[{path, attention, int(device)}];
   if (!slot)
@@ -109,7 +89,7 @@ std::map<std::pair<std::string, int>, std::unique_ptr<HostKernels>> hostModules;
 
 /// The loaded module at `path` on the current context's device.
 HostKernels &hostModuleFor(const std::string &path) {
-  CUdevice device = currentDevice().first;
+  CUdevice device = CudaDriver::get().currentDevice().first;
   std::lock_guard<std::mutex> lock(cacheMutex);
   std::unique_ptr<HostKernels> &slot = hostModules[{path, int(device)}];
   if (!slot)

@@ -337,16 +337,22 @@ std::vector<int64_t> KernelManifest::blockMaskShape(
 
 std::string flashlight::runtime::chooseArtifact(const KernelManifest &m,
                                                 int cc) {
+  return chooseArtifact(m.archs, "manifest " + m.name, cc);
+}
+
+std::string flashlight::runtime::chooseArtifact(const json &archs,
+                                                const std::string &what,
+                                                int cc) {
   std::string own = "sm_" + std::to_string(cc);
   for (const std::string &arch : {own + "a", own})
-    if (m.archs.contains(arch) && m.archs[arch].contains("cubin"))
-      return m.archs[arch]["cubin"];
+    if (archs.contains(arch) && archs[arch].contains("cubin"))
+      return archs[arch]["cubin"];
   // PTX of the newest arch not newer than the device. Arch-specific PTX
   // (sm_90a: wgmma) runs on that arch only, never through the JIT on a
   // newer one.
   std::string best;
   int bestCC = -1;
-  for (auto &[arch, info] : m.archs.items()) {
+  for (auto &[arch, info] : archs.items()) {
     if (arch.size() < 4 || arch.compare(0, 3, "sm_") != 0 ||
         !std::all_of(arch.begin() + 3, arch.end(), ::isdigit))
       continue;
@@ -357,15 +363,11 @@ std::string flashlight::runtime::chooseArtifact(const KernelManifest &m,
     }
   }
   if (best.empty())
-    throw ManifestError("manifest " + m.name + " has no artifact for sm_" +
-                        std::to_string(cc));
+    throw ManifestError(what + " has no artifact for sm_" + std::to_string(cc));
   return best;
 }
 
-// `all` is every arch's manifest; the member `manifest` holds the loaded
-// arch's geometry (the body reads only the member).
-/// Loads the cubin or PTX file at `path` as a module of the current context.
-static CUmodule loadModuleFile(const std::string &path) {
+CUmodule flashlight::runtime::loadModuleFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw ManifestError("cannot read " + path);
@@ -378,6 +380,8 @@ static CUmodule loadModuleFile(const std::string &path) {
   return module;
 }
 
+// `all` is every arch's manifest; the member `manifest` holds the loaded
+// arch's geometry (the body reads only the member).
 Kernel::Kernel(const KernelManifest &all, int computeCapability)
     : loaded(chooseArtifact(all, computeCapability)),
       manifest(all.forArtifact(loaded)) {

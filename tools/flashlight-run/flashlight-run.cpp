@@ -1,18 +1,22 @@
 //===- flashlight-run.cpp - Run and check a compiled attention kernel -----===//
 //
-//   flashlight-run <manifest.json> [--check] [--bench] [--seed=N]
+//   flashlight-run <manifest.json> [--entry] [--check] [--bench] [--seed=N]
 //                  [--iters=N] [--check-rows=N] [--json=<file>]
 //
 // Fills the inputs with seeded random values, poisons the outputs (NaN),
 // launches the kernel, and with --check compares with the fp64 reference of
 // the same attention program; with --bench reports the median of --iters
-// launches timed with CUDA events. Exit status: 0 pass, 1 check failed,
-// 2 usage, manifest or driver error.
+// launches timed with CUDA events. With --entry it runs the user's whole
+// function (the manifest entry's steps: contractions on cuBLAS, the
+// attention kernels), checked against the same steps on their simple
+// kernels with each attention by the fp64 reference. Exit status: 0 pass,
+// 1 check failed, 2 usage, manifest or driver error.
 //
 //===----------------------------------------------------------------------===//
 
 #include "flashlight/Runtime/CudaDriver.h"
 #include "flashlight/Runtime/DType.h"
+#include "flashlight/Runtime/Entry.h"
 #include "flashlight/Runtime/Kernel.h"
 #include "flashlight/Runtime/Reference.h"
 
@@ -24,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <random>
@@ -39,7 +44,7 @@ namespace {
 
 struct Options {
   std::string manifest;
-  bool check = false, bench = false;
+  bool check = false, bench = false, entry = false;
   uint64_t seed = 0;
   int iters = 20;
   int64_t checkRows = -1;
@@ -54,6 +59,7 @@ const char kUsage[] =
     "Loads a kernel compiled by flashlight-compile, runs it on random inputs\n"
     "(NaN-poisoned outputs) and prints a JSON result.\n"
     "\n"
+    "  --entry          run the whole function (the manifest's entry steps)\n"
     "  --check          compare with the fp64 reference of the program\n"
     "  --check-rows=N   query rows to check (default: all up to 256, else 64)\n"
     "  --bench          time the kernel (median of --iters launches)\n"
@@ -107,6 +113,8 @@ Options parse(int argc, char **argv, bool &help) {
       o.check = true;
     else if (a == "--bench")
       o.bench = true;
+    else if (a == "--entry")
+      o.entry = true;
     else if (flag == "--seed" && hasValue)
       o.seed = parseInteger(flag, value, 0, INT64_MAX);
     else if (flag == "--iters" && hasValue)
@@ -173,10 +181,106 @@ void trace(const char *stage) {
     std::fprintf(stderr, "flashlight-run: %s\n", stage);
 }
 
-int run(const Options &o) {
-  KernelManifest manifest = KernelManifest::load(o.manifest);
-  // The result file is opened before the run: an unwritable path is an
-  // error now, not a silent exit 0 at the end.
+/// Compares output `p` (its bytes `raw`) with `expected`: every element
+/// written (no NaN left of the poison), the checked elements (not NaN in
+/// `expected`) within `tol` in relative Frobenius norm. Sets `ok`.
+json compare(const ParamInfo &p, const std::vector<unsigned char> &raw,
+             const HostTensor &expected, double tol, bool &ok) {
+  size_t esize = dtypeSize(p.dtype);
+  int64_t nan = 0;
+  double diff2 = 0, ref2 = 0, maxAbs = 0;
+  for (size_t e = 0; e < expected.data.size(); ++e) {
+    double got = decodeElement(&raw[e * esize], p.dtype);
+    if (std::isnan(got)) {
+      ++nan;
+      continue;
+    }
+    double want = expected.data[e];
+    if (std::isnan(want))
+      continue; // row not checked
+    if (std::isinf(want) || std::isinf(got)) {
+      if (got != want)
+        maxAbs = INFINITY;
+      continue;
+    }
+    diff2 += (got - want) * (got - want);
+    ref2 += want * want;
+    maxAbs = std::max(maxAbs, std::fabs(got - want));
+  }
+  double rel = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
+  ok = nan == 0 && rel <= tol && std::isfinite(maxAbs);
+  return {{"rel_err", rel},
+          {"max_abs", maxAbs},
+          {"nan_or_unwritten", nan},
+          {"tol", tol},
+          {"pass", ok}};
+}
+
+/// The bytes of `bytes` at device pointer `p`.
+std::vector<unsigned char> download(CUdeviceptr p, size_t bytes) {
+  std::vector<unsigned char> raw(bytes);
+  CudaDriver &cuda = CudaDriver::get();
+  cuda.check(cuda.cuMemcpyDtoH(raw.data(), p, raw.size()), "cuMemcpyDtoH");
+  return raw;
+}
+
+/// Device buffers of `params` (inputs random from `seed`, outputs poisoned)
+/// and the inputs' values on the host.
+std::vector<CUdeviceptr> allocate(const std::vector<ParamInfo> &params,
+                                  uint64_t seed,
+                                  std::vector<HostTensor> &host) {
+  CudaDriver &cuda = CudaDriver::get();
+  std::vector<CUdeviceptr> device;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamInfo &p = params[i];
+    size_t bytes = size_t(p.numElements()) * dtypeSize(p.dtype);
+    CUdeviceptr ptr = 0;
+    cuda.check(cuda.cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "cuMemAlloc");
+    device.push_back(ptr);
+    host.push_back(p.output ? HostTensor{p.shape, {}}
+                            : randomInput(p, seed * 1000003 + i));
+    if (!p.output) {
+      std::vector<unsigned char> raw(bytes);
+      for (size_t e = 0; e < host[i].data.size(); ++e)
+        encodeElement(host[i].data[e], &raw[e * dtypeSize(p.dtype)], p.dtype);
+      cuda.check(cuda.cuMemcpyHtoD(ptr, raw.data(), bytes), "cuMemcpyHtoD");
+    } else {
+      // Poison: all-ones bytes are NaN in every float format.
+      cuda.check(cuda.cuMemsetD8(ptr, 0xff, bytes), "cuMemsetD8");
+    }
+  }
+  return device;
+}
+
+/// The median of `iters` timed calls of `launch` (after 3 warm-ups), as
+/// result fields.
+json timeLaunches(const std::function<void()> &launch, int iters) {
+  CudaDriver &cuda = CudaDriver::get();
+  CUevent start, stop;
+  cuda.check(cuda.cuEventCreate(&start, 0), "cuEventCreate");
+  cuda.check(cuda.cuEventCreate(&stop, 0), "cuEventCreate");
+  for (int i = 0; i < 3; ++i)
+    launch();
+  std::vector<float> times;
+  for (int i = 0; i < iters; ++i) {
+    cuda.check(cuda.cuEventRecord(start, nullptr), "cuEventRecord");
+    launch();
+    cuda.check(cuda.cuEventRecord(stop, nullptr), "cuEventRecord");
+    cuda.check(cuda.cuEventSynchronize(stop), "cuEventSynchronize");
+    float ms = 0;
+    cuda.check(cuda.cuEventElapsedTime(&ms, start, stop),
+               "cuEventElapsedTime");
+    times.push_back(ms);
+  }
+  std::sort(times.begin(), times.end());
+  cuda.cuEventDestroy(start);
+  cuda.cuEventDestroy(stop);
+  return {{"median_ms", times[times.size() / 2]}, {"iters", iters}};
+}
+
+/// The --json file, opened before the run: an unwritable path is an error
+/// now, not a silent exit 0 at the end.
+std::ofstream openJson(const Options &o) {
   std::ofstream jsonFile;
   if (!o.jsonPath.empty()) {
     jsonFile.open(o.jsonPath);
@@ -184,6 +288,109 @@ int run(const Options &o) {
       throw ManifestError("cannot write --json file " + o.jsonPath + ": " +
                           std::strerror(errno));
   }
+  return jsonFile;
+}
+
+/// Prints `result` (flushed now: it must not depend on how teardown goes)
+/// and writes it to the --json file.
+void emit(const json &result, std::ofstream &jsonFile, const Options &o) {
+  std::cout << result.dump() << std::endl;
+  trace("printed");
+  if (jsonFile.is_open()) {
+    jsonFile << result.dump(2) << "\n";
+    jsonFile.close();
+    if (!jsonFile)
+      throw ManifestError("writing " + o.jsonPath + " failed");
+  }
+}
+
+/// The device's name, after initializing it; its compute capability in
+/// `cc`.
+std::string initDevice(int &cc) {
+  CudaDriver &cuda = CudaDriver::get();
+  cc = cuda.initDevice();
+  char deviceName[256] = {0};
+  cuda.cuDeviceGetName(deviceName, sizeof(deviceName), 0);
+  return deviceName;
+}
+
+/// The tolerance of a program whose lowest precision is `dtypes`' lowest.
+double toleranceOf(const std::vector<ParamInfo> &params) {
+  double tol = 1e-4;
+  for (const ParamInfo &p : params)
+    tol = std::max(tol, p.dtype == "bf16" ? 2e-2 : p.dtype == "f16" ? 5e-3
+                                                                     : 0.0);
+  return tol;
+}
+
+/// --entry: the user's whole function.
+int runEntry(const Options &o) {
+  if (!o.extents.empty() || o.checkRows >= 0)
+    throw ManifestError("--entry runs at the entry's static shapes and "
+                        "checks every row: --extents and --check-rows do "
+                        "not apply");
+  EntryProgram program(o.manifest);
+  std::ofstream jsonFile = openJson(o);
+  int cc = 0;
+  std::string device = initDevice(cc);
+  std::vector<ParamInfo> inputs = program.inputs();
+  std::vector<HostTensor> host;
+  std::vector<CUdeviceptr> buffers = allocate(inputs, o.seed, host);
+  CudaDriver &cuda = CudaDriver::get();
+  trace("entry");
+  std::vector<CUdeviceptr> out =
+      program.run(buffers, EntryMode::Fast, /*poison=*/true);
+  cuda.check(cuda.cuCtxSynchronize(), "entry steps");
+  json result = {{"name", o.manifest},
+                 {"device", device},
+                 {"entry", true},
+                 {"seed", o.seed},
+                 {"gemms",
+                  {{"cublas", program.libraryGemms},
+                   {"kernel", program.kernelGemms}}}};
+  if (!program.whyKernels.empty())
+    result["gemms"]["why_kernel"] = program.whyKernels;
+  bool pass = true;
+  if (o.check) {
+    std::vector<std::vector<unsigned char>> got;
+    for (size_t r = 0; r < out.size(); ++r)
+      got.push_back(download(out[r], size_t(program.outputs()[r].numElements()) *
+                                         dtypeSize(program.outputs()[r].dtype)));
+    out = program.run(buffers, EntryMode::Reference, /*poison=*/true);
+    cuda.check(cuda.cuCtxSynchronize(), "reference steps");
+    std::vector<ParamInfo> all = inputs;
+    all.insert(all.end(), program.outputs().begin(), program.outputs().end());
+    double tol = toleranceOf(all);
+    for (size_t r = 0; r < out.size(); ++r) {
+      const ParamInfo &p = program.outputs()[r];
+      std::vector<unsigned char> raw =
+          download(out[r], got[r].size());
+      HostTensor expected{p.shape, std::vector<double>(size_t(p.numElements()))};
+      for (size_t e = 0; e < expected.data.size(); ++e)
+        expected.data[e] = decodeElement(&raw[e * dtypeSize(p.dtype)], p.dtype);
+      bool ok = false;
+      result["check"]["result" + std::to_string(r)] =
+          compare(p, got[r], expected, tol, ok);
+      pass &= ok;
+    }
+  }
+  if (o.bench)
+    result.update(timeLaunches(
+        [&] { program.run(buffers, EntryMode::Fast, /*poison=*/false); },
+        o.iters));
+  for (CUdeviceptr p : buffers)
+    cuda.cuMemFree(p);
+  result["pass"] = pass;
+  emit(result, jsonFile, o);
+  return pass ? 0 : 1;
+}
+
+/// The attention kernel alone.
+int run(const Options &o) {
+  if (o.entry)
+    return runEntry(o);
+  KernelManifest manifest = KernelManifest::load(o.manifest);
+  std::ofstream jsonFile = openJson(o);
   if (manifest.hasRuntimeShapes()) {
     if (o.extents.empty())
       throw ManifestError(manifest.name +
@@ -199,41 +406,20 @@ int run(const Options &o) {
     shapes.push_back(p.shape);
 
   trace("init");
-  CudaDriver &cuda = CudaDriver::get();
-  int cc = cuda.initDevice();
-  char deviceName[256] = {0};
-  cuda.cuDeviceGetName(deviceName, sizeof(deviceName), 0);
+  int cc = 0;
+  std::string device = initDevice(cc);
   Kernel kernel(manifest, cc);
-
-  // Inputs, and device buffers for every parameter.
   std::vector<HostTensor> host;
-  std::vector<CUdeviceptr> device;
-  for (size_t i = 0; i < manifest.params.size(); ++i) {
-    const ParamInfo &p = manifest.params[i];
-    size_t bytes = size_t(p.numElements()) * dtypeSize(p.dtype);
-    CUdeviceptr ptr = 0;
-    cuda.check(cuda.cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "cuMemAlloc");
-    device.push_back(ptr);
-    host.push_back(p.output ? HostTensor{p.shape, {}}
-                            : randomInput(p, o.seed * 1000003 + i));
-    if (!p.output) {
-      std::vector<unsigned char> raw(bytes);
-      for (size_t e = 0; e < host[i].data.size(); ++e)
-        encodeElement(host[i].data[e], &raw[e * dtypeSize(p.dtype)], p.dtype);
-      cuda.check(cuda.cuMemcpyHtoD(ptr, raw.data(), bytes), "cuMemcpyHtoD");
-    } else {
-      // Poison: all-ones bytes are NaN in every float format.
-      cuda.check(cuda.cuMemsetD8(ptr, 0xff, bytes), "cuMemsetD8");
-    }
-  }
+  std::vector<CUdeviceptr> buffers = allocate(manifest.params, o.seed, host);
 
   trace("launch");
-  kernel.launch(device, shapes);
+  CudaDriver &cuda = CudaDriver::get();
+  kernel.launch(buffers, shapes);
   cuda.check(cuda.cuCtxSynchronize(), "kernel execution");
   trace("check");
 
   json result = {{"name", manifest.name},
-                 {"device", deviceName},
+                 {"device", device},
                  {"artifact", kernel.artifact()},
                  {"seed", o.seed}};
   bool pass = true;
@@ -249,81 +435,22 @@ int run(const Options &o) {
       const ParamInfo &p = manifest.params[i];
       if (!p.output)
         continue;
-      size_t esize = dtypeSize(p.dtype);
-      std::vector<unsigned char> raw(size_t(p.numElements()) * esize);
-      cuda.check(cuda.cuMemcpyDtoH(raw.data(), device[i], raw.size()),
-                 "cuMemcpyDtoH");
-      const HostTensor &expected = ref[outIndex++];
-      // Every element must be written (no NaN left from the poison); the
-      // checked rows must match the reference.
-      int64_t nan = 0;
-      double diff2 = 0, ref2 = 0, maxAbs = 0;
-      for (size_t e = 0; e < expected.data.size(); ++e) {
-        double got = decodeElement(&raw[e * esize], p.dtype);
-        if (std::isnan(got)) {
-          ++nan;
-          continue;
-        }
-        double want = expected.data[e];
-        if (std::isnan(want))
-          continue; // row not checked
-        if (std::isinf(want) || std::isinf(got)) {
-          if (got != want)
-            maxAbs = INFINITY;
-          continue;
-        }
-        diff2 += (got - want) * (got - want);
-        ref2 += want * want;
-        maxAbs = std::max(maxAbs, std::fabs(got - want));
-      }
-      double rel = ref2 > 0 ? std::sqrt(diff2 / ref2) : std::sqrt(diff2);
-      bool ok = nan == 0 && rel <= tol && std::isfinite(maxAbs);
+      std::vector<unsigned char> raw = download(
+          buffers[i], size_t(p.numElements()) * dtypeSize(p.dtype));
+      bool ok = false;
+      result["check"][p.name] = compare(p, raw, ref[outIndex++], tol, ok);
+      result["check"][p.name]["rows_checked"] = rows.size();
       pass &= ok;
-      result["check"][p.name] = {{"rel_err", rel},
-                                 {"max_abs", maxAbs},
-                                 {"nan_or_unwritten", nan},
-                                 {"tol", tol},
-                                 {"rows_checked", rows.size()},
-                                 {"pass", ok}};
     }
   }
-  if (o.bench) {
-    CUevent start, stop;
-    cuda.check(cuda.cuEventCreate(&start, 0), "cuEventCreate");
-    cuda.check(cuda.cuEventCreate(&stop, 0), "cuEventCreate");
-    for (int i = 0; i < 3; ++i)
-      kernel.launch(device, shapes);
-    std::vector<float> times;
-    for (int i = 0; i < o.iters; ++i) {
-      cuda.check(cuda.cuEventRecord(start, nullptr), "cuEventRecord");
-      kernel.launch(device, shapes);
-      cuda.check(cuda.cuEventRecord(stop, nullptr), "cuEventRecord");
-      cuda.check(cuda.cuEventSynchronize(stop), "cuEventSynchronize");
-      float ms = 0;
-      cuda.check(cuda.cuEventElapsedTime(&ms, start, stop),
-                 "cuEventElapsedTime");
-      times.push_back(ms);
-    }
-    std::sort(times.begin(), times.end());
-    result["median_ms"] = times[times.size() / 2];
-    result["iters"] = o.iters;
-    cuda.cuEventDestroy(start);
-    cuda.cuEventDestroy(stop);
-  }
+  if (o.bench)
+    result.update(
+        timeLaunches([&] { kernel.launch(buffers, shapes); }, o.iters));
   trace("free");
-  for (CUdeviceptr p : device)
+  for (CUdeviceptr p : buffers)
     cuda.cuMemFree(p);
   result["pass"] = pass;
-
-  // Flushed now: the result must not depend on how teardown goes.
-  std::cout << result.dump() << std::endl;
-  trace("printed");
-  if (jsonFile.is_open()) {
-    jsonFile << result.dump(2) << "\n";
-    jsonFile.close();
-    if (!jsonFile)
-      throw ManifestError("writing " + o.jsonPath + " failed");
-  }
+  emit(result, jsonFile, o);
   trace("return");
   return pass ? 0 : 1;
 }

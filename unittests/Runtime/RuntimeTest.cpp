@@ -2,6 +2,7 @@
 
 #include "flashlight/Runtime/CudaDriver.h"
 #include "flashlight/Runtime/DType.h"
+#include "flashlight/Runtime/Gemm.h"
 #include "flashlight/Runtime/Kernel.h"
 #include "flashlight/Runtime/Reference.h"
 
@@ -10,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <unistd.h>
 
 using namespace flashlight::runtime;
@@ -18,7 +20,7 @@ using json = nlohmann::json;
 namespace {
 
 /// Writes `j` to a temporary manifest file and loads it.
-KernelManifest manifestFrom(const json &j) {
+KernelManifest manifestFrom(const json &j, size_t attention = 0) {
   // Unique per process and call: ctest runs test cases in parallel.
   static int counter = 0;
   std::string path = "flashlight-test-manifest-" + std::to_string(getpid()) +
@@ -29,7 +31,7 @@ KernelManifest manifestFrom(const json &j) {
     ~Remove() { std::remove(path.c_str()); }
   } remove{path};
   std::ofstream(path) << j.dump();
-  return KernelManifest::load(path);
+  return KernelManifest::load(path, attention);
 }
 
 json param(const std::string &name, const std::string &dir,
@@ -130,6 +132,31 @@ TEST_CASE("a program without attention says how to run it", "[runtime]") {
   m["kernel"] = nullptr;
   CHECK_THROWS_WITH(manifestFrom(m),
                     Catch::Matchers::Contains("has no attention kernel"));
+}
+
+TEST_CASE("attention k of a version-2 manifest is its own kernel",
+          "[runtime]") {
+  json m = tinyManifest(program("softmax", nullptr));
+  json second = {{"kernel", "tiny_attention1"},
+                 {"params", m["params"]},
+                 {"archs", m["archs"]},
+                 {"program", program("sigmoid", nullptr)}};
+  second["params"][0]["shape"] = {1, 1, 4, 2};
+  m["manifest_version"] = 2;
+  m["attentions"] = {{{"kernel", "tiny"}, {"params", m["params"]},
+                      {"archs", m["archs"]}, {"program", m["program"]}},
+                     second};
+  CHECK(manifestFrom(m).kernel == "tiny");
+  KernelManifest k1 = manifestFrom(m, 1);
+  CHECK(k1.kernel == "tiny_attention1");
+  CHECK(k1.find("q0")->shape == std::vector<int64_t>{1, 1, 4, 2});
+  CHECK(k1.program["normalizer"] == "sigmoid");
+  CHECK_THROWS_WITH(manifestFrom(m, 2),
+                    Catch::Contains("has no attention 2"));
+  m.erase("attentions");
+  m["manifest_version"] = 1;
+  CHECK_THROWS_WITH(manifestFrom(m, 1),
+                    Catch::Contains("has no attention 1"));
 }
 
 TEST_CASE("dynamic shared memory comes from the manifest", "[runtime]") {
@@ -366,10 +393,113 @@ TEST_CASE("driver entry points resolve to the versions cuda.h names",
   CHECK(driverSymbol("cuMemAlloc") == "cuMemAlloc_v2");
   CHECK(driverSymbol("cuMemcpyDtoH") == "cuMemcpyDtoH_v2");
   CHECK(driverSymbol("cuEventDestroy") == "cuEventDestroy_v2");
+  CHECK(driverSymbol("cuMemcpyDtoDAsync") == "cuMemcpyDtoDAsync_v2");
+  CHECK(driverSymbol("cuMemsetD8Async") == "cuMemsetD8Async");
   // cuCtxSynchronize_v2 takes a context: calling it as cuCtxSynchronize()
   // passed a stale register as the context and crashed the driver at
   // random (flashlight-run, gqa M = N = 17 on an H100/H200, a third of
   // runs). The unversioned entry point is the one declared.
   CHECK(driverSymbol("cuCtxSynchronize") == "cuCtxSynchronize");
   CHECK(driverSymbol("cuLaunchKernel") == "cuLaunchKernel");
+}
+
+namespace {
+
+/// `einsum` over random a and b the naive way, and as the GEMM planGemm
+/// plans (column-major, op(A) op(B), batched by strides) computed on the
+/// CPU; the largest difference, or -1 when there is no plan.
+double gemmPlanError(const std::string &einsum, std::vector<int64_t> a,
+                     std::vector<int64_t> b, std::vector<int64_t> out) {
+  std::optional<GemmPlan> plan = planGemm(einsum, a, b, out);
+  if (!plan)
+    return -1;
+  auto count = [](const std::vector<int64_t> &s) {
+    int64_t n = 1;
+    for (int64_t d : s)
+      n *= d;
+    return n;
+  };
+  std::vector<double> x(count(a)), y(count(b)), want(count(out), 0),
+      got(count(out), 0);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = double((i * 7919) % 13) - 6;
+  for (size_t i = 0; i < y.size(); ++i)
+    y[i] = double((i * 104729) % 11) - 5;
+  // Naive: every assignment of the letters.
+  size_t comma = einsum.find(','), arrow = einsum.find("->");
+  std::string la = einsum.substr(0, comma),
+              lb = einsum.substr(comma + 1, arrow - comma - 1),
+              lo = einsum.substr(arrow + 2);
+  std::string letters;
+  std::map<char, int64_t> size;
+  for (auto [l, s] : {std::pair{la, a}, {lb, b}, {lo, out}})
+    for (size_t d = 0; d < l.size(); ++d)
+      if (size.emplace(l[d], s[d]).second)
+        letters += l[d];
+  std::map<char, int64_t> at;
+  for (char c : letters)
+    at[c] = 0;
+  auto offset = [&](const std::string &l, const std::vector<int64_t> &s) {
+    int64_t o = 0;
+    for (size_t d = 0; d < l.size(); ++d)
+      o = o * s[d] + at[l[d]];
+    return o;
+  };
+  while (true) {
+    want[offset(lo, out)] += x[offset(la, a)] * y[offset(lb, b)];
+    size_t d = 0;
+    for (; d < letters.size(); ++d) {
+      if (++at[letters[d]] < size[letters[d]])
+        break;
+      at[letters[d]] = 0;
+    }
+    if (d == letters.size())
+      break;
+  }
+  // The plan.
+  const std::vector<double> &p = plan->swapped ? y : x,
+                            &q = plan->swapped ? x : y;
+  for (int64_t t = 0; t < plan->batch; ++t)
+    for (int64_t i = 0; i < plan->m; ++i)
+      for (int64_t j = 0; j < plan->n; ++j) {
+        double sum = 0;
+        for (int64_t l = 0; l < plan->k; ++l) {
+          int64_t ia = plan->transA ? l + i * plan->lda : i + l * plan->lda;
+          int64_t ib = plan->transB ? j + l * plan->ldb : l + j * plan->ldb;
+          sum += p[t * plan->strideA + ia] * q[t * plan->strideB + ib];
+        }
+        got[t * plan->strideC + i + j * plan->ldc] += sum;
+      }
+  double worst = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    worst = std::max(worst, std::fabs(want[i] - got[i]));
+  return worst;
+}
+
+} // namespace
+
+TEST_CASE("einsum steps plan as cuBLAS GEMMs that compute them",
+          "[runtime]") {
+  // Projections, attention-shaped batched products, transposed operands,
+  // batch dims between the matrix dims, unit dims.
+  CHECK(gemmPlanError("abd,cd->abc", {2, 3, 4}, {5, 4}, {2, 3, 5}) == 0);
+  CHECK(gemmPlanError("abc,cd->abd", {2, 3, 4}, {4, 5}, {2, 3, 5}) == 0);
+  CHECK(gemmPlanError("bhqd,bhkd->bhqk", {2, 3, 4, 5}, {2, 3, 6, 5},
+                      {2, 3, 4, 6}) == 0);
+  CHECK(gemmPlanError("bhqk,bhkd->bhqd", {2, 3, 4, 6}, {2, 3, 6, 5},
+                      {2, 3, 4, 5}) == 0);
+  CHECK(gemmPlanError("ji,jk->ik", {3, 4}, {3, 5}, {4, 5}) == 0);
+  CHECK(gemmPlanError("ij,kj->ki", {4, 3}, {5, 3}, {5, 4}) == 0);
+  CHECK(gemmPlanError("bij,bjk->ibk", {2, 3, 4}, {2, 4, 5}, {3, 2, 5}) == 0);
+  CHECK(gemmPlanError("bhd,bd->bh", {2, 3, 4}, {2, 4}, {2, 3}) == 0);
+  CHECK(gemmPlanError("abc,abd->cd", {2, 3, 4}, {2, 3, 5}, {4, 5}) == 0);
+  CHECK(gemmPlanError("bhqd,bkd->bhqk", {2, 3, 4, 5}, {2, 6, 5},
+                      {2, 3, 4, 6}) == 0);
+  CHECK(gemmPlanError("ij,jk->ik", {1, 3}, {3, 1}, {1, 1}) == 0);
+  // Not a matrix product of these buffers: no plan (the step's kernel).
+  CHECK(gemmPlanError("abc,bd->acd", {2, 3, 4}, {3, 5}, {2, 4, 5}) == -1);
+  CHECK(gemmPlanError("ab,b->", {2, 3}, {3}, {}) == -1);
+  CHECK(gemmPlanError("ii,ij->j", {3, 3}, {3, 4}, {4}) == -1);
+  CHECK(gemmPlanError("bij,bjk->bki", {2, 3, 4}, {2, 4, 5}, {2, 5, 3}) == 0);
+  CHECK(gemmPlanError("ibj,jk->kbi", {3, 2, 4}, {4, 5}, {5, 2, 3}) == -1);
 }

@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace flashlight::runtime {
 
@@ -52,6 +53,8 @@ struct CudaDriver {
   CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
   CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+  CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+  CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, unsigned, CUstream, void **,
                              void **);
@@ -71,6 +74,9 @@ struct CudaDriver {
   /// Makes device 0's primary context current; returns its compute
   /// capability as major * 10 + minor.
   int initDevice();
+  /// The device of the current context (device 0's primary context, made
+  /// current, if none is) and its compute capability.
+  std::pair<CUdevice, int> currentDevice();
 };
 
 } // namespace flashlight::runtime

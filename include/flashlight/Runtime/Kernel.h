@@ -197,6 +197,14 @@ private:
 /// newest older arch's PTX, which the driver JIT-compiles.
 std::string chooseArtifact(const KernelManifest &manifest,
                            int computeCapability);
+/// The same choice among `archs` (a manifest's or its entry's), `what`
+/// naming them in the error when there is none.
+std::string chooseArtifact(const nlohmann::json &archs,
+                           const std::string &what, int computeCapability);
+
+/// Loads the cubin or PTX file at `path` as a module of the current
+/// context; throws ManifestError or CudaError.
+CUmodule loadModuleFile(const std::string &path);
 
 } // namespace flashlight::runtime
 
