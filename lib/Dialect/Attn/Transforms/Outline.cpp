@@ -3,8 +3,8 @@
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
 
-#include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 namespace flashlight::attn {
 #define GEN_PASS_DEF_ATTNOUTLINE
@@ -16,10 +16,15 @@ using namespace flashlight::attn;
 
 namespace {
 
-/// Whether `func` is exactly `return attn.attention(arguments...)`.
+/// Whether `func` is exactly `return attn.attention(arguments...)`, each
+/// argument in one operand position (a kernel names and checks each
+/// operand as its own parameter: q0, k0, v).
 bool isKernelShaped(func::FuncOp func, AttentionOp op) {
   Block &body = func.getBody().front();
   if (&body.front() != op.getOperation() || body.getOperations().size() != 2)
+    return false;
+  llvm::SmallPtrSet<Value, 8> distinct(op->operand_begin(), op->operand_end());
+  if (distinct.size() != op->getNumOperands())
     return false;
   if (!llvm::all_of(op->getOperands(), [&](Value v) {
         return isa<BlockArgument>(v) &&
@@ -68,9 +73,11 @@ func::FuncOp outlineKernel(AttentionOp op, func::FuncOp func,
   symbols.insert(kernel, Block::iterator(func));
   Block *body = kernel.addEntryBlock();
   b.setInsertionPointToStart(body);
-  IRMapping map;
-  map.map(op->getOperands(), body->getArguments());
-  Operation *clone = b.clone(*op, map);
+  // Operand i is argument i, also where one value fills several operands
+  // (self-attention on x as q, k and v): each is a parameter of its own.
+  Operation *clone = b.clone(*op);
+  for (auto [i, arg] : llvm::enumerate(body->getArguments()))
+    clone->setOperand(i, arg);
   func::ReturnOp::create(b, op.getLoc(), clone->getResults());
   return kernel;
 }

@@ -64,3 +64,18 @@ func.func @shapes(%q: tensor<1x2x16x8xf16>, %q2: tensor<1x2x32x8xf16>, %k: tenso
   %b = attn.attention q(%q2 : tensor<1x2x32x8xf16>) k(%k : tensor<1x2x16x8xf16>) v(%v : tensor<1x2x16x8xf16>) scale [0.35] normalizer softmax -> tensor<1x2x32x8xf16>
   return %a, %b : tensor<1x2x16x8xf16>, tensor<1x2x32x8xf16>
 }
+
+// -----
+
+// Self-attention on one tensor as q, k and v: the kernel still takes each
+// operand as a parameter of its own (the runtimes find q0, k0 and v), so
+// the function is outlined and called with the tensor three times.
+// CHECK-LABEL: func.func @self_attention0(
+// CHECK-SAME: %[[Q:[^:]+]]: tensor<1x2x16x8xf16>, %[[K:[^:]+]]: tensor<1x2x16x8xf16>, %[[V:[^:]+]]: tensor<1x2x16x8xf16>)
+// CHECK-NEXT: attn.attention q(%[[Q]] {{.*}} k(%[[K]] {{.*}} v(%[[V]]
+// CHECK-LABEL: func.func @self(
+// CHECK: call @self_attention0(%arg0, %arg0, %arg0)
+func.func @self(%x: tensor<1x2x16x8xf16>) -> tensor<1x2x16x8xf16> {
+  %o = attn.attention q(%x : tensor<1x2x16x8xf16>) k(%x : tensor<1x2x16x8xf16>) v(%x : tensor<1x2x16x8xf16>) scale [0.35] normalizer softmax -> tensor<1x2x16x8xf16>
+  return %o : tensor<1x2x16x8xf16>
+}
