@@ -164,6 +164,14 @@ static cl::opt<bool> branchLookahead(
     cl::desc("With wgmma and several logit branches: issue the next "
              "branch's S = Q K^T before this branch's softmax"),
     cl::init(true), cl::cat(toolCategory));
+static cl::opt<bool> gradient(
+    "gradient",
+    cl::desc("Compile the gradient program of the program's attention "
+             "instead of the program: gradient(q, k, v, captures..., dout) "
+             "-> (dq, dk, dv), each tensor in the attention's [B, H, N, D] "
+             "layout (attn-gradient)"),
+    cl::init(false), cl::cat(toolCategory));
+
 static cl::opt<bool> staticStrides(
     "static-strides",
     cl::desc("Compile the contiguous strides in: callers must pass "
@@ -444,6 +452,8 @@ LogicalResult raiseAndOutline(ModuleOp module) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
+  if (gradient)
+    pm.addPass(flashlight::attn::createAttnGradient());
   pm.addPass(flashlight::attn::createAttnExpandEmptyRows());
   // Imported programs always get an entry (the user's function calling
   // its kernel), also when the attention is all they compute.
@@ -900,6 +910,35 @@ int main(int argc, char **argv) {
     return std::string(p);
   };
 
+  bool reshape = batch >= 0 || qHeads >= 0 || kvHeads >= 0 || qLen >= 0 ||
+                 kvLen >= 0 || headDim >= 0 || !dtype.empty();
+  // Re-shaping applies to attn programs, before anything else (their
+  // gradient program, --gradient, is built at the new shapes).
+  bool imported = false;
+  module->walk([&](Operation *op) {
+    StringRef dialect = op->getName().getDialectNamespace();
+    imported |= dialect == "stablehlo" || dialect == "torch" ||
+                dialect == "tosa" || isa<linalg::LinalgOp>(op);
+  });
+  if (reshape && imported)
+    return fail("--batch, --q-len, ... re-shape attn programs; export the "
+                "imported program at the shapes wanted instead");
+  if (reshape) {
+    flashlight::attn::AttnSpecializeOptions sizes;
+    sizes.batch = batch;
+    sizes.qHeads = qHeads;
+    sizes.kvHeads = kvHeads;
+    sizes.qLen = qLen;
+    sizes.kvLen = kvLen;
+    sizes.headDim = headDim;
+    sizes.elementType = dtype;
+    PassManager pm(&context);
+    pm.addNestedPass<func::FuncOp>(
+        flashlight::attn::createAttnSpecialize(sizes));
+    if (failed(pm.run(*module)))
+      return 1;
+  }
+
   // Imported programs: StableHLO to linalg, then find the attentions.
   OwningOpRef<ModuleOp> hostModule;
   std::vector<std::string> attentionNames;
@@ -953,27 +992,6 @@ int main(int argc, char **argv) {
     manifest["archs"] = json::object();
     manifest["entry"] = *entry;
     return failed(writeFile(outPath(".json"), manifest.dump(2) + "\n"));
-  }
-
-  bool reshape = batch >= 0 || qHeads >= 0 || kvHeads >= 0 || qLen >= 0 ||
-                 kvLen >= 0 || headDim >= 0 || !dtype.empty();
-  if (reshape && !entry->is_null())
-    return fail("--batch, --q-len, ... re-shape attn programs; export the "
-                "imported program at the shapes wanted instead");
-  if (reshape) {
-    flashlight::attn::AttnSpecializeOptions sizes;
-    sizes.batch = batch;
-    sizes.qHeads = qHeads;
-    sizes.kvHeads = kvHeads;
-    sizes.qLen = qLen;
-    sizes.kvLen = kvLen;
-    sizes.headDim = headDim;
-    sizes.elementType = dtype;
-    PassManager pm(&context);
-    pm.addNestedPass<func::FuncOp>(
-        flashlight::attn::createAttnSpecialize(sizes));
-    if (failed(pm.run(*module)))
-      return 1;
   }
 
   // What the manifest says about each attention kernel, before lowering.

@@ -219,6 +219,45 @@ def AttnExpandEmptyRows : Pass<"attn-expand-empty-rows"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
+  let summary = "Replace a program by the gradient program of its attention";
+  let description = [{
+    For the module's one `attn.attention` (one logit branch; softmax,
+    sigmoid or none; any score and mask region whose score ops have
+    derivatives; GQA), builds
+    `@gradient(q, k, v, captures..., dO) -> (dQ, dK, dV)` and erases the
+    rest of the module. The gradients are attentions the code generators
+    already take (normalizer `none`): dQ attends from Q to K with two logit
+    branches, S and dP = dO V^T, its score region computing
+    dS = score'(s) * P * (dP - Delta); dK and dV attend from the keys to the
+    queries (seen as `[B, Hkv, g M, D]`), with Q and dO as values. The
+    forward's score region is differentiated by the chain rule over its
+    arith and math ops; its mask and indices are mapped. Softmax recomputes
+    the forward for its output and log-sum-exp, and
+    `Delta = rowsum(dO * O)` is a reduction before the kernels.
+
+    Refused, at the attention, with the reason: several branches, sinks,
+    an epilogue, runtime shapes, rows that take the mean of V, and a score
+    op without a derivative rule. Captured tensors are inputs only: their
+    gradient is not derived.
+
+    ```mlir
+    func.func @gradient(%q: ..., %k: ..., %v: ..., %dout: ...) -> (...) {
+      %o, %lse = attn.attention q(%q ...) k(%k ...) v(%v ...) ...
+      %delta = linalg.generic ... // rowsum(dO * O)
+      %dq = attn.attention q(%q, %dout ...) k(%k, %v ...) v(%k ...)
+              captures(%lse, %delta ...) normalizer none score {...}
+              epilogue {...}
+      ...
+    ```
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def AttnOutline : Pass<"attn-outline", "::mlir::ModuleOp"> {
   let summary = "Move each attn.attention of a larger program into a kernel "
                 "function of its own";

@@ -1,0 +1,562 @@
+//===- Gradient.cpp - The gradient program of an attention ----------------===//
+//
+// Builds, from a module's attention, the program computing its gradient
+// with respect to Q, K and V, as attentions the code generators already
+// take. With s = scale * Q K^T, t = score(s), P the normalized weights
+// (softmax: exp(t - L) with L the log-sum-exp; sigmoid(t); t itself for
+// `none`), masked entries excluded, and dO the output's gradient:
+//
+//   dP = dO V^T                dT = P (dP - Delta)   (softmax; Delta = rowsum(dO O))
+//                                 = dP P (1 - P)     (sigmoid)
+//                                 = dP               (none)
+//   dS = dT * score'(s)        dQ = scale dS K,  dK = scale dS^T Q,  dV = P^T dO
+//
+// Each of dQ, dK, dV is an attention with normalizer `none` whose score
+// region computes dS (or P) per element from two logit branches (S and
+// dP): dQ attends from Q to K with K as its value; dK and dV attend from
+// the keys to the queries (Q, dO seen as [B, Hkv, g M, D] for GQA, the g
+// query heads of a KV head side by side), with Q and dO as values. The mask
+// and score regions are the forward's, their indices mapped; score'(s) is
+// the forward-mode derivative of the score region's ops (chain rule over
+// arith and math; compares, selects' conditions and index math are not
+// differentiated). The forward is recomputed for L and O (softmax).
+//
+//===----------------------------------------------------------------------===//
+
+#include "flashlight/Dialect/Attn/Analysis/MaskScoreAnalysis.h"
+#include "flashlight/Dialect/Attn/IR/AttnOps.h"
+#include "flashlight/Dialect/Attn/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cmath>
+
+namespace flashlight::attn {
+#define GEN_PASS_DEF_ATTNGRADIENT
+#include "flashlight/Dialect/Attn/Transforms/Passes.h.inc"
+} // namespace flashlight::attn
+
+using namespace mlir;
+using namespace flashlight::attn;
+
+namespace {
+
+Value floatConst(OpBuilder &b, Location loc, Type type, double v) {
+  return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, v));
+}
+
+//===----------------------------------------------------------------------===//
+// Forward-mode derivative of a score region
+//===----------------------------------------------------------------------===//
+
+/// Clones the score region's ops into `b` (its arguments mapped by `map`)
+/// and propagates the derivative with respect to the first logit: returns
+/// (t, dt/ds) for the region's first result. Fails at an op that carries
+/// the logit and has no derivative rule.
+class ScoreDerivative {
+public:
+  ScoreDerivative(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+
+  FailureOr<std::pair<Value, Value>> emit(Block &block, IRMapping &map) {
+    tangents[block.getArgument(0)] =
+        floatConst(b, loc, block.getArgument(0).getType(), 1.0);
+    for (Operation &op : block.without_terminator()) {
+      Operation *clone = b.clone(op, map);
+      if (op.getNumResults() != 1 ||
+          !llvm::any_of(op.getOperands(),
+                        [&](Value v) { return tangents.count(v); }))
+        continue;
+      if (!isa<FloatType>(op.getResult(0).getType()))
+        continue; // Compares, casts to integers: no derivative flows.
+      Value t = rule(op, *clone, map);
+      if (!t)
+        return op.emitError("attn-gradient: cannot differentiate '")
+               << op.getName() << "' in the score region";
+      tangents[op.getResult(0)] = t;
+    }
+    Value result = block.getTerminator()->getOperand(0);
+    Value t = map.lookupOrDefault(result);
+    Value dt = tangents.lookup(result);
+    if (!dt)
+      dt = floatConst(b, loc, t.getType(), 0.0);
+    return std::make_pair(t, dt);
+  }
+
+private:
+  // Derivatives are null where none flows (a constant, a capture): the
+  // helpers treat null as zero and emit nothing for it.
+  Value d(Value v) { return tangents.lookup(v); }
+  Value orZero(Value t, Type type) {
+    return t ? t : floatConst(b, loc, type, 0.0);
+  }
+  Value add(Value x, Value y) {
+    if (!x || !y)
+      return x ? x : y;
+    return arith::AddFOp::create(b, loc, x, y);
+  }
+  Value neg(Value x) {
+    return x ? arith::NegFOp::create(b, loc, x).getResult() : Value();
+  }
+  Value sub(Value x, Value y) { return add(x, neg(y)); }
+  Value mul(Value t, Value x) {
+    return t ? arith::MulFOp::create(b, loc, t, x).getResult() : Value();
+  }
+  Value div(Value t, Value x) {
+    return t ? arith::DivFOp::create(b, loc, t, x).getResult() : Value();
+  }
+
+  /// The derivative of `op`'s result; its clone's operands and result are
+  /// the values to differentiate at. Null for an op without a rule.
+  Value rule(Operation &op, Operation &clone, IRMapping &map) {
+    auto x = [&](unsigned i) { return clone.getOperand(i); };
+    auto dx = [&](unsigned i) { return d(op.getOperand(i)); };
+    Value r = clone.getResult(0);
+    Type type = r.getType();
+    auto constant = [&](double v) { return floatConst(b, loc, type, v); };
+    auto pick = [&](arith::CmpFPredicate p, unsigned a, unsigned c) {
+      Value cond = arith::CmpFOp::create(b, loc, p, x(0), x(1));
+      return arith::SelectOp::create(b, loc, cond, orZero(dx(a), type),
+                                     orZero(dx(c), type))
+          .getResult();
+    };
+    return TypeSwitch<Operation *, Value>(&op)
+        .Case([&](arith::AddFOp) { return add(dx(0), dx(1)); })
+        .Case([&](arith::SubFOp) { return sub(dx(0), dx(1)); })
+        .Case([&](arith::MulFOp) {
+          return add(mul(dx(0), x(1)), mul(dx(1), x(0)));
+        })
+        .Case([&](arith::DivFOp) { // (a' - r b') / b
+          return div(sub(dx(0), mul(dx(1), r)), x(1));
+        })
+        .Case([&](arith::NegFOp) { return neg(dx(0)); })
+        .Case([&](arith::ExtFOp) {
+          return arith::ExtFOp::create(b, loc, type, dx(0)).getResult();
+        })
+        .Case([&](arith::TruncFOp) {
+          return arith::TruncFOp::create(b, loc, type, dx(0)).getResult();
+        })
+        .Case<arith::MaximumFOp, arith::MaxNumFOp>([&](Operation *) {
+          return pick(arith::CmpFPredicate::OGE, 0, 1);
+        })
+        .Case<arith::MinimumFOp, arith::MinNumFOp>([&](Operation *) {
+          return pick(arith::CmpFPredicate::OLE, 0, 1);
+        })
+        .Case([&](arith::SelectOp) {
+          return arith::SelectOp::create(b, loc, x(0), orZero(dx(1), type),
+                                         orZero(dx(2), type))
+              .getResult();
+        })
+        .Case([&](math::TanhOp) {
+          return mul(dx(0), arith::SubFOp::create(
+                                b, loc, constant(1.0),
+                                arith::MulFOp::create(b, loc, r, r)));
+        })
+        .Case([&](math::ExpOp) { return mul(dx(0), r); })
+        .Case([&](math::Exp2Op) {
+          return mul(dx(0), arith::MulFOp::create(b, loc, r, constant(M_LN2)));
+        })
+        .Case([&](math::LogOp) { return div(dx(0), x(0)); })
+        .Case([&](math::SqrtOp) {
+          return div(mul(dx(0), constant(0.5)), r);
+        })
+        .Case([&](math::AbsFOp) {
+          Value negative = arith::CmpFOp::create(
+              b, loc, arith::CmpFPredicate::OLT, x(0), constant(0.0));
+          return arith::SelectOp::create(b, loc, negative, neg(dx(0)), dx(0))
+              .getResult();
+        })
+        .Case([&](math::FmaOp) {
+          return add(add(mul(dx(0), x(1)), mul(dx(1), x(0))), dx(2));
+        })
+        .Default([](Operation *) { return Value(); });
+  }
+
+  OpBuilder &b;
+  Location loc;
+  /// Derivatives with respect to the logit, by original value.
+  DenseMap<Value, Value> tangents;
+};
+
+//===----------------------------------------------------------------------===//
+// The gradient attentions
+//===----------------------------------------------------------------------===//
+
+/// The forward attention's facts the gradient attentions are built from.
+struct Forward {
+  /// Mutable: MLIR's op accessors are not const.
+  mutable AttentionOp op;
+  int64_t group = 1; // Query heads per KV head.
+  int64_t m = 0;     // Query length.
+  Normalizer normalizer = Normalizer::softmax;
+  double scale = 1.0;
+};
+
+/// Where the gradient attention's indices (b, h, q_idx, kv_idx) are the
+/// forward's (`transposed`: the gradient attends from keys to queries,
+/// kv_idx runs over the g query heads of a KV head times M).
+SmallVector<Value> forwardIndices(OpBuilder &b, Location loc,
+                                  const Forward &f, ValueRange idx,
+                                  bool transposed) {
+  if (!transposed)
+    return {idx[0], idx[1], idx[2], idx[3]};
+  Value batch = idx[0], kvHead = idx[1], key = idx[2], row = idx[3];
+  if (f.group == 1)
+    return {batch, kvHead, row, key};
+  Value m = arith::ConstantIndexOp::create(b, loc, f.m);
+  Value g = arith::ConstantIndexOp::create(b, loc, f.group);
+  Value head = arith::AddIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, kvHead, g),
+      arith::DivUIOp::create(b, loc, row, m));
+  return {batch, head, arith::RemUIOp::create(b, loc, row, m), key};
+}
+
+/// A new entry block of `region` with arguments `types`.
+Block *newBlock(OpBuilder &b, Region &region, TypeRange types, Location loc) {
+  SmallVector<Location> locs(types.size(), loc);
+  return b.createBlock(&region, {}, types, locs);
+}
+
+/// The region signature (logits, 4 indices, captures) of an op reading
+/// `captures`.
+SmallVector<Type> regionTypes(OpBuilder &b, unsigned logits,
+                              ValueRange captures) {
+  SmallVector<Type> types(logits, b.getF32Type());
+  types.append(4, b.getIndexType());
+  llvm::append_range(types, captures.getTypes());
+  return types;
+}
+
+/// Clones the forward mask into `op`'s mask region (indices mapped).
+void cloneMask(OpBuilder &b, const Forward &f, AttentionOp op,
+               ValueRange captures, bool transposed) {
+  Region &fwd = f.op.getMask();
+  if (fwd.empty())
+    return;
+  OpBuilder::InsertionGuard guard(b);
+  Location loc = f.op.getLoc();
+  Block *block = newBlock(b, op.getMask(), regionTypes(b, 0, captures), loc);
+  SmallVector<Value> idx = forwardIndices(b, loc, f, block->getArguments(),
+                                          transposed);
+  IRMapping map;
+  Block &src = fwd.front();
+  for (unsigned d = 0; d < 4; ++d)
+    map.map(src.getArgument(d), idx[d]);
+  for (auto [from, to] :
+       llvm::zip(src.getArguments().drop_front(4), block->getArguments().drop_front(4)))
+    map.map(from, to);
+  for (Operation &inner : src)
+    b.clone(inner, map);
+}
+
+/// The score region of a gradient attention: from the logit branches (S,
+/// and dP unless `weightsOnly`) and the row statistics (L, Delta: the last
+/// two captures for softmax), yields dS (or P, `weightsOnly`) and zero for
+/// the dP branch.
+LogicalResult buildScore(OpBuilder &b, const Forward &f, AttentionOp op,
+                         ValueRange captures, bool transposed,
+                         bool weightsOnly) {
+  OpBuilder::InsertionGuard guard(b);
+  Location loc = f.op.getLoc();
+  unsigned logits = weightsOnly ? 1 : 2;
+  Block *block =
+      newBlock(b, op.getScore(), regionTypes(b, logits, captures), loc);
+  ValueRange args = block->getArguments();
+  Value s = args[0];
+  SmallVector<Value> idx =
+      forwardIndices(b, loc, f, args.slice(logits, 4), transposed);
+  unsigned numFwdCaptures = f.op.getCaptures().size();
+  ValueRange caps = args.drop_front(logits + 4);
+  // t = score(s) and dt/ds.
+  Value t = s, dt = floatConst(b, loc, b.getF32Type(), 1.0);
+  if (!f.op.getScore().empty()) {
+    Block &src = f.op.getScore().front();
+    IRMapping map;
+    map.map(src.getArgument(0), s);
+    for (unsigned d = 0; d < 4; ++d)
+      map.map(src.getArgument(1 + d), idx[d]);
+    for (unsigned c = 0; c < numFwdCaptures; ++c)
+      map.map(src.getArgument(5 + c), caps[c]);
+    FailureOr<std::pair<Value, Value>> derived =
+        ScoreDerivative(b, loc).emit(src, map);
+    if (failed(derived))
+      return failure();
+    std::tie(t, dt) = *derived;
+  }
+  // The row statistics at this element's query row (the gradient
+  // attention's own indices: its key index for the transposed ones).
+  auto rowStat = [&](unsigned k) {
+    SmallVector<Value> at = {args[logits], args[logits + 1],
+                             args[logits + (transposed ? 3 : 2)]};
+    return tensor::ExtractOp::create(b, loc, caps[numFwdCaptures + k], at)
+        .getResult();
+  };
+  Value one = floatConst(b, loc, b.getF32Type(), 1.0);
+  Value p;
+  switch (f.normalizer) {
+  case Normalizer::softmax:
+    p = math::ExpOp::create(b, loc,
+                            arith::SubFOp::create(b, loc, t, rowStat(0)));
+    break;
+  case Normalizer::sigmoid:
+    p = arith::DivFOp::create(
+        b, loc, one,
+        arith::AddFOp::create(
+            b, loc, one,
+            math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, t))));
+    break;
+  case Normalizer::none:
+    p = t;
+    break;
+  }
+  if (weightsOnly) {
+    YieldOp::create(b, loc, ValueRange{p});
+    return success();
+  }
+  Value dp = args[1], dT;
+  switch (f.normalizer) {
+  case Normalizer::softmax:
+    dT = arith::MulFOp::create(b, loc, p,
+                               arith::SubFOp::create(b, loc, dp, rowStat(1)));
+    break;
+  case Normalizer::sigmoid:
+    dT = arith::MulFOp::create(
+        b, loc, dp,
+        arith::MulFOp::create(b, loc, p, arith::SubFOp::create(b, loc, one, p)));
+    break;
+  case Normalizer::none:
+    dT = dp;
+    break;
+  }
+  Value dS = arith::MulFOp::create(b, loc, dT, dt);
+  YieldOp::create(b, loc,
+                      ValueRange{dS, floatConst(b, loc, b.getF32Type(), 0.0)});
+  return success();
+}
+
+/// `scale * o_0`: the epilogue of a two-branch gradient attention (the dP
+/// branch's output is zero).
+void buildEpilogue(OpBuilder &b, const Forward &f, AttentionOp op,
+                   ValueRange captures) {
+  OpBuilder::InsertionGuard guard(b);
+  Location loc = f.op.getLoc();
+  Block *block = newBlock(b, op.getEpilogue(), regionTypes(b, 2, captures), loc);
+  Value scaled = arith::MulFOp::create(
+      b, loc, block->getArgument(0),
+      floatConst(b, loc, b.getF32Type(), f.scale));
+  YieldOp::create(b, loc, ValueRange{scaled});
+}
+
+/// `x` [B, Hq, M, ...] seen as [B, Hkv, g M, ...]: the query heads of each
+/// KV head side by side along the rows.
+Value groupRows(OpBuilder &b, Location loc, const Forward &f, Value x) {
+  if (f.group == 1)
+    return x;
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  SmallVector<int64_t> split = {shape[0], shape[1] / f.group, f.group};
+  llvm::append_range(split, ArrayRef<int64_t>(shape).drop_front(2));
+  SmallVector<ReassociationIndices> expand = {{0}, {1, 2}};
+  for (int64_t d = 3; d < int64_t(split.size()); ++d)
+    expand.push_back({d});
+  Value expanded = tensor::ExpandShapeOp::create(
+      b, loc, RankedTensorType::get(split, type.getElementType()), x, expand);
+  SmallVector<ReassociationIndices> collapse = {{0}, {1}, {2, 3}};
+  for (int64_t d = 4; d < int64_t(split.size()); ++d)
+    collapse.push_back({d});
+  return tensor::CollapseShapeOp::create(b, loc, expanded, collapse);
+}
+
+/// A gradient attention: `queries`/`keys` the logit branches, `value` what
+/// the weights multiply, `captures` the forward's plus the row statistics.
+FailureOr<Value> gradientAttention(OpBuilder &b, const Forward &f,
+                                   ValueRange queries, ValueRange keys,
+                                   Value value, ValueRange captures,
+                                   Type resultElement, bool transposed) {
+  Location loc = f.op.getLoc();
+  auto qType = cast<RankedTensorType>(queries[0].getType());
+  auto vType = cast<RankedTensorType>(value.getType());
+  auto outType = RankedTensorType::get(
+      {qType.getDimSize(0), qType.getDimSize(1), qType.getDimSize(2),
+       vType.getDimSize(3)},
+      resultElement);
+  bool weightsOnly = queries.size() == 1;
+  SmallVector<double> scales = {f.scale, 1.0};
+  scales.resize(queries.size());
+  auto op = AttentionOp::create(b, loc, outType, TypeRange{}, queries, keys,
+                                value, ValueRange{}, captures,
+                                b.getDenseF64ArrayAttr(scales),
+                                NormalizerAttr::get(b.getContext(),
+                                                    Normalizer::none));
+  if (failed(buildScore(b, f, op, captures, transposed, weightsOnly)))
+    return failure();
+  cloneMask(b, f, op, captures, transposed);
+  if (!weightsOnly)
+    buildEpilogue(b, f, op, captures);
+  return op.getOutput();
+}
+
+/// Delta = rowsum(dO * O) in f32, [B, Hq, M].
+Value rowDot(OpBuilder &b, Location loc, Value dout, Value out) {
+  MLIRContext *ctx = b.getContext();
+  auto type = cast<RankedTensorType>(out.getType());
+  auto rowType = RankedTensorType::get(type.getShape().drop_back(),
+                                       b.getF32Type());
+  Value zero = floatConst(b, loc, b.getF32Type(), 0.0);
+  Value init = linalg::FillOp::create(
+                   b, loc, zero,
+                   tensor::EmptyOp::create(b, loc, rowType.getShape(),
+                                           b.getF32Type())
+                       .getResult())
+                   .getResult(0);
+  auto d = [&](unsigned k) { return getAffineDimExpr(k, ctx); };
+  AffineMap all = AffineMap::get(4, 0, {d(0), d(1), d(2), d(3)}, ctx);
+  using utils::IteratorType;
+  return linalg::GenericOp::create(
+             b, loc, rowType, ValueRange{dout, out}, init,
+             {all, all, AffineMap::get(4, 0, {d(0), d(1), d(2)}, ctx)},
+             {IteratorType::parallel, IteratorType::parallel,
+              IteratorType::parallel, IteratorType::reduction},
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               auto widen = [&](Value v) -> Value {
+                 return v.getType() == nb.getF32Type()
+                            ? v
+                            : arith::ExtFOp::create(nb, l, nb.getF32Type(), v)
+                                  .getResult();
+               };
+               Value prod = arith::MulFOp::create(nb, l, widen(args[0]),
+                                                  widen(args[1]));
+               linalg::YieldOp::create(
+                   nb, l, ValueRange{arith::AddFOp::create(nb, l, args[2],
+                                                           prod)});
+             })
+      .getResult(0);
+}
+
+/// Why `op` has no gradient program here, or success.
+LogicalResult checkDifferentiable(AttentionOp op) {
+  auto fail = [&](const Twine &why) {
+    return op.emitError("attn-gradient: ") << why;
+  };
+  if (op.getNumBranches() != 1)
+    return fail("an attention of several logit branches has no gradient "
+                "program yet");
+  if (!op.getSinks().empty())
+    return fail("attention sinks have no gradient program yet");
+  if (!op.getEpilogue().empty())
+    return fail("an attention with an epilogue has no gradient program yet");
+  if (op.getMeanEmptyRows() && !MaskScoreAnalysis(op).rowsNeverEmpty())
+    return fail("rows whose keys are all masked take the mean of V here "
+                "(a finite mask fill); their gradient is not derived yet");
+  for (Value v : op->getOperands())
+    if (!cast<RankedTensorType>(v.getType()).hasStaticShape())
+      return fail("runtime shapes have no gradient program yet");
+  return success();
+}
+
+/// Builds `@gradient(q, k, v, captures..., dout) -> (dq, dk, dv)` for `op`.
+LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
+  if (failed(checkDifferentiable(op)))
+    return failure();
+  Location loc = op.getLoc();
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointToEnd(module.getBody());
+  SmallVector<Type> argTypes(op->getOperandTypes());
+  argTypes.push_back(op.getOutput().getType());
+  Value q = op.getQueries()[0], k = op.getKeys()[0], v = op.getValue();
+  SmallVector<Type> results = {q.getType(), k.getType(), v.getType()};
+  auto func = func::FuncOp::create(b, loc, "gradient",
+                                   b.getFunctionType(argTypes, results));
+  Block *body = func.addEntryBlock();
+  b.setInsertionPointToStart(body);
+  // The function's arguments in the forward's operand order, then dO.
+  IRMapping args;
+  for (auto [operand, arg] : llvm::zip(op->getOperands(), body->getArguments()))
+    args.map(operand, arg);
+  Forward f;
+  f.op = op;
+  f.normalizer = op.getNormalizer();
+  f.scale = op.getScale()[0];
+  auto qType = cast<RankedTensorType>(q.getType());
+  f.m = qType.getDimSize(2);
+  f.group = qType.getDimSize(1) /
+            cast<RankedTensorType>(k.getType()).getDimSize(1);
+  Value gq = args.lookup(q), gk = args.lookup(k), gv = args.lookup(v);
+  Value dout = body->getArguments().back();
+  SmallVector<Value> captures;
+  for (Value c : op.getCaptures())
+    captures.push_back(args.lookup(c));
+
+  // Softmax: the forward again, for its output and log-sum-exp.
+  SmallVector<Value> rowStats;
+  if (f.normalizer == Normalizer::softmax) {
+    auto lseType = RankedTensorType::get(
+        {qType.getDimSize(0), qType.getDimSize(1), f.m}, b.getF32Type());
+    auto forward = AttentionOp::create(
+        b, loc, op.getOutput().getType(), TypeRange{lseType}, gq, gk, gv,
+        ValueRange{}, captures, op.getScaleAttr(), op.getNormalizerAttr());
+    for (auto [from, to] : {std::pair{&op.getScore(), &forward.getScore()},
+                            {&op.getMask(), &forward.getMask()}})
+      from->cloneInto(to, args);
+    rowStats = {forward.getLse()[0],
+                rowDot(b, loc, dout, forward.getOutput())};
+  }
+
+  // dQ: from Q (and dO) to K (and V), K the value.
+  SmallVector<Value> dqCaptures(captures);
+  llvm::append_range(dqCaptures, rowStats);
+  FailureOr<Value> dq =
+      gradientAttention(b, f, {gq, dout}, {gk, gv}, gk, dqCaptures,
+                        qType.getElementType(), /*transposed=*/false);
+  // dK, dV: from K (and V) to the queries of its group.
+  SmallVector<Value> kvCaptures(captures);
+  for (Value s : rowStats)
+    kvCaptures.push_back(groupRows(b, loc, f, s));
+  Value rowsQ = groupRows(b, loc, f, gq), rowsDout = groupRows(b, loc, f, dout);
+  auto elementOf = [](Value x) {
+    return cast<RankedTensorType>(x.getType()).getElementType();
+  };
+  FailureOr<Value> dk =
+      gradientAttention(b, f, {gk, gv}, {rowsQ, rowsDout}, rowsQ, kvCaptures,
+                        elementOf(k), /*transposed=*/true);
+  SmallVector<Value> dvCaptures(captures);
+  if (!rowStats.empty())
+    dvCaptures.push_back(kvCaptures[captures.size()]);
+  FailureOr<Value> dv = gradientAttention(b, f, {gk}, {rowsQ}, rowsDout,
+                                          dvCaptures, elementOf(v),
+                                          /*transposed=*/true);
+  if (failed(dq) || failed(dk) || failed(dv))
+    return failure();
+  func::ReturnOp::create(b, loc, ValueRange{*dq, *dk, *dv});
+  return success();
+}
+
+struct AttnGradientPass
+    : flashlight::attn::impl::AttnGradientBase<AttnGradientPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<AttentionOp> ops;
+    module.walk([&](AttentionOp op) { ops.push_back(op); });
+    if (ops.size() != 1) {
+      module.emitError("attn-gradient: expected one attention in the "
+                       "program, found ")
+          << ops.size();
+      return signalPassFailure();
+    }
+    SmallVector<Operation *> old(module.getBody()->getOperations().size());
+    llvm::transform(module.getBody()->getOperations(), old.begin(),
+                    [](Operation &op) { return &op; });
+    if (failed(buildGradient(module, ops.front())))
+      return signalPassFailure();
+    // The module is the gradient program alone.
+    for (Operation *op : old)
+      op->erase();
+  }
+};
+
+} // namespace
