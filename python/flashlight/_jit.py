@@ -362,6 +362,28 @@ def _register_op():
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         return [o.new_empty(o.shape) for o in outs]
 
+    # The backward is an op of its own: torch.compile's autograd traces it
+    # as one opaque call too.
+    @torch.library.custom_op("flashlight::jit_grad", mutates_args=())
+    def jit_grad(key: str, args: list[torch.Tensor],
+                 grads: list[torch.Tensor]) -> list[torch.Tensor]:
+        return _registry[key]._gradient(args, grads)
+
+    @jit_grad.register_fake
+    def _(key, args, grads):
+        return [a.new_empty(a.shape) for a in args if a.is_floating_point()]
+
+    def setup_context(ctx, inputs, output):
+        ctx.key = inputs[0]
+        ctx.save_for_backward(*inputs[1])
+
+    def backward(ctx, grads):
+        args = list(ctx.saved_tensors)
+        grads = [g if g is not None else torch.zeros(()) for g in grads]
+        floats = iter(jit_grad(ctx.key, args, grads))
+        return None, [next(floats) if a.is_floating_point() else None for a in args]
+
+    jit_call.register_autograd(backward, setup_context=setup_context)
     _op = jit_call
     return _op
 
@@ -399,6 +421,7 @@ class JitFunction(ClassedFunction):
         self.key = f"{getattr(fn, '__qualname__', 'fn')}@{id(self):x}"
         self._classes = ShapeClasses(runtime_shapes, _torch_dtype_name, self._guards)
         self._manifests = self._classes.manifests  # shape class -> manifest path
+        self._gradients = {}  # shape class -> the gradient program's manifest
         self._kernels = {}  # manifest path -> loaded Kernel
         with _lock:
             _registry[self.key] = self
@@ -464,14 +487,92 @@ class JitFunction(ClassedFunction):
                         for shape, dtype in shape_class]
             return self.prepare(*examples)
 
-    def _run(self, args):
-        manifest = self._prepare_examples(args, isolated=True)
+    def prepare_gradient(self, *args):
+        """Exports the function at `args`' shapes and compiles (or finds in
+        the cache) the gradient program of its attention
+        (`flashlight-compile --gradient`); returns its manifest path. One
+        per shape class: gradient programs take static shapes."""
+        shape_class = self.shape_class(args)
+        if shape_class not in self._gradients:
+            from .export import export
+
+            graph_dir = self._classes.new_folder()
+            export(self.fn, *args, path=os.path.join(graph_dir, "program.json"))
+            self._gradients[shape_class], _ = cached_compile(
+                graph_dir, "program.json", archs=self.archs,
+                flags=(*self.flags, "--gradient"), cache=self.cache)
+        return self._gradients[shape_class]
+
+    def _prepare_gradient_examples(self, args):
+        """`prepare_gradient` on zero CPU tensors of `args`' shape class."""
+        shape_class = self.shape_class(args)
+        if shape_class in self._gradients:
+            return self._gradients[shape_class]
+        import torch
+
+        with torch.no_grad():
+            return self.prepare_gradient(*[
+                torch.zeros(shape, dtype=getattr(torch, dtype.split(".")[-1]))
+                for shape, dtype in shape_class])
+
+    def _kernel(self, manifest):
         if manifest not in self._kernels:
             from . import load
 
             self._kernels[manifest] = load(manifest)
-        outs = self._kernels[manifest].call_entry(*args)
+        return self._kernels[manifest]
+
+    def _run(self, args):
+        manifest = self._prepare_examples(args, isolated=True)
+        outs = self._kernel(manifest).call_entry(*args)
         return list(outs) if isinstance(outs, tuple) else [outs]
+
+    def _gradient(self, args, grads):
+        """The gradients of the function's floating-point arguments, given
+        its output's gradient: the attention's gradient program on the
+        kernel's layouts of the arguments, mapped back to the arguments'
+        layouts (PyTorch's autograd of the layout views: a tensor feeding
+        several operands, as q, k and v of self-attention, sums)."""
+        import torch
+
+        from . import _bind_extents, _load_constant, _resolve, _to_kernel_layout, _to_user_layout
+
+        forward = self._kernel(self._prepare_examples(args, isolated=True))
+        entry = forward.manifest["entry"]
+        if "steps" in entry or len(entry["results"]) != 1:
+            raise NotImplementedError(
+                f"{self.key}: the backward pass takes functions that are one attention "
+                "and its layouts, returning its output; decorate the attention alone "
+                "(projections and norms stay in PyTorch, which differentiates them)")
+        gradient = self._kernel(self._prepare_gradient_examples(args))
+        extents = _bind_extents([i for i in entry["inputs"] if "file" not in i], args)
+        device = args[0].device
+        with torch.enable_grad():
+            xs = [a.detach().requires_grad_() if a.is_floating_point() else a for a in args]
+            operands = [_load_constant(forward, {"file": s["constant"], **p}, device)
+                        if "constant" in s else
+                        _to_kernel_layout(xs[s["input"]], s["index"], _resolve(p, extents))
+                        for s, p in zip(entry["sources"], forward.inputs)]
+            # Captured tensors are inputs of the gradient program only.
+            for s, p in zip(entry["sources"][3:], forward.inputs[3:]):
+                if "input" in s and args[s["input"]].requires_grad and \
+                        args[s["input"]].is_floating_point():
+                    raise NotImplementedError(
+                        f"{self.key}: argument {s['input']} requires grad, but it is read "
+                        f"by the attention's score or mask ({p['name']}): gradients of "
+                        "captured tensors are not derived yet; detach it")
+            # dO in the kernel's layout: the adjoint of the output's layout.
+            r, info = entry["results"][0], entry["outputs"][0]
+            kernel_out = forward.outputs[r["result"]]
+            o = torch.zeros(_resolve(kernel_out, extents), device=device,
+                            dtype=grads[0].dtype, requires_grad=True)
+            user = _to_user_layout(o, r["index"], _resolve(info, extents))
+            (dout,) = torch.autograd.grad(user, o, grads[0].expand(user.shape))
+            dqkv = gradient.call_entry(*[x.detach() for x in operands],
+                                       dout.to(operands[0].dtype))
+            wanted = [x for x in xs if x.is_floating_point()]
+            found = torch.autograd.grad(operands[:3], wanted, list(dqkv), allow_unused=True)
+        return [g if g is not None else torch.zeros_like(x) for g, x in zip(found, wanted)]
 
     def __call__(self, *args):
         import torch
@@ -480,18 +581,21 @@ class JitFunction(ClassedFunction):
             if not isinstance(a, torch.Tensor):
                 raise TypeError(f"{self.key}: argument {i} is a {type(a).__name__}; "
                                 "flashlight.jit functions take tensors")
-            if a.requires_grad and torch.is_grad_enabled():
-                raise NotImplementedError(
-                    f"{self.key}: argument {i} requires grad, and Flashlight has no "
-                    "backward pass yet; call it under torch.no_grad() or detach")
+        # A backward pass ahead: its gradient program compiles with the
+        # forward's, so that what it cannot take fails here, at the call.
+        grad = torch.is_grad_enabled() and any(a.requires_grad for a in args)
         if not all(a.is_cuda for a in args):
             # Off the GPU: compile (so that a CPU run fills the cache for a
             # GPU machine without the compiler), then run the function.
             if find_compiler() is not None:
                 self._prepare_examples(args)
+                if grad:
+                    self._prepare_gradient_examples(args)
             return self.fn(*args)
         if not torch.compiler.is_compiling():
             self._prepare_examples(args)  # eager: before the op, not inside it
+            if grad:
+                self._prepare_gradient_examples(args)
         outs = _register_op()(self.key, list(args))
         return outs[0] if len(outs) == 1 else tuple(outs)
 

@@ -179,12 +179,35 @@ class Jit(unittest.TestCase):
         self.assertNotIn("steps", m["entry"])  # only layouts around the kernel
         self.assertEqual(m["params"][1]["shape"], [1, 2, 300, 64])  # GQA, not repeated
 
-    def test_inputs_that_require_grad_are_refused(self):
+    def test_inputs_that_require_grad_compile_the_gradient_program(self):
+        import json
+
         q, k, v = self.inputs()
         q.requires_grad_(True)
         fn = flashlight.jit(attention, cache=self.cache.name)
-        with self.assertRaisesRegex(NotImplementedError, "no backward pass yet"):
-            fn(q, k, v)
+        fn(q, k, v).float().sum().backward()  # on the CPU: PyTorch's own
+        self.assertIsNotNone(q.grad)
+        manifests = sorted(os.path.join(d, f) for d, _, files in os.walk(self.cache.name)
+                           for f in files if f == "program.json")
+        self.assertEqual(len(manifests), 2)
+        functions = set()
+        for path in manifests:
+            with open(path) as f:
+                functions.add(json.load(f)["entry"]["function"])
+        self.assertIn("gradient", functions)
+
+    def test_a_gradient_it_cannot_derive_fails_at_the_call(self):
+        import torch
+
+        def differential(q, k, v):
+            s1 = q @ k.transpose(-1, -2) * 0.125
+            s2 = k @ q.transpose(-1, -2) * 0.125
+            return (torch.softmax(s1, -1) - 0.5 * torch.softmax(s2, -1)) @ v
+
+        q, k, v = self.inputs()
+        fn = flashlight.jit(differential, cache=self.cache.name)
+        with self.assertRaisesRegex(flashlight.CompileError, "several logit branches"):
+            fn(q, k, v.requires_grad_(True))
 
     def test_a_compiler_error_names_the_op(self):
         import torch

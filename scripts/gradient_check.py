@@ -1,0 +1,185 @@
+#!/usr/bin/env python3
+"""The GPU check of the backward pass: flashlight.jit functions called on
+inputs that require grad, against fp64 autograd of the same functions.
+
+    scripts/gradient_check.py fill CACHE        # where the compiler is
+    scripts/gradient_check.py run CACHE OUT.json  # on the GPU machine
+
+`fill` calls every program below on CPU tensors that require grad, which
+compiles its forward and its gradient program (`flashlight-compile
+--gradient`) into the disk cache CACHE; `run` (no compiler: the cache must
+serve) calls each on fresh random bf16 CUDA inputs, back-propagates a
+random output gradient, and compares the output and every input's gradient
+with the function run by PyTorch in float64 on the same values (relative
+Frobenius error; bf16 tolerance 2e-2). Kernel outputs are NaN-poisoned
+first. Shapes: lengths 128 and 1000 (not a multiple of the tiles), head
+dims 64 and 128, GQA 4:2, [B, H, N, D] and [B, N, H, D] callers.
+"""
+
+import math
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import flashlight  # noqa: E402
+from check_common import main, write_result  # noqa: E402
+
+
+def repeat_kv(x, hq):
+    return x.repeat_interleave(hq // x.shape[1], dim=1)
+
+
+def positions(n, device):
+    i = torch.arange(n, device=device)
+    return i[:, None], i[None, :]
+
+
+def scores(q, k):
+    return (q @ repeat_kv(k, q.shape[1]).transpose(-1, -2)) * q.shape[-1] ** -0.5
+
+
+def vanilla(q, k, v):
+    return torch.softmax(scores(q, k), -1) @ v
+
+
+def causal_gqa(q, k, v):
+    i, j = positions(q.shape[2], q.device)
+    s = scores(q, k).masked_fill(j > i, float("-inf"))
+    return torch.softmax(s, -1) @ repeat_kv(v, q.shape[1])
+
+
+def softcap_causal(q, k, v):
+    i, j = positions(q.shape[2], q.device)
+    s = 30.0 * torch.tanh(scores(q, k) / 30.0)
+    return torch.softmax(s.masked_fill(j > i, float("-inf")), -1) @ v
+
+
+def alibi(q, k, v):
+    h = q.shape[1]
+    slopes = torch.tensor([2.0 ** (-8.0 * (x + 1) / h) for x in range(h)],
+                          device=q.device, dtype=q.dtype)
+    i, j = positions(q.shape[2], q.device)
+    s = scores(q, k) + slopes[:, None, None] * (j - i).to(q.dtype)
+    return torch.softmax(s.masked_fill(j > i, float("-inf")), -1) @ v
+
+
+def sliding_window(q, k, v):
+    i, j = positions(q.shape[2], q.device)
+    keep = (j <= i) & (i - j < 64)
+    s = torch.where(keep, scores(q, k), torch.finfo(q.dtype).min)
+    return torch.softmax(s, -1) @ v
+
+
+def document(q, k, v, doc):
+    keep = doc[:, None, :, None] == doc[:, None, None, :]
+    s = scores(q, k).masked_fill(~keep, float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def sigmoid(q, k, v):
+    return torch.sigmoid(scores(q, k) - math.log(q.shape[2])) @ v
+
+
+def self_bnhd(x):
+    """Self-attention on one [B, N, H, D] tensor as q, k and v."""
+    y = x.transpose(1, 2)
+    i, j = positions(y.shape[2], y.device)
+    s = scores(y, y).masked_fill(j > i, float("-inf"))
+    return (torch.softmax(s, -1) @ y).transpose(1, 2)
+
+
+def cases():
+    """(name, function, input shapes and dtypes)."""
+    out = []
+    for n in (128, 1000):
+        for d in (64, 128):
+            bhnd = [(2, 4, n, d)] * 3
+            gqa = [(2, 4, n, d), (2, 2, n, d), (2, 2, n, d)]
+            out += [
+                (f"vanilla n{n} d{d}", vanilla, bhnd),
+                (f"causal_gqa n{n} d{d}", causal_gqa, gqa),
+                (f"softcap_causal n{n} d{d}", softcap_causal, bhnd),
+                (f"alibi n{n} d{d}", alibi, bhnd),
+                (f"sliding_window n{n} d{d}", sliding_window, bhnd),
+                (f"document n{n} d{d}", document, bhnd + [((2, n), "int")]),
+                (f"sigmoid n{n} d{d}", sigmoid, bhnd),
+                (f"self_bnhd n{n} d{d}", self_bnhd, [(2, n, 4, d)]),
+            ]
+    return out
+
+
+_jitted = {}
+
+
+def jitted(fn):
+    if fn not in _jitted:
+        _jitted[fn] = flashlight.jit(fn, runtime_shapes=False)
+    return _jitted[fn]
+
+
+def make_inputs(shapes, device, seed):
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    xs = []
+    for spec in shapes:
+        shape, kind = spec if isinstance(spec[1], str) else (spec, "bf16")
+        if kind == "int":
+            # Three documents per row, in runs.
+            n = shape[-1]
+            cuts = torch.sort(torch.randint(1, n, (shape[0], 2), generator=g), -1).values
+            pos = torch.arange(n)
+            xs.append(((pos[None, :] >= cuts[:, :1]).int() +
+                       (pos[None, :] >= cuts[:, 1:]).int()).to(device))
+        else:
+            xs.append(torch.randn(shape, generator=g).to(torch.bfloat16).to(device))
+    return xs
+
+
+def fill(cache):
+    os.environ["FLASHLIGHT_CACHE"] = cache
+    for seed, (name, fn, shapes) in enumerate(cases()):
+        xs = [x.requires_grad_() if x.is_floating_point() else x
+              for x in make_inputs(shapes, "cpu", seed)]
+        jitted(fn)(*xs)  # compiles the forward and the gradient program
+        print(f"{name}: cached", flush=True)
+
+
+def rel(x, ref):
+    x, ref = x.double(), ref.double()
+    return float((x - ref).norm() / ref.norm().clamp_min(1e-30))
+
+
+def run(cache, out_path):
+    os.environ["FLASHLIGHT_CACHE"] = cache
+    os.environ["FLASHLIGHT_COMPILE"] = "/nonexistent"  # the cache must serve
+    flashlight.Kernel.poison = True
+    records, failures = [], 0
+    for seed, (name, fn, shapes) in enumerate(cases()):
+        xs = make_inputs(shapes, "cuda", seed)
+        floats = [i for i, x in enumerate(xs) if x.is_floating_point()]
+        ours = [x.clone().requires_grad_() if x.is_floating_point() else x for x in xs]
+        refs = [x.double().requires_grad_() if x.is_floating_point() else x for x in xs]
+        try:
+            out = jitted(fn)(*ours)
+            dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed + 1000))
+            out.backward(dout.to(out.dtype).cuda())
+            ref = fn(*refs)
+            ref.backward(dout.double().cuda())
+            errors = {"out": rel(out, ref)}
+            for i in floats:
+                errors[f"d{i}"] = rel(ours[i].grad, refs[i].grad)
+            worst = max(errors.values())
+            ok = math.isfinite(worst) and worst <= 2e-2
+            record = {"variant": name, "rel_err": worst, "errors": errors, "pass": ok}
+        except Exception as e:  # noqa: BLE001 - reported per program
+            ok, record = False, {"variant": name, "pass": False, "error": repr(e)[:400]}
+        failures += not ok
+        records.append(record)
+        print(f"{name:<28} {'pass' if ok else 'FAIL'} "
+              f"{record.get('errors', record.get('error'))}", flush=True)
+    return write_result(out_path, "gradient_check", records, failures)
+
+
+if __name__ == "__main__":
+    main(__doc__, fill, run)
