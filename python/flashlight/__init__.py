@@ -74,6 +74,25 @@ def _get_driver():
     return _driver
 
 
+def _ensure_context():
+    """Makes the current CUDA device's primary context current on this
+    thread where none is: PyTorch's autograd threads (a backward pass) may
+    not have one for the driver API."""
+    drv = _get_driver()
+    context = ctypes.c_void_p()
+    drv.check(drv.lib.cuCtxGetCurrent(ctypes.byref(context)), "cuCtxGetCurrent")
+    if context.value:
+        return
+    import torch
+
+    device = ctypes.c_int()
+    drv.check(drv.lib.cuDeviceGet(ctypes.byref(device), torch.cuda.current_device()),
+              "cuDeviceGet")
+    drv.check(drv.lib.cuDevicePrimaryCtxRetain(ctypes.byref(context), device),
+              "cuDevicePrimaryCtxRetain")
+    drv.check(drv.lib.cuCtxSetCurrent(context), "cuCtxSetCurrent")
+
+
 def _geometry(manifest, artifact):
     """block_m, block and dynamic shared memory of the arch whose artifact
     was loaded (the code generator can differ per arch), else the top
@@ -280,6 +299,7 @@ class Kernel:
         if artifact in self._modules:
             return self._modules[artifact][0]
         drv = _get_driver()
+        _ensure_context()
         with open(os.path.join(self.directory, artifact), "rb") as f:
             image = f.read() + b"\0"
         image = ctypes.create_string_buffer(image, len(image))
@@ -505,6 +525,7 @@ def _launch(function, tensors, grid, block, device, shared=0):
         return
     stream = torch.cuda.current_stream(device).cuda_stream
     drv = _get_driver()
+    _ensure_context()
     drv.check(drv.lib.cuLaunchKernel(
         function, ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]), ctypes.c_uint(grid[2]),
         ctypes.c_uint(block[0]), ctypes.c_uint(block[1]), ctypes.c_uint(block[2]),

@@ -131,7 +131,25 @@ def compile(source, out_dir, *, name="program", archs=DEFAULT_ARCHS, flags=(),
     if done.returncode != 0:
         raise CompileError(f"flashlight-compile failed ({' '.join(command)}):\n"
                            f"{done.stderr.strip() or done.stdout.strip()}")
-    return os.path.join(out_dir, name + ".json")
+    manifest = os.path.join(out_dir, name + ".json")
+    _copy_captured(os.path.dirname(os.path.abspath(source)), manifest)
+    return manifest
+
+
+def _copy_captured(source_dir, manifest):
+    """Copies beside `manifest` the captured tensors of a JSON graph it
+    reads (`<graph>.<name>.bin` beside the graph: the compiler names them,
+    it does not copy them), so that the manifest's folder is complete."""
+    with open(manifest) as f:
+        entry = json.load(f).get("entry") or {}
+    files = ([s["constant"] for s in entry.get("sources", []) if "constant" in s] +
+             [i["file"] for i in entry.get("inputs", []) if "file" in i] +
+             [s["file"] for s in entry.get("steps", []) if "file" in s])
+    folder = os.path.dirname(manifest)
+    for file in files:
+        target, origin = os.path.join(folder, file), os.path.join(source_dir, file)
+        if not os.path.exists(target) and os.path.exists(origin):
+            shutil.copyfile(origin, target)
 
 
 # The device an export ran on (factory ops' `device` kwargs) does not change
