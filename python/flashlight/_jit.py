@@ -563,18 +563,22 @@ class JitFunction(ClassedFunction):
                 "and its layouts, returning its output; decorate the attention alone "
                 "(projections and norms stay in PyTorch, which differentiates them)")
         gradient = self._kernel(self._prepare_gradient_examples(args))
-        extents = _bind_extents([i for i in entry["inputs"] if "file" not in i], args)
+        taken = [i for i in entry["inputs"] if "file" not in i]
+        extents = _bind_extents(taken, args, [f"argument {i}" for i in range(len(taken))])
         device = args[0].device
         with torch.enable_grad():
             xs = [a.detach().requires_grad_() if a.is_floating_point() else a for a in args]
+            # The program's captured constants follow the arguments.
+            inputs = xs + [_load_constant(forward, i, device)
+                           for i in entry["inputs"] if "file" in i]
             operands = [_load_constant(forward, {"file": s["constant"], **p}, device)
                         if "constant" in s else
-                        _to_kernel_layout(xs[s["input"]], s["index"], _resolve(p, extents))
+                        _to_kernel_layout(inputs[s["input"]], s["index"], _resolve(p, extents))
                         for s, p in zip(entry["sources"], forward.inputs)]
             # Captured tensors are inputs of the gradient program only.
             for s, p in zip(entry["sources"][3:], forward.inputs[3:]):
-                if "input" in s and args[s["input"]].requires_grad and \
-                        args[s["input"]].is_floating_point():
+                if "input" in s and s["input"] < len(args) and \
+                        args[s["input"]].requires_grad and args[s["input"]].is_floating_point():
                     raise NotImplementedError(
                         f"{self.key}: argument {s['input']} requires grad, but it is read "
                         f"by the attention's score or mask ({p['name']}): gradients of "
