@@ -380,16 +380,17 @@ def _register_op():
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
         return [o.new_empty(o.shape) for o in outs]
 
-    # The backward is an op of its own: torch.compile's autograd traces it
-    # as one opaque call too.
+    # The gradient program is an op of its own, on the kernel's layouts:
+    # torch.compile's autograd traces it as one opaque call too, and the
+    # layouts around it as the views they are.
     @torch.library.custom_op("flashlight::jit_grad", mutates_args=())
-    def jit_grad(key: str, args: list[torch.Tensor],
-                 grads: list[torch.Tensor]) -> list[torch.Tensor]:
-        return _registry[key]._gradient(args, grads)
+    def jit_grad(key: str, operands: list[torch.Tensor],
+                 dout: torch.Tensor) -> list[torch.Tensor]:
+        return _registry[key]._run_gradient(operands, dout)
 
     @jit_grad.register_fake
-    def _(key, args, grads):
-        return [a.new_empty(a.shape) for a in args if a.is_floating_point()]
+    def _(key, operands, dout):
+        return [x.new_empty(x.shape) for x in operands[:3]]
 
     def setup_context(ctx, inputs, output):
         ctx.key = inputs[0]
@@ -397,9 +398,8 @@ def _register_op():
 
     def backward(ctx, grads):
         args = list(ctx.saved_tensors)
-        grads = [g if g is not None else torch.zeros(()) for g in grads]
-        floats = iter(jit_grad(ctx.key, args, grads))
-        return None, [next(floats) if a.is_floating_point() else None for a in args]
+        found = iter(_registry[ctx.key]._backward(args, grads, jit_grad))
+        return None, [next(found) if a.is_floating_point() else None for a in args]
 
     jit_call.register_autograd(backward, setup_context=setup_context)
     _op = jit_call
@@ -440,6 +440,7 @@ class JitFunction(ClassedFunction):
         self._classes = ShapeClasses(runtime_shapes, _torch_dtype_name, self._guards)
         self._manifests = self._classes.manifests  # shape class -> manifest path
         self._gradients = {}  # shape class -> the gradient program's manifest
+        self._gradient_for = {}  # its operands' shapes -> the same manifest
         self._kernels = {}  # manifest path -> loaded Kernel
         with _lock:
             _registry[self.key] = self
@@ -545,15 +546,11 @@ class JitFunction(ClassedFunction):
         outs = self._kernel(manifest).call_entry(*args)
         return list(outs) if isinstance(outs, tuple) else [outs]
 
-    def _gradient(self, args, grads):
-        """The gradients of the function's floating-point arguments, given
-        its output's gradient: the attention's gradient program on the
-        kernel's layouts of the arguments, mapped back to the arguments'
-        layouts (PyTorch's autograd of the layout views: a tensor feeding
-        several operands, as q, k and v of self-attention, sums)."""
-        import torch
-
-        from . import _bind_extents, _load_constant, _resolve, _to_kernel_layout, _to_user_layout
+    def _layouts(self, args):
+        """The forward's manifest entry, the bound extents and the kernel
+        operands of `args` (their kernel layouts; captured constants
+        loaded), for the backward pass."""
+        from . import _bind_extents, _load_constant, _resolve, _to_kernel_layout
 
         forward = self._kernel(self._prepare_examples(args, isolated=True))
         entry = forward.manifest["entry"]
@@ -562,39 +559,65 @@ class JitFunction(ClassedFunction):
                 f"{self.key}: the backward pass takes functions that are one attention "
                 "and its layouts, returning its output; decorate the attention alone "
                 "(projections and norms stay in PyTorch, which differentiates them)")
-        gradient = self._kernel(self._prepare_gradient_examples(args))
         taken = [i for i in entry["inputs"] if "file" not in i]
         extents = _bind_extents(taken, args, [f"argument {i}" for i in range(len(taken))])
         device = args[0].device
-        with torch.enable_grad():
-            xs = [a.detach().requires_grad_() if a.is_floating_point() else a for a in args]
-            # The program's captured constants follow the arguments.
-            inputs = xs + [_load_constant(forward, i, device)
-                           for i in entry["inputs"] if "file" in i]
-            operands = [_load_constant(forward, {"file": s["constant"], **p}, device)
-                        if "constant" in s else
-                        _to_kernel_layout(inputs[s["input"]], s["index"], _resolve(p, extents))
-                        for s, p in zip(entry["sources"], forward.inputs)]
-            # Captured tensors are inputs of the gradient program only.
-            for s, p in zip(entry["sources"][3:], forward.inputs[3:]):
-                if "input" in s and s["input"] < len(args) and \
-                        args[s["input"]].requires_grad and args[s["input"]].is_floating_point():
-                    raise NotImplementedError(
-                        f"{self.key}: argument {s['input']} requires grad, but it is read "
-                        f"by the attention's score or mask ({p['name']}): gradients of "
-                        "captured tensors are not derived yet; detach it")
-            # dO in the kernel's layout: the adjoint of the output's layout.
-            r, info = entry["results"][0], entry["outputs"][0]
-            kernel_out = forward.outputs[r["result"]]
-            o = torch.zeros(_resolve(kernel_out, extents), device=device,
-                            dtype=grads[0].dtype, requires_grad=True)
-            user = _to_user_layout(o, r["index"], _resolve(info, extents))
-            (dout,) = torch.autograd.grad(user, o, grads[0].expand(user.shape))
-            dqkv = gradient.call_entry(*[x.detach() for x in operands],
-                                       dout.to(operands[0].dtype))
-            wanted = [x for x in xs if x.is_floating_point()]
-            found = torch.autograd.grad(operands[:3], wanted, list(dqkv), allow_unused=True)
-        return [g if g is not None else torch.zeros_like(x) for g, x in zip(found, wanted)]
+        for s, p in zip(entry["sources"][3:], forward.inputs[3:]):
+            if "input" in s and s["input"] < len(args) and \
+                    args[s["input"]].requires_grad and args[s["input"]].is_floating_point():
+                raise NotImplementedError(
+                    f"{self.key}: argument {s['input']} requires grad, but it is read by "
+                    f"the attention's score or mask ({p['name']}): gradients of captured "
+                    "tensors are not derived yet; detach it")
+        constants = [_load_constant(forward, i, device) for i in entry["inputs"] if "file" in i]
+
+        def operands(*inputs):
+            inputs = list(inputs) + constants
+            return [_load_constant(forward, {"file": s["constant"], **p}, device)
+                    if "constant" in s else
+                    _to_kernel_layout(inputs[s["input"]], s["index"], _resolve(p, extents))
+                    for s, p in zip(entry["sources"], forward.inputs)]
+        return forward, entry, extents, operands
+
+    def _backward(self, args, grads, grad_op):
+        """The gradients of the floating-point arguments given the
+        output's: the gradient program (`grad_op`, on the kernel's layouts)
+        between the vector-Jacobian products of the layout views (a tensor
+        feeding several operands, as q, k and v of self-attention, sums)."""
+        import torch
+
+        from . import _resolve, _to_user_layout
+
+        forward, entry, extents, operands = self._layouts(args)
+        floats = [i for i, a in enumerate(args) if a.is_floating_point()]
+
+        def qkv(*xs):
+            full = list(args)
+            for i, x in zip(floats, xs):
+                full[i] = x
+            return tuple(operands(*full)[:3])
+
+        ops = operands(*args)
+        r, info = entry["results"][0], entry["outputs"][0]
+        kernel_out = torch.zeros(_resolve(forward.outputs[r["result"]], extents),
+                                 dtype=ops[0].dtype, device=ops[0].device)
+        _, pull_out = torch.func.vjp(
+            lambda o: _to_user_layout(o, r["index"], _resolve(info, extents)), kernel_out)
+        (dout,) = pull_out(grads[0].to(ops[0].dtype).expand(_resolve(info, extents)))
+        dout = dout.contiguous()
+        # The gradient program of the shape class, by its operands' shapes
+        # (what the op sees).
+        self._gradient_for[self.shape_class(ops + [dout])] = \
+            self._prepare_gradient_examples(args)
+        dqkv = grad_op(self.key, ops, dout)
+        _, pull = torch.func.vjp(qkv, *[args[i] for i in floats])
+        return pull(tuple(dqkv))
+
+    def _run_gradient(self, operands, dout):
+        """The gradient program on kernel-layout operands: [dq, dk, dv]."""
+        manifest = self._gradient_for[self.shape_class(list(operands) + [dout])]
+        outs = self._kernel(manifest).call_entry(*operands, dout)
+        return list(outs)
 
     def __call__(self, *args):
         import torch

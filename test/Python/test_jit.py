@@ -196,6 +196,60 @@ class Jit(unittest.TestCase):
                 functions.add(json.load(f)["entry"]["function"])
         self.assertIn("gradient", functions)
 
+    def test_backward_maps_the_gradient_program_through_the_layouts(self):
+        """The custom op's backward on the CPU, with the kernels replaced
+        by stand-ins (the forward: the function itself; the gradient
+        program: dQ = 1, dK = 2, dV = 3 in the kernel's layout): one tensor
+        read as q, k and v gets their sum in its own layout; a GQA caller's
+        K and V gradients keep their head count."""
+        import json
+        from unittest import mock
+
+        import torch
+
+        import flashlight._jit as jit
+
+        def self_bnhd(x):  # [B, N, H, D] in and out
+            y = x.transpose(1, 2)
+            return (torch.softmax(y @ y.transpose(-1, -2) * 0.125, -1) @ y).transpose(1, 2)
+
+        def gqa(q, k, v):
+            k, v = (t.repeat_interleave(2, dim=1) for t in (k, v))
+            return torch.softmax(q @ k.transpose(-1, -2) * 0.125, -1) @ v
+
+        def load(path):
+            kernel = flashlight.Kernel.__new__(flashlight.Kernel)
+            with open(path) as f:
+                kernel.manifest = json.load(f)
+            kernel.directory = os.path.dirname(path)
+            params = kernel.manifest["params"]
+            kernel.inputs = [p for p in params if p["direction"] == "in"]
+            kernel.outputs = [p for p in params if p["direction"] == "out"]
+            return kernel
+
+        def call_entry(kernel, *args):
+            if kernel.manifest["entry"]["function"] == "gradient":
+                return tuple(torch.full(a.shape, float(i + 1), dtype=a.dtype)
+                             for i, a in enumerate(args[:3]))
+            return current(*args)
+
+        g = torch.Generator().manual_seed(0)
+        x = torch.randn(2, 128, 4, 64, generator=g).to(torch.bfloat16).requires_grad_()
+        q = torch.randn(2, 4, 128, 64, generator=g).to(torch.bfloat16).requires_grad_()
+        kv = [torch.randn(2, 2, 128, 64, generator=g).to(torch.bfloat16).requires_grad_()
+              for _ in range(2)]
+        with mock.patch.object(flashlight, "load", load), \
+                mock.patch.object(flashlight.Kernel, "call_entry", call_entry):
+            for current, args in ((self_bnhd, [x]), (gqa, [q, *kv])):
+                fn = flashlight.jit(current, cache=self.cache.name)
+                fn(*args)  # on the CPU: compiles both programs
+                out = jit._register_op()(fn.key, list(args))[0]
+                out.float().sum().backward()
+        self.assertTrue(torch.equal(x.grad, torch.full_like(x, 6.0)))
+        self.assertTrue(torch.equal(q.grad, torch.full_like(q, 1.0)))
+        self.assertTrue(torch.equal(kv[0].grad, torch.full_like(kv[0], 2.0)))
+        self.assertTrue(torch.equal(kv[1].grad, torch.full_like(kv[1], 3.0)))
+
     def test_a_gradient_it_cannot_derive_fails_at_the_call(self):
         import torch
 
