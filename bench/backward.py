@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""The backward pass against its peers, in one process.
+
+    bench/backward.py fill CACHE                # where the compiler is
+    bench/backward.py run CACHE OUT.json [--lengths 2048,8192]
+
+Vanilla and causal attention (B * N = 16k, H * D = 2048, bf16, [B, H, N, D])
+at D = 64 / 128, N = 2k / 8k. Each system computes dQ, dK, dV of the same
+inputs and output gradient; the time is of the backward alone (the forward
+ran once before; `torch.autograd.grad` with the graph retained):
+
+- `flashlight`: a `flashlight.jit` function (its gradient program: the
+  forward again for O and L, then dQ, dK and dV as three attention
+  kernels, [024](../docs/decisions/024-gradient-program.md));
+- `sdpa_flash`, `sdpa_cudnn`: PyTorch's SDPA with that backend;
+- `flex`: FlexAttention (Triton backend), torch.compile'd;
+- `fa4`: FlashAttention-4 where importable (`../shared/peers/`).
+
+Before timing, every system's gradients are compared with SDPA's math
+backend in f32 (relative Frobenius error, worst of the three). TFLOP/s
+count 2.5 times the forward's 4*B*H*N^2*D (FlashAttention's convention),
+halved for causal. Writes {"gpu", "torch", "commit", "command",
+"records": [{variant, D, N, system, ms, tflops, rel_err}]}.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+sys.path.insert(0, os.path.dirname(__file__))
+import flashlight  # noqa: E402
+
+CONFIGS = [(v, d) for v in ("vanilla", "causal") for d in (64, 128)]
+
+
+def vanilla(q, k, v):
+    s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    return torch.softmax(s.float(), -1).to(v.dtype) @ v
+
+
+def causal(q, k, v):
+    n = q.shape[2]
+    keep = torch.ones(n, n, dtype=torch.bool, device=q.device).tril()
+    s = ((q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5).masked_fill(~keep, float("-inf"))
+    return torch.softmax(s.float(), -1).to(v.dtype) @ v
+
+
+PROGRAMS = {"vanilla": vanilla, "causal": causal}
+_jitted = {}
+
+
+def jitted(variant):
+    if variant not in _jitted:
+        _jitted[variant] = flashlight.jit(PROGRAMS[variant], runtime_shapes=False)
+    return _jitted[variant]
+
+
+def shapes(D, N):
+    return 16384 // N, 2048 // D
+
+
+def fill(cache, lengths):
+    os.environ["FLASHLIGHT_CACHE"] = cache
+    for variant, D in CONFIGS:
+        for N in lengths:
+            B, H = shapes(D, N)
+            xs = [torch.zeros(B, H, N, D, dtype=torch.bfloat16) for _ in range(3)]
+            # What a call on CUDA tensors that require grad looks up.
+            jitted(variant)._prepare_examples(xs)
+            jitted(variant)._prepare_gradient_examples(xs)
+            print(f"{variant} d{D} n{N}: cached", flush=True)
+
+
+def systems(variant):
+    """name -> function of (q, k, v) with autograd."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    is_causal = variant == "causal"
+
+    def sdpa(backend):
+        def call(q, k, v):
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(q, k, v, is_causal=is_causal)
+        return call
+
+    flex = torch.compile(flex_attention)
+
+    def flex_call(q, k, v):
+        n = q.shape[2]
+        mask = None
+        if is_causal:
+            key = ("causal", n)
+            if key not in _masks:
+                _masks[key] = create_block_mask(lambda b, h, i, j: i >= j, None, None, n, n)
+            mask = _masks[key]
+        return flex(q, k, v, block_mask=mask)
+
+    out = {"flashlight": jitted(variant), "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
+           "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "flex": flex_call}
+    from peers import fa4_func
+
+    fa4 = fa4_func()
+    if fa4 is not None:
+        def fa4_call(q, k, v):
+            o = fa4(*(x.transpose(1, 2) for x in (q, k, v)), causal=is_causal)
+            return (o[0] if isinstance(o, tuple) else o).transpose(1, 2)
+        out["fa4"] = fa4_call
+    return out
+
+
+_masks = {}
+
+
+def rel(x, ref):
+    return float((x.float() - ref).norm() / ref.norm())
+
+
+def run(cache, out_path, lengths):
+    from triton.testing import do_bench
+
+    os.environ["FLASHLIGHT_CACHE"] = cache
+    os.environ["FLASHLIGHT_COMPILE"] = "/nonexistent"
+    records = []
+    for variant, D in CONFIGS:
+        for N in lengths:
+            B, H = shapes(D, N)
+            g = torch.Generator().manual_seed(N + D)
+            q, k, v, dout = (torch.randn(B, H, N, D, generator=g).to("cuda", torch.bfloat16)
+                             for _ in range(4))
+            ref_in = [x.float().requires_grad_() for x in (q, k, v)]
+            ref = PROGRAMS[variant](*ref_in)
+            ref_grads = torch.autograd.grad(ref, ref_in, dout.float())
+            del ref, ref_in
+            flops = 2.5 * 4 * B * H * N * N * D * (0.5 if variant == "causal" else 1.0)
+            for name, fn in systems(variant).items():
+                xs = [x.clone().requires_grad_() for x in (q, k, v)]
+                try:
+                    out = fn(*xs)
+                    grads = torch.autograd.grad(out, xs, dout, retain_graph=True)
+                    err = max(rel(a, b) for a, b in zip(grads, ref_grads))
+                    ms = do_bench(lambda: torch.autograd.grad(out, xs, dout, retain_graph=True),
+                                  warmup=50, rep=300)
+                except Exception as e:  # noqa: BLE001 - a peer that cannot run
+                    print(f"{variant} d{D} n{N} {name}: {type(e).__name__}: {str(e)[:200]}")
+                    continue
+                rec = {"variant": variant, "D": D, "N": N, "B": B, "H": H, "system": name,
+                       "ms": ms, "tflops": flops / ms / 1e9, "rel_err": err}
+                records.append(rec)
+                print(f"{variant:<8} d{D:<4} n{N:<5} {name:<11} {ms:8.3f} ms "
+                      f"{rec['tflops']:6.1f} TFLOP/s  err {err:.1e}", flush=True)
+                del out, grads
+    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+              "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
+              "command": "bench/backward.py fill CACHE (build); bench/backward.py run CACHE OUT",
+              "records": records}
+    with open(out_path, "w") as f:
+        json.dump(result, f, indent=1)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser()
+    parser.add_argument("mode", choices=["fill", "run"])
+    parser.add_argument("cache")
+    parser.add_argument("out", nargs="?")
+    parser.add_argument("--lengths", default="2048,8192")
+    a = parser.parse_args()
+    lengths = [int(x) for x in a.lengths.split(",")]
+    if a.mode == "fill":
+        fill(a.cache, lengths)
+    else:
+        run(a.cache, a.out, lengths)
