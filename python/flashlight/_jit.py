@@ -546,19 +546,27 @@ class JitFunction(ClassedFunction):
         outs = self._kernel(manifest).call_entry(*args)
         return list(outs) if isinstance(outs, tuple) else [outs]
 
+    def _check_differentiable(self, manifest):
+        """Raises NotImplementedError where the backward pass cannot take
+        the function: more than one attention and its layouts."""
+        with open(manifest) as f:
+            entry = json.load(f).get("entry") or {}
+        if "steps" in entry or len(entry.get("results", [])) != 1:
+            raise NotImplementedError(
+                f"{self.key}: the backward pass takes functions that are one attention "
+                "and its layouts, returning its output; decorate the attention alone "
+                "(projections and norms stay in PyTorch, which differentiates them)")
+
     def _layouts(self, args):
         """The forward's manifest entry, the bound extents and the kernel
         operands of `args` (their kernel layouts; captured constants
         loaded), for the backward pass."""
         from . import _bind_extents, _load_constant, _resolve, _to_kernel_layout
 
-        forward = self._kernel(self._prepare_examples(args, isolated=True))
+        manifest = self._prepare_examples(args, isolated=True)
+        self._check_differentiable(manifest)
+        forward = self._kernel(manifest)
         entry = forward.manifest["entry"]
-        if "steps" in entry or len(entry["results"]) != 1:
-            raise NotImplementedError(
-                f"{self.key}: the backward pass takes functions that are one attention "
-                "and its layouts, returning its output; decorate the attention alone "
-                "(projections and norms stay in PyTorch, which differentiates them)")
         taken = [i for i in entry["inputs"] if "file" not in i]
         extents = _bind_extents(taken, args, [f"argument {i}" for i in range(len(taken))])
         device = args[0].device
@@ -633,13 +641,15 @@ class JitFunction(ClassedFunction):
             # Off the GPU: compile (so that a CPU run fills the cache for a
             # GPU machine without the compiler), then run the function.
             if find_compiler() is not None:
-                self._prepare_examples(args)
+                manifest = self._prepare_examples(args)
                 if grad:
+                    self._check_differentiable(manifest)
                     self._prepare_gradient_examples(args)
             return self.fn(*args)
         if not torch.compiler.is_compiling():
-            self._prepare_examples(args)  # eager: before the op, not inside it
+            manifest = self._prepare_examples(args)  # eager: before the op
             if grad:
+                self._check_differentiable(manifest)
                 self._prepare_gradient_examples(args)
         outs = _register_op()(self.key, list(args))
         return outs[0] if len(outs) == 1 else tuple(outs)

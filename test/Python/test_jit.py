@@ -250,6 +250,18 @@ class Jit(unittest.TestCase):
         self.assertTrue(torch.equal(kv[0].grad, torch.full_like(kv[0], 2.0)))
         self.assertTrue(torch.equal(kv[1].grad, torch.full_like(kv[1], 3.0)))
 
+    def test_a_backward_through_projections_is_refused_at_the_call(self):
+        import torch
+
+        def projected(q, k, v, w):
+            return attention(q, k, v) @ w
+
+        q, k, v = self.inputs()
+        w = torch.randn(64, 64).to(torch.bfloat16)
+        fn = flashlight.jit(projected, cache=self.cache.name)
+        with self.assertRaisesRegex(NotImplementedError, "decorate the attention alone"):
+            fn(q, k, v, w.requires_grad_())
+
     def test_a_gradient_it_cannot_derive_fails_at_the_call(self):
         import torch
 
