@@ -13,7 +13,9 @@ computes more than its attention: a projection after it, as XLA's GEMM,
 and the reference path's other kernels, as custom calls; `two_layers`
 calls two attention kernels of one manifest), and compares
 with the function itself run by XLA in f32 on the same inputs (relative
-Frobenius error, bf16 tolerance 2e-2). No PyTorch is imported.
+Frobenius error, bf16 tolerance 2e-2); for GRADIENTS, also `jax.grad`
+inside `jax.jit` (the gradient program, through jax.custom_vjp) against
+XLA's f32 gradients. No PyTorch is imported.
 """
 
 import json
@@ -59,6 +61,10 @@ def programs():
     }
 
 
+# Programs whose gradients are checked too (one attention and its layouts).
+GRADIENTS = ("bhnd", "dpa_causal", "gqa_window")
+
+
 def specs(shapes):
     import jax
     import jax.numpy as jnp
@@ -82,11 +88,17 @@ def fill(cache, texts):
 
     from flashlight._jit import cached_compile
 
+    from flashlight._jit import CompileError
+
     for name in sorted(os.listdir(texts)):
         with tempfile.TemporaryDirectory() as folder:
             shutil.copy(os.path.join(texts, name), os.path.join(folder, "program.stablehlo.mlir"))
             manifest, hit = cached_compile(folder, "program.stablehlo.mlir", cache=cache)
-        print(f"{name}: {manifest} ({'cached' if hit else 'compiled'})")
+            print(f"{name}: {manifest} ({'cached' if hit else 'compiled'})")
+            if name.split(".")[0] in GRADIENTS:
+                manifest, hit = cached_compile(folder, "program.stablehlo.mlir", cache=cache,
+                                               flags=("--gradient",))
+                print(f"{name} gradient: {manifest} ({'cached' if hit else 'compiled'})")
 
 
 def run(cache, out_path):
@@ -116,6 +128,23 @@ def run(cache, out_path):
             failures += not ok
             records.append({"program": name, "mode": mode, "rel_err": e, "pass": ok})
             print(f"{name:<12} {mode:<6} {'pass' if ok else 'FAIL'} rel_err={e:.2e}", flush=True)
+        if name in GRADIENTS:
+            # jax.grad inside jax.jit: the gradient program, against XLA's
+            # f32 gradients of the function itself.
+            dout = jax.random.normal(jax.random.PRNGKey(100 + i), ref.shape, jnp.float32)
+            argnums = tuple(range(len(args)))
+
+            def loss(f):
+                return lambda *a: (f(*a).astype(jnp.float32) * dout).sum()
+
+            ours = jax.jit(jax.grad(loss(jf), argnums))(*args)
+            want = jax.grad(loss(fn), argnums)(*[a.astype(jnp.float32) for a in args])
+            e = max(float(jnp.linalg.norm(jnp.asarray(o, jnp.float32) - w) / jnp.linalg.norm(w))
+                    for o, w in zip(ours, want))
+            ok = e <= 2e-2
+            failures += not ok
+            records.append({"program": name, "mode": "grad", "rel_err": e, "pass": ok})
+            print(f"{name:<12} {'grad':<6} {'pass' if ok else 'FAIL'} rel_err={e:.2e}", flush=True)
         if jf.compiles:
             raise RuntimeError(f"{name}: compiled on the GPU machine (cache miss)")
         text = jax.jit(lambda *a: jf(*a)).lower(*args).as_text()

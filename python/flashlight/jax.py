@@ -122,6 +122,7 @@ class JaxFunction(ClassedFunction):
         self.cache = cache
         self._classes = ShapeClasses(runtime_shapes, lambda name: _DTYPES[name])
         self._manifests = self._classes.manifests
+        self._differentiable = None
 
     def stablehlo(self, *args):
         """The StableHLO text of the function at `args`' shapes and dtypes,
@@ -144,7 +145,82 @@ class JaxFunction(ClassedFunction):
         return self._classes.compile(shape_class, folder, "program.stablehlo.mlir",
                                      archs=self.archs, flags=self.flags, cache=self.cache)
 
+    def prepare_gradient(self, *args):
+        """The manifest of the gradient program of the function's attention
+        at `args`' shapes (`flashlight-compile --gradient`; cached)."""
+        from ._jit import cached_compile
+
+        folder = self._classes.new_folder()
+        with open(os.path.join(folder, "program.stablehlo.mlir"), "w") as f:
+            f.write(self.stablehlo(*args))
+        manifest, _ = cached_compile(folder, "program.stablehlo.mlir", archs=self.archs,
+                                     flags=(*self.flags, "--gradient"), cache=self.cache)
+        return manifest
+
     def __call__(self, *args):
+        if self._differentiable is None:
+            self._differentiable = self._make_differentiable()
+        return self._differentiable(*args)
+
+    def _make_differentiable(self):
+        """The call as a jax.custom_vjp: the forward its kernel, the
+        backward the attention's gradient program between the
+        vector-Jacobian products of the layouts around it."""
+        import jax
+
+        call = jax.custom_vjp(self._forward)
+        call.defvjp(lambda *args: (self._forward(*args), args), self._backward)
+        return call
+
+    def _backward(self, args, g):
+        import jax
+        import jax.numpy as jnp
+
+        from . import _resolve
+
+        manifest_path = self.prepare(*args)
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+        entry = manifest.get("entry") or {}
+        if "steps" in entry or len(entry.get("results", [])) != 1:
+            raise NotImplementedError(
+                "flashlight.jax: the backward pass takes functions that are one attention "
+                "and its layouts, returning its output; decorate the attention alone")
+        directory = os.path.dirname(manifest_path)
+        params = manifest["params"]
+        inputs = [p for p in params if p["direction"] == "in"]
+        outputs = [p for p in params if p["direction"] == "out"]
+        floats = [i for i, a in enumerate(args) if jnp.issubdtype(a.dtype, jnp.floating)]
+
+        def operands(*xs):
+            full = list(args)
+            for i, x in zip(floats, xs):
+                full[i] = x
+            return [_constant(directory, s["constant"], p) if "constant" in s else
+                    _to_kernel_layout(full[s["input"]], s["index"], p["shape"]).astype(
+                        _dtype(p["dtype"]))
+                    for s, p in zip(entry["sources"], inputs)]
+
+        for s, p in zip(entry["sources"][3:], inputs[3:]):
+            if "input" in s and s["input"] in floats:
+                raise NotImplementedError(
+                    f"flashlight.jax: argument {s['input']} is read by the attention's score "
+                    f"or mask ({p['name']}): gradients of captured tensors are not derived "
+                    "yet; wrap it in jax.lax.stop_gradient")
+        r, info = entry["results"][0], entry["outputs"][0]
+        kernel_out = jnp.zeros(_resolve(outputs[r["result"]], {}), _dtype(outputs[r["result"]]["dtype"]))
+        _, pull_out = jax.vjp(lambda o: _to_user_layout(o, r["index"], info["shape"]), kernel_out)
+        (dout,) = pull_out(g.astype(kernel_out.dtype))
+        gradient_path = self.prepare_gradient(*args)
+        with open(gradient_path) as f:
+            gradient = json.load(f)
+        dqkv = _run_steps(gradient, os.path.dirname(gradient_path), gradient_path,
+                          [*operands(*[args[i] for i in floats]), dout])
+        _, pull = jax.vjp(lambda *xs: tuple(operands(*xs)[:3]), *[args[i] for i in floats])
+        found = iter(pull(tuple(dqkv)))
+        return tuple(next(found) if i in floats else None for i in range(len(args)))
+
+    def _forward(self, *args):
         manifest_path = self.prepare(*args)
         with open(manifest_path) as f:
             manifest = json.load(f)

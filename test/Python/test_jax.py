@@ -133,6 +133,32 @@ class JaxJit(unittest.TestCase):
         calls = re.findall(rf"@{fj.TARGET}\(.*?attention = (\d+)", text)
         self.assertEqual(sorted(calls), ["0", "1"], text)
 
+    def test_the_gradient_is_the_gradient_program(self):
+        import re
+
+        import jax
+        import jax.numpy as jnp
+
+        import flashlight.jax as fj
+
+        def attention(q, k, v):
+            return jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                                implementation="xla")
+
+        s = jax.ShapeDtypeStruct((2, 128, 4, 64), jnp.bfloat16)
+        fn = fj.jit(attention, cache=self.cache.name)
+
+        def loss(q, k, v):
+            return fn(q, k, v).astype(jnp.float32).sum()
+
+        grads = jax.eval_shape(jax.grad(loss, argnums=(0, 1, 2)), s, s, s)
+        self.assertEqual([(g.shape, g.dtype) for g in grads], [(s.shape, s.dtype)] * 3)
+        text = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(s, s, s).as_text()
+        # The gradient program's four kernels of one manifest (the forward
+        # again, dQ, dK, dV); the forward call itself is dead under grad.
+        calls = re.findall(rf"@{fj.TARGET}\(.*?attention = (\d+)", text)
+        self.assertEqual(sorted(calls), ["0", "1", "2", "3"], text[-2000:])
+
 
 if __name__ == "__main__":
     unittest.main()
