@@ -126,6 +126,8 @@ def run(cache, out_path, lengths):
 
     # The backward is timed with the graph retained: compiled graphs
     # (FlexAttention) must not donate their buffers to it.
+    import torch._functorch.config
+
     torch._functorch.config.donated_buffer = False
 
     os.environ["FLASHLIGHT_CACHE"] = cache
