@@ -140,9 +140,9 @@ EntryProgram::~EntryProgram() {
 CUdeviceptr EntryProgram::buffer(size_t v) {
   if (!pointers[v]) {
     CudaDriver &cuda = CudaDriver::get();
-    cuda.check(cuda.cuMemAlloc(&pointers[v],
-                               std::max<size_t>(bytesOf(values[v]), 1)),
-               "cuMemAlloc");
+    cuda.check(
+        cuda.cuMemAlloc(&pointers[v], std::max<size_t>(bytesOf(values[v]), 1)),
+        "cuMemAlloc");
     ownsPointer[v] = true;
   }
   return pointers[v];
@@ -156,9 +156,10 @@ const KernelManifest &EntryProgram::attentionManifest(size_t k) {
   auto it = attentionManifests.find(k);
   if (it == attentionManifests.end()) {
     KernelManifest all = KernelManifest::load(path, k);
-    it = attentionManifests
-             .emplace(k, all.forArtifact(chooseArtifact(all, computeCapability)))
-             .first;
+    it =
+        attentionManifests
+            .emplace(k, all.forArtifact(chooseArtifact(all, computeCapability)))
+            .first;
   }
   return it->second;
 }
@@ -171,9 +172,9 @@ Kernel &EntryProgram::attention(size_t k) {
   return *slot;
 }
 
-std::vector<CUdeviceptr> EntryProgram::run(
-    const std::vector<CUdeviceptr> &inputs, EntryMode mode, bool poison,
-    CUstream stream) {
+std::vector<CUdeviceptr>
+EntryProgram::run(const std::vector<CUdeviceptr> &inputs, EntryMode mode,
+                  bool poison, CUstream stream) {
   if (inputs.size() != callerInputs.size())
     throw ManifestError(entry.value("function", std::string("the entry")) +
                         " takes " + std::to_string(callerInputs.size()) +
@@ -212,8 +213,7 @@ std::vector<CUdeviceptr> EntryProgram::run(
     std::string op = step.at("op");
     if (op == "empty") {
       size_t v = valueId(step.at("result"), values.size(), "empty");
-      cuda.check(cuda.cuMemsetD8Async(buffer(v), 0, bytesOf(values[v]),
-                                      stream),
+      cuda.check(cuda.cuMemsetD8Async(buffer(v), 0, bytesOf(values[v]), stream),
                  "cuMemsetD8Async");
     } else if (op == "constant") {
       load(valueId(step.at("result"), values.size(), "constant"),
@@ -250,9 +250,9 @@ void EntryProgram::runKernelStep(const json &step, EntryMode mode, bool poison,
     created.push_back(valueId(r, values.size(), "kernel step"));
   for (size_t r : created)
     if (poison)
-      cuda.check(cuda.cuMemsetD8Async(buffer(r), 0xff, bytesOf(values[r]),
-                                      stream),
-                 "cuMemsetD8Async");
+      cuda.check(
+          cuda.cuMemsetD8Async(buffer(r), 0xff, bytesOf(values[r]), stream),
+          "cuMemsetD8Async");
   if (mode == EntryMode::Fast && step.contains("einsum")) {
     // result = init + a b, on cuBLAS where it takes the product.
     std::string why;
@@ -263,8 +263,7 @@ void EntryProgram::runKernelStep(const json &step, EntryMode mode, bool poison,
       if (a.dtype != b.dtype || !Cublas::supports(a.dtype, c.dtype))
         why = "cuBLAS takes no " + a.dtype + " x " + b.dtype + " -> " +
               c.dtype + " product";
-      else if (!(plan = planGemm(step.at("einsum"), a.shape, b.shape,
-                                 c.shape)))
+      else if (!(plan = planGemm(step.at("einsum"), a.shape, b.shape, c.shape)))
         why = "einsum " + step.at("einsum").get<std::string>() +
               " is no GEMM of these buffers";
       else if (!Cublas::get(&why))
@@ -294,10 +293,10 @@ void EntryProgram::runKernelStep(const json &step, EntryMode mode, bool poison,
     shapes.push_back(shapeOf(a));
   }
   if (!host)
-    host = std::make_unique<HostKernels>(
-        directory + "/" +
-        chooseArtifact(entry.at("archs"), path + " (entry)",
-                       computeCapability));
+    host = std::make_unique<HostKernels>(directory + "/" +
+                                         chooseArtifact(entry.at("archs"),
+                                                        path + " (entry)",
+                                                        computeCapability));
   host->launch(step.at("kernel"), step.at("grid"), step.at("block"), ptrs,
                shapes, stream);
 }

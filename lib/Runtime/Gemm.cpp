@@ -61,14 +61,11 @@ bool fitsInt(int64_t v) { return v >= 0 && v <= INT_MAX; }
 
 } // namespace
 
-std::optional<GemmPlan>
-flashlight::runtime::planGemm(const std::string &einsum,
-                              const std::vector<int64_t> &a,
-                              const std::vector<int64_t> &b,
-                              const std::vector<int64_t> &out) {
+std::optional<GemmPlan> flashlight::runtime::planGemm(
+    const std::string &einsum, const std::vector<int64_t> &a,
+    const std::vector<int64_t> &b, const std::vector<int64_t> &out) {
   size_t comma = einsum.find(','), arrow = einsum.find("->");
-  if (comma == std::string::npos || arrow == std::string::npos ||
-      arrow < comma)
+  if (comma == std::string::npos || arrow == std::string::npos || arrow < comma)
     return std::nullopt;
   std::string la = einsum.substr(0, comma),
               lb = einsum.substr(comma + 1, arrow - comma - 1),
@@ -129,8 +126,7 @@ flashlight::runtime::planGemm(const std::string &einsum,
   GemmPlan plan;
   plan.batch = oBatch->size;
   Extent first[2], second[2]; // (rows, cols) of op(A) and op(B).
-  std::optional<std::pair<bool, int64_t>> c =
-      columnMajor(*oRows, *oCols);
+  std::optional<std::pair<bool, int64_t>> c = columnMajor(*oRows, *oCols);
   if (c && !c->first) {
     // C = A B, C m x n column-major.
     plan.m = oRows->size, plan.n = oCols->size, plan.ldc = c->second;
@@ -157,8 +153,8 @@ flashlight::runtime::planGemm(const std::string &einsum,
   plan.transB = opB->first, plan.ldb = opB->second;
   if (plan.batch == 1)
     plan.strideA = plan.strideB = plan.strideC = 0;
-  for (int64_t v : {plan.m, plan.n, plan.k, plan.lda, plan.ldb, plan.ldc,
-                    plan.batch})
+  for (int64_t v :
+       {plan.m, plan.n, plan.k, plan.lda, plan.ldb, plan.ldc, plan.batch})
     if (!fitsInt(v))
       return std::nullopt;
   return plan;
@@ -203,11 +199,13 @@ Cublas *Cublas::get(std::string *why) {
     int (*create)(void **) = nullptr;
     auto *c = new Cublas();
     if (lib) {
-      create = reinterpret_cast<int (*)(void **)>(dlsym(lib, "cublasCreate_v2"));
+      create =
+          reinterpret_cast<int (*)(void **)>(dlsym(lib, "cublasCreate_v2"));
       c->setStream = reinterpret_cast<decltype(c->setStream)>(
           dlsym(lib, "cublasSetStream_v2"));
-      c->gemmStridedBatchedEx = reinterpret_cast<decltype(c->gemmStridedBatchedEx)>(
-          dlsym(lib, "cublasGemmStridedBatchedEx"));
+      c->gemmStridedBatchedEx =
+          reinterpret_cast<decltype(c->gemmStridedBatchedEx)>(
+              dlsym(lib, "cublasGemmStridedBatchedEx"));
     }
     if (!lib)
       failure = "cannot open libcublas (set FLASHLIGHT_CUBLAS to its path)";
@@ -233,8 +231,8 @@ void Cublas::gemm(const GemmPlan &plan, const std::string &abType,
     throw CudaError("cuBLAS GEMM: no " + abType + " x " + abType + " -> " +
                     cType);
   if (int status = setStream(handle, stream))
-    throw CudaError("cublasSetStream failed (status " +
-                    std::to_string(status) + ")");
+    throw CudaError("cublasSetStream failed (status " + std::to_string(status) +
+                    ")");
   bool f64 = abType == "f64";
   float one32 = 1.0f;
   double one64 = 1.0;

@@ -7,8 +7,8 @@
 // and results are the kernel's parameters in manifest order (inputs, then
 // outputs), row-major as XLA lays them out; the attributes `manifest` and
 // `attention` are the manifest's path and which of the program's attention
-// kernels to launch (0: the top level's). Built as a shared library against jaxlib's FFI headers; no
-// MLIR, no CUDA headers.
+// kernels to launch (0: the top level's). Built as a shared library against
+// jaxlib's FFI headers; no MLIR, no CUDA headers.
 //
 //===----------------------------------------------------------------------===//
 

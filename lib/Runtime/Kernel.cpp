@@ -53,8 +53,7 @@ static const json &checkedBlockMask(const json &mask,
   return mask;
 }
 
-KernelManifest KernelManifest::load(const std::string &path,
-                                    size_t attention) {
+KernelManifest KernelManifest::load(const std::string &path, size_t attention) {
   std::ifstream in(path);
   if (!in)
     throw ManifestError("cannot open manifest " + path);

@@ -268,8 +268,7 @@ json timeLaunches(const std::function<void()> &launch, int iters) {
     cuda.check(cuda.cuEventRecord(stop, nullptr), "cuEventRecord");
     cuda.check(cuda.cuEventSynchronize(stop), "cuEventSynchronize");
     float ms = 0;
-    cuda.check(cuda.cuEventElapsedTime(&ms, start, stop),
-               "cuEventElapsedTime");
+    cuda.check(cuda.cuEventElapsedTime(&ms, start, stop), "cuEventElapsedTime");
     times.push_back(ms);
   }
   std::sort(times.begin(), times.end());
@@ -318,8 +317,9 @@ std::string initDevice(int &cc) {
 double toleranceOf(const std::vector<ParamInfo> &params) {
   double tol = 1e-4;
   for (const ParamInfo &p : params)
-    tol = std::max(tol, p.dtype == "bf16" ? 2e-2 : p.dtype == "f16" ? 5e-3
-                                                                     : 0.0);
+    tol = std::max(tol, p.dtype == "bf16"  ? 2e-2
+                        : p.dtype == "f16" ? 5e-3
+                                           : 0.0);
   return tol;
 }
 
@@ -341,21 +341,22 @@ int runEntry(const Options &o) {
   std::vector<CUdeviceptr> out =
       program.run(buffers, EntryMode::Fast, /*poison=*/true);
   cuda.check(cuda.cuCtxSynchronize(), "entry steps");
-  json result = {{"name", o.manifest},
-                 {"device", device},
-                 {"entry", true},
-                 {"seed", o.seed},
-                 {"gemms",
-                  {{"cublas", program.libraryGemms},
-                   {"kernel", program.kernelGemms}}}};
+  json result = {
+      {"name", o.manifest},
+      {"device", device},
+      {"entry", true},
+      {"seed", o.seed},
+      {"gemms",
+       {{"cublas", program.libraryGemms}, {"kernel", program.kernelGemms}}}};
   if (!program.whyKernels.empty())
     result["gemms"]["why_kernel"] = program.whyKernels;
   bool pass = true;
   if (o.check) {
     std::vector<std::vector<unsigned char>> got;
     for (size_t r = 0; r < out.size(); ++r)
-      got.push_back(download(out[r], size_t(program.outputs()[r].numElements()) *
-                                         dtypeSize(program.outputs()[r].dtype)));
+      got.push_back(
+          download(out[r], size_t(program.outputs()[r].numElements()) *
+                               dtypeSize(program.outputs()[r].dtype)));
     out = program.run(buffers, EntryMode::Reference, /*poison=*/true);
     cuda.check(cuda.cuCtxSynchronize(), "reference steps");
     std::vector<ParamInfo> all = inputs;
@@ -363,9 +364,9 @@ int runEntry(const Options &o) {
     double tol = toleranceOf(all);
     for (size_t r = 0; r < out.size(); ++r) {
       const ParamInfo &p = program.outputs()[r];
-      std::vector<unsigned char> raw =
-          download(out[r], got[r].size());
-      HostTensor expected{p.shape, std::vector<double>(size_t(p.numElements()))};
+      std::vector<unsigned char> raw = download(out[r], got[r].size());
+      HostTensor expected{p.shape,
+                          std::vector<double>(size_t(p.numElements()))};
       for (size_t e = 0; e < expected.data.size(); ++e)
         expected.data[e] = decodeElement(&raw[e * dtypeSize(p.dtype)], p.dtype);
       bool ok = false;
@@ -435,8 +436,8 @@ int run(const Options &o) {
       const ParamInfo &p = manifest.params[i];
       if (!p.output)
         continue;
-      std::vector<unsigned char> raw = download(
-          buffers[i], size_t(p.numElements()) * dtypeSize(p.dtype));
+      std::vector<unsigned char> raw =
+          download(buffers[i], size_t(p.numElements()) * dtypeSize(p.dtype));
       bool ok = false;
       result["check"][p.name] = compare(p, raw, ref[outIndex++], tol, ok);
       result["check"][p.name]["rows_checked"] = rows.size();

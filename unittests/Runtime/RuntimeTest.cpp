@@ -143,20 +143,20 @@ TEST_CASE("attention k of a version-2 manifest is its own kernel",
                  {"program", program("sigmoid", nullptr)}};
   second["params"][0]["shape"] = {1, 1, 4, 2};
   m["manifest_version"] = 2;
-  m["attentions"] = {{{"kernel", "tiny"}, {"params", m["params"]},
-                      {"archs", m["archs"]}, {"program", m["program"]}},
+  m["attentions"] = {{{"kernel", "tiny"},
+                      {"params", m["params"]},
+                      {"archs", m["archs"]},
+                      {"program", m["program"]}},
                      second};
   CHECK(manifestFrom(m).kernel == "tiny");
   KernelManifest k1 = manifestFrom(m, 1);
   CHECK(k1.kernel == "tiny_attention1");
   CHECK(k1.find("q0")->shape == std::vector<int64_t>{1, 1, 4, 2});
   CHECK(k1.program["normalizer"] == "sigmoid");
-  CHECK_THROWS_WITH(manifestFrom(m, 2),
-                    Catch::Contains("has no attention 2"));
+  CHECK_THROWS_WITH(manifestFrom(m, 2), Catch::Contains("has no attention 2"));
   m.erase("attentions");
   m["manifest_version"] = 1;
-  CHECK_THROWS_WITH(manifestFrom(m, 1),
-                    Catch::Contains("has no attention 1"));
+  CHECK_THROWS_WITH(manifestFrom(m, 1), Catch::Contains("has no attention 1"));
 }
 
 TEST_CASE("dynamic shared memory comes from the manifest", "[runtime]") {
@@ -478,8 +478,7 @@ double gemmPlanError(const std::string &einsum, std::vector<int64_t> a,
 
 } // namespace
 
-TEST_CASE("einsum steps plan as cuBLAS GEMMs that compute them",
-          "[runtime]") {
+TEST_CASE("einsum steps plan as cuBLAS GEMMs that compute them", "[runtime]") {
   // Projections, attention-shaped batched products, transposed operands,
   // batch dims between the matrix dims, unit dims.
   CHECK(gemmPlanError("abd,cd->abc", {2, 3, 4}, {5, 4}, {2, 3, 5}) == 0);

@@ -199,8 +199,8 @@ std::string chooseArtifact(const KernelManifest &manifest,
                            int computeCapability);
 /// The same choice among `archs` (a manifest's or its entry's), `what`
 /// naming them in the error when there is none.
-std::string chooseArtifact(const nlohmann::json &archs,
-                           const std::string &what, int computeCapability);
+std::string chooseArtifact(const nlohmann::json &archs, const std::string &what,
+                           int computeCapability);
 
 /// Loads the cubin or PTX file at `path` as a module of the current
 /// context; throws ManifestError or CudaError.

@@ -6,10 +6,12 @@
 // (softmax: exp(t - L) with L the log-sum-exp; sigmoid(t); t itself for
 // `none`), masked entries excluded, and dO the output's gradient:
 //
-//   dP = dO V^T                dT = P (dP - Delta)   (softmax; Delta = rowsum(dO O))
+//   dP = dO V^T                dT = P (dP - Delta)   (softmax; Delta =
+//   rowsum(dO O))
 //                                 = dP P (1 - P)     (sigmoid)
 //                                 = dP               (none)
-//   dS = dT * score'(s)        dQ = scale dS K,  dK = scale dS^T Q,  dV = P^T dO
+//   dS = dT * score'(s)        dQ = scale dS K,  dK = scale dS^T Q,  dV = P^T
+//   dO
 //
 // Each of dQ, dK, dV is an attention with normalizer `none` whose score
 // region computes dS (or P) per element from two logit branches (S and
@@ -141,12 +143,10 @@ private:
         .Case([&](arith::TruncFOp) {
           return arith::TruncFOp::create(b, loc, type, dx(0)).getResult();
         })
-        .Case<arith::MaximumFOp, arith::MaxNumFOp>([&](Operation *) {
-          return pick(arith::CmpFPredicate::OGE, 0, 1);
-        })
-        .Case<arith::MinimumFOp, arith::MinNumFOp>([&](Operation *) {
-          return pick(arith::CmpFPredicate::OLE, 0, 1);
-        })
+        .Case<arith::MaximumFOp, arith::MaxNumFOp>(
+            [&](Operation *) { return pick(arith::CmpFPredicate::OGE, 0, 1); })
+        .Case<arith::MinimumFOp, arith::MinNumFOp>(
+            [&](Operation *) { return pick(arith::CmpFPredicate::OLE, 0, 1); })
         .Case([&](arith::SelectOp) {
           return arith::SelectOp::create(b, loc, x(0), orZero(dx(1), type),
                                          orZero(dx(2), type))
@@ -162,9 +162,7 @@ private:
           return mul(dx(0), arith::MulFOp::create(b, loc, r, constant(M_LN2)));
         })
         .Case([&](math::LogOp) { return div(dx(0), x(0)); })
-        .Case([&](math::SqrtOp) {
-          return div(mul(dx(0), constant(0.5)), r);
-        })
+        .Case([&](math::SqrtOp) { return div(mul(dx(0), constant(0.5)), r); })
         .Case([&](math::AbsFOp) {
           Value negative = arith::CmpFOp::create(
               b, loc, arith::CmpFPredicate::OLT, x(0), constant(0.0));
@@ -200,9 +198,8 @@ struct Forward {
 /// Where the gradient attention's indices (b, h, q_idx, kv_idx) are the
 /// forward's (`transposed`: the gradient attends from keys to queries,
 /// kv_idx runs over the g query heads of a KV head times M).
-SmallVector<Value> forwardIndices(OpBuilder &b, Location loc,
-                                  const Forward &f, ValueRange idx,
-                                  bool transposed) {
+SmallVector<Value> forwardIndices(OpBuilder &b, Location loc, const Forward &f,
+                                  ValueRange idx, bool transposed) {
   if (!transposed)
     return {idx[0], idx[1], idx[2], idx[3]};
   Value batch = idx[0], kvHead = idx[1], key = idx[2], row = idx[3];
@@ -210,9 +207,9 @@ SmallVector<Value> forwardIndices(OpBuilder &b, Location loc,
     return {batch, kvHead, row, key};
   Value m = arith::ConstantIndexOp::create(b, loc, f.m);
   Value g = arith::ConstantIndexOp::create(b, loc, f.group);
-  Value head = arith::AddIOp::create(
-      b, loc, arith::MulIOp::create(b, loc, kvHead, g),
-      arith::DivUIOp::create(b, loc, row, m));
+  Value head =
+      arith::AddIOp::create(b, loc, arith::MulIOp::create(b, loc, kvHead, g),
+                            arith::DivUIOp::create(b, loc, row, m));
   return {batch, head, arith::RemUIOp::create(b, loc, row, m), key};
 }
 
@@ -241,14 +238,14 @@ void cloneMask(OpBuilder &b, const Forward &f, AttentionOp op,
   OpBuilder::InsertionGuard guard(b);
   Location loc = f.op.getLoc();
   Block *block = newBlock(b, op.getMask(), regionTypes(b, 0, captures), loc);
-  SmallVector<Value> idx = forwardIndices(b, loc, f, block->getArguments(),
-                                          transposed);
+  SmallVector<Value> idx =
+      forwardIndices(b, loc, f, block->getArguments(), transposed);
   IRMapping map;
   Block &src = fwd.front();
   for (unsigned d = 0; d < 4; ++d)
     map.map(src.getArgument(d), idx[d]);
-  for (auto [from, to] :
-       llvm::zip(src.getArguments().drop_front(4), block->getArguments().drop_front(4)))
+  for (auto [from, to] : llvm::zip(src.getArguments().drop_front(4),
+                                   block->getArguments().drop_front(4)))
     map.map(from, to);
   for (Operation &inner : src)
     b.clone(inner, map);
@@ -327,7 +324,8 @@ LogicalResult buildScore(OpBuilder &b, const Forward &f, AttentionOp op,
   case Normalizer::sigmoid:
     dT = arith::MulFOp::create(
         b, loc, dp,
-        arith::MulFOp::create(b, loc, p, arith::SubFOp::create(b, loc, one, p)));
+        arith::MulFOp::create(b, loc, p,
+                              arith::SubFOp::create(b, loc, one, p)));
     break;
   case Normalizer::none:
     dT = dp;
@@ -335,7 +333,7 @@ LogicalResult buildScore(OpBuilder &b, const Forward &f, AttentionOp op,
   }
   Value dS = arith::MulFOp::create(b, loc, dT, dt);
   YieldOp::create(b, loc,
-                      ValueRange{dS, floatConst(b, loc, b.getF32Type(), 0.0)});
+                  ValueRange{dS, floatConst(b, loc, b.getF32Type(), 0.0)});
   return success();
 }
 
@@ -345,10 +343,11 @@ void buildEpilogue(OpBuilder &b, const Forward &f, AttentionOp op,
                    ValueRange captures) {
   OpBuilder::InsertionGuard guard(b);
   Location loc = f.op.getLoc();
-  Block *block = newBlock(b, op.getEpilogue(), regionTypes(b, 2, captures), loc);
-  Value scaled = arith::MulFOp::create(
-      b, loc, block->getArgument(0),
-      floatConst(b, loc, b.getF32Type(), f.scale));
+  Block *block =
+      newBlock(b, op.getEpilogue(), regionTypes(b, 2, captures), loc);
+  Value scaled =
+      arith::MulFOp::create(b, loc, block->getArgument(0),
+                            floatConst(b, loc, b.getF32Type(), f.scale));
   YieldOp::create(b, loc, ValueRange{scaled});
 }
 
@@ -381,18 +380,17 @@ FailureOr<Value> gradientAttention(OpBuilder &b, const Forward &f,
   Location loc = f.op.getLoc();
   auto qType = cast<RankedTensorType>(queries[0].getType());
   auto vType = cast<RankedTensorType>(value.getType());
-  auto outType = RankedTensorType::get(
-      {qType.getDimSize(0), qType.getDimSize(1), qType.getDimSize(2),
-       vType.getDimSize(3)},
-      resultElement);
+  auto outType =
+      RankedTensorType::get({qType.getDimSize(0), qType.getDimSize(1),
+                             qType.getDimSize(2), vType.getDimSize(3)},
+                            resultElement);
   bool weightsOnly = queries.size() == 1;
   SmallVector<double> scales = {f.scale, 1.0};
   scales.resize(queries.size());
-  auto op = AttentionOp::create(b, loc, outType, TypeRange{}, queries, keys,
-                                value, ValueRange{}, captures,
-                                b.getDenseF64ArrayAttr(scales),
-                                NormalizerAttr::get(b.getContext(),
-                                                    Normalizer::none));
+  auto op = AttentionOp::create(
+      b, loc, outType, TypeRange{}, queries, keys, value, ValueRange{},
+      captures, b.getDenseF64ArrayAttr(scales),
+      NormalizerAttr::get(b.getContext(), Normalizer::none));
   if (failed(buildScore(b, f, op, captures, transposed, weightsOnly)))
     return failure();
   cloneMask(b, f, op, captures, transposed);
@@ -405,15 +403,15 @@ FailureOr<Value> gradientAttention(OpBuilder &b, const Forward &f,
 Value rowDot(OpBuilder &b, Location loc, Value dout, Value out) {
   MLIRContext *ctx = b.getContext();
   auto type = cast<RankedTensorType>(out.getType());
-  auto rowType = RankedTensorType::get(type.getShape().drop_back(),
-                                       b.getF32Type());
+  auto rowType =
+      RankedTensorType::get(type.getShape().drop_back(), b.getF32Type());
   Value zero = floatConst(b, loc, b.getF32Type(), 0.0);
-  Value init = linalg::FillOp::create(
-                   b, loc, zero,
-                   tensor::EmptyOp::create(b, loc, rowType.getShape(),
-                                           b.getF32Type())
-                       .getResult())
-                   .getResult(0);
+  Value init =
+      linalg::FillOp::create(
+          b, loc, zero,
+          tensor::EmptyOp::create(b, loc, rowType.getShape(), b.getF32Type())
+              .getResult())
+          .getResult(0);
   auto d = [&](unsigned k) { return getAffineDimExpr(k, ctx); };
   AffineMap all = AffineMap::get(4, 0, {d(0), d(1), d(2), d(3)}, ctx);
   using utils::IteratorType;
@@ -429,11 +427,11 @@ Value rowDot(OpBuilder &b, Location loc, Value dout, Value out) {
                             : arith::ExtFOp::create(nb, l, nb.getF32Type(), v)
                                   .getResult();
                };
-               Value prod = arith::MulFOp::create(nb, l, widen(args[0]),
-                                                  widen(args[1]));
+               Value prod =
+                   arith::MulFOp::create(nb, l, widen(args[0]), widen(args[1]));
                linalg::YieldOp::create(
-                   nb, l, ValueRange{arith::AddFOp::create(nb, l, args[2],
-                                                           prod)});
+                   nb, l,
+                   ValueRange{arith::AddFOp::create(nb, l, args[2], prod)});
              })
       .getResult(0);
 }
@@ -484,8 +482,8 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
   f.scale = op.getScale()[0];
   auto qType = cast<RankedTensorType>(q.getType());
   f.m = qType.getDimSize(2);
-  f.group = qType.getDimSize(1) /
-            cast<RankedTensorType>(k.getType()).getDimSize(1);
+  f.group =
+      qType.getDimSize(1) / cast<RankedTensorType>(k.getType()).getDimSize(1);
   Value gq = args.lookup(q), gk = args.lookup(k), gv = args.lookup(v);
   Value dout = body->getArguments().back();
   SmallVector<Value> captures;
@@ -503,8 +501,7 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
     for (auto [from, to] : {std::pair{&op.getScore(), &forward.getScore()},
                             {&op.getMask(), &forward.getMask()}})
       from->cloneInto(to, args);
-    rowStats = {forward.getLse()[0],
-                rowDot(b, loc, dout, forward.getOutput())};
+    rowStats = {forward.getLse()[0], rowDot(b, loc, dout, forward.getOutput())};
   }
 
   // dQ: from Q (and dO) to K (and V), K the value.
@@ -513,6 +510,8 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
   FailureOr<Value> dq =
       gradientAttention(b, f, {gq, dout}, {gk, gv}, gk, dqCaptures,
                         qType.getElementType(), /*transposed=*/false);
+  if (failed(dq))
+    return failure(); // Said once: dK and dV clone the same region.
   // dK, dV: from K (and V) to the queries of its group.
   SmallVector<Value> kvCaptures(captures);
   for (Value s : rowStats)
@@ -527,10 +526,10 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
   SmallVector<Value> dvCaptures(captures);
   if (!rowStats.empty())
     dvCaptures.push_back(kvCaptures[captures.size()]);
-  FailureOr<Value> dv = gradientAttention(b, f, {gk}, {rowsQ}, rowsDout,
-                                          dvCaptures, elementOf(v),
-                                          /*transposed=*/true);
-  if (failed(dq) || failed(dk) || failed(dv))
+  FailureOr<Value> dv =
+      gradientAttention(b, f, {gk}, {rowsQ}, rowsDout, dvCaptures, elementOf(v),
+                        /*transposed=*/true);
+  if (failed(dk) || failed(dv))
     return failure();
   func::ReturnOp::create(b, loc, ValueRange{*dq, *dk, *dv});
   return success();

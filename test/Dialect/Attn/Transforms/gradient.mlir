@@ -1,0 +1,104 @@
+// RUN: flashlight-opt %s --split-input-file --verify-diagnostics --attn-gradient | FileCheck %s
+
+// Soft-capped causal GQA (4 query heads over 2 KV heads): the forward again
+// with its LSE, Delta = rowsum(dO * O), then dQ, dK and dV as attentions.
+// CHECK-LABEL: func.func @gradient(
+// CHECK-SAME: %[[Q:[^:]+]]: tensor<1x4x16x32xbf16>, %[[K:[^:]+]]: tensor<1x2x16x32xbf16>, %[[V:[^:]+]]: tensor<1x2x16x32xbf16>, %[[DO:[^:]+]]: tensor<1x4x16x32xbf16>)
+// CHECK-SAME: -> (tensor<1x4x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>)
+// CHECK: %[[FWD:.+]]:2 = attn.attention q(%[[Q]] {{.*}} normalizer softmax
+// CHECK: -> tensor<1x4x16x32xbf16>, tensor<1x4x16xf32>
+// CHECK: %[[DELTA:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[DO]], %[[FWD]]#0
+// dQ: branches S (Q, K) and dP (dO, V), K the value.
+// CHECK: %[[DQ:.+]] = attn.attention q(%[[Q]], %[[DO]] {{.*}} k(%[[K]], %[[V]] {{.*}} v(%[[K]] {{.*}} captures(%[[FWD]]#1, %[[DELTA]] {{.*}} scale [3.500000e-01, 1.000000e+00] normalizer none score {
+// CHECK: ^bb0(%[[S:.+]]: f32, %[[DP:.+]]: f32, %[[B:.+]]: index, %[[H:.+]]: index, %[[I:.+]]: index, %[[J:.+]]: index, %[[L:.+]]: tensor<1x4x16xf32>, %[[D:.+]]: tensor<1x4x16xf32>):
+// d(30 tanh(s / 30))/ds = (1 / 30) (1 - tanh^2) 30.
+// CHECK: %[[X:.+]] = arith.divf %[[S]]
+// CHECK: %[[T:.+]] = math.tanh %[[X]]
+// CHECK: %[[T2:.+]] = arith.mulf %[[T]], %[[T]]
+// CHECK: arith.subf %{{.*}}, %[[T2]]
+// CHECK: %[[LROW:.+]] = tensor.extract %[[L]][%[[B]], %[[H]], %[[I]]]
+// CHECK: %[[P:.+]] = math.exp
+// CHECK: %[[DROW:.+]] = tensor.extract %[[D]][%[[B]], %[[H]], %[[I]]]
+// CHECK: %[[DT:.+]] = arith.subf %[[DP]], %[[DROW]]
+// CHECK: %[[PDT:.+]] = arith.mulf %[[P]], %[[DT]]
+// CHECK: %[[DS:.+]] = arith.mulf %[[PDT]]
+// CHECK: attn.yield %[[DS]], %{{.*}} : f32, f32
+// CHECK: } mask {
+// CHECK: arith.cmpi sge
+// CHECK: } epilogue {
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
+// dK and dV attend from the keys to the query rows of their group.
+// CHECK: %[[QR:.+]] = tensor.collapse_shape {{.*}} : tensor<1x2x2x16x32xbf16> into tensor<1x2x32x32xbf16>
+// CHECK: %[[DOR:.+]] = tensor.collapse_shape {{.*}} : tensor<1x2x2x16x32xbf16> into tensor<1x2x32x32xbf16>
+// CHECK: %[[DK:.+]] = attn.attention q(%[[K]], %[[V]] {{.*}} k(%[[QR]], %[[DOR]] {{.*}} v(%[[QR]] {{.*}} normalizer none score {
+// Row i' of the 2 x 16 is query head h * 2 + i' / 16, row i' mod 16.
+// CHECK: arith.divui %{{.*}}, %c16
+// CHECK: arith.remui %{{.*}}, %c16
+// CHECK: } mask {
+// CHECK: %[[ROW:.+]] = arith.remui
+// CHECK: arith.cmpi sge, %[[ROW]]
+// CHECK: %[[DV:.+]] = attn.attention q(%[[K]] : {{.*}} k(%[[QR]] : {{.*}} v(%[[DOR]] : {{.*}} scale [3.500000e-01] normalizer none score {
+// CHECK: return %[[DQ]], %[[DK]], %[[DV]]
+// CHECK-NOT: func.func @softcap
+func.func @softcap(%q: tensor<1x4x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: tensor<1x2x16x32xbf16>) -> tensor<1x4x16x32xbf16> {
+  %o = attn.attention q(%q : tensor<1x4x16x32xbf16>) k(%k : tensor<1x2x16x32xbf16>) v(%v : tensor<1x2x16x32xbf16>) scale [0.35] normalizer softmax
+    score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      %c = arith.constant 30.0 : f32
+      %x = arith.divf %s, %c : f32
+      %t = math.tanh %x : f32
+      %y = arith.mulf %t, %c : f32
+      attn.yield %y : f32
+    }
+    mask {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %keep = arith.cmpi sge, %i, %j : index
+      attn.yield %keep : i1
+    } -> tensor<1x4x16x32xbf16>
+  return %o : tensor<1x4x16x32xbf16>
+}
+
+// -----
+
+// Sigmoid: no forward again, no row statistics; dS = dP P (1 - P).
+// CHECK-LABEL: func.func @gradient(
+// CHECK-NOT: normalizer sigmoid
+// CHECK-NOT: linalg.generic
+// CHECK: attn.attention q(%arg0, %arg3 {{.*}} normalizer none score {
+// CHECK: ^bb0(%[[S:.+]]: f32, %[[DP:.+]]: f32,
+// CHECK: %[[E:.+]] = math.exp
+// CHECK: %[[P:.+]] = arith.divf %{{.*}}, %{{.*}} : f32
+// CHECK: %[[Q:.+]] = arith.subf %{{.*}}, %[[P]]
+// CHECK: %[[PQ:.+]] = arith.mulf %[[P]], %[[Q]]
+// CHECK: arith.mulf %[[DP]], %[[PQ]]
+func.func @sigmoid(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, %v: tensor<1x2x16x32xf16>) -> tensor<1x2x16x32xf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x32xf16>) k(%k : tensor<1x2x16x32xf16>) v(%v : tensor<1x2x16x32xf16>) scale [0.25] normalizer sigmoid -> tensor<1x2x16x32xf16>
+  return %o : tensor<1x2x16x32xf16>
+}
+
+// -----
+
+// A score op without a derivative rule is refused where it stands.
+func.func @no_rule(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, %v: tensor<1x2x16x32xf16>) -> tensor<1x2x16x32xf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x32xf16>) k(%k : tensor<1x2x16x32xf16>) v(%v : tensor<1x2x16x32xf16>) scale [0.25] normalizer softmax
+    score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      // expected-error @+1 {{attn-gradient: cannot differentiate 'math.sin' in the score region}}
+      %y = math.sin %s : f32
+      attn.yield %y : f32
+    } -> tensor<1x2x16x32xf16>
+  return %o : tensor<1x2x16x32xf16>
+}
+
+// -----
+
+func.func @two_branches(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, %v: tensor<1x2x16x32xf16>) -> tensor<1x2x16x32xf16> {
+  // expected-error @+1 {{attn-gradient: an attention of several logit branches has no gradient program yet}}
+  %o = attn.attention q(%q, %k : tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>) k(%k, %q : tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>) v(%v : tensor<1x2x16x32xf16>) scale [0.25, 0.25] normalizer softmax
+    epilogue {
+    ^bb0(%o0: f32, %o1: f32, %b: index, %h: index, %i: index, %d: index):
+      %r = arith.subf %o0, %o1 : f32
+      attn.yield %r : f32
+    } -> tensor<1x2x16x32xf16>
+  return %o : tensor<1x2x16x32xf16>
+}
