@@ -13,7 +13,9 @@ random output gradient, and compares the output and every input's gradient
 with the function run by PyTorch in float64 on the same values (relative
 Frobenius error; bf16 tolerance 2e-2). Kernel outputs are NaN-poisoned
 first. Shapes: lengths 128 and 1000 (not a multiple of the tiles), head
-dims 64 and 128, GQA 4:2, [B, H, N, D] and [B, N, H, D] callers.
+dims 64 and 128, GQA 4:2, [B, H, N, D] and [B, N, H, D] callers, a
+learned sink (its gradient too), a pair bias and an output gate (inputs
+that do not require grad).
 """
 
 import math
@@ -82,6 +84,23 @@ def sigmoid(q, k, v):
     return torch.sigmoid(scores(q, k) - math.log(q.shape[2])) @ v
 
 
+def sinks(q, k, v, sink):
+    """gpt-oss: a learned logit per head joins each softmax row; causal."""
+    i, j = positions(q.shape[2], q.device)
+    s = scores(q, k).masked_fill(j > i, float("-inf"))
+    column = sink.reshape(1, -1, 1, 1).expand(s.shape[0], -1, s.shape[2], 1).to(s.dtype)
+    both = torch.cat([s, column], dim=-1)
+    both = both - both.max(dim=-1, keepdim=True).values
+    return torch.softmax(both, -1)[..., :-1] @ v
+
+
+def gated_bias(q, k, v, bias, gate):
+    """Evoformer-like: a pair bias in the scores, a sigmoid gate on the
+    output (both inputs that do not require grad)."""
+    s = scores(q, k) + bias
+    return (torch.softmax(s, -1) @ v) * torch.sigmoid(gate)
+
+
 def self_bnhd(x):
     """Self-attention on one [B, N, H, D] tensor as q, k and v."""
     y = x.transpose(1, 2)
@@ -106,6 +125,9 @@ def cases():
                 (f"document n{n} d{d}", document, bhnd + [((2, n), "int")]),
                 (f"sigmoid n{n} d{d}", sigmoid, bhnd),
                 (f"self_bnhd n{n} d{d}", self_bnhd, [(2, n, 4, d)]),
+                (f"sinks n{n} d{d}", sinks, bhnd + [((4,), "f32")]),
+                (f"gated_bias n{n} d{d}", gated_bias,
+                 bhnd + [((1, 4, n, n), "frozen"), ((2, 4, n, d), "frozen")]),
             ]
     return out
 
@@ -131,16 +153,24 @@ def make_inputs(shapes, device, seed):
             pos = torch.arange(n)
             xs.append(((pos[None, :] >= cuts[:, :1]).int() +
                        (pos[None, :] >= cuts[:, 1:]).int()).to(device))
+        elif kind == "f32":
+            xs.append(torch.randn(shape, generator=g).to(device))
         else:
             xs.append(torch.randn(shape, generator=g).to(torch.bfloat16).to(device))
     return xs
 
 
+def frozen(shapes):
+    """Positions of the inputs that do not require grad."""
+    return {i for i, spec in enumerate(shapes)
+            if not isinstance(spec[1], int) and spec[1] == "frozen"}
+
+
 def fill(cache):
     os.environ["FLASHLIGHT_CACHE"] = cache
     for seed, (name, fn, shapes) in enumerate(cases()):
-        xs = [x.requires_grad_() if x.is_floating_point() else x
-              for x in make_inputs(shapes, "cpu", seed)]
+        xs = [x.requires_grad_() if x.is_floating_point() and i not in frozen(shapes) else x
+              for i, x in enumerate(make_inputs(shapes, "cpu", seed))]
         jitted(fn)(*xs)  # compiles the forward and the gradient program
         print(f"{name}: cached", flush=True)
 
@@ -157,9 +187,11 @@ def run(cache, out_path):
     records, failures = [], 0
     for seed, (name, fn, shapes) in enumerate(cases()):
         xs = make_inputs(shapes, "cuda", seed)
-        floats = [i for i, x in enumerate(xs) if x.is_floating_point()]
-        ours = [x.clone().requires_grad_() if x.is_floating_point() else x for x in xs]
-        refs = [x.double().requires_grad_() if x.is_floating_point() else x for x in xs]
+        floats = [i for i, x in enumerate(xs)
+                  if x.is_floating_point() and i not in frozen(shapes)]
+        ours = [x.clone().requires_grad_() if i in floats else x for i, x in enumerate(xs)]
+        refs = [x.double().requires_grad_() if i in floats else
+                x.double() if x.is_floating_point() else x for i, x in enumerate(xs)]
         try:
             out = jitted(fn)(*ours)
             dout = torch.randn(out.shape, generator=torch.Generator().manual_seed(seed + 1000))

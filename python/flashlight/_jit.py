@@ -384,13 +384,14 @@ def _register_op():
     # torch.compile's autograd traces it as one opaque call too, and the
     # layouts around it as the views they are.
     @torch.library.custom_op("flashlight::jit_grad", mutates_args=())
-    def jit_grad(key: str, operands: list[torch.Tensor],
-                 dout: torch.Tensor) -> list[torch.Tensor]:
+    def jit_grad(key: str, operands: list[torch.Tensor], dout: torch.Tensor,
+                 count: int) -> list[torch.Tensor]:
         return _registry[key]._run_gradient(operands, dout)
 
     @jit_grad.register_fake
-    def _(key, operands, dout):
-        return [x.new_empty(x.shape) for x in operands[:3]]
+    def _(key, operands, dout, count):
+        # The gradients of the first `count` operands (q, k, v, sinks).
+        return [x.new_empty(x.shape) for x in operands[:count]]
 
     def setup_context(ctx, inputs, output):
         ctx.key = inputs[0]
@@ -570,9 +571,9 @@ class JitFunction(ClassedFunction):
         taken = [i for i in entry["inputs"] if "file" not in i]
         extents = _bind_extents(taken, args, [f"argument {i}" for i in range(len(taken))])
         device = args[0].device
-        for s, p in zip(entry["sources"][3:], forward.inputs[3:]):
-            if "input" in s and s["input"] < len(args) and \
-                    args[s["input"]].requires_grad and args[s["input"]].is_floating_point():
+        for s, p in zip(entry["sources"], forward.inputs):
+            if p["name"].startswith("capture") and "input" in s and s["input"] < len(args) \
+                    and args[s["input"]].requires_grad and args[s["input"]].is_floating_point():
                 raise NotImplementedError(
                     f"{self.key}: argument {s['input']} requires grad, but it is read by "
                     f"the attention's score or mask ({p['name']}): gradients of captured "
@@ -598,12 +599,16 @@ class JitFunction(ClassedFunction):
 
         forward, entry, extents, operands = self._layouts(args)
         floats = [i for i, a in enumerate(args) if a.is_floating_point()]
+        gradient = self._prepare_gradient_examples(args)
+        with open(gradient) as f:
+            # dQ, dK, dV and a gradient per sink: of the leading operands.
+            count = len(json.load(f)["entry"]["outputs"])
 
-        def qkv(*xs):
+        def differentiated(*xs):
             full = list(args)
             for i, x in zip(floats, xs):
                 full[i] = x
-            return tuple(operands(*full)[:3])
+            return tuple(operands(*full)[:count])
 
         ops = operands(*args)
         r, info = entry["results"][0], entry["outputs"][0]
@@ -615,14 +620,14 @@ class JitFunction(ClassedFunction):
         dout = dout.contiguous()
         # The gradient program of the shape class, by its operands' shapes
         # (what the op sees).
-        self._gradient_for[self.shape_class(ops + [dout])] = \
-            self._prepare_gradient_examples(args)
-        dqkv = grad_op(self.key, ops, dout)
-        _, pull = torch.func.vjp(qkv, *[args[i] for i in floats])
-        return pull(tuple(dqkv))
+        self._gradient_for[self.shape_class(ops + [dout])] = gradient
+        grads = grad_op(self.key, ops, dout, count)
+        _, pull = torch.func.vjp(differentiated, *[args[i] for i in floats])
+        return pull(tuple(grads))
 
     def _run_gradient(self, operands, dout):
-        """The gradient program on kernel-layout operands: [dq, dk, dv]."""
+        """The gradient program on kernel-layout operands: [dq, dk, dv,
+        dsink...]."""
         manifest = self._gradient_for[self.shape_class(list(operands) + [dout])]
         outs = self._kernel(manifest).call_entry(*operands, dout)
         return list(outs)

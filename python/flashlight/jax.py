@@ -201,8 +201,8 @@ class JaxFunction(ClassedFunction):
                         _dtype(p["dtype"]))
                     for s, p in zip(entry["sources"], inputs)]
 
-        for s, p in zip(entry["sources"][3:], inputs[3:]):
-            if "input" in s and s["input"] in floats:
+        for s, p in zip(entry["sources"], inputs):
+            if p["name"].startswith("capture") and "input" in s and s["input"] in floats:
                 raise NotImplementedError(
                     f"flashlight.jax: argument {s['input']} is read by the attention's score "
                     f"or mask ({p['name']}): gradients of captured tensors are not derived "
@@ -214,10 +214,14 @@ class JaxFunction(ClassedFunction):
         gradient_path = self.prepare_gradient(*args)
         with open(gradient_path) as f:
             gradient = json.load(f)
-        dqkv = _run_steps(gradient, os.path.dirname(gradient_path), gradient_path,
-                          [*operands(*[args[i] for i in floats]), dout])
-        _, pull = jax.vjp(lambda *xs: tuple(operands(*xs)[:3]), *[args[i] for i in floats])
-        found = iter(pull(tuple(dqkv)))
+        grads = _run_steps(gradient, os.path.dirname(gradient_path), gradient_path,
+                           [*operands(*[args[i] for i in floats]), dout])
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        # dQ, dK, dV and a gradient per sink: of the leading operands.
+        count = len(grads)
+        _, pull = jax.vjp(lambda *xs: tuple(operands(*xs)[:count]),
+                          *[args[i] for i in floats])
+        found = iter(pull(tuple(grads)))
         return tuple(next(found) if i in floats else None for i in range(len(args)))
 
     def _forward(self, *args):

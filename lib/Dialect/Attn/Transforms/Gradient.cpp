@@ -63,7 +63,8 @@ Value floatConst(OpBuilder &b, Location loc, Type type, double v) {
 /// the logit and has no derivative rule.
 class ScoreDerivative {
 public:
-  ScoreDerivative(OpBuilder &b, Location loc) : b(b), loc(loc) {}
+  ScoreDerivative(OpBuilder &b, Location loc, StringRef region = "score")
+      : b(b), loc(loc), region(region) {}
 
   FailureOr<std::pair<Value, Value>> emit(Block &block, IRMapping &map) {
     tangents[block.getArgument(0)] =
@@ -79,7 +80,7 @@ public:
       Value t = rule(op, *clone, map);
       if (!t)
         return op.emitError("attn-gradient: cannot differentiate '")
-               << op.getName() << "' in the score region";
+               << op.getName() << "' in the " << region << " region";
       tangents[op.getResult(0)] = t;
     }
     Value result = block.getTerminator()->getOperand(0);
@@ -177,6 +178,7 @@ private:
 
   OpBuilder &b;
   Location loc;
+  StringRef region;
   /// Derivatives with respect to the logit, by original value.
   DenseMap<Value, Value> tangents;
 };
@@ -436,6 +438,106 @@ Value rowDot(OpBuilder &b, Location loc, Value dout, Value out) {
       .getResult(0);
 }
 
+/// dO through the epilogue: `dout * epilogue'(o)` per element (o the
+/// attention's own output, recomputed), in dO's type.
+FailureOr<Value> throughEpilogue(OpBuilder &b, Location loc, AttentionOp op,
+                                 Value o, Value dout, ValueRange captures) {
+  MLIRContext *ctx = b.getContext();
+  auto type = cast<RankedTensorType>(dout.getType());
+  AffineMap all = b.getMultiDimIdentityMap(4);
+  using utils::IteratorType;
+  LogicalResult result = success();
+  Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                       type.getElementType());
+  auto generic = linalg::GenericOp::create(
+      b, loc, type, ValueRange{o, dout}, init, {all, all, all},
+      SmallVector<IteratorType>(4, IteratorType::parallel),
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        auto widen = [&](Value v) -> Value {
+          return v.getType() == nb.getF32Type()
+                     ? v
+                     : arith::ExtFOp::create(nb, l, nb.getF32Type(), v)
+                           .getResult();
+        };
+        Block &src = op.getEpilogue().front();
+        IRMapping map;
+        map.map(src.getArgument(0), widen(args[0]));
+        for (unsigned d = 0; d < 4; ++d)
+          map.map(src.getArgument(1 + d), linalg::IndexOp::create(nb, l, d));
+        for (auto [arg, capture] :
+             llvm::zip(src.getArguments().drop_front(5), captures))
+          map.map(arg, capture);
+        FailureOr<std::pair<Value, Value>> derived =
+            ScoreDerivative(nb, l, "epilogue").emit(src, map);
+        Value grad = floatConst(nb, l, nb.getF32Type(), 0.0);
+        if (succeeded(derived))
+          grad = arith::MulFOp::create(nb, l, derived->second, widen(args[1]));
+        else
+          result = failure();
+        if (grad.getType() != type.getElementType())
+          grad = arith::TruncFOp::create(nb, l, type.getElementType(), grad);
+        linalg::YieldOp::create(nb, l, ValueRange{grad});
+      });
+  (void)ctx;
+  if (failed(result))
+    return failure();
+  return generic.getResult(0);
+}
+
+/// The sink's gradient: dsink[h] = -sum_{b,i} exp(sink[h] - L) Delta, in
+/// the sink's type.
+Value sinkGradient(OpBuilder &b, Location loc, Value sink, Value lse,
+                   Value delta) {
+  MLIRContext *ctx = b.getContext();
+  auto sinkType = cast<RankedTensorType>(sink.getType());
+  auto f32 = RankedTensorType::get(sinkType.getShape(), b.getF32Type());
+  Value zero = floatConst(b, loc, b.getF32Type(), 0.0);
+  Value init = linalg::FillOp::create(
+                   b, loc, zero,
+                   tensor::EmptyOp::create(b, loc, f32.getShape(),
+                                           b.getF32Type())
+                       .getResult())
+                   .getResult(0);
+  auto d = [&](unsigned k) { return getAffineDimExpr(k, ctx); };
+  AffineMap rows = AffineMap::get(3, 0, {d(0), d(1), d(2)}, ctx);
+  AffineMap head = AffineMap::get(3, 0, {d(1)}, ctx);
+  using utils::IteratorType;
+  Value sum =
+      linalg::GenericOp::create(
+          b, loc, f32, ValueRange{sink, lse, delta}, init,
+          {head, rows, rows, head},
+          {IteratorType::reduction, IteratorType::parallel,
+           IteratorType::reduction},
+          [&](OpBuilder &nb, Location l, ValueRange args) {
+            Value s = args[0];
+            if (s.getType() != nb.getF32Type())
+              s = arith::ExtFOp::create(nb, l, nb.getF32Type(), s);
+            Value p = math::ExpOp::create(
+                nb, l, arith::SubFOp::create(nb, l, s, args[1]));
+            Value term = arith::MulFOp::create(nb, l, p, args[2]);
+            linalg::YieldOp::create(
+                nb, l,
+                ValueRange{arith::SubFOp::create(nb, l, args[3], term)});
+          })
+          .getResult(0);
+  if (sinkType.getElementType() == b.getF32Type())
+    return sum;
+  AffineMap id = b.getMultiDimIdentityMap(1);
+  return linalg::GenericOp::create(
+             b, loc, sinkType, sum,
+             tensor::EmptyOp::create(b, loc, sinkType.getShape(),
+                                     sinkType.getElementType())
+                 .getResult(),
+             {id, id}, {IteratorType::parallel},
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               linalg::YieldOp::create(
+                   nb, l,
+                   ValueRange{arith::TruncFOp::create(
+                       nb, l, sinkType.getElementType(), args[0])});
+             })
+      .getResult(0);
+}
+
 /// Why `op` has no gradient program here, or success.
 LogicalResult checkDifferentiable(AttentionOp op) {
   auto fail = [&](const Twine &why) {
@@ -444,10 +546,7 @@ LogicalResult checkDifferentiable(AttentionOp op) {
   if (op.getNumBranches() != 1)
     return fail("an attention of several logit branches has no gradient "
                 "program yet");
-  if (!op.getSinks().empty())
-    return fail("attention sinks have no gradient program yet");
-  if (!op.getEpilogue().empty())
-    return fail("an attention with an epilogue has no gradient program yet");
+
   if (op.getMeanEmptyRows() && !MaskScoreAnalysis(op).rowsNeverEmpty())
     return fail("rows whose keys are all masked take the mean of V here "
                 "(a finite mask fill); their gradient is not derived yet");
@@ -468,6 +567,7 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
   argTypes.push_back(op.getOutput().getType());
   Value q = op.getQueries()[0], k = op.getKeys()[0], v = op.getValue();
   SmallVector<Type> results = {q.getType(), k.getType(), v.getType()};
+  llvm::append_range(results, op.getSinks().getTypes());
   auto func = func::FuncOp::create(b, loc, "gradient",
                                    b.getFunctionType(argTypes, results));
   Block *body = func.addEntryBlock();
@@ -490,18 +590,37 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
   for (Value c : op.getCaptures())
     captures.push_back(args.lookup(c));
 
-  // Softmax: the forward again, for its output and log-sum-exp.
+  SmallVector<Value> sinks;
+  for (Value sink : op.getSinks())
+    sinks.push_back(args.lookup(sink));
+
+  // The forward again: softmax for its output and log-sum-exp, an
+  // epilogue for the attention's own output (dO goes through the
+  // epilogue's derivative).
   SmallVector<Value> rowStats;
-  if (f.normalizer == Normalizer::softmax) {
-    auto lseType = RankedTensorType::get(
-        {qType.getDimSize(0), qType.getDimSize(1), f.m}, b.getF32Type());
+  bool softmax = f.normalizer == Normalizer::softmax;
+  bool epilogue = !op.getEpilogue().empty();
+  if (softmax || epilogue) {
+    SmallVector<Type> lseTypes;
+    if (softmax)
+      lseTypes.push_back(RankedTensorType::get(
+          {qType.getDimSize(0), qType.getDimSize(1), f.m}, b.getF32Type()));
     auto forward = AttentionOp::create(
-        b, loc, op.getOutput().getType(), TypeRange{lseType}, gq, gk, gv,
-        ValueRange{}, captures, op.getScaleAttr(), op.getNormalizerAttr());
+        b, loc, op.getOutput().getType(), lseTypes, gq, gk, gv, sinks,
+        captures, op.getScaleAttr(), op.getNormalizerAttr());
     for (auto [from, to] : {std::pair{&op.getScore(), &forward.getScore()},
                             {&op.getMask(), &forward.getMask()}})
       from->cloneInto(to, args);
-    rowStats = {forward.getLse()[0], rowDot(b, loc, dout, forward.getOutput())};
+    if (epilogue) {
+      FailureOr<Value> through = throughEpilogue(
+          b, loc, op, forward.getOutput(), dout, captures);
+      if (failed(through))
+        return failure();
+      dout = *through;
+    }
+    if (softmax)
+      rowStats = {forward.getLse()[0],
+                  rowDot(b, loc, dout, forward.getOutput())};
   }
 
   // dQ: from Q (and dO) to K (and V), K the value.
@@ -531,7 +650,10 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
                         /*transposed=*/true);
   if (failed(dk) || failed(dv))
     return failure();
-  func::ReturnOp::create(b, loc, ValueRange{*dq, *dk, *dv});
+  SmallVector<Value> grads = {*dq, *dk, *dv};
+  for (Value sink : sinks)
+    grads.push_back(sinkGradient(b, loc, sink, rowStats[0], rowStats[1]));
+  func::ReturnOp::create(b, loc, grads);
   return success();
 }
 
