@@ -447,8 +447,8 @@ FailureOr<Value> throughEpilogue(OpBuilder &b, Location loc, AttentionOp op,
   AffineMap all = b.getMultiDimIdentityMap(4);
   using utils::IteratorType;
   LogicalResult result = success();
-  Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
-                                       type.getElementType());
+  Value init =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
   auto generic = linalg::GenericOp::create(
       b, loc, type, ValueRange{o, dout}, init, {all, all, all},
       SmallVector<IteratorType>(4, IteratorType::parallel),
@@ -492,12 +492,12 @@ Value sinkGradient(OpBuilder &b, Location loc, Value sink, Value lse,
   auto sinkType = cast<RankedTensorType>(sink.getType());
   auto f32 = RankedTensorType::get(sinkType.getShape(), b.getF32Type());
   Value zero = floatConst(b, loc, b.getF32Type(), 0.0);
-  Value init = linalg::FillOp::create(
-                   b, loc, zero,
-                   tensor::EmptyOp::create(b, loc, f32.getShape(),
-                                           b.getF32Type())
-                       .getResult())
-                   .getResult(0);
+  Value init =
+      linalg::FillOp::create(
+          b, loc, zero,
+          tensor::EmptyOp::create(b, loc, f32.getShape(), b.getF32Type())
+              .getResult())
+          .getResult(0);
   auto d = [&](unsigned k) { return getAffineDimExpr(k, ctx); };
   AffineMap rows = AffineMap::get(3, 0, {d(0), d(1), d(2)}, ctx);
   AffineMap head = AffineMap::get(3, 0, {d(1)}, ctx);
@@ -516,8 +516,7 @@ Value sinkGradient(OpBuilder &b, Location loc, Value sink, Value lse,
                 nb, l, arith::SubFOp::create(nb, l, s, args[1]));
             Value term = arith::MulFOp::create(nb, l, p, args[2]);
             linalg::YieldOp::create(
-                nb, l,
-                ValueRange{arith::SubFOp::create(nb, l, args[3], term)});
+                nb, l, ValueRange{arith::SubFOp::create(nb, l, args[3], term)});
           })
           .getResult(0);
   if (sinkType.getElementType() == b.getF32Type())
@@ -606,14 +605,14 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
       lseTypes.push_back(RankedTensorType::get(
           {qType.getDimSize(0), qType.getDimSize(1), f.m}, b.getF32Type()));
     auto forward = AttentionOp::create(
-        b, loc, op.getOutput().getType(), lseTypes, gq, gk, gv, sinks,
-        captures, op.getScaleAttr(), op.getNormalizerAttr());
+        b, loc, op.getOutput().getType(), lseTypes, gq, gk, gv, sinks, captures,
+        op.getScaleAttr(), op.getNormalizerAttr());
     for (auto [from, to] : {std::pair{&op.getScore(), &forward.getScore()},
                             {&op.getMask(), &forward.getMask()}})
       from->cloneInto(to, args);
     if (epilogue) {
-      FailureOr<Value> through = throughEpilogue(
-          b, loc, op, forward.getOutput(), dout, captures);
+      FailureOr<Value> through =
+          throughEpilogue(b, loc, op, forward.getOutput(), dout, captures);
       if (failed(through))
         return failure();
       dout = *through;

@@ -102,3 +102,31 @@ func.func @two_branches(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, %v
     } -> tensor<1x2x16x32xf16>
   return %o : tensor<1x2x16x32xf16>
 }
+
+// -----
+
+// A sink joins the forward again (its L) and gets a gradient of its own;
+// a gate in the epilogue scales dO by its derivative first.
+// CHECK-LABEL: func.func @gradient(
+// CHECK-SAME: -> (tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<2xf32>)
+// CHECK: %[[FWD:.+]]:2 = attn.attention {{.*}} sinks(%arg3 : tensor<2xf32>) captures(%arg4
+// CHECK-NOT: epilogue
+// CHECK: -> tensor<1x2x16x32xbf16>, tensor<1x2x16xf32>
+// CHECK: %[[DO:.+]] = linalg.generic {{.*}} ins(%[[FWD]]#0, %arg5
+// CHECK: %[[G:.+]] = tensor.extract %arg4
+// CHECK: arith.mulf
+// CHECK: %[[DELTA:.+]] = linalg.generic {{.*}} ins(%[[DO]], %[[FWD]]#0
+// CHECK: attn.attention q(%arg0, %[[DO]]
+// CHECK: %[[DSINK:.+]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "reduction"]} ins(%arg3, %[[FWD]]#1, %[[DELTA]]
+// CHECK: math.exp
+// CHECK: return {{.*}}, %[[DSINK]] :
+func.func @sink_gate(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: tensor<1x2x16x32xbf16>, %sink: tensor<2xf32>, %gate: tensor<1x2x16x32xf32>) -> tensor<1x2x16x32xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x32xbf16>) k(%k : tensor<1x2x16x32xbf16>) v(%v : tensor<1x2x16x32xbf16>) sinks(%sink : tensor<2xf32>) captures(%gate : tensor<1x2x16x32xf32>) scale [0.25] normalizer softmax
+    epilogue {
+    ^bb0(%x: f32, %b: index, %h: index, %i: index, %d: index, %g: tensor<1x2x16x32xf32>):
+      %gv = tensor.extract %g[%b, %h, %i, %d] : tensor<1x2x16x32xf32>
+      %y = arith.mulf %x, %gv : f32
+      attn.yield %y : f32
+    } -> tensor<1x2x16x32xbf16>
+  return %o : tensor<1x2x16x32xbf16>
+}

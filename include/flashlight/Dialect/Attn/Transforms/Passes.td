@@ -223,10 +223,10 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
   let summary = "Replace a program by the gradient program of its attention";
   let description = [{
     For the module's one `attn.attention` (one logit branch; softmax,
-    sigmoid or none; any score and mask region whose score ops have
-    derivatives; GQA), builds
-    `@gradient(q, k, v, captures..., dO) -> (dQ, dK, dV)` and erases the
-    rest of the module. The gradients are attentions the code generators
+    sigmoid or none; sinks; an epilogue; any score and mask region whose
+    score and epilogue ops have derivatives; GQA), builds
+    `@gradient(q, k, v, sinks..., captures..., dO) -> (dQ, dK, dV,
+    dsink...)` and erases the rest of the module. The gradients are attentions the code generators
     already take (normalizer `none`): dQ attends from Q to K with two logit
     branches, S and dP = dO V^T, its score region computing
     dS = score'(s) * P * (dP - Delta); dK and dV attend from the keys to the
@@ -234,11 +234,14 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
     forward's score region is differentiated by the chain rule over its
     arith and math ops; its mask and indices are mapped. Softmax recomputes
     the forward for its output and log-sum-exp, and
-    `Delta = rowsum(dO * O)` is a reduction before the kernels.
+    `Delta = rowsum(dO * O)` is a reduction before the kernels. An
+    epilogue's derivative (with respect to the attention's own output,
+    recomputed) scales dO element by element first; a sink's gradient is
+    `-sum exp(sink - L) Delta`, a reduction.
 
-    Refused, at the attention, with the reason: several branches, sinks,
-    an epilogue, runtime shapes, rows that take the mean of V, and a score
-    op without a derivative rule. Captured tensors are inputs only: their
+    Refused, at the attention, with the reason: several branches, runtime
+    shapes, rows that take the mean of V, and a score or epilogue op
+    without a derivative rule. Captured tensors are inputs only: their
     gradient is not derived.
 
     ```mlir
