@@ -15,7 +15,7 @@ Frobenius error; bf16 tolerance 2e-2). Kernel outputs are NaN-poisoned
 first. Shapes: lengths 128 and 1000 (not a multiple of the tiles), head
 dims 64 and 128, GQA 4:2, [B, H, N, D] and [B, N, H, D] callers, a
 learned sink (its gradient too), a pair bias and an output gate (inputs
-that do not require grad).
+that do not require grad), differential attention (two logit branches).
 """
 
 import math
@@ -101,6 +101,16 @@ def gated_bias(q, k, v, bias, gate):
     return (torch.softmax(s, -1) @ v) * torch.sigmoid(gate)
 
 
+def differential(q1, q2, k1, k2, v):
+    """Differential attention: two causal softmaxes, the second weighted
+    by -0.5 (two logit branches)."""
+    i, j = positions(q1.shape[2], q1.device)
+
+    def weights(q, k):
+        return torch.softmax(scores(q, k).masked_fill(j > i, float("-inf")), -1)
+    return (weights(q1, k1) - 0.5 * weights(q2, k2)) @ v
+
+
 def self_bnhd(x):
     """Self-attention on one [B, N, H, D] tensor as q, k and v."""
     y = x.transpose(1, 2)
@@ -126,6 +136,7 @@ def cases():
                 (f"sigmoid n{n} d{d}", sigmoid, bhnd),
                 (f"self_bnhd n{n} d{d}", self_bnhd, [(2, n, 4, d)]),
                 (f"sinks n{n} d{d}", sinks, bhnd + [((4,), "f32")]),
+                (f"differential n{n} d{d}", differential, [(2, 4, n, d)] * 5),
                 (f"gated_bias n{n} d{d}", gated_bias,
                  bhnd + [((1, 4, n, n), "frozen"), ((2, 4, n, d), "frozen")]),
             ]

@@ -647,15 +647,15 @@ class JitFunction(ClassedFunction):
             # GPU machine without the compiler), then run the function.
             if find_compiler() is not None:
                 manifest = self._prepare_examples(args)
-                if grad:
-                    self._check_differentiable(manifest)
+                if grad:  # the compiler's reason first, it is the precise one
                     self._prepare_gradient_examples(args)
+                    self._check_differentiable(manifest)
             return self.fn(*args)
         if not torch.compiler.is_compiling():
             manifest = self._prepare_examples(args)  # eager: before the op
-            if grad:
-                self._check_differentiable(manifest)
+            if grad:  # the compiler's reason first, it is the precise one
                 self._prepare_gradient_examples(args)
+                self._check_differentiable(manifest)
         outs = _register_op()(self.key, list(args))
         return outs[0] if len(outs) == 1 else tuple(outs)
 

@@ -57,18 +57,19 @@ Value floatConst(OpBuilder &b, Location loc, Type type, double v) {
 // Forward-mode derivative of a score region
 //===----------------------------------------------------------------------===//
 
-/// Clones the score region's ops into `b` (its arguments mapped by `map`)
-/// and propagates the derivative with respect to the first logit: returns
-/// (t, dt/ds) for the region's first result. Fails at an op that carries
-/// the logit and has no derivative rule.
+/// Clones a region's ops into `b` (its arguments mapped by `map`) and
+/// propagates the derivative with respect to argument `seed`: returns
+/// (t, dt/dx) for the region's result `result`. Fails at an op that carries
+/// the derivative and has no rule.
 class ScoreDerivative {
 public:
   ScoreDerivative(OpBuilder &b, Location loc, StringRef region = "score")
       : b(b), loc(loc), region(region) {}
 
-  FailureOr<std::pair<Value, Value>> emit(Block &block, IRMapping &map) {
-    tangents[block.getArgument(0)] =
-        floatConst(b, loc, block.getArgument(0).getType(), 1.0);
+  FailureOr<std::pair<Value, Value>>
+  emit(Block &block, IRMapping &map, unsigned seed = 0, unsigned result = 0) {
+    tangents[block.getArgument(seed)] =
+        floatConst(b, loc, block.getArgument(seed).getType(), 1.0);
     for (Operation &op : block.without_terminator()) {
       Operation *clone = b.clone(op, map);
       if (op.getNumResults() != 1 ||
@@ -83,9 +84,9 @@ public:
                << op.getName() << "' in the " << region << " region";
       tangents[op.getResult(0)] = t;
     }
-    Value result = block.getTerminator()->getOperand(0);
-    Value t = map.lookupOrDefault(result);
-    Value dt = tangents.lookup(result);
+    Value yielded = block.getTerminator()->getOperand(result);
+    Value t = map.lookupOrDefault(yielded);
+    Value dt = tangents.lookup(yielded);
     if (!dt)
       dt = floatConst(b, loc, t.getType(), 0.0);
     return std::make_pair(t, dt);
@@ -195,7 +196,24 @@ struct Forward {
   int64_t m = 0;     // Query length.
   Normalizer normalizer = Normalizer::softmax;
   double scale = 1.0;
+  /// The logit branch differentiated, of how many.
+  unsigned branch = 0, branches = 1;
 };
+
+/// Maps a forward score region's arguments for branch `f.branch` alone:
+/// its logit to `s`, the other branches' to zero (they do not reach its
+/// result: checkDifferentiable), indices to `idx`, captures to `caps`.
+void mapScoreArgs(OpBuilder &b, Location loc, const Forward &f, Block &src,
+                  Value s, ValueRange idx, ValueRange caps, IRMapping &map) {
+  for (unsigned r = 0; r < f.branches; ++r)
+    map.map(src.getArgument(r),
+            r == f.branch ? s : floatConst(b, loc, b.getF32Type(), 0.0));
+  for (unsigned d = 0; d < 4; ++d)
+    map.map(src.getArgument(f.branches + d), idx[d]);
+  for (auto [arg, cap] :
+       llvm::zip(src.getArguments().drop_front(f.branches + 4), caps))
+    map.map(arg, cap);
+}
 
 /// Where the gradient attention's indices (b, h, q_idx, kv_idx) are the
 /// forward's (`transposed`: the gradient attends from keys to queries,
@@ -276,13 +294,9 @@ LogicalResult buildScore(OpBuilder &b, const Forward &f, AttentionOp op,
   if (!f.op.getScore().empty()) {
     Block &src = f.op.getScore().front();
     IRMapping map;
-    map.map(src.getArgument(0), s);
-    for (unsigned d = 0; d < 4; ++d)
-      map.map(src.getArgument(1 + d), idx[d]);
-    for (unsigned c = 0; c < numFwdCaptures; ++c)
-      map.map(src.getArgument(5 + c), caps[c]);
+    mapScoreArgs(b, loc, f, src, s, idx, caps.take_front(numFwdCaptures), map);
     FailureOr<std::pair<Value, Value>> derived =
-        ScoreDerivative(b, loc).emit(src, map);
+        ScoreDerivative(b, loc).emit(src, map, f.branch, f.branch);
     if (failed(derived))
       return failure();
     std::tie(t, dt) = *derived;
@@ -438,10 +452,12 @@ Value rowDot(OpBuilder &b, Location loc, Value dout, Value out) {
       .getResult(0);
 }
 
-/// dO through the epilogue: `dout * epilogue'(o)` per element (o the
-/// attention's own output, recomputed), in dO's type.
+/// dO through the epilogue to branch `branch`: `dout * d epilogue / d o_r`
+/// per element (`outs` the branches' own outputs, recomputed), in dO's
+/// type.
 FailureOr<Value> throughEpilogue(OpBuilder &b, Location loc, AttentionOp op,
-                                 Value o, Value dout, ValueRange captures) {
+                                 ValueRange outs, Value dout,
+                                 ValueRange captures, unsigned branch) {
   MLIRContext *ctx = b.getContext();
   auto type = cast<RankedTensorType>(dout.getType());
   AffineMap all = b.getMultiDimIdentityMap(4);
@@ -449,8 +465,11 @@ FailureOr<Value> throughEpilogue(OpBuilder &b, Location loc, AttentionOp op,
   LogicalResult result = success();
   Value init =
       tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  SmallVector<Value> ins(outs);
+  ins.push_back(dout);
+  unsigned branches = outs.size();
   auto generic = linalg::GenericOp::create(
-      b, loc, type, ValueRange{o, dout}, init, {all, all, all},
+      b, loc, type, ins, init, SmallVector<AffineMap>(branches + 2, all),
       SmallVector<IteratorType>(4, IteratorType::parallel),
       [&](OpBuilder &nb, Location l, ValueRange args) {
         auto widen = [&](Value v) -> Value {
@@ -461,17 +480,20 @@ FailureOr<Value> throughEpilogue(OpBuilder &b, Location loc, AttentionOp op,
         };
         Block &src = op.getEpilogue().front();
         IRMapping map;
-        map.map(src.getArgument(0), widen(args[0]));
+        for (unsigned r = 0; r < branches; ++r)
+          map.map(src.getArgument(r), widen(args[r]));
         for (unsigned d = 0; d < 4; ++d)
-          map.map(src.getArgument(1 + d), linalg::IndexOp::create(nb, l, d));
+          map.map(src.getArgument(branches + d),
+                  linalg::IndexOp::create(nb, l, d));
         for (auto [arg, capture] :
-             llvm::zip(src.getArguments().drop_front(5), captures))
+             llvm::zip(src.getArguments().drop_front(branches + 4), captures))
           map.map(arg, capture);
         FailureOr<std::pair<Value, Value>> derived =
-            ScoreDerivative(nb, l, "epilogue").emit(src, map);
+            ScoreDerivative(nb, l, "epilogue").emit(src, map, branch);
         Value grad = floatConst(nb, l, nb.getF32Type(), 0.0);
         if (succeeded(derived))
-          grad = arith::MulFOp::create(nb, l, derived->second, widen(args[1]));
+          grad = arith::MulFOp::create(nb, l, derived->second,
+                                       widen(args[branches]));
         else
           result = failure();
         if (grad.getType() != type.getElementType())
@@ -537,15 +559,39 @@ Value sinkGradient(OpBuilder &b, Location loc, Value sink, Value lse,
       .getResult(0);
 }
 
+/// Whether the score region's result for branch `r` reads another
+/// branch's logit (the gradient treats each branch's softmax alone).
+bool readsOtherLogits(Block &score, unsigned r, unsigned branches) {
+  SmallVector<Value> work = {score.getTerminator()->getOperand(r)};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!seen.insert(v).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      if (arg.getOwner() == &score && arg.getArgNumber() < branches &&
+          arg.getArgNumber() != r)
+        return true;
+      continue;
+    }
+    if (Operation *def = v.getDefiningOp())
+      llvm::append_range(work, def->getOperands());
+  }
+  return false;
+}
+
 /// Why `op` has no gradient program here, or success.
 LogicalResult checkDifferentiable(AttentionOp op) {
   auto fail = [&](const Twine &why) {
     return op.emitError("attn-gradient: ") << why;
   };
-  if (op.getNumBranches() != 1)
-    return fail("an attention of several logit branches has no gradient "
-                "program yet");
-
+  unsigned branches = op.getNumBranches();
+  if (!op.getScore().empty())
+    for (unsigned r = 0; r < branches; ++r)
+      if (readsOtherLogits(op.getScore().front(), r, branches))
+        return fail("the score of branch " + Twine(r) +
+                    " reads another branch's logit; its gradient is not "
+                    "derived yet");
   if (op.getMeanEmptyRows() && !MaskScoreAnalysis(op).rowsNeverEmpty())
     return fail("rows whose keys are all masked take the mean of V here "
                 "(a finite mask fill); their gradient is not derived yet");
@@ -555,7 +601,121 @@ LogicalResult checkDifferentiable(AttentionOp op) {
   return success();
 }
 
-/// Builds `@gradient(q, k, v, captures..., dout) -> (dq, dk, dv)` for `op`.
+/// Branch `f.branch` of the forward alone, again: its own output (no
+/// epilogue) and, for softmax, its log-sum-exp.
+AttentionOp branchForward(OpBuilder &b, const Forward &f, Value q, Value k,
+                          Value v, ValueRange sinks, ValueRange captures,
+                          IRMapping &args) {
+  Location loc = f.op.getLoc();
+  auto qType = cast<RankedTensorType>(q.getType());
+  auto vType = cast<RankedTensorType>(v.getType());
+  auto outType = RankedTensorType::get(
+      {qType.getDimSize(0), qType.getDimSize(1), f.m, vType.getDimSize(3)},
+      cast<RankedTensorType>(f.op.getOutput().getType()).getElementType());
+  SmallVector<Type> lseTypes;
+  if (f.normalizer == Normalizer::softmax)
+    lseTypes.push_back(RankedTensorType::get(
+        {qType.getDimSize(0), qType.getDimSize(1), f.m}, b.getF32Type()));
+  auto forward = AttentionOp::create(
+      b, loc, outType, lseTypes, q, k, v, sinks, captures,
+      b.getDenseF64ArrayAttr({f.scale}), f.op.getNormalizerAttr());
+  f.op.getMask().cloneInto(&forward.getMask(), args);
+  if (!f.op.getScore().empty()) {
+    OpBuilder::InsertionGuard guard(b);
+    Block *block =
+        newBlock(b, forward.getScore(), regionTypes(b, 1, captures), loc);
+    Block &src = f.op.getScore().front();
+    IRMapping map;
+    mapScoreArgs(b, loc, f, src, block->getArgument(0),
+                 block->getArguments().slice(1, 4),
+                 block->getArguments().drop_front(5), map);
+    for (Operation &op : src.without_terminator())
+      b.clone(op, map);
+    YieldOp::create(
+        b, loc, map.lookupOrDefault(src.getTerminator()->getOperand(f.branch)));
+  }
+  return forward;
+}
+
+/// The elementwise sum of `xs` (f32 accumulation), in their type.
+Value sum(OpBuilder &b, Location loc, ValueRange xs) {
+  if (xs.size() == 1)
+    return xs.front();
+  auto type = cast<RankedTensorType>(xs.front().getType());
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<AffineMap> maps(xs.size() + 1, id);
+  return linalg::GenericOp::create(
+             b, loc, type, xs,
+             tensor::EmptyOp::create(b, loc, type.getShape(),
+                                     type.getElementType())
+                 .getResult(),
+             maps,
+             SmallVector<utils::IteratorType>(type.getRank(),
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               Value total;
+               for (Value x : args.drop_back()) {
+                 if (x.getType() != nb.getF32Type())
+                   x = arith::ExtFOp::create(nb, l, nb.getF32Type(), x);
+                 total =
+                     total ? arith::AddFOp::create(nb, l, total, x).getResult()
+                           : x;
+               }
+               if (total.getType() != type.getElementType())
+                 total = arith::TruncFOp::create(nb, l, type.getElementType(),
+                                                 total);
+               linalg::YieldOp::create(nb, l, ValueRange{total});
+             })
+      .getResult(0);
+}
+
+/// One branch's dQ, dK, dV (and its sink's gradient) from its dO, own
+/// output and row statistics.
+struct BranchGradient {
+  Value dq, dk, dv, dsink;
+};
+
+FailureOr<BranchGradient> branchGradient(OpBuilder &b, const Forward &f,
+                                         Value q, Value k, Value v, Value sink,
+                                         Value dout, ArrayRef<Value> rowStats,
+                                         ValueRange captures) {
+  Location loc = f.op.getLoc();
+  auto elementOf = [](Value x) {
+    return cast<RankedTensorType>(x.getType()).getElementType();
+  };
+  BranchGradient g;
+  // dQ: from Q (and dO) to K (and V), K the value.
+  SmallVector<Value> dqCaptures(captures);
+  llvm::append_range(dqCaptures, rowStats);
+  FailureOr<Value> dq =
+      gradientAttention(b, f, {q, dout}, {k, v}, k, dqCaptures, elementOf(q),
+                        /*transposed=*/false);
+  if (failed(dq))
+    return failure(); // Said once: dK and dV clone the same region.
+  // dK, dV: from K (and V) to the queries of its group.
+  SmallVector<Value> kvCaptures(captures);
+  for (Value s : rowStats)
+    kvCaptures.push_back(groupRows(b, loc, f, s));
+  Value rowsQ = groupRows(b, loc, f, q), rowsDout = groupRows(b, loc, f, dout);
+  FailureOr<Value> dk =
+      gradientAttention(b, f, {k, v}, {rowsQ, rowsDout}, rowsQ, kvCaptures,
+                        elementOf(k), /*transposed=*/true);
+  SmallVector<Value> dvCaptures(captures);
+  if (!rowStats.empty())
+    dvCaptures.push_back(kvCaptures[captures.size()]);
+  FailureOr<Value> dv =
+      gradientAttention(b, f, {k}, {rowsQ}, rowsDout, dvCaptures, elementOf(v),
+                        /*transposed=*/true);
+  if (failed(dk) || failed(dv))
+    return failure();
+  g.dq = *dq, g.dk = *dk, g.dv = *dv;
+  if (sink)
+    g.dsink = sinkGradient(b, loc, sink, rowStats[0], rowStats[1]);
+  return g;
+}
+
+/// Builds `@gradient(queries..., keys..., v, sinks..., captures..., dout)
+/// -> (dqueries..., dkeys..., dv, dsinks...)` for `op`.
 LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
   if (failed(checkDifferentiable(op)))
     return failure();
@@ -564,8 +724,9 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
   b.setInsertionPointToEnd(module.getBody());
   SmallVector<Type> argTypes(op->getOperandTypes());
   argTypes.push_back(op.getOutput().getType());
-  Value q = op.getQueries()[0], k = op.getKeys()[0], v = op.getValue();
-  SmallVector<Type> results = {q.getType(), k.getType(), v.getType()};
+  SmallVector<Type> results(op.getQueries().getTypes());
+  llvm::append_range(results, op.getKeys().getTypes());
+  results.push_back(op.getValue().getType());
   llvm::append_range(results, op.getSinks().getTypes());
   auto func = func::FuncOp::create(b, loc, "gradient",
                                    b.getFunctionType(argTypes, results));
@@ -575,84 +736,73 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
   IRMapping args;
   for (auto [operand, arg] : llvm::zip(op->getOperands(), body->getArguments()))
     args.map(operand, arg);
-  Forward f;
-  f.op = op;
-  f.normalizer = op.getNormalizer();
-  f.scale = op.getScale()[0];
-  auto qType = cast<RankedTensorType>(q.getType());
-  f.m = qType.getDimSize(2);
-  f.group =
-      qType.getDimSize(1) / cast<RankedTensorType>(k.getType()).getDimSize(1);
-  Value gq = args.lookup(q), gk = args.lookup(k), gv = args.lookup(v);
+  auto mapped = [&](ValueRange values) {
+    return llvm::to_vector(
+        llvm::map_range(values, [&](Value x) { return args.lookup(x); }));
+  };
+  SmallVector<Value> queries = mapped(op.getQueries()),
+                     keys = mapped(op.getKeys()), sinks = mapped(op.getSinks()),
+                     captures = mapped(op.getCaptures());
+  Value v = args.lookup(op.getValue());
   Value dout = body->getArguments().back();
-  SmallVector<Value> captures;
-  for (Value c : op.getCaptures())
-    captures.push_back(args.lookup(c));
+  unsigned branches = op.getNumBranches();
+  auto forwardOf = [&](unsigned r) {
+    Forward f;
+    f.op = op;
+    f.normalizer = op.getNormalizer();
+    f.scale = op.getScale()[r];
+    f.branch = r, f.branches = branches;
+    auto qType = cast<RankedTensorType>(queries[r].getType());
+    f.m = qType.getDimSize(2);
+    f.group = qType.getDimSize(1) /
+              cast<RankedTensorType>(keys[r].getType()).getDimSize(1);
+    return f;
+  };
 
-  SmallVector<Value> sinks;
-  for (Value sink : op.getSinks())
-    sinks.push_back(args.lookup(sink));
-
-  // The forward again: softmax for its output and log-sum-exp, an
-  // epilogue for the attention's own output (dO goes through the
-  // epilogue's derivative).
-  SmallVector<Value> rowStats;
-  bool softmax = f.normalizer == Normalizer::softmax;
+  // Each branch's forward again (softmax: its log-sum-exp; an epilogue: its
+  // own output, through whose derivative dO reaches it).
+  bool softmax = op.getNormalizer() == Normalizer::softmax;
   bool epilogue = !op.getEpilogue().empty();
-  if (softmax || epilogue) {
-    SmallVector<Type> lseTypes;
-    if (softmax)
-      lseTypes.push_back(RankedTensorType::get(
-          {qType.getDimSize(0), qType.getDimSize(1), f.m}, b.getF32Type()));
-    auto forward = AttentionOp::create(
-        b, loc, op.getOutput().getType(), lseTypes, gq, gk, gv, sinks, captures,
-        op.getScaleAttr(), op.getNormalizerAttr());
-    for (auto [from, to] : {std::pair{&op.getScore(), &forward.getScore()},
-                            {&op.getMask(), &forward.getMask()}})
-      from->cloneInto(to, args);
+  SmallVector<AttentionOp> forwards;
+  if (softmax || epilogue)
+    for (unsigned r = 0; r < branches; ++r)
+      forwards.push_back(branchForward(
+          b, forwardOf(r), queries[r], keys[r], v,
+          sinks.empty() ? ValueRange() : ValueRange(sinks[r]), captures, args));
+  SmallVector<Value> outs = llvm::to_vector(llvm::map_range(
+      forwards, [](AttentionOp o) -> Value { return o.getOutput(); }));
+  SmallVector<BranchGradient> grads;
+  for (unsigned r = 0; r < branches; ++r) {
+    Value branchDout = dout;
     if (epilogue) {
       FailureOr<Value> through =
-          throughEpilogue(b, loc, op, forward.getOutput(), dout, captures);
+          throughEpilogue(b, loc, op, outs, dout, captures, r);
       if (failed(through))
         return failure();
-      dout = *through;
+      branchDout = *through;
     }
+    SmallVector<Value> rowStats;
     if (softmax)
-      rowStats = {forward.getLse()[0],
-                  rowDot(b, loc, dout, forward.getOutput())};
+      rowStats = {forwards[r].getLse()[0], rowDot(b, loc, branchDout, outs[r])};
+    FailureOr<BranchGradient> g = branchGradient(
+        b, forwardOf(r), queries[r], keys[r], v,
+        sinks.empty() ? Value() : sinks[r], branchDout, rowStats, captures);
+    if (failed(g))
+      return failure();
+    grads.push_back(*g);
   }
-
-  // dQ: from Q (and dO) to K (and V), K the value.
-  SmallVector<Value> dqCaptures(captures);
-  llvm::append_range(dqCaptures, rowStats);
-  FailureOr<Value> dq =
-      gradientAttention(b, f, {gq, dout}, {gk, gv}, gk, dqCaptures,
-                        qType.getElementType(), /*transposed=*/false);
-  if (failed(dq))
-    return failure(); // Said once: dK and dV clone the same region.
-  // dK, dV: from K (and V) to the queries of its group.
-  SmallVector<Value> kvCaptures(captures);
-  for (Value s : rowStats)
-    kvCaptures.push_back(groupRows(b, loc, f, s));
-  Value rowsQ = groupRows(b, loc, f, gq), rowsDout = groupRows(b, loc, f, dout);
-  auto elementOf = [](Value x) {
-    return cast<RankedTensorType>(x.getType()).getElementType();
-  };
-  FailureOr<Value> dk =
-      gradientAttention(b, f, {gk, gv}, {rowsQ, rowsDout}, rowsQ, kvCaptures,
-                        elementOf(k), /*transposed=*/true);
-  SmallVector<Value> dvCaptures(captures);
-  if (!rowStats.empty())
-    dvCaptures.push_back(kvCaptures[captures.size()]);
-  FailureOr<Value> dv =
-      gradientAttention(b, f, {gk}, {rowsQ}, rowsDout, dvCaptures, elementOf(v),
-                        /*transposed=*/true);
-  if (failed(dk) || failed(dv))
-    return failure();
-  SmallVector<Value> grads = {*dq, *dk, *dv};
-  for (Value sink : sinks)
-    grads.push_back(sinkGradient(b, loc, sink, rowStats[0], rowStats[1]));
-  func::ReturnOp::create(b, loc, grads);
+  SmallVector<Value> returned;
+  for (const BranchGradient &g : grads)
+    returned.push_back(g.dq);
+  for (const BranchGradient &g : grads)
+    returned.push_back(g.dk);
+  returned.push_back(sum(
+      b, loc,
+      llvm::to_vector(llvm::map_range(grads, [](auto &g) { return g.dv; }))));
+  for (const BranchGradient &g : grads)
+    if (g.dsink)
+      returned.push_back(g.dsink);
+  func::ReturnOp::create(b, loc, returned);
   return success();
 }
 

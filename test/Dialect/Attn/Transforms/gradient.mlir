@@ -92,9 +92,46 @@ func.func @no_rule(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, %v: ten
 
 // -----
 
-func.func @two_branches(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, %v: tensor<1x2x16x32xf16>) -> tensor<1x2x16x32xf16> {
-  // expected-error @+1 {{attn-gradient: an attention of several logit branches has no gradient program yet}}
+// Two branches (differential attention): each branch's forward again, dO
+// through the epilogue's derivative to each branch, a gradient per branch;
+// the shared V's gradients add up.
+// CHECK-LABEL: func.func @gradient(
+// CHECK-SAME: -> (tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>)
+// CHECK: %[[F0:.+]]:2 = attn.attention q(%arg0 : {{.*}} k(%arg2 : {{.*}} scale [2.500000e-01] normalizer softmax
+// CHECK: %[[F1:.+]]:2 = attn.attention q(%arg1 : {{.*}} k(%arg3 : {{.*}} scale [1.250000e-01] normalizer softmax
+// CHECK: %[[DO0:.+]] = linalg.generic {{.*}} ins(%[[F0]]#0, %[[F1]]#0, %arg5
+// CHECK: %[[DQ0:.+]] = attn.attention q(%arg0, %[[DO0]]
+// CHECK: %[[DK0:.+]] = attn.attention q(%arg2, %arg4
+// CHECK: %[[DV0:.+]] = attn.attention q(%arg2 :
+// CHECK: %[[DO1:.+]] = linalg.generic {{.*}} ins(%[[F0]]#0, %[[F1]]#0, %arg5
+// CHECK: arith.mulf %{{.*}}, %cst
+// CHECK: %[[DQ1:.+]] = attn.attention q(%arg1, %[[DO1]]
+// CHECK: %[[DK1:.+]] = attn.attention q(%arg3, %arg4
+// CHECK: %[[DV1:.+]] = attn.attention q(%arg3 :
+// CHECK: %[[DV:.+]] = linalg.generic {{.*}} ins(%[[DV0]], %[[DV1]]
+// CHECK: return %[[DQ0]], %[[DQ1]], %[[DK0]], %[[DK1]], %[[DV]]
+func.func @two_branches(%q1: tensor<1x2x16x32xf16>, %q2: tensor<1x2x16x32xf16>, %k1: tensor<1x2x16x32xf16>, %k2: tensor<1x2x16x32xf16>, %v: tensor<1x2x16x32xf16>) -> tensor<1x2x16x32xf16> {
+  %o = attn.attention q(%q1, %q2 : tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>) k(%k1, %k2 : tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>) v(%v : tensor<1x2x16x32xf16>) scale [0.25, 0.125] normalizer softmax
+    epilogue {
+    ^bb0(%o0: f32, %o1: f32, %b: index, %h: index, %i: index, %d: index):
+      %l = arith.constant 0.5 : f32
+      %x = arith.mulf %o1, %l : f32
+      %r = arith.subf %o0, %x : f32
+      attn.yield %r : f32
+    } -> tensor<1x2x16x32xf16>
+  return %o : tensor<1x2x16x32xf16>
+}
+
+// -----
+
+func.func @crossed_logits(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, %v: tensor<1x2x16x32xf16>) -> tensor<1x2x16x32xf16> {
+  // expected-error @+1 {{attn-gradient: the score of branch 0 reads another branch's logit; its gradient is not derived yet}}
   %o = attn.attention q(%q, %k : tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>) k(%k, %q : tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>) v(%v : tensor<1x2x16x32xf16>) scale [0.25, 0.25] normalizer softmax
+    score {
+    ^bb0(%s0: f32, %s1: f32, %b: index, %h: index, %i: index, %j: index):
+      %y = arith.addf %s0, %s1 : f32
+      attn.yield %y, %s1 : f32, f32
+    }
     epilogue {
     ^bb0(%o0: f32, %o1: f32, %b: index, %h: index, %i: index, %d: index):
       %r = arith.subf %o0, %o1 : f32
