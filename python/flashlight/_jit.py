@@ -547,6 +547,19 @@ class JitFunction(ClassedFunction):
         outs = self._kernel(manifest).call_entry(*args)
         return list(outs) if isinstance(outs, tuple) else [outs]
 
+    def _prepare_backward(self, args, manifest):
+        """Compiles the gradient program of `args`' shape class, or says
+        why there is none: the compiler's reason where the attention
+        cannot be differentiated (the precise one), else why the function
+        is more than the backward pass takes."""
+        try:
+            self._prepare_gradient_examples(args)
+        except CompileError as e:
+            if "expected one attention" in str(e):
+                self._check_differentiable(manifest)
+            raise
+        self._check_differentiable(manifest)
+
     def _check_differentiable(self, manifest):
         """Raises NotImplementedError where the backward pass cannot take
         the function: more than one attention and its layouts."""
@@ -647,15 +660,13 @@ class JitFunction(ClassedFunction):
             # GPU machine without the compiler), then run the function.
             if find_compiler() is not None:
                 manifest = self._prepare_examples(args)
-                if grad:  # the compiler's reason first, it is the precise one
-                    self._prepare_gradient_examples(args)
-                    self._check_differentiable(manifest)
+                if grad:
+                    self._prepare_backward(args, manifest)
             return self.fn(*args)
         if not torch.compiler.is_compiling():
             manifest = self._prepare_examples(args)  # eager: before the op
-            if grad:  # the compiler's reason first, it is the precise one
-                self._prepare_gradient_examples(args)
-                self._check_differentiable(manifest)
+            if grad:
+                self._prepare_backward(args, manifest)
         outs = _register_op()(self.key, list(args))
         return outs[0] if len(outs) == 1 else tuple(outs)
 
