@@ -604,8 +604,7 @@ LogicalResult checkDifferentiable(AttentionOp op) {
 /// Branch `f.branch` of the forward alone, again: its own output (no
 /// epilogue) and, for softmax, its log-sum-exp.
 AttentionOp branchForward(OpBuilder &b, const Forward &f, Value q, Value k,
-                          Value v, ValueRange sinks, ValueRange captures,
-                          IRMapping &args) {
+                          Value v, ValueRange sinks, ValueRange captures) {
   Location loc = f.op.getLoc();
   auto qType = cast<RankedTensorType>(q.getType());
   auto vType = cast<RankedTensorType>(v.getType());
@@ -619,7 +618,10 @@ AttentionOp branchForward(OpBuilder &b, const Forward &f, Value q, Value k,
   auto forward = AttentionOp::create(
       b, loc, outType, lseTypes, q, k, v, sinks, captures,
       b.getDenseF64ArrayAttr({f.scale}), f.op.getNormalizerAttr());
-  f.op.getMask().cloneInto(&forward.getMask(), args);
+  // A fresh mapping per clone: a mapped block argument is dropped from the
+  // clone (Region::cloneInto), and the region is isolated from above.
+  IRMapping fresh;
+  f.op.getMask().cloneInto(&forward.getMask(), fresh);
   if (!f.op.getScore().empty()) {
     OpBuilder::InsertionGuard guard(b);
     Block *block =
@@ -768,7 +770,7 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
     for (unsigned r = 0; r < branches; ++r)
       forwards.push_back(branchForward(
           b, forwardOf(r), queries[r], keys[r], v,
-          sinks.empty() ? ValueRange() : ValueRange(sinks[r]), captures, args));
+          sinks.empty() ? ValueRange() : ValueRange(sinks[r]), captures));
   SmallVector<Value> outs = llvm::to_vector(llvm::map_range(
       forwards, [](AttentionOp o) -> Value { return o.getOutput(); }));
   SmallVector<BranchGradient> grads;

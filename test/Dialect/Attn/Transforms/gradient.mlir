@@ -94,7 +94,8 @@ func.func @no_rule(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, %v: ten
 
 // Two branches (differential attention): each branch's forward again, dO
 // through the epilogue's derivative to each branch, a gradient per branch;
-// the shared V's gradients add up.
+// the shared V's gradients add up. Every clone of the mask region has its
+// own arguments.
 // CHECK-LABEL: func.func @gradient(
 // CHECK-SAME: -> (tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>)
 // CHECK: %[[F0:.+]]:2 = attn.attention q(%arg0 : {{.*}} k(%arg2 : {{.*}} scale [2.500000e-01] normalizer softmax
@@ -112,6 +113,13 @@ func.func @no_rule(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, %v: ten
 // CHECK: return %[[DQ0]], %[[DQ1]], %[[DK0]], %[[DK1]], %[[DV]]
 func.func @two_branches(%q1: tensor<1x2x16x32xf16>, %q2: tensor<1x2x16x32xf16>, %k1: tensor<1x2x16x32xf16>, %k2: tensor<1x2x16x32xf16>, %v: tensor<1x2x16x32xf16>) -> tensor<1x2x16x32xf16> {
   %o = attn.attention q(%q1, %q2 : tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>) k(%k1, %k2 : tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>) v(%v : tensor<1x2x16x32xf16>) scale [0.25, 0.125] normalizer softmax
+    mask {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %ji = arith.index_cast %j : index to i64
+      %ii = arith.index_cast %i : index to i64
+      %keep = arith.cmpi sle, %ji, %ii : i64
+      attn.yield %keep : i1
+    }
     epilogue {
     ^bb0(%o0: f32, %o1: f32, %b: index, %h: index, %i: index, %d: index):
       %l = arith.constant 0.5 : f32
