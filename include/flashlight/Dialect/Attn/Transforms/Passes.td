@@ -222,11 +222,14 @@ def AttnExpandEmptyRows : Pass<"attn-expand-empty-rows"> {
 def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
   let summary = "Replace a program by the gradient program of its attention";
   let description = [{
-    For the module's one `attn.attention` (one logit branch; softmax,
-    sigmoid or none; sinks; an epilogue; any score and mask region whose
-    score and epilogue ops have derivatives; GQA), builds
-    `@gradient(q, k, v, sinks..., captures..., dO) -> (dQ, dK, dV,
-    dsink...)` and erases the rest of the module. The gradients are attentions the code generators
+    For the module's one `attn.attention` (softmax, sigmoid or none; any
+    number of logit branches whose scores each read their own logit;
+    sinks; an epilogue; any score and mask region whose score and epilogue
+    ops have derivatives; GQA), builds `@gradient(queries..., keys..., v,
+    sinks..., captures..., dO) -> (dqueries..., dkeys..., dV, dsinks...)`
+    and erases the rest of the module. Each branch gets its own gradient
+    attentions (its forward again alone; dO through the epilogue's
+    derivative with respect to its output); the shared V's add up. The gradients are attentions the code generators
     already take (normalizer `none`): dQ attends from Q to K with two logit
     branches, S and dP = dO V^T, its score region computing
     dS = score'(s) * P * (dP - Delta); dK and dV attend from the keys to the
@@ -239,9 +242,9 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
     recomputed) scales dO element by element first; a sink's gradient is
     `-sum exp(sink - L) Delta`, a reduction.
 
-    Refused, at the attention, with the reason: several branches, runtime
-    shapes, rows that take the mean of V, and a score or epilogue op
-    without a derivative rule. Captured tensors are inputs only: their
+    Refused, at the attention, with the reason: a branch's score that reads
+    another branch's logit, runtime shapes, rows that take the mean of V,
+    and a score or epilogue op without a derivative rule. Captured tensors are inputs only: their
     gradient is not derived.
 
     ```mlir
