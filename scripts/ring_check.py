@@ -36,7 +36,7 @@ CHECK_N = 8192  # per world size: the whole sequence checked
 BENCH_N = {1: 16384, 2: 32768, 4: 65536, 8: 131072}  # the whole sequence timed
 
 
-def fill(cache, worlds=(1, 2)):
+def fill(cache, worlds=(1, 2, 4, 8)):
     """Each run's process meets its kernel shapes in its schedule's order
     (the causal check's, the full check's, then the benchmark's): the first
     shape class of each step function gets a kernel for its shapes, the
