@@ -17,7 +17,10 @@ one attention call: the CUDA kernels it launches must be Flashlight's only
 (no copies around the attention). It also generates 6 tokens greedily (the
 prompt through the fused kernel, decode steps as PyTorch) and reports the
 fraction equal to the eager bf16 model's (not a pass criterion: bf16 ties
-may break either way).
+may break either way). Training: the gradients of every attention
+projection's weights under a next-token loss (the backward pass through
+Flashlight's gradient program) against the f32 eager model's, within the
+same bf16 noise bound as the logits.
 """
 
 import os
@@ -75,7 +78,23 @@ def fill(cache):
     for family in configs():
         with torch.no_grad():
             model(family, flashlight.hf.NAME, torch.bfloat16, "cpu")(ids, attention_mask=mask)
+        # With grad: the gradient programs too.
+        projection_grads(family, flashlight.hf.NAME, torch.bfloat16, ids, mask)
         print(f"{family}: cache filled")
+
+
+def projection_grads(family, implementation, dtype, ids, mask):
+    """The gradients of the attention projections' weights under a
+    next-token loss over the tokens that are not padding."""
+    import torch.nn.functional as F
+
+    m = model(family, implementation, dtype, ids.device.type)
+    logits = m(ids, attention_mask=mask).logits.float()
+    target = mask[:, 1:].bool()
+    loss = F.cross_entropy(logits[:, :-1][target], ids[:, 1:][target])
+    loss.backward()
+    return {n: p.grad.float() for n, p in m.named_parameters()
+            if p.grad is not None and "self_attn" in n}
 
 
 def run(cache, out_path):
@@ -138,16 +157,26 @@ def run(cache, out_path):
             eager_tokens = eager_model.generate(ids, attention_mask=mask, max_new_tokens=6,
                                                 do_sample=False)
         same = (fl_tokens[:, N:] == eager_tokens[:, N:]).float().mean().item()
-        ok = e_fl <= max(2e-2, 1.5 * e_eager) and not others and not torch.isnan(fl).any()
+        ref_grads = projection_grads(family, "eager", torch.float32, ids, mask)
+
+        def grad_err(grads):
+            return max(((grads[n] - g).norm() / g.norm()).item() for n, g in ref_grads.items())
+
+        g_fl = grad_err(projection_grads(family, flashlight.hf.NAME, torch.bfloat16, ids, mask))
+        g_eager = grad_err(projection_grads(family, "eager", torch.bfloat16, ids, mask))
+        ok = e_fl <= max(2e-2, 1.5 * e_eager) and not others and not torch.isnan(fl).any() \
+            and g_fl <= max(2e-2, 1.5 * g_eager)
         failures += not ok
         copies = sorted({str(w.message) for w in seen if "flashlight" in str(w.message)})
         for text in copies:
             print("  warning:", text)
         records.append({"model": family, "rel_err": e_fl, "eager_bf16_rel_err": e_eager,
+                        "grad_rel_err": g_fl, "eager_bf16_grad_rel_err": g_eager,
                         "warnings": copies,
                         "attention_kernels": kernels, "other_kernels": others,
                         "generated_tokens_equal_to_eager_bf16": same, "pass": ok})
         print(f"{family:<8} flashlight rel_err {e_fl:.2e} (eager bf16 {e_eager:.2e}); "
+              f"projection gradients {g_fl:.2e} (eager bf16 {g_eager:.2e}); "
               f"attention launches {kernels}; generated tokens equal to eager's: "
               f"{same:.0%} {'pass' if ok else 'FAIL'}", flush=True)
     return write_result(out_path, "hf_check", records, failures)

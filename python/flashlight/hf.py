@@ -134,7 +134,7 @@ def attention_forward(module, query, key, value, attention_mask, dropout=0.0,
     if mask is not None:
         args.append(mask)
     if sinks is not None:
-        args.append(sinks.detach())
+        args.append(sinks)  # learned: the backward pass gives its gradient
     if query.shape[2] == 1 and query.is_cuda:
         # A decode step: one query per sequence, a new key length each token.
         # Flashlight compiles per shape (runtime shapes are not done), so

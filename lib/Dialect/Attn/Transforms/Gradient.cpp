@@ -458,7 +458,6 @@ Value rowDot(OpBuilder &b, Location loc, Value dout, Value out) {
 FailureOr<Value> throughEpilogue(OpBuilder &b, Location loc, AttentionOp op,
                                  ValueRange outs, Value dout,
                                  ValueRange captures, unsigned branch) {
-  MLIRContext *ctx = b.getContext();
   auto type = cast<RankedTensorType>(dout.getType());
   AffineMap all = b.getMultiDimIdentityMap(4);
   using utils::IteratorType;
@@ -500,7 +499,6 @@ FailureOr<Value> throughEpilogue(OpBuilder &b, Location loc, AttentionOp op,
           grad = arith::TruncFOp::create(nb, l, type.getElementType(), grad);
         linalg::YieldOp::create(nb, l, ValueRange{grad});
       });
-  (void)ctx;
   if (failed(result))
     return failure();
   return generic.getResult(0);
