@@ -85,12 +85,15 @@ def fill(cache):
 
 def projection_grads(family, implementation, dtype, ids, mask):
     """The gradients of the attention projections' weights under a
-    next-token loss over the tokens that are not padding."""
+    next-token loss over the positions that are not padding (nor predict
+    from padding: a padded query row has no key, and the backend gives it 0
+    where eager's finite mask fill gives the mean of V; neither is
+    meaningful)."""
     import torch.nn.functional as F
 
     m = model(family, implementation, dtype, ids.device.type)
     logits = m(ids, attention_mask=mask).logits.float()
-    target = mask[:, 1:].bool()
+    target = mask[:, 1:].bool() & mask[:, :-1].bool()
     loss = F.cross_entropy(logits[:, :-1][target], ids[:, 1:][target])
     loss.backward()
     return {n: p.grad.float() for n, p in m.named_parameters()
