@@ -14,8 +14,9 @@ with the function run by PyTorch in float64 on the same values (relative
 Frobenius error; bf16 tolerance 2e-2). Kernel outputs are NaN-poisoned
 first. Shapes: lengths 128 and 1000 (not a multiple of the tiles), head
 dims 64 and 128, GQA 4:2, [B, H, N, D] and [B, N, H, D] callers, a
-learned sink (its gradient too), a pair bias and an output gate (inputs
-that do not require grad), differential attention (two logit branches).
+learned sink (its gradient too), a pair bias (an input that does not
+require grad) with an output gate, differential attention (two logit
+branches) with a learned lambda (the gate's and lambda's gradients too).
 """
 
 import math
@@ -95,20 +96,21 @@ def sinks(q, k, v, sink):
 
 
 def gated_bias(q, k, v, bias, gate):
-    """Evoformer-like: a pair bias in the scores, a sigmoid gate on the
-    output (both inputs that do not require grad)."""
+    """Evoformer-like: a pair bias in the scores (an input that does not
+    require grad), a sigmoid gate on the output (its gradient too)."""
     s = scores(q, k) + bias
     return (torch.softmax(s, -1) @ v) * torch.sigmoid(gate)
 
 
-def differential(q1, q2, k1, k2, v):
+def differential(q1, q2, k1, k2, v, lam):
     """Differential attention: two causal softmaxes, the second weighted
-    by -0.5 (two logit branches)."""
+    by a learned lambda per head (two logit branches; lambda's gradient
+    too)."""
     i, j = positions(q1.shape[2], q1.device)
 
     def weights(q, k):
         return torch.softmax(scores(q, k).masked_fill(j > i, float("-inf")), -1)
-    return (weights(q1, k1) - 0.5 * weights(q2, k2)) @ v
+    return (weights(q1, k1) - lam[:, None, None].to(q1.dtype) * weights(q2, k2)) @ v
 
 
 def self_bnhd(x):
@@ -136,9 +138,10 @@ def cases():
                 (f"sigmoid n{n} d{d}", sigmoid, bhnd),
                 (f"self_bnhd n{n} d{d}", self_bnhd, [(2, n, 4, d)]),
                 (f"sinks n{n} d{d}", sinks, bhnd + [((4,), "f32")]),
-                (f"differential n{n} d{d}", differential, [(2, 4, n, d)] * 5),
+                (f"differential n{n} d{d}", differential,
+                 [(2, 4, n, d)] * 5 + [((4,), "f32")]),
                 (f"gated_bias n{n} d{d}", gated_bias,
-                 bhnd + [((1, 4, n, n), "frozen"), ((2, 4, n, d), "frozen")]),
+                 bhnd + [((1, 4, n, n), "frozen"), (2, 4, n, d)]),
             ]
     return out
 

@@ -497,9 +497,14 @@ FailureOr<json> flashlight::describeHostSteps(
     }
     steps.push_back(step);
   }
-  return json{{"inputs", inputs},
-              {"outputs", outputs},
-              {"values", values},
-              {"steps", steps},
-              {"results", results}};
+  json entry = {{"inputs", inputs},
+                {"outputs", outputs},
+                {"values", values},
+                {"steps", steps},
+                {"results", results}};
+  // A gradient program (attn-gradient): the input each result is the
+  // gradient of.
+  if (auto of = host->getAttrOfType<DenseI64ArrayAttr>("attn.gradient_of"))
+    entry["gradient_of"] = of.asArrayRef().vec();
+  return entry;
 }

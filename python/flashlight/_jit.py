@@ -385,13 +385,13 @@ def _register_op():
     # layouts around it as the views they are.
     @torch.library.custom_op("flashlight::jit_grad", mutates_args=())
     def jit_grad(key: str, operands: list[torch.Tensor], dout: torch.Tensor,
-                 count: int) -> list[torch.Tensor]:
+                 of: list[int]) -> list[torch.Tensor]:
         return _registry[key]._run_gradient(operands, dout)
 
     @jit_grad.register_fake
-    def _(key, operands, dout, count):
-        # The gradients of the first `count` operands (q, k, v, sinks).
-        return [x.new_empty(x.shape) for x in operands[:count]]
+    def _(key, operands, dout, of):
+        # The gradients of the operands `of` (q, k, v, sinks, gates).
+        return [operands[i].new_empty(operands[i].shape) for i in of]
 
     def setup_context(ctx, inputs, output):
         ctx.key = inputs[0]
@@ -553,23 +553,38 @@ class JitFunction(ClassedFunction):
         cannot be differentiated (the precise one), else why the function
         is more than the backward pass takes."""
         try:
-            self._prepare_gradient_examples(args)
+            gradient = self._prepare_gradient_examples(args)
         except CompileError as e:
             if "expected one attention" in str(e):
                 self._check_differentiable(manifest)
             raise
-        self._check_differentiable(manifest)
+        self._check_differentiable(manifest, args, gradient)
 
-    def _check_differentiable(self, manifest):
+    def _check_differentiable(self, manifest, args=None, gradient=None):
         """Raises NotImplementedError where the backward pass cannot take
-        the function: more than one attention and its layouts."""
+        the function: more than one attention and its layouts, or an
+        argument that requires grad read where its gradient is not derived
+        (a captured tensor of the score or mask)."""
         with open(manifest) as f:
-            entry = json.load(f).get("entry") or {}
+            m = json.load(f)
+        entry = m.get("entry") or {}
         if "steps" in entry or len(entry.get("results", [])) != 1:
             raise NotImplementedError(
                 f"{self.key}: the backward pass takes functions that are one attention "
                 "and its layouts, returning its output; decorate the attention alone "
                 "(projections and norms stay in PyTorch, which differentiates them)")
+        if gradient is None:
+            return
+        with open(gradient) as f:
+            of = set(json.load(f)["entry"]["gradient_of"])
+        inputs = [p for p in m["params"] if p["direction"] == "in"]
+        for k, (s, p) in enumerate(zip(entry["sources"], inputs)):
+            if k not in of and "input" in s and s["input"] < len(args) and \
+                    args[s["input"]].requires_grad and args[s["input"]].is_floating_point():
+                raise NotImplementedError(
+                    f"{self.key}: argument {s['input']} requires grad, but it is read by "
+                    f"the attention's score or mask ({p['name']}): the gradients of those "
+                    "captured tensors are not derived yet; detach it")
 
     def _layouts(self, args):
         """The forward's manifest entry, the bound extents and the kernel
@@ -578,19 +593,12 @@ class JitFunction(ClassedFunction):
         from . import _bind_extents, _load_constant, _resolve, _to_kernel_layout
 
         manifest = self._prepare_examples(args, isolated=True)
-        self._check_differentiable(manifest)
+        self._check_differentiable(manifest, args, self._prepare_gradient_examples(args))
         forward = self._kernel(manifest)
         entry = forward.manifest["entry"]
         taken = [i for i in entry["inputs"] if "file" not in i]
         extents = _bind_extents(taken, args, [f"argument {i}" for i in range(len(taken))])
         device = args[0].device
-        for s, p in zip(entry["sources"], forward.inputs):
-            if p["name"].startswith("capture") and "input" in s and s["input"] < len(args) \
-                    and args[s["input"]].requires_grad and args[s["input"]].is_floating_point():
-                raise NotImplementedError(
-                    f"{self.key}: argument {s['input']} requires grad, but it is read by "
-                    f"the attention's score or mask ({p['name']}): gradients of captured "
-                    "tensors are not derived yet; detach it")
         constants = [_load_constant(forward, i, device) for i in entry["inputs"] if "file" in i]
 
         def operands(*inputs):
@@ -614,14 +622,15 @@ class JitFunction(ClassedFunction):
         floats = [i for i, a in enumerate(args) if a.is_floating_point()]
         gradient = self._prepare_gradient_examples(args)
         with open(gradient) as f:
-            # dQ, dK, dV and a gradient per sink: of the leading operands.
-            count = len(json.load(f)["entry"]["outputs"])
+            # The operands the results are the gradients of.
+            of = json.load(f)["entry"]["gradient_of"]
 
         def differentiated(*xs):
             full = list(args)
             for i, x in zip(floats, xs):
                 full[i] = x
-            return tuple(operands(*full)[:count])
+            ops = operands(*full)
+            return tuple(ops[i] for i in of)
 
         ops = operands(*args)
         r, info = entry["results"][0], entry["outputs"][0]
@@ -634,7 +643,7 @@ class JitFunction(ClassedFunction):
         # The gradient program of the shape class, by its operands' shapes
         # (what the op sees).
         self._gradient_for[self.shape_class(ops + [dout])] = gradient
-        grads = grad_op(self.key, ops, dout, count)
+        grads = grad_op(self.key, ops, dout, of)
         _, pull = torch.func.vjp(differentiated, *[args[i] for i in floats])
         return pull(tuple(grads))
 

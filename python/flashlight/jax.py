@@ -201,26 +201,28 @@ class JaxFunction(ClassedFunction):
                         _dtype(p["dtype"]))
                     for s, p in zip(entry["sources"], inputs)]
 
-        for s, p in zip(entry["sources"], inputs):
-            if p["name"].startswith("capture") and "input" in s and s["input"] in floats:
+        gradient_path = self.prepare_gradient(*args)
+        with open(gradient_path) as f:
+            gradient = json.load(f)
+        of = gradient["entry"]["gradient_of"]  # the operands the results are of
+        for k, (s, p) in enumerate(zip(entry["sources"], inputs)):
+            if k not in of and "input" in s and s["input"] in floats:
                 raise NotImplementedError(
                     f"flashlight.jax: argument {s['input']} is read by the attention's score "
-                    f"or mask ({p['name']}): gradients of captured tensors are not derived "
-                    "yet; wrap it in jax.lax.stop_gradient")
+                    f"or mask ({p['name']}): the gradients of those captured tensors are not "
+                    "derived yet; wrap it in jax.lax.stop_gradient")
         r, info = entry["results"][0], entry["outputs"][0]
         kernel_out = jnp.zeros(_resolve(outputs[r["result"]], {}), _dtype(outputs[r["result"]]["dtype"]))
         _, pull_out = jax.vjp(lambda o: _to_user_layout(o, r["index"], info["shape"]), kernel_out)
         (dout,) = pull_out(g.astype(kernel_out.dtype))
-        gradient_path = self.prepare_gradient(*args)
-        with open(gradient_path) as f:
-            gradient = json.load(f)
         grads = _run_steps(gradient, os.path.dirname(gradient_path), gradient_path,
                            [*operands(*[args[i] for i in floats]), dout])
         grads = grads if isinstance(grads, tuple) else (grads,)
-        # dQ, dK, dV and a gradient per sink: of the leading operands.
-        count = len(grads)
-        _, pull = jax.vjp(lambda *xs: tuple(operands(*xs)[:count]),
-                          *[args[i] for i in floats])
+
+        def differentiated(*xs):
+            ops = operands(*xs)
+            return tuple(ops[k] for k in of)
+        _, pull = jax.vjp(differentiated, *[args[i] for i in floats])
         found = iter(pull(tuple(grads)))
         return tuple(next(found) if i in floats else None for i in range(len(args)))
 

@@ -35,6 +35,8 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
+#include "llvm/ADT/SmallBitVector.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 #include <cmath>
@@ -68,10 +70,21 @@ public:
 
   FailureOr<std::pair<Value, Value>>
   emit(Block &block, IRMapping &map, unsigned seed = 0, unsigned result = 0) {
-    tangents[block.getArgument(seed)] =
-        floatConst(b, loc, block.getArgument(seed).getType(), 1.0);
+    return emit(block, map, block.getArgument(seed), result);
+  }
+
+  /// The same with respect to `seed`, an argument of the block or the
+  /// result of one of its ops (a captured element it reads).
+  FailureOr<std::pair<Value, Value>> emit(Block &block, IRMapping &map,
+                                          Value seed, unsigned result) {
+    if (isa<BlockArgument>(seed))
+      tangents[seed] = floatConst(b, loc, seed.getType(), 1.0);
     for (Operation &op : block.without_terminator()) {
       Operation *clone = b.clone(op, map);
+      if (op.getNumResults() == 1 && op.getResult(0) == seed) {
+        tangents[seed] = floatConst(b, loc, seed.getType(), 1.0);
+        continue;
+      }
       if (op.getNumResults() != 1 ||
           !llvm::any_of(op.getOperands(),
                         [&](Value v) { return tangents.count(v); }))
@@ -557,6 +570,145 @@ Value sinkGradient(OpBuilder &b, Location loc, Value sink, Value lse,
       .getResult(0);
 }
 
+/// Where the epilogue reads capture argument `arg` once, at indices that
+/// are its own (b, h, q_idx, d) arguments or 0 on a unit dim: that read;
+/// else null (the capture's gradient is not derived).
+tensor::ExtractOp epilogueRead(Block &epilogue, BlockArgument arg,
+                               unsigned branches) {
+  if (!arg.hasOneUse())
+    return nullptr;
+  auto read = dyn_cast<tensor::ExtractOp>(*arg.getUsers().begin());
+  auto type = dyn_cast<RankedTensorType>(arg.getType());
+  if (!read || !type || !isa<FloatType>(type.getElementType()))
+    return nullptr;
+  llvm::SmallBitVector seen(4);
+  for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
+    auto from = dyn_cast<BlockArgument>(index);
+    if (from && from.getOwner() == &epilogue &&
+        from.getArgNumber() >= branches && from.getArgNumber() < branches + 4) {
+      unsigned d = from.getArgNumber() - branches;
+      if (seen.test(d))
+        return nullptr;
+      seen.set(d);
+      continue;
+    }
+    if (!matchPattern(index, m_Zero()) || type.getDimSize(dim) != 1)
+      return nullptr;
+  }
+  return read;
+}
+
+/// The gradient of a capture the epilogue reads once (`read`): dO times
+/// the epilogue's derivative with respect to the element read, summed over
+/// the (b, h, q_idx, d) the read does not index, in the capture's shape and
+/// type.
+FailureOr<Value> epilogueCaptureGradient(OpBuilder &b, Location loc,
+                                         AttentionOp op, tensor::ExtractOp read,
+                                         ValueRange outs, Value dout,
+                                         ValueRange captures) {
+  MLIRContext *ctx = b.getContext();
+  unsigned branches = outs.size();
+  auto type = cast<RankedTensorType>(read.getTensor().getType());
+  // The dims the read indexes, in the capture's order; unit dims at 0
+  // are added back after.
+  SmallVector<AffineExpr> exprs;
+  SmallVector<int64_t> shape;
+  SmallVector<ReassociationIndices> groups;
+  for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
+    if (auto from = dyn_cast<BlockArgument>(index)) {
+      exprs.push_back(getAffineDimExpr(from.getArgNumber() - branches, ctx));
+      shape.push_back(type.getDimSize(dim));
+      groups.emplace_back();
+    }
+    if (groups.empty())
+      groups.emplace_back();
+    groups.back().push_back(dim);
+  }
+  // Unit dims after the last indexed one join its group; with none
+  // indexed, the result is a scalar expanded to the unit shape.
+  if (shape.empty())
+    groups.clear();
+  auto f32 = RankedTensorType::get(shape, b.getF32Type());
+  Value zero = floatConst(b, loc, b.getF32Type(), 0.0);
+  Value init =
+      linalg::FillOp::create(
+          b, loc, zero,
+          tensor::EmptyOp::create(b, loc, shape, b.getF32Type()).getResult())
+          .getResult(0);
+  AffineMap all = b.getMultiDimIdentityMap(4);
+  SmallVector<AffineMap> maps(branches + 1, all);
+  maps.push_back(AffineMap::get(4, 0, exprs, ctx));
+  SmallVector<utils::IteratorType> iterators(4, utils::IteratorType::reduction);
+  for (AffineExpr e : exprs)
+    iterators[cast<AffineDimExpr>(e).getPosition()] =
+        utils::IteratorType::parallel;
+  SmallVector<Value> ins(outs);
+  ins.push_back(dout);
+  LogicalResult result = success();
+  Value grad =
+      linalg::GenericOp::create(
+          b, loc, f32, ins, init, maps, iterators,
+          [&](OpBuilder &nb, Location l, ValueRange args) {
+            auto widen = [&](Value v) -> Value {
+              return v.getType() == nb.getF32Type()
+                         ? v
+                         : arith::ExtFOp::create(nb, l, nb.getF32Type(), v)
+                               .getResult();
+            };
+            Block &src = op.getEpilogue().front();
+            IRMapping map;
+            for (unsigned r = 0; r < branches; ++r)
+              map.map(src.getArgument(r), widen(args[r]));
+            for (unsigned d = 0; d < 4; ++d)
+              map.map(src.getArgument(branches + d),
+                      linalg::IndexOp::create(nb, l, d));
+            for (auto [arg, capture] : llvm::zip(
+                     src.getArguments().drop_front(branches + 4), captures))
+              map.map(arg, capture);
+            FailureOr<std::pair<Value, Value>> derived =
+                ScoreDerivative(nb, l, "epilogue")
+                    .emit(src, map, read.getResult(), 0);
+            Value term = floatConst(nb, l, nb.getF32Type(), 0.0);
+            if (succeeded(derived)) {
+              Value dt = derived->second;
+              if (dt.getType() != nb.getF32Type())
+                dt = arith::ExtFOp::create(nb, l, nb.getF32Type(), dt);
+              term = arith::MulFOp::create(nb, l, dt, widen(args[branches]));
+            } else {
+              result = failure();
+            }
+            linalg::YieldOp::create(
+                nb, l,
+                ValueRange{arith::AddFOp::create(nb, l, args.back(), term)});
+          })
+          .getResult(0);
+  if (failed(result))
+    return failure();
+  if (shape.size() != size_t(type.getRank()))
+    grad = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get(type.getShape(), b.getF32Type()), grad,
+        groups);
+  if (type.getElementType() != b.getF32Type()) {
+    AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+    grad = linalg::GenericOp::create(
+               b, loc, type, grad,
+               tensor::EmptyOp::create(b, loc, type.getShape(),
+                                       type.getElementType())
+                   .getResult(),
+               {id, id},
+               SmallVector<utils::IteratorType>(type.getRank(),
+                                                utils::IteratorType::parallel),
+               [&](OpBuilder &nb, Location l, ValueRange args) {
+                 linalg::YieldOp::create(
+                     nb, l,
+                     ValueRange{arith::TruncFOp::create(
+                         nb, l, type.getElementType(), args[0])});
+               })
+               .getResult(0);
+  }
+  return grad;
+}
+
 /// Whether the score region's result for branch `r` reads another
 /// branch's logit (the gradient treats each branch's softmax alone).
 bool readsOtherLogits(Block &score, unsigned r, unsigned branches) {
@@ -791,17 +943,53 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
       return failure();
     grads.push_back(*g);
   }
+  // Results in operand order: queries, keys, V, sinks, then the captures
+  // the epilogue alone reads (gates, differential attention's lambda).
   SmallVector<Value> returned;
+  SmallVector<int64_t> gradientOf;
+  unsigned operand = 0;
+  auto give = [&](Value grad) {
+    if (grad) {
+      returned.push_back(grad);
+      gradientOf.push_back(operand);
+    }
+    ++operand;
+  };
   for (const BranchGradient &g : grads)
-    returned.push_back(g.dq);
+    give(g.dq);
   for (const BranchGradient &g : grads)
-    returned.push_back(g.dk);
-  returned.push_back(sum(
-      b, loc,
-      llvm::to_vector(llvm::map_range(grads, [](auto &g) { return g.dv; }))));
-  for (const BranchGradient &g : grads)
-    if (g.dsink)
-      returned.push_back(g.dsink);
+    give(g.dk);
+  give(sum(b, loc, llvm::to_vector(llvm::map_range(grads, [](auto &g) {
+             return g.dv;
+           }))));
+  if (!sinks.empty())
+    for (const BranchGradient &g : grads)
+      give(g.dsink);
+  for (unsigned c = 0; c < captures.size(); ++c) {
+    Value grad;
+    bool elsewhere = llvm::any_of(
+        SmallVector<Region *>{&op.getScore(), &op.getMask()}, [&](Region *r) {
+          return !r->empty() && !r->front()
+                                     .getArgument(r->front().getNumArguments() -
+                                                  captures.size() + c)
+                                     .use_empty();
+        });
+    if (epilogue && !elsewhere) {
+      Block &block = op.getEpilogue().front();
+      if (tensor::ExtractOp read = epilogueRead(
+              block, block.getArgument(branches + 4 + c), branches)) {
+        FailureOr<Value> g =
+            epilogueCaptureGradient(b, loc, op, read, outs, dout, captures);
+        if (failed(g))
+          return failure();
+        grad = *g;
+      }
+    }
+    give(grad);
+  }
+  SmallVector<Type> resultTypes(ValueRange(returned).getTypes());
+  func.setType(b.getFunctionType(argTypes, resultTypes));
+  func->setAttr("attn.gradient_of", b.getDenseI64ArrayAttr(gradientOf));
   func::ReturnOp::create(b, loc, returned);
   return success();
 }

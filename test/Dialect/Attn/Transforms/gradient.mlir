@@ -151,9 +151,11 @@ func.func @crossed_logits(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, 
 // -----
 
 // A sink joins the forward again (its L) and gets a gradient of its own;
-// a gate in the epilogue scales dO by its derivative first.
+// a gate in the epilogue scales dO by its derivative first, and gets a
+// gradient too: dO times the derivative at the element read.
 // CHECK-LABEL: func.func @gradient(
-// CHECK-SAME: -> (tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<2xf32>)
+// CHECK-SAME: -> (tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<2xf32>, tensor<1x2x16x32xf32>)
+// CHECK-SAME: attn.gradient_of = array<i64: 0, 1, 2, 3, 4>
 // CHECK: %[[FWD:.+]]:2 = attn.attention {{.*}} sinks(%arg3 : tensor<2xf32>) captures(%arg4
 // CHECK-NOT: epilogue
 // CHECK: -> tensor<1x2x16x32xbf16>, tensor<1x2x16xf32>
@@ -164,7 +166,8 @@ func.func @crossed_logits(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, 
 // CHECK: attn.attention q(%arg0, %[[DO]]
 // CHECK: %[[DSINK:.+]] = linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "reduction"]} ins(%arg3, %[[FWD]]#1, %[[DELTA]]
 // CHECK: math.exp
-// CHECK: return {{.*}}, %[[DSINK]] :
+// CHECK: %[[DGATE:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[FWD]]#0, %arg5 {{.*}} outs(
+// CHECK: return {{.*}}, %[[DSINK]], %[[DGATE]] :
 func.func @sink_gate(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: tensor<1x2x16x32xbf16>, %sink: tensor<2xf32>, %gate: tensor<1x2x16x32xf32>) -> tensor<1x2x16x32xbf16> {
   %o = attn.attention q(%q : tensor<1x2x16x32xbf16>) k(%k : tensor<1x2x16x32xbf16>) v(%v : tensor<1x2x16x32xbf16>) sinks(%sink : tensor<2xf32>) captures(%gate : tensor<1x2x16x32xf32>) scale [0.25] normalizer softmax
     epilogue {
