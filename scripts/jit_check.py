@@ -17,6 +17,9 @@ inputs (relative Frobenius error, bf16 tolerance 2e-2):
   the attention the custom op), fullgraph;
 - `cuda_graph`: captured in a CUDA graph after one warm-up call, replayed
   on new inputs copied into the captured ones;
+- `compile_backward`: a training step of the torch.compile'd model (the
+  backward through the gradient program), its gradients against the f32
+  model's within bf16 eager's distance from them;
 
 and `flashlight.varlen_attention` on packed sequences (3 sequences given by
 their offsets, GQA) against SDPA run on each sequence alone.
@@ -112,6 +115,10 @@ def fill(cache):
         print(f"{name}: {jf.prepare(*inputs(shapes, 'cpu'))} ({jf.compiles} compiled)")
     flashlight.varlen_attention(*varlen_inputs("cpu"))  # compiles off the GPU
     print("varlen: cache filled")
+    # Inputs that require grad: the gradient program too (compile_backward).
+    flashlight.jit(causal_attention)(*[a.requires_grad_() for a in
+                                       inputs([(B, H, N, D)] * 3, "cpu")])
+    print("causal: gradient program cached")
 
 
 def rel_err(out, ref):
@@ -191,6 +198,30 @@ def run(cache, out_path):
         model.attention = lambda q, k, v: causal_attention(q.float(), k.float(), v.float())
         ref = Model.forward(model.float(), x.float(), k.float(), v.float()).float()
     record("causal", "compile", rel_err(out, ref))
+
+    # A training step under torch.compile: the backward traced through
+    # flashlight::jit_grad; the gradients of wq, k and v against the f32
+    # model's, within bf16 eager's distance from it.
+    def step(m, attention, dtype, compiled):
+        m = Model(attention).to("cuda", dtype)
+        m.load_state_dict(model.state_dict())
+        xs = [t.to(dtype).clone().requires_grad_(i > 0) for i, t in enumerate((x, k, v))]
+        f = torch.compile(m, fullgraph=True) if compiled else m
+        out = f(*xs)
+        out.float().backward(dout.float().to(out.dtype))
+        return [m.wq.weight.grad, xs[1].grad, xs[2].grad]
+
+    model.attention = jf
+    dout = torch.randn(B, N, H * D, device="cuda", generator=torch.Generator(
+        device="cuda").manual_seed(5))
+    eager_attention = lambda q, k, v: causal_attention(q, k, v)  # noqa: E731
+    ref = step(model, eager_attention, torch.float32, False)
+    noise = max(rel_err(g, r) for g, r in zip(step(model, eager_attention, torch.bfloat16,
+                                                   False), ref))
+    ours = step(model, jf, torch.bfloat16, True)
+    err = max(rel_err(g, r) for g, r in zip(ours, ref))
+    record("causal", "compile_backward", err if err <= max(2e-2, 1.5 * noise) else 1.0,
+           grad_rel_err=err, eager_bf16_grad_rel_err=noise)
 
     return write_result(out_path, "jit_check", records, failures)
 
