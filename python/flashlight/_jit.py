@@ -523,14 +523,24 @@ class JitFunction(ClassedFunction):
                 flags=(*self.flags, "--gradient"), cache=self.cache)
         return self._gradients[shape_class]
 
-    def _prepare_gradient_examples(self, args):
-        """`prepare_gradient` on zero CPU tensors of `args`' shape class."""
+    def _prepare_gradient_examples(self, args, isolated=False):
+        """`prepare_gradient` on zero CPU tensors of `args`' shape class;
+        `isolated` as `_prepare_examples`'s (the backward traced by
+        torch.compile runs on fake tensors)."""
         shape_class = self.shape_class(args)
         if shape_class in self._gradients:
             return self._gradients[shape_class]
+        import contextlib
+
         import torch
 
-        with torch.no_grad():
+        guards = contextlib.ExitStack()
+        if isolated:
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+            guards.enter_context(unset_fake_temporarily())
+            guards.enter_context(torch._C._ForceDispatchKeyGuard(*_default_dispatch_tls()))
+        with guards, torch.no_grad():
             return self.prepare_gradient(*[
                 torch.zeros(shape, dtype=getattr(torch, dtype.split(".")[-1]))
                 for shape, dtype in shape_class])
@@ -593,7 +603,8 @@ class JitFunction(ClassedFunction):
         from . import _bind_extents, _load_constant, _resolve, _to_kernel_layout
 
         manifest = self._prepare_examples(args, isolated=True)
-        self._check_differentiable(manifest, args, self._prepare_gradient_examples(args))
+        self._check_differentiable(manifest, args,
+                                   self._prepare_gradient_examples(args, isolated=True))
         forward = self._kernel(manifest)
         entry = forward.manifest["entry"]
         taken = [i for i in entry["inputs"] if "file" not in i]
@@ -620,7 +631,7 @@ class JitFunction(ClassedFunction):
 
         forward, entry, extents, operands = self._layouts(args)
         floats = [i for i, a in enumerate(args) if a.is_floating_point()]
-        gradient = self._prepare_gradient_examples(args)
+        gradient = self._prepare_gradient_examples(args, isolated=True)
         with open(gradient) as f:
             # The operands the results are the gradients of.
             of = json.load(f)["entry"]["gradient_of"]
