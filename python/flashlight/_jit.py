@@ -373,8 +373,10 @@ def _register_op():
     @jit_call.register_fake
     def _(key, args):
         # Tracing (torch.compile) is when a shape class first shows up:
-        # compile its kernel now, so that the compiled graph only calls it.
+        # compile its kernel now, so that the compiled graph only calls it,
+        # and its gradient program, which a traced backward cannot export.
         _registry[key]._prepare_examples(args, isolated=True)
+        _registry[key]._prepare_gradient_quietly(args)
         with torch.no_grad():
             outs = _registry[key].fn(*args)
         outs = list(outs) if isinstance(outs, (tuple, list)) else [outs]
@@ -442,6 +444,7 @@ class JitFunction(ClassedFunction):
         self._manifests = self._classes.manifests  # shape class -> manifest path
         self._gradients = {}  # shape class -> the gradient program's manifest
         self._gradient_for = {}  # its operands' shapes -> the same manifest
+        self._gradient_errors = {}  # shape class -> why it has none
         self._kernels = {}  # manifest path -> loaded Kernel
         with _lock:
             _registry[self.key] = self
@@ -525,11 +528,12 @@ class JitFunction(ClassedFunction):
 
     def _prepare_gradient_examples(self, args, isolated=False):
         """`prepare_gradient` on zero CPU tensors of `args`' shape class;
-        `isolated` as `_prepare_examples`'s (the backward traced by
-        torch.compile runs on fake tensors)."""
+        `isolated` as `_prepare_examples`'s."""
         shape_class = self.shape_class(args)
         if shape_class in self._gradients:
             return self._gradients[shape_class]
+        if shape_class in self._gradient_errors:
+            raise self._gradient_errors[shape_class]
         import contextlib
 
         import torch
@@ -544,6 +548,15 @@ class JitFunction(ClassedFunction):
             return self.prepare_gradient(*[
                 torch.zeros(shape, dtype=getattr(torch, dtype.split(".")[-1]))
                 for shape, dtype in shape_class])
+
+    def _prepare_gradient_quietly(self, args):
+        """The gradient program compiled ahead of a backward that may come
+        (torch.compile traces it where nothing can be exported); a program
+        without one keeps its error for that backward."""
+        try:
+            self._prepare_gradient_examples(args, isolated=True)
+        except CompileError as e:
+            self._gradient_errors[self.shape_class(args)] = e
 
     def _kernel(self, manifest):
         if manifest not in self._kernels:
