@@ -55,6 +55,29 @@ Value floatConst(OpBuilder &b, Location loc, Type type, double v) {
   return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, v));
 }
 
+/// `v` in f32 (extended from f16/bf16).
+Value widen(OpBuilder &b, Location loc, Value v) {
+  return v.getType() == b.getF32Type()
+             ? v
+             : arith::ExtFOp::create(b, loc, b.getF32Type(), v).getResult();
+}
+
+/// Maps an epilogue's arguments inside a linalg.generic over (b, h, q_idx,
+/// d): the branch outputs to `outs` (widened), the indices to the loop's,
+/// the captures to `captures`.
+void mapEpilogue(OpBuilder &b, Location loc, Block &epilogue, ValueRange outs,
+                 ValueRange captures, IRMapping &map) {
+  unsigned branches = outs.size();
+  for (unsigned r = 0; r < branches; ++r)
+    map.map(epilogue.getArgument(r), widen(b, loc, outs[r]));
+  for (unsigned d = 0; d < 4; ++d)
+    map.map(epilogue.getArgument(branches + d),
+            linalg::IndexOp::create(b, loc, d));
+  for (auto [arg, capture] :
+       llvm::zip(epilogue.getArguments().drop_front(branches + 4), captures))
+    map.map(arg, capture);
+}
+
 //===----------------------------------------------------------------------===//
 // Forward-mode derivative of a score region
 //===----------------------------------------------------------------------===//
@@ -450,14 +473,8 @@ Value rowDot(OpBuilder &b, Location loc, Value dout, Value out) {
              {IteratorType::parallel, IteratorType::parallel,
               IteratorType::parallel, IteratorType::reduction},
              [&](OpBuilder &nb, Location l, ValueRange args) {
-               auto widen = [&](Value v) -> Value {
-                 return v.getType() == nb.getF32Type()
-                            ? v
-                            : arith::ExtFOp::create(nb, l, nb.getF32Type(), v)
-                                  .getResult();
-               };
-               Value prod =
-                   arith::MulFOp::create(nb, l, widen(args[0]), widen(args[1]));
+               Value prod = arith::MulFOp::create(nb, l, widen(nb, l, args[0]),
+                                                  widen(nb, l, args[1]));
                linalg::YieldOp::create(
                    nb, l,
                    ValueRange{arith::AddFOp::create(nb, l, args[2], prod)});
@@ -484,28 +501,15 @@ FailureOr<Value> throughEpilogue(OpBuilder &b, Location loc, AttentionOp op,
       b, loc, type, ins, init, SmallVector<AffineMap>(branches + 2, all),
       SmallVector<IteratorType>(4, IteratorType::parallel),
       [&](OpBuilder &nb, Location l, ValueRange args) {
-        auto widen = [&](Value v) -> Value {
-          return v.getType() == nb.getF32Type()
-                     ? v
-                     : arith::ExtFOp::create(nb, l, nb.getF32Type(), v)
-                           .getResult();
-        };
         Block &src = op.getEpilogue().front();
         IRMapping map;
-        for (unsigned r = 0; r < branches; ++r)
-          map.map(src.getArgument(r), widen(args[r]));
-        for (unsigned d = 0; d < 4; ++d)
-          map.map(src.getArgument(branches + d),
-                  linalg::IndexOp::create(nb, l, d));
-        for (auto [arg, capture] :
-             llvm::zip(src.getArguments().drop_front(branches + 4), captures))
-          map.map(arg, capture);
+        mapEpilogue(nb, l, src, args.take_front(branches), captures, map);
         FailureOr<std::pair<Value, Value>> derived =
             ScoreDerivative(nb, l, "epilogue").emit(src, map, branch);
         Value grad = floatConst(nb, l, nb.getF32Type(), 0.0);
         if (succeeded(derived))
           grad = arith::MulFOp::create(nb, l, derived->second,
-                                       widen(args[branches]));
+                                       widen(nb, l, args[branches]));
         else
           result = failure();
         if (grad.getType() != type.getElementType())
@@ -542,9 +546,7 @@ Value sinkGradient(OpBuilder &b, Location loc, Value sink, Value lse,
           {IteratorType::reduction, IteratorType::parallel,
            IteratorType::reduction},
           [&](OpBuilder &nb, Location l, ValueRange args) {
-            Value s = args[0];
-            if (s.getType() != nb.getF32Type())
-              s = arith::ExtFOp::create(nb, l, nb.getF32Type(), s);
+            Value s = widen(nb, l, args[0]);
             Value p = math::ExpOp::create(
                 nb, l, arith::SubFOp::create(nb, l, s, args[1]));
             Value term = arith::MulFOp::create(nb, l, p, args[2]);
@@ -649,31 +651,16 @@ FailureOr<Value> epilogueCaptureGradient(OpBuilder &b, Location loc,
       linalg::GenericOp::create(
           b, loc, f32, ins, init, maps, iterators,
           [&](OpBuilder &nb, Location l, ValueRange args) {
-            auto widen = [&](Value v) -> Value {
-              return v.getType() == nb.getF32Type()
-                         ? v
-                         : arith::ExtFOp::create(nb, l, nb.getF32Type(), v)
-                               .getResult();
-            };
             Block &src = op.getEpilogue().front();
             IRMapping map;
-            for (unsigned r = 0; r < branches; ++r)
-              map.map(src.getArgument(r), widen(args[r]));
-            for (unsigned d = 0; d < 4; ++d)
-              map.map(src.getArgument(branches + d),
-                      linalg::IndexOp::create(nb, l, d));
-            for (auto [arg, capture] : llvm::zip(
-                     src.getArguments().drop_front(branches + 4), captures))
-              map.map(arg, capture);
+            mapEpilogue(nb, l, src, args.take_front(branches), captures, map);
             FailureOr<std::pair<Value, Value>> derived =
                 ScoreDerivative(nb, l, "epilogue")
                     .emit(src, map, read.getResult(), 0);
             Value term = floatConst(nb, l, nb.getF32Type(), 0.0);
             if (succeeded(derived)) {
-              Value dt = derived->second;
-              if (dt.getType() != nb.getF32Type())
-                dt = arith::ExtFOp::create(nb, l, nb.getF32Type(), dt);
-              term = arith::MulFOp::create(nb, l, dt, widen(args[branches]));
+              term = arith::MulFOp::create(nb, l, widen(nb, l, derived->second),
+                                           widen(nb, l, args[branches]));
             } else {
               result = failure();
             }
@@ -807,8 +794,7 @@ Value sum(OpBuilder &b, Location loc, ValueRange xs) {
              [&](OpBuilder &nb, Location l, ValueRange args) {
                Value total;
                for (Value x : args.drop_back()) {
-                 if (x.getType() != nb.getF32Type())
-                   x = arith::ExtFOp::create(nb, l, nb.getF32Type(), x);
+                 x = widen(nb, l, x);
                  total =
                      total ? arith::AddFOp::create(nb, l, total, x).getResult()
                            : x;
