@@ -5,7 +5,9 @@
     bench/backward.py run CACHE OUT.json [--lengths 2048,8192]
 
 Vanilla and causal attention (B * N = 16k, H * D = 2048, bf16, [B, H, N, D])
-at D = 64 / 128, N = 2k / 8k. Each system computes dQ, dK, dV of the same
+at D = 64 / 128, N = 2k / 8k; differential attention (causal, two
+branches) and sigmoid attention, which FlexAttention and FA4 cannot take in
+one call, at N = 2k against torch.compile of the same function. Each system computes dQ, dK, dV of the same
 inputs and output gradient; the time is of the backward alone (the forward
 ran once before; `torch.autograd.grad` with the graph retained):
 
@@ -14,12 +16,13 @@ ran once before; `torch.autograd.grad` with the graph retained):
   kernels, [024](../docs/decisions/024-gradient-program.md));
 - `sdpa_flash`, `sdpa_cudnn`: PyTorch's SDPA with that backend;
 - `flex`: FlexAttention (Triton backend), torch.compile'd;
-- `fa4`: FlashAttention-4 where importable (`../shared/peers/`).
+- `fa4`: FlashAttention-4 where importable (`../shared/peers/`);
+- `compile`: torch.compile (inductor) of the eager function.
 
 Before timing, every system's gradients are compared with SDPA's math
-backend in f32 (relative Frobenius error, worst of the three). TFLOP/s
+backend in f32 (relative Frobenius error, worst over the inputs). TFLOP/s
 count 2.5 times the forward's 4*B*H*N^2*D (FlashAttention's convention),
-halved for causal. Writes {"gpu", "torch", "commit", "command",
+halved for causal, once per logit branch. Writes {"gpu", "torch", "commit", "command",
 "records": [{variant, D, N, system, ms, tflops, rel_err}]}.
 """
 
@@ -34,7 +37,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 sys.path.insert(0, os.path.dirname(__file__))
 import flashlight  # noqa: E402
 
-CONFIGS = [(v, d) for v in ("vanilla", "causal") for d in (64, 128)]
+CONFIGS = [(v, d) for v in ("vanilla", "causal", "differential", "sigmoid") for d in (64, 128)]
+# Programs FlexAttention and FA4 cannot express in one call: against
+# torch.compile of the same function, at N = 2k (its N x N scores).
+BEYOND = ("differential", "sigmoid")
 
 
 def vanilla(q, k, v):
@@ -49,7 +55,26 @@ def causal(q, k, v):
     return torch.softmax(s.float(), -1).to(v.dtype) @ v
 
 
-PROGRAMS = {"vanilla": vanilla, "causal": causal}
+def differential(q1, q2, k1, k2, v):
+    """Differential attention, causal: two softmaxes, the second weighted
+    by 0.5."""
+    n = q1.shape[2]
+    keep = torch.ones(n, n, dtype=torch.bool, device=q1.device).tril()
+
+    def weights(q, k):
+        s = ((q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5).masked_fill(~keep, float("-inf"))
+        return torch.softmax(s.float(), -1)
+    return ((weights(q1, k1) - 0.5 * weights(q2, k2)).to(v.dtype)) @ v
+
+
+def sigmoid(q, k, v):
+    s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5
+    return torch.sigmoid(s.float() - 7.6).to(v.dtype) @ v
+
+
+PROGRAMS = {"vanilla": vanilla, "causal": causal, "differential": differential,
+            "sigmoid": sigmoid}
+INPUTS = {"differential": 5}  # tensors of [B, H, N, D]; 3 otherwise
 _jitted = {}
 
 
@@ -63,12 +88,17 @@ def shapes(D, N):
     return 16384 // N, 2048 // D
 
 
+def lengths_of(variant, lengths):
+    return [2048] if variant in BEYOND else lengths
+
+
 def fill(cache, lengths):
     os.environ["FLASHLIGHT_CACHE"] = cache
     for variant, D in CONFIGS:
-        for N in lengths:
+        for N in lengths_of(variant, lengths):
             B, H = shapes(D, N)
-            xs = [torch.zeros(B, H, N, D, dtype=torch.bfloat16) for _ in range(3)]
+            xs = [torch.zeros(B, H, N, D, dtype=torch.bfloat16)
+                  for _ in range(INPUTS.get(variant, 3))]
             # What a call on CUDA tensors that require grad looks up.
             jitted(variant)._prepare_examples(xs)
             jitted(variant)._prepare_gradient_examples(xs)
@@ -76,7 +106,9 @@ def fill(cache, lengths):
 
 
 def systems(variant):
-    """name -> function of (q, k, v) with autograd."""
+    """name -> function of the variant's inputs with autograd."""
+    if variant in BEYOND:
+        return {"flashlight": jitted(variant), "compile": torch.compile(PROGRAMS[variant])}
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.nn.attention.flex_attention import create_block_mask, flex_attention
@@ -102,7 +134,8 @@ def systems(variant):
         return flex(q, k, v, block_mask=mask)
 
     out = {"flashlight": jitted(variant), "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
-           "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "flex": flex_call}
+           "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "flex": flex_call,
+           "compile": torch.compile(PROGRAMS[variant])}
     from peers import fa4_func
 
     fa4 = fa4_func()
@@ -134,18 +167,21 @@ def run(cache, out_path, lengths):
     os.environ["FLASHLIGHT_COMPILE"] = "/nonexistent"
     records = []
     for variant, D in CONFIGS:
-        for N in lengths:
+        for N in lengths_of(variant, lengths):
             B, H = shapes(D, N)
             g = torch.Generator().manual_seed(N + D)
-            q, k, v, dout = (torch.randn(B, H, N, D, generator=g).to("cuda", torch.bfloat16)
-                             for _ in range(4))
-            ref_in = [x.float().requires_grad_() for x in (q, k, v)]
+            inputs = [torch.randn(B, H, N, D, generator=g).to("cuda", torch.bfloat16)
+                      for _ in range(INPUTS.get(variant, 3))]
+            dout = torch.randn(B, H, N, D, generator=g).to("cuda", torch.bfloat16)
+            ref_in = [x.float().requires_grad_() for x in inputs]
             ref = PROGRAMS[variant](*ref_in)
             ref_grads = torch.autograd.grad(ref, ref_in, dout.float())
             del ref, ref_in
-            flops = 2.5 * 4 * B * H * N * N * D * (0.5 if variant == "causal" else 1.0)
+            # Each logit branch counts as one attention; causal halves.
+            flops = 2.5 * 4 * B * H * N * N * D * (
+                {"causal": 0.5, "differential": 1.0}.get(variant, 1.0))
             for name, fn in systems(variant).items():
-                xs = [x.clone().requires_grad_() for x in (q, k, v)]
+                xs = [x.clone().requires_grad_() for x in inputs]
                 try:
                     out = fn(*xs)
                     grads = torch.autograd.grad(out, xs, dout, retain_graph=True)
@@ -161,6 +197,10 @@ def run(cache, out_path, lengths):
                 print(f"{variant:<8} d{D:<4} n{N:<5} {name:<11} {ms:8.3f} ms "
                       f"{rec['tflops']:6.1f} TFLOP/s  err {err:.1e}", flush=True)
                 del out, grads
+                write(out_path, records)  # what ran so far, if the run is cut
+
+
+def write(out_path, records):
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
               "command": "bench/backward.py fill CACHE (build); bench/backward.py run CACHE OUT",
