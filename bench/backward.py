@@ -154,7 +154,7 @@ def rel(x, ref):
     return float((x.float() - ref).norm() / ref.norm())
 
 
-def run(cache, out_path, lengths):
+def run(cache, out_path, lengths, only=None, variants=None):
     from triton.testing import do_bench
 
     # The backward is timed with the graph retained: compiled graphs
@@ -167,6 +167,8 @@ def run(cache, out_path, lengths):
     os.environ["FLASHLIGHT_COMPILE"] = "/nonexistent"
     records = []
     for variant, D in CONFIGS:
+        if variants and variant not in variants:
+            continue
         for N in lengths_of(variant, lengths):
             B, H = shapes(D, N)
             g = torch.Generator().manual_seed(N + D)
@@ -181,6 +183,8 @@ def run(cache, out_path, lengths):
             flops = 2.5 * 4 * B * H * N * N * D * (
                 {"causal": 0.5, "differential": 1.0}.get(variant, 1.0))
             for name, fn in systems(variant).items():
+                if only and name not in only:
+                    continue
                 xs = [x.clone().requires_grad_() for x in inputs]
                 try:
                     out = fn(*xs)
@@ -215,9 +219,12 @@ if __name__ == "__main__":
     parser.add_argument("cache")
     parser.add_argument("out", nargs="?")
     parser.add_argument("--lengths", default="2048,8192")
+    parser.add_argument("--systems", help="only these, comma-separated")
+    parser.add_argument("--variants", help="only these, comma-separated")
     a = parser.parse_args()
     lengths = [int(x) for x in a.lengths.split(",")]
     if a.mode == "fill":
         fill(a.cache, lengths)
     else:
-        run(a.cache, a.out, lengths)
+        run(a.cache, a.out, lengths, a.systems and a.systems.split(","),
+            a.variants and a.variants.split(","))

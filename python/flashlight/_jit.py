@@ -445,6 +445,7 @@ class JitFunction(ClassedFunction):
         self._gradients = {}  # shape class -> the gradient program's manifest
         self._gradient_for = {}  # its operands' shapes -> the same manifest
         self._gradient_errors = {}  # shape class -> why it has none
+        self._manifest_json = {}  # manifest path -> its contents
         self._kernels = {}  # manifest path -> loaded Kernel
         with _lock:
             _registry[self.key] = self
@@ -558,6 +559,13 @@ class JitFunction(ClassedFunction):
         except CompileError as e:
             self._gradient_errors[self.shape_class(args)] = e
 
+    def _json(self, manifest):
+        """A manifest's contents, read once (a backward reads it per call)."""
+        if manifest not in self._manifest_json:
+            with open(manifest) as f:
+                self._manifest_json[manifest] = json.load(f)
+        return self._manifest_json[manifest]
+
     def _kernel(self, manifest):
         if manifest not in self._kernels:
             from . import load
@@ -588,8 +596,7 @@ class JitFunction(ClassedFunction):
         the function: more than one attention and its layouts, or an
         argument that requires grad read where its gradient is not derived
         (a captured tensor of the score or mask)."""
-        with open(manifest) as f:
-            m = json.load(f)
+        m = self._json(manifest)
         entry = m.get("entry") or {}
         if "steps" in entry or len(entry.get("results", [])) != 1:
             raise NotImplementedError(
@@ -598,8 +605,7 @@ class JitFunction(ClassedFunction):
                 "(projections and norms stay in PyTorch, which differentiates them)")
         if gradient is None:
             return
-        with open(gradient) as f:
-            of = set(json.load(f)["entry"]["gradient_of"])
+        of = set(self._json(gradient)["entry"]["gradient_of"])
         inputs = [p for p in m["params"] if p["direction"] == "in"]
         for k, (s, p) in enumerate(zip(entry["sources"], inputs)):
             if k not in of and "input" in s and s["input"] < len(args) and \
@@ -645,9 +651,8 @@ class JitFunction(ClassedFunction):
         forward, entry, extents, operands = self._layouts(args)
         floats = [i for i, a in enumerate(args) if a.is_floating_point()]
         gradient = self._prepare_gradient_examples(args, isolated=True)
-        with open(gradient) as f:
-            # The operands the results are the gradients of.
-            of = json.load(f)["entry"]["gradient_of"]
+        # The operands the results are the gradients of.
+        of = self._json(gradient)["entry"]["gradient_of"]
 
         def differentiated(*xs):
             full = list(args)
