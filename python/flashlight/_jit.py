@@ -429,6 +429,27 @@ def _default_dispatch_tls():
     return _dispatch_tls
 
 
+def _on_examples(prepare, shape_class, isolated):
+    """`prepare` on zero CPU tensors of `shape_class`. With `isolated`
+    (from inside the op: its fake implementation under torch.compile, or
+    its real one) outside the fake mode and with the dispatcher's default
+    thread state: inside an op's dispatch, torch.export lifts fake
+    constants."""
+    import contextlib
+
+    import torch
+
+    guards = contextlib.ExitStack()
+    if isolated:
+        from torch._subclasses.fake_tensor import unset_fake_temporarily
+
+        guards.enter_context(unset_fake_temporarily())
+        guards.enter_context(torch._C._ForceDispatchKeyGuard(*_default_dispatch_tls()))
+    with guards, torch.no_grad():
+        return prepare(*[torch.zeros(shape, dtype=getattr(torch, dtype.split(".")[-1]))
+                         for shape, dtype in shape_class])
+
+
 class JitFunction(ClassedFunction):
     """A PyTorch function compiled by Flashlight per shape class; see the
     module's docstring."""
@@ -488,28 +509,12 @@ class JitFunction(ClassedFunction):
                                      archs=self.archs, flags=self.flags, cache=self.cache)
 
     def _prepare_examples(self, args, isolated=False):
-        """`prepare` on zero CPU tensors of `args`' shapes and dtypes. With
-        `isolated` (from inside the op: its fake implementation under
-        torch.compile, or its real one) outside the fake mode and with the
-        dispatcher's default thread state: inside an op's dispatch,
-        torch.export lifts fake constants."""
+        """`prepare` on zero CPU tensors of `args`' shape class
+        (`_on_examples`)."""
         shape_class = self.shape_class(args)
         if shape_class in self._manifests:
             return self._manifests[shape_class]
-        import contextlib
-
-        import torch
-
-        guards = contextlib.ExitStack()
-        if isolated:
-            from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-            guards.enter_context(unset_fake_temporarily())
-            guards.enter_context(torch._C._ForceDispatchKeyGuard(*_default_dispatch_tls()))
-        with guards, torch.no_grad():
-            examples = [torch.zeros(shape, dtype=getattr(torch, dtype.split(".")[-1]))
-                        for shape, dtype in shape_class]
-            return self.prepare(*examples)
+        return _on_examples(self.prepare, shape_class, isolated)
 
     def prepare_gradient(self, *args):
         """Exports the function at `args`' shapes and compiles (or finds in
@@ -535,20 +540,7 @@ class JitFunction(ClassedFunction):
             return self._gradients[shape_class]
         if shape_class in self._gradient_errors:
             raise self._gradient_errors[shape_class]
-        import contextlib
-
-        import torch
-
-        guards = contextlib.ExitStack()
-        if isolated:
-            from torch._subclasses.fake_tensor import unset_fake_temporarily
-
-            guards.enter_context(unset_fake_temporarily())
-            guards.enter_context(torch._C._ForceDispatchKeyGuard(*_default_dispatch_tls()))
-        with guards, torch.no_grad():
-            return self.prepare_gradient(*[
-                torch.zeros(shape, dtype=getattr(torch, dtype.split(".")[-1]))
-                for shape, dtype in shape_class])
+        return _on_examples(self.prepare_gradient, shape_class, isolated)
 
     def _prepare_gradient_quietly(self, args):
         """The gradient program compiled ahead of a backward that may come

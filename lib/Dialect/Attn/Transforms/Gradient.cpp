@@ -55,6 +55,13 @@ Value floatConst(OpBuilder &b, Location loc, Type type, double v) {
   return arith::ConstantOp::create(b, loc, b.getFloatAttr(type, v));
 }
 
+/// A zero-filled f32 tensor of `shape` (a reduction's initial value).
+Value zerosF32(OpBuilder &b, Location loc, ArrayRef<int64_t> shape) {
+  Value zero = floatConst(b, loc, b.getF32Type(), 0.0);
+  Value empty = tensor::EmptyOp::create(b, loc, shape, b.getF32Type());
+  return linalg::FillOp::create(b, loc, zero, empty).getResult(0);
+}
+
 /// `v` in f32 (extended from f16/bf16).
 Value widen(OpBuilder &b, Location loc, Value v) {
   return v.getType() == b.getF32Type()
@@ -457,13 +464,7 @@ Value rowDot(OpBuilder &b, Location loc, Value dout, Value out) {
   auto type = cast<RankedTensorType>(out.getType());
   auto rowType =
       RankedTensorType::get(type.getShape().drop_back(), b.getF32Type());
-  Value zero = floatConst(b, loc, b.getF32Type(), 0.0);
-  Value init =
-      linalg::FillOp::create(
-          b, loc, zero,
-          tensor::EmptyOp::create(b, loc, rowType.getShape(), b.getF32Type())
-              .getResult())
-          .getResult(0);
+  Value init = zerosF32(b, loc, rowType.getShape());
   auto d = [&](unsigned k) { return getAffineDimExpr(k, ctx); };
   AffineMap all = AffineMap::get(4, 0, {d(0), d(1), d(2), d(3)}, ctx);
   using utils::IteratorType;
@@ -528,13 +529,7 @@ Value sinkGradient(OpBuilder &b, Location loc, Value sink, Value lse,
   MLIRContext *ctx = b.getContext();
   auto sinkType = cast<RankedTensorType>(sink.getType());
   auto f32 = RankedTensorType::get(sinkType.getShape(), b.getF32Type());
-  Value zero = floatConst(b, loc, b.getF32Type(), 0.0);
-  Value init =
-      linalg::FillOp::create(
-          b, loc, zero,
-          tensor::EmptyOp::create(b, loc, f32.getShape(), b.getF32Type())
-              .getResult())
-          .getResult(0);
+  Value init = zerosF32(b, loc, f32.getShape());
   auto d = [&](unsigned k) { return getAffineDimExpr(k, ctx); };
   AffineMap rows = AffineMap::get(3, 0, {d(0), d(1), d(2)}, ctx);
   AffineMap head = AffineMap::get(3, 0, {d(1)}, ctx);
@@ -631,12 +626,7 @@ FailureOr<Value> epilogueCaptureGradient(OpBuilder &b, Location loc,
   if (shape.empty())
     groups.clear();
   auto f32 = RankedTensorType::get(shape, b.getF32Type());
-  Value zero = floatConst(b, loc, b.getF32Type(), 0.0);
-  Value init =
-      linalg::FillOp::create(
-          b, loc, zero,
-          tensor::EmptyOp::create(b, loc, shape, b.getF32Type()).getResult())
-          .getResult(0);
+  Value init = zerosF32(b, loc, shape);
   AffineMap all = b.getMultiDimIdentityMap(4);
   SmallVector<AffineMap> maps(branches + 1, all);
   maps.push_back(AffineMap::get(4, 0, exprs, ctx));
