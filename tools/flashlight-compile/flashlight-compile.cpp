@@ -171,6 +171,12 @@ static cl::opt<bool> gradient(
              "-> (dq, dk, dv), each tensor in the attention's [B, H, N, D] "
              "layout (attn-gradient)"),
     cl::init(false), cl::cat(toolCategory));
+static cl::opt<bool> savedStatistics(
+    "saved-statistics",
+    cl::desc("With --gradient: the gradient program takes, after dout, "
+             "each branch's output and log-sum-exp (a ring's merged ones) "
+             "instead of computing the forward again"),
+    cl::init(false), cl::cat(toolCategory));
 
 static cl::opt<bool> staticStrides(
     "static-strides",
@@ -452,8 +458,11 @@ LogicalResult raiseAndOutline(ModuleOp module) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
-  if (gradient)
-    pm.addPass(flashlight::attn::createAttnGradient());
+  if (gradient) {
+    flashlight::attn::AttnGradientOptions options;
+    options.savedStatistics = savedStatistics;
+    pm.addPass(flashlight::attn::createAttnGradient(options));
+  }
   pm.addPass(flashlight::attn::createAttnExpandEmptyRows());
   // Imported programs always get an entry (the user's function calling
   // its kernel), also when the attention is all they compute.
@@ -824,6 +833,8 @@ int main(int argc, char **argv) {
     archs.push_back("sm_80");
     archs.push_back("sm_90a");
   }
+  if (savedStatistics && !gradient)
+    return fail("--saved-statistics is an option of --gradient");
   if (emit != "mlir" && emit != "ptx" && emit != "cubin")
     return fail("--emit must be mlir, ptx or cubin, got '" + emit + "'");
   for (const std::string &chip : archs)

@@ -728,23 +728,33 @@ LogicalResult checkDifferentiable(AttentionOp op) {
   return success();
 }
 
+/// Branch `r`'s own output (before the epilogue): [B, Hq, M, Dv] in the
+/// attention's output type.
+RankedTensorType branchOutputType(AttentionOp op, unsigned r) {
+  auto q = cast<RankedTensorType>(op.getQueries()[r].getType());
+  auto v = cast<RankedTensorType>(op.getValue().getType());
+  return RankedTensorType::get(
+      {q.getDimSize(0), q.getDimSize(1), q.getDimSize(2), v.getDimSize(3)},
+      cast<RankedTensorType>(op.getOutput().getType()).getElementType());
+}
+
+/// Branch `r`'s log-sum-exp: f32 [B, Hq, M].
+RankedTensorType lseType(AttentionOp op, unsigned r) {
+  return RankedTensorType::get(branchOutputType(op, r).getShape().drop_back(),
+                               Float32Type::get(op.getContext()));
+}
+
 /// Branch `f.branch` of the forward alone, again: its own output (no
 /// epilogue) and, for softmax, its log-sum-exp.
 AttentionOp branchForward(OpBuilder &b, const Forward &f, Value q, Value k,
                           Value v, ValueRange sinks, ValueRange captures) {
   Location loc = f.op.getLoc();
-  auto qType = cast<RankedTensorType>(q.getType());
-  auto vType = cast<RankedTensorType>(v.getType());
-  auto outType = RankedTensorType::get(
-      {qType.getDimSize(0), qType.getDimSize(1), f.m, vType.getDimSize(3)},
-      cast<RankedTensorType>(f.op.getOutput().getType()).getElementType());
   SmallVector<Type> lseTypes;
   if (f.normalizer == Normalizer::softmax)
-    lseTypes.push_back(RankedTensorType::get(
-        {qType.getDimSize(0), qType.getDimSize(1), f.m}, b.getF32Type()));
+    lseTypes.push_back(lseType(f.op, f.branch));
   auto forward = AttentionOp::create(
-      b, loc, outType, lseTypes, q, k, v, sinks, captures,
-      b.getDenseF64ArrayAttr({f.scale}), f.op.getNormalizerAttr());
+      b, loc, branchOutputType(f.op, f.branch), lseTypes, q, k, v, sinks,
+      captures, b.getDenseF64ArrayAttr({f.scale}), f.op.getNormalizerAttr());
   // A fresh mapping per clone: a mapped block argument is dropped from the
   // clone (Region::cloneInto), and the region is isolated from above.
   IRMapping fresh;
@@ -842,16 +852,29 @@ FailureOr<BranchGradient> branchGradient(OpBuilder &b, const Forward &f,
   return g;
 }
 
-/// Builds `@gradient(queries..., keys..., v, sinks..., captures..., dout)
-/// -> (dqueries..., dkeys..., dv, dsinks...)` for `op`.
-LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
+/// Builds `@gradient(queries..., keys..., v, sinks..., captures..., dout
+/// [, (output, lse) per branch with `saved`]) -> (dqueries..., dkeys...,
+/// dv, dsinks...)` for `op`.
+LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved) {
   if (failed(checkDifferentiable(op)))
     return failure();
   Location loc = op.getLoc();
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToEnd(module.getBody());
+  unsigned branches = op.getNumBranches();
+  bool softmax = op.getNormalizer() == Normalizer::softmax;
+  bool epilogue = !op.getEpilogue().empty();
   SmallVector<Type> argTypes(op->getOperandTypes());
   argTypes.push_back(op.getOutput().getType());
+  // Saved statistics: each branch's own output where dO's way back needs
+  // it (Delta, the epilogue's derivative), and its log-sum-exp.
+  if (saved)
+    for (unsigned r = 0; r < branches; ++r) {
+      if (softmax || epilogue)
+        argTypes.push_back(branchOutputType(op, r));
+      if (softmax)
+        argTypes.push_back(lseType(op, r));
+    }
   SmallVector<Type> results(op.getQueries().getTypes());
   llvm::append_range(results, op.getKeys().getTypes());
   results.push_back(op.getValue().getType());
@@ -872,8 +895,7 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
                      keys = mapped(op.getKeys()), sinks = mapped(op.getSinks()),
                      captures = mapped(op.getCaptures());
   Value v = args.lookup(op.getValue());
-  Value dout = body->getArguments().back();
-  unsigned branches = op.getNumBranches();
+  Value dout = body->getArgument(op->getNumOperands());
   auto forwardOf = [&](unsigned r) {
     Forward f;
     f.op = op;
@@ -887,18 +909,29 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
     return f;
   };
 
-  // Each branch's forward again (softmax: its log-sum-exp; an epilogue: its
-  // own output, through whose derivative dO reaches it).
-  bool softmax = op.getNormalizer() == Normalizer::softmax;
-  bool epilogue = !op.getEpilogue().empty();
-  SmallVector<AttentionOp> forwards;
-  if (softmax || epilogue)
-    for (unsigned r = 0; r < branches; ++r)
-      forwards.push_back(branchForward(
-          b, forwardOf(r), queries[r], keys[r], v,
-          sinks.empty() ? ValueRange() : ValueRange(sinks[r]), captures));
-  SmallVector<Value> outs = llvm::to_vector(llvm::map_range(
-      forwards, [](AttentionOp o) -> Value { return o.getOutput(); }));
+  // Each branch's own output (through whose epilogue derivative dO reaches
+  // it; Delta) and, for softmax, its log-sum-exp: the arguments after dO
+  // when saved, else its forward again.
+  SmallVector<Value> outs, lses;
+  ValueRange statistics =
+      body->getArguments().drop_front(op->getNumOperands() + 1);
+  for (unsigned r = 0; r < branches && (softmax || epilogue); ++r) {
+    if (saved) {
+      outs.push_back(statistics.front());
+      statistics = statistics.drop_front();
+      if (softmax) {
+        lses.push_back(statistics.front());
+        statistics = statistics.drop_front();
+      }
+      continue;
+    }
+    AttentionOp forward = branchForward(
+        b, forwardOf(r), queries[r], keys[r], v,
+        sinks.empty() ? ValueRange() : ValueRange(sinks[r]), captures);
+    outs.push_back(forward.getOutput());
+    if (softmax)
+      lses.push_back(forward.getLse()[0]);
+  }
   SmallVector<BranchGradient> grads;
   for (unsigned r = 0; r < branches; ++r) {
     Value branchDout = dout;
@@ -911,7 +944,7 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
     }
     SmallVector<Value> rowStats;
     if (softmax)
-      rowStats = {forwards[r].getLse()[0], rowDot(b, loc, branchDout, outs[r])};
+      rowStats = {lses[r], rowDot(b, loc, branchDout, outs[r])};
     FailureOr<BranchGradient> g = branchGradient(
         b, forwardOf(r), queries[r], keys[r], v,
         sinks.empty() ? Value() : sinks[r], branchDout, rowStats, captures);
@@ -972,6 +1005,7 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op) {
 
 struct AttnGradientPass
     : flashlight::attn::impl::AttnGradientBase<AttnGradientPass> {
+  using AttnGradientBase::AttnGradientBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<AttentionOp> ops;
@@ -985,7 +1019,7 @@ struct AttnGradientPass
     SmallVector<Operation *> old(module.getBody()->getOperations().size());
     llvm::transform(module.getBody()->getOperations(), old.begin(),
                     [](Operation &op) { return &op; });
-    if (failed(buildGradient(module, ops.front())))
+    if (failed(buildGradient(module, ops.front(), savedStatistics)))
       return signalPassFailure();
     // The module is the gradient program alone.
     for (Operation *op : old)

@@ -242,6 +242,14 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
     recomputed) scales dO element by element first; a sink's gradient is
     `-sum exp(sink - L) Delta`, a reduction.
 
+    With `saved-statistics`, the function takes after dO what the forward
+    already computed instead of computing it again: per branch, its own
+    output (before the epilogue; needed for softmax and epilogues) and,
+    for softmax, its log-sum-exp (f32 `[B, Hq, M]`). A caller that merges
+    partial attentions (ring attention) passes the merged output and
+    log-sum-exp, and gets the partial attention's share of the gradient
+    of the whole.
+
     Refused, at the attention, with the reason: a branch's score that reads
     another branch's logit, runtime shapes, rows that take the mean of V,
     and a score or epilogue op without a derivative rule. Captured tensors are inputs only: their
@@ -257,6 +265,11 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
       ...
     ```
   }];
+  let options = [
+    Option<"savedStatistics", "saved-statistics", "bool", /*default=*/"false",
+           "Take each branch's output and log-sum-exp as arguments after "
+           "dO instead of recomputing the forward">
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::linalg::LinalgDialect",
