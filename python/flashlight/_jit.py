@@ -464,6 +464,7 @@ class JitFunction(ClassedFunction):
         self._classes = ShapeClasses(runtime_shapes, _torch_dtype_name, self._guards)
         self._manifests = self._classes.manifests  # shape class -> manifest path
         self._gradients = {}  # shape class -> the gradient program's manifest
+        self._saved_gradients = {}  # the same, taking saved statistics
         self._gradient_for = {}  # its operands' shapes -> the same manifest
         self._gradient_errors = {}  # shape class -> why it has none
         self._manifest_json = {}  # manifest path -> its contents
@@ -516,21 +517,45 @@ class JitFunction(ClassedFunction):
             return self._manifests[shape_class]
         return _on_examples(self.prepare, shape_class, isolated)
 
-    def prepare_gradient(self, *args):
+    def prepare_gradient(self, *args, saved_statistics=False):
         """Exports the function at `args`' shapes and compiles (or finds in
         the cache) the gradient program of its attention
         (`flashlight-compile --gradient`); returns its manifest path. One
-        per shape class: gradient programs take static shapes."""
+        per shape class: gradient programs take static shapes. With
+        `saved_statistics`, the program that takes the forward's output and
+        log-sum-exp (`--saved-statistics`; `gradient_from_statistics`)."""
         shape_class = self.shape_class(args)
-        if shape_class not in self._gradients:
+        table = self._saved_gradients if saved_statistics else self._gradients
+        if shape_class not in table:
             from .export import export
 
             graph_dir = self._classes.new_folder()
             export(self.fn, *args, path=os.path.join(graph_dir, "program.json"))
-            self._gradients[shape_class], _ = cached_compile(
-                graph_dir, "program.json", archs=self.archs,
-                flags=(*self.flags, "--gradient"), cache=self.cache)
-        return self._gradients[shape_class]
+            flags = (*self.flags, "--gradient") + (
+                ("--saved-statistics",) if saved_statistics else ())
+            table[shape_class], _ = cached_compile(
+                graph_dir, "program.json", archs=self.archs, flags=flags, cache=self.cache)
+        return table[shape_class]
+
+    def gradient_from_statistics(self, *args, dout, out, lse):
+        """The gradients of the attention's operands given dO and the
+        statistics of the whole attention: `out` and `lse` (f32) as its
+        forward would give them, `dout`, `out` and `lse` in the
+        attention's own layouts ([B, H, M, D], [B, H, M]). For a caller
+        that computes an attention in parts and merges them by their
+        log-sum-exps (flashlight.ring): with the merged output and
+        log-sum-exp, each part's gradients are its share of the whole's.
+        Returns {kernel operand index: gradient} (the kernel's layouts; a
+        program whose operands are its arguments, as the ring's steps, has
+        index i for argument i). One program with one attention, softmax,
+        one branch, no epilogue."""
+        shape_class = self.shape_class(args)
+        manifest = self._saved_gradients.get(shape_class) or _on_examples(
+            lambda *a: self.prepare_gradient(*a, saved_statistics=True), shape_class, False)
+        _, _, _, operands = self._layouts(args, check=False)
+        grads = self._kernel(manifest).call_entry(*operands(*args), dout, out, lse)
+        grads = list(grads) if isinstance(grads, (tuple, list)) else [grads]
+        return dict(zip(self._json(manifest)["entry"]["gradient_of"], grads))
 
     def _prepare_gradient_examples(self, args, isolated=False):
         """`prepare_gradient` on zero CPU tensors of `args`' shape class;
@@ -607,15 +632,16 @@ class JitFunction(ClassedFunction):
                     f"the attention's score or mask ({p['name']}): the gradients of those "
                     "captured tensors are not derived yet; detach it")
 
-    def _layouts(self, args):
+    def _layouts(self, args, check=True):
         """The forward's manifest entry, the bound extents and the kernel
         operands of `args` (their kernel layouts; captured constants
-        loaded), for the backward pass."""
+        loaded), for the backward pass (`check`: that it takes them)."""
         from . import _bind_extents, _load_constant, _resolve, _to_kernel_layout
 
         manifest = self._prepare_examples(args, isolated=True)
-        self._check_differentiable(manifest, args,
-                                   self._prepare_gradient_examples(args, isolated=True))
+        if check:
+            self._check_differentiable(
+                manifest, args, self._prepare_gradient_examples(args, isolated=True))
         forward = self._kernel(manifest)
         entry = forward.manifest["entry"]
         taken = [i for i in entry["inputs"] if "file" not in i]

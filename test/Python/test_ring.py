@@ -1,7 +1,8 @@
 """flashlight.ring without a GPU (ctest `python/ring`): the zigzag split and
-the ring's steps and merges, in 2 and 3 processes over gloo on the CPU,
-with PyTorch's step program in place of the kernels; the output shards put
-together equal attention over the whole sequence. Skips without PyTorch.
+the ring's steps, merges and backward, in 2 to 4 processes over gloo on the
+CPU, with PyTorch's step (`reference_step`) in place of the kernels; the
+output and gradient shards put together equal attention over the whole
+sequence (causal, full, sliding windows, documents). Skips without PyTorch.
 The GPU run (NCCL, Flashlight kernels) is scripts/ring_check.py."""
 
 import importlib.util
@@ -22,7 +23,32 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _worker(rank, world, port, causal, folder):
+def _masks(n, window, documents):
+    """The window and the document ids of a test case (ids
+    nondecreasing)."""
+    import torch
+
+    doc = None
+    if documents:
+        # A count (random cuts) or the cuts themselves.
+        cuts = documents if isinstance(documents, tuple) else sorted(
+            torch.randperm(n - 1, generator=torch.Generator().manual_seed(5))[
+                :documents - 1].add(1).tolist())
+        doc = torch.zeros(n, dtype=torch.int64)
+        for c in cuts:
+            doc[c:] += 1
+    return window, doc
+
+
+def _inputs(world):
+    import torch
+
+    g = torch.Generator().manual_seed(0)
+    return [torch.randn(2, 3, 12 * world, 16, generator=g, dtype=torch.float64)
+            for _ in range(4)]
+
+
+def _worker(rank, world, port, causal, window, documents, folder):
     import torch
     import torch.distributed as dist
 
@@ -30,12 +56,13 @@ def _worker(rank, world, port, causal, folder):
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}",
                             rank=rank, world_size=world)
-    g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(2, 3, 12 * world, 16, generator=g, dtype=torch.float64)
-               for _ in range(3))
-    shards = [ring.zigzag_shard(x, dim=2) for x in (q, k, v)]
-    out = ring.attention(*shards, causal=causal, step=ring._step_program)
-    torch.save(out, os.path.join(folder, f"out{rank}.pt"))
+    q, k, v, dout = _inputs(world)
+    window, doc = _masks(q.shape[2], window, documents)
+    shards = [ring.zigzag_shard(x, dim=2).requires_grad_() for x in (q, k, v)]
+    out = ring.attention(*shards, causal=causal, window=window, document=doc,
+                         step=ring.reference_step)
+    out.backward(ring.zigzag_shard(dout, dim=2))
+    torch.save([out.detach()] + [x.grad for x in shards], os.path.join(folder, f"out{rank}.pt"))
     dist.destroy_process_group()
 
 
@@ -80,22 +107,60 @@ class Ring(unittest.TestCase):
             self.assertEqual(ring.schedule(world, 0, False)[0], [((0, 2), (0, 2), False)])
 
     def test_ring_equals_whole_attention(self):
+        """Outputs and gradients of q, k and v, against autograd of
+        attention over the whole sequence (f64)."""
         import torch
         import torch.multiprocessing as mp
 
         import flashlight.ring as ring
 
-        for world, causal in ((2, True), (3, True), (2, False)):
+        cases = ((2, True, None, 0), (3, True, None, 0), (2, False, None, 0),
+                 (3, True, 7, 0), (4, True, 3, 0), (3, True, None, 3), (2, False, None, 4),
+                 (3, True, 10, 2),
+                 # A document per chunk: the ring ends after its first step.
+                 (2, True, None, (6, 12, 18)))
+        for world, causal, window, documents in cases:
             with tempfile.TemporaryDirectory() as folder:
-                mp.spawn(_worker, args=(world, _free_port(), causal, folder), nprocs=world)
+                mp.spawn(_worker, args=(world, _free_port(), causal, window, documents, folder),
+                         nprocs=world)
                 shards = [torch.load(os.path.join(folder, f"out{r}.pt")) for r in range(world)]
-            g = torch.Generator().manual_seed(0)
-            q, k, v = (torch.randn(2, 3, 12 * world, 16, generator=g, dtype=torch.float64)
-                       for _ in range(3))
-            ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
-            got = ring.zigzag_unshard(shards)
-            # (The step computes scores in f32, as the kernels do.)
-            self.assertLess((got - ref).abs().max().item(), 1e-5, (world, causal))
+            q, k, v, dout = _inputs(world)
+            n = q.shape[2]
+            window, doc = _masks(n, window, documents)
+            i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+            keep = torch.ones(n, n, dtype=torch.bool)
+            if causal:
+                keep &= j <= i
+            if window is not None:
+                keep &= i - j < window
+            if doc is not None:
+                keep &= doc[:, None] == doc[None, :]
+            q, k, v = (x.requires_grad_() for x in (q, k, v))
+            ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=keep)
+            ref.backward(dout)
+            expected = [ref.detach(), q.grad, k.grad, v.grad]
+            for t, name in enumerate(("out", "dq", "dk", "dv")):
+                got = ring.zigzag_unshard([s[t] for s in shards])
+                # (The step computes scores in f32, as the kernels do.)
+                self.assertLess((got - expected[t]).abs().max().item(), 1e-5,
+                                (world, causal, window, documents, name))
+
+    def test_masked_schedule_skips_what_the_mask_drops(self):
+        import torch
+
+        import flashlight.ring as ring
+
+        # A window of one chunk's length reaches one chunk back: rank 0's
+        # chunks (0 and 7 of 8) meet only themselves and chunk 6 (rank 1's
+        # second, visiting last).
+        mask = ring.Mask(True, 4, False)
+        steps = ring.masked_schedule(4, 0, 32, mask)
+        self.assertEqual(steps, [[(0, 0), (1, 1)], [], [], [(1, 1)]])
+        # Documents: chunks of different documents are skipped.
+        doc = torch.tensor([0] * 16 + [1] * 16)
+        steps = ring.masked_schedule(2, 0, 32, ring.Mask(False, None, True), doc)
+        self.assertEqual(steps[0], [(0, 0), (1, 1)])  # chunks 0 and 3: docs 0 and 1
+        self.assertEqual(steps[1], [(0, 0), (1, 1)])  # against chunks 1 (doc 0) and 2 (doc 1)
 
 
 if __name__ == "__main__":
