@@ -256,8 +256,9 @@ class _Plan:
     """Every rank's calls per step, for one sequence length and mask; the
     ring runs `steps` steps (after the last one any rank needs, none)."""
 
-    def __init__(self, q, mask, scale, document, group, step):
-        self.world, self.rank = dist.get_world_size(group), dist.get_rank(group)
+    def __init__(self, q, mask, scale, document, group, step, world=None, rank=None):
+        self.world = world if world is not None else dist.get_world_size(group)
+        self.rank = rank if rank is not None else dist.get_rank(group)
         self.group = group
         if q.shape[2] % 2:
             raise ValueError(f"local length {q.shape[2]} is not two equal zigzag chunks")
