@@ -240,3 +240,24 @@ func.func @pair_bias(%q: tensor<1x2x512x128xbf16>, %k: tensor<1x2x512x128xbf16>,
       } -> tensor<1x2x512x128xbf16>
   return %o : tensor<1x2x512x128xbf16>
 }
+
+// -----
+
+// Rule 1a, no normalizer at D = 128 (a gradient attention: P = exp(s - L)
+// from a row statistic) takes 128 x 64 tiles, two consumer warpgroups.
+// H100-LABEL: func.func @no_normalizer
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64,
+func.func @no_normalizer(%q: tensor<1x4x1024x128xbf16>, %k: tensor<1x4x1024x128xbf16>,
+                         %v: tensor<1x4x1024x128xbf16>, %l: tensor<1x4x1024xf32>) -> tensor<1x4x1024x128xbf16> {
+  %o = attn.attention q(%q : tensor<1x4x1024x128xbf16>) k(%k : tensor<1x4x1024x128xbf16>)
+         v(%v : tensor<1x4x1024x128xbf16>) captures(%l : tensor<1x4x1024xf32>)
+         scale [0.088] normalizer none
+         score {
+         ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %lse: tensor<1x4x1024xf32>):
+           %r = tensor.extract %lse[%b, %h, %i] : tensor<1x4x1024xf32>
+           %x = arith.subf %s, %r : f32
+           %p = math.exp %x : f32
+           attn.yield %p : f32
+         } -> tensor<1x4x1024x128xbf16>
+  return %o : tensor<1x4x1024x128xbf16>
+}
