@@ -100,8 +100,7 @@ def fill(cache, lengths):
             xs = [torch.zeros(B, H, N, D, dtype=torch.bfloat16)
                   for _ in range(INPUTS.get(variant, 3))]
             # What a call on CUDA tensors that require grad looks up.
-            jitted(variant)._prepare_examples(xs)
-            jitted(variant)._prepare_gradient_examples(xs)
+            jitted(variant)._prepare_call(xs, grad=True)
             print(f"{variant} d{D} n{N}: cached", flush=True)
 
 

@@ -119,8 +119,7 @@ def train(kind, data, device):
 def fill(cache):
     os.environ["FLASHLIGHT_CACHE"] = cache
     xs = [torch.zeros(BATCH, HEADS, SEQ, HEAD_DIM, dtype=torch.bfloat16) for _ in range(3)]
-    _jit._prepare_examples(xs)
-    _jit._prepare_gradient_examples(xs)
+    _jit._prepare_call(xs, grad=True)
     print("causal_attention: forward and gradient program cached")
 
 

@@ -275,6 +275,16 @@ json tensorInfo(func::FuncOp func, unsigned index) {
     info["extents"] = extentSymbols(func, index);
   return info;
 }
+
+/// What the host function's marks say about its results: the inputs a
+/// gradient program's results are the gradients of (attn-gradient), the
+/// result that is the attention's log-sum-exp (attn-return-lse).
+void markEntry(func::FuncOp host, json &entry) {
+  if (auto of = host->getAttrOfType<DenseI64ArrayAttr>("attn.gradient_of"))
+    entry["gradient_of"] = of.asArrayRef().vec();
+  if (auto lse = host->getAttrOfType<IntegerAttr>("attn.lse_result"))
+    entry["lse_result"] = lse.getInt();
+}
 } // namespace
 
 FailureOr<json> flashlight::describeEntry(
@@ -350,10 +360,12 @@ FailureOr<json> flashlight::describeEntry(
     }
     results.push_back(result);
   }
-  return json{{"inputs", inputs},
-              {"outputs", outputs},
-              {"sources", sources},
-              {"results", results}};
+  json entry = {{"inputs", inputs},
+                {"outputs", outputs},
+                {"sources", sources},
+                {"results", results}};
+  markEntry(host, entry);
+  return entry;
 }
 
 FailureOr<std::vector<char>> flashlight::constantBytes(ElementsAttr attr) {
@@ -502,9 +514,6 @@ FailureOr<json> flashlight::describeHostSteps(
                 {"values", values},
                 {"steps", steps},
                 {"results", results}};
-  // A gradient program (attn-gradient): the input each result is the
-  // gradient of.
-  if (auto of = host->getAttrOfType<DenseI64ArrayAttr>("attn.gradient_of"))
-    entry["gradient_of"] = of.asArrayRef().vec();
+  markEntry(host, entry);
   return entry;
 }

@@ -354,6 +354,9 @@ _op = None
 _lock = threading.Lock()
 
 
+_ops = {}
+
+
 def _register_op():
     """`flashlight::jit_call(key, args) -> outputs`: the call of a jit
     function, opaque to torch.compile; its fake runs the function itself on
@@ -387,11 +390,11 @@ def _register_op():
     # layouts around it as the views they are.
     @torch.library.custom_op("flashlight::jit_grad", mutates_args=())
     def jit_grad(key: str, operands: list[torch.Tensor], dout: torch.Tensor,
-                 of: list[int]) -> list[torch.Tensor]:
-        return _registry[key]._run_gradient(operands, dout)
+                 saved: list[torch.Tensor], of: list[int]) -> list[torch.Tensor]:
+        return _registry[key]._run_gradient(operands, dout, saved)
 
     @jit_grad.register_fake
-    def _(key, operands, dout, of):
+    def _(key, operands, dout, saved, of):
         # The gradients of the operands `of` (q, k, v, sinks, gates).
         return [operands[i].new_empty(operands[i].shape) for i in of]
 
@@ -405,7 +408,35 @@ def _register_op():
         return None, [next(found) if a.is_floating_point() else None for a in args]
 
     jit_call.register_autograd(backward, setup_context=setup_context)
+
+    # A training call (eager): the forward that also returns the
+    # attention's log-sum-exp, kept with the output for the gradient
+    # program that takes them (no forward computed again).
+    @torch.library.custom_op("flashlight::jit_train", mutates_args=())
+    def jit_train(key: str, args: list[torch.Tensor]) -> list[torch.Tensor]:
+        outs = _registry[key]._run_training(args)
+        return [o.clone() if any(o.data_ptr() == a.data_ptr() for a in args) else o
+                for o in outs]
+
+    @jit_train.register_fake
+    def _(key, args):
+        fn = _registry[key]
+        with torch.no_grad():
+            out = fn.fn(*args)
+        return [out.new_empty(out.shape), out.new_empty(fn._lse_shape(args), dtype=torch.float32)]
+
+    def setup_training(ctx, inputs, output):
+        ctx.key = inputs[0]
+        ctx.save_for_backward(*inputs[1], *output)
+
+    def backward_training(ctx, grads):
+        *args, out, lse = ctx.saved_tensors
+        found = iter(_registry[ctx.key]._backward(args, grads[:1], jit_grad, saved=(out, lse)))
+        return None, [next(found) if a.is_floating_point() else None for a in args]
+
+    jit_train.register_autograd(backward_training, setup_context=setup_training)
     _op = jit_call
+    _ops["train"] = jit_train
     return _op
 
 
@@ -465,6 +496,7 @@ class JitFunction(ClassedFunction):
         self._manifests = self._classes.manifests  # shape class -> manifest path
         self._gradients = {}  # shape class -> the gradient program's manifest
         self._saved_gradients = {}  # the same, taking saved statistics
+        self._training = {}  # shape class -> (training forward, its gradient) or None
         self._gradient_for = {}  # its operands' shapes -> the same manifest
         self._gradient_errors = {}  # shape class -> why it has none
         self._manifest_json = {}  # manifest path -> its contents
@@ -595,6 +627,70 @@ class JitFunction(ClassedFunction):
         outs = self._kernel(manifest).call_entry(*args)
         return list(outs) if isinstance(outs, tuple) else [outs]
 
+    def prepare_training(self, *args):
+        """The training forward of `args`' shape class and its gradient
+        program: the forward's entry also returns the attention's
+        log-sum-exp (`flashlight-compile --return-lse`), and the gradient
+        program takes it with the output (`--saved-statistics`), so the
+        backward does not compute the forward again. Returns the two
+        manifests, or None where the backward needs more than that (several
+        branches, an epilogue, another normalizer: the gradient program then
+        computes the forward again) or the output is more than a layout of
+        the attention's."""
+        shape_class = self.shape_class(args)
+        if shape_class in self._training:
+            return self._training[shape_class]
+        from .export import export
+
+        graph_dir = self._classes.new_folder()
+        export(self.fn, *args, path=os.path.join(graph_dir, "program.json"))
+        try:
+            forward, _ = cached_compile(graph_dir, "program.json", archs=self.archs,
+                                        flags=(*self.flags, "--return-lse"), cache=self.cache)
+        except CompileError as e:
+            if "attn-return-lse" not in str(e):
+                raise
+            self._training[shape_class] = None
+            return None
+        entry = self._json(forward).get("entry") or {}
+        results = entry.get("results", [])
+        # One user result, a permutation (and reshape) of the attention's
+        # output: the output's vector-Jacobian product maps it back.
+        dims = [i["dim"] for i in results[0]["index"] if "dim" in i] if results else []
+        if "steps" in entry or len(results) != 2 or len(set(dims)) != len(dims):
+            self._training[shape_class] = None
+            return None
+        gradient = self.prepare_gradient(*args, saved_statistics=True)
+        self._training[shape_class] = (forward, gradient)
+        return self._training[shape_class]
+
+    def _prepare_call(self, args, grad, isolated=False):
+        """What a call of `args` compiles (on zero CPU tensors of their
+        shape class): the forward, and with `grad` the training forward and
+        its gradient program where it has one (returns True), else the
+        forward and the gradient program that computes it again."""
+        if grad:
+            shape_class = self.shape_class(args)
+            training = (self._training[shape_class] if shape_class in self._training else
+                        _on_examples(self.prepare_training, shape_class, isolated))
+            if training is not None:
+                self._check_differentiable(training[0], args, training[1])
+                return True
+        manifest = self._prepare_examples(args, isolated)
+        if grad:
+            self._prepare_backward(args, manifest)
+        return False
+
+    def _run_training(self, args):
+        forward, _ = self._training[self.shape_class(args)]
+        return list(self._kernel(forward).call_entry(*args))
+
+    def _lse_shape(self, args):
+        """The training forward's log-sum-exp shape (static shapes)."""
+        forward, _ = self._training[self.shape_class(args)]
+        entry = self._json(forward)["entry"]
+        return entry["outputs"][entry["lse_result"]]["shape"]
+
     def _prepare_backward(self, args, manifest):
         """Compiles the gradient program of `args`' shape class, or says
         why there is none: the compiler's reason where the attention
@@ -615,7 +711,8 @@ class JitFunction(ClassedFunction):
         (a captured tensor of the score or mask)."""
         m = self._json(manifest)
         entry = m.get("entry") or {}
-        if "steps" in entry or len(entry.get("results", [])) != 1:
+        results = len(entry.get("results", [])) - ("lse_result" in entry)
+        if "steps" in entry or results != 1:
             raise NotImplementedError(
                 f"{self.key}: the backward pass takes functions that are one attention "
                 "and its layouts, returning its output; decorate the attention alone "
@@ -632,13 +729,13 @@ class JitFunction(ClassedFunction):
                     f"the attention's score or mask ({p['name']}): the gradients of those "
                     "captured tensors are not derived yet; detach it")
 
-    def _layouts(self, args, check=True):
-        """The forward's manifest entry, the bound extents and the kernel
-        operands of `args` (their kernel layouts; captured constants
+    def _layouts(self, args, check=True, manifest=None):
+        """The forward's (`manifest`'s) entry, the bound extents and the
+        kernel operands of `args` (their kernel layouts; captured constants
         loaded), for the backward pass (`check`: that it takes them)."""
         from . import _bind_extents, _load_constant, _resolve, _to_kernel_layout
 
-        manifest = self._prepare_examples(args, isolated=True)
+        manifest = manifest or self._prepare_examples(args, isolated=True)
         if check:
             self._check_differentiable(
                 manifest, args, self._prepare_gradient_examples(args, isolated=True))
@@ -657,18 +754,25 @@ class JitFunction(ClassedFunction):
                     for s, p in zip(entry["sources"], forward.inputs)]
         return forward, entry, extents, operands
 
-    def _backward(self, args, grads, grad_op):
+    def _backward(self, args, grads, grad_op, saved=None):
         """The gradients of the floating-point arguments given the
         output's: the gradient program (`grad_op`, on the kernel's layouts)
         between the vector-Jacobian products of the layout views (a tensor
-        feeding several operands, as q, k and v of self-attention, sums)."""
+        feeding several operands, as q, k and v of self-attention, sums).
+        `saved`: the training forward's output and log-sum-exp, for its
+        gradient program."""
         import torch
 
         from . import _resolve, _to_user_layout
 
-        forward, entry, extents, operands = self._layouts(args)
+        if saved is None:
+            forward, entry, extents, operands = self._layouts(args)
+            gradient = self._prepare_gradient_examples(args, isolated=True)
+        else:
+            training, gradient = self._training[self.shape_class(args)]
+            forward, entry, extents, operands = self._layouts(args, check=False,
+                                                              manifest=training)
         floats = [i for i, a in enumerate(args) if a.is_floating_point()]
-        gradient = self._prepare_gradient_examples(args, isolated=True)
         # The operands the results are the gradients of.
         of = self._json(gradient)["entry"]["gradient_of"]
 
@@ -687,18 +791,22 @@ class JitFunction(ClassedFunction):
             lambda o: _to_user_layout(o, r["index"], _resolve(info, extents)), kernel_out)
         (dout,) = pull_out(grads[0].to(ops[0].dtype).expand(_resolve(info, extents)))
         dout = dout.contiguous()
+        # The output in the kernel's layout: the layout is a permutation, so
+        # its vector-Jacobian product is its inverse.
+        extra = ([] if saved is None else
+                 [pull_out(saved[0].to(kernel_out.dtype))[0].contiguous(), saved[1]])
         # The gradient program of the shape class, by its operands' shapes
         # (what the op sees).
-        self._gradient_for[self.shape_class(ops + [dout])] = gradient
-        grads = grad_op(self.key, ops, dout, of)
+        self._gradient_for[self.shape_class(ops + [dout] + extra)] = gradient
+        grads = grad_op(self.key, ops, dout, extra, of)
         _, pull = torch.func.vjp(differentiated, *[args[i] for i in floats])
         return pull(tuple(grads))
 
-    def _run_gradient(self, operands, dout):
-        """The gradient program on kernel-layout operands: [dq, dk, dv,
-        dsink...]."""
-        manifest = self._gradient_for[self.shape_class(list(operands) + [dout])]
-        outs = self._kernel(manifest).call_entry(*operands, dout)
+    def _run_gradient(self, operands, dout, saved=()):
+        """The gradient program on kernel-layout operands (and the saved
+        output and log-sum-exp): [dq, dk, dv, dsink...]."""
+        manifest = self._gradient_for[self.shape_class(list(operands) + [dout] + list(saved))]
+        outs = self._kernel(manifest).call_entry(*operands, dout, *saved)
         return list(outs)
 
     def __call__(self, *args):
@@ -715,14 +823,14 @@ class JitFunction(ClassedFunction):
             # Off the GPU: compile (so that a CPU run fills the cache for a
             # GPU machine without the compiler), then run the function.
             if find_compiler() is not None:
-                manifest = self._prepare_examples(args)
-                if grad:
-                    self._prepare_backward(args, manifest)
+                self._prepare_call(args, grad)
             return self.fn(*args)
-        if not torch.compiler.is_compiling():
-            manifest = self._prepare_examples(args)  # eager: before the op
-            if grad:
-                self._prepare_backward(args, manifest)
+        # Eager: compile before the op. A training call keeps the
+        # log-sum-exp where its gradient program takes it; torch.compile's
+        # trace keeps the op whose backward computes the forward again.
+        if not torch.compiler.is_compiling() and self._prepare_call(args, grad):
+            _register_op()
+            return _ops["train"](self.key, list(args))[0]
         outs = _register_op()(self.key, list(args))
         return outs[0] if len(outs) == 1 else tuple(outs)
 

@@ -189,12 +189,16 @@ class Jit(unittest.TestCase):
         self.assertIsNotNone(q.grad)
         manifests = sorted(os.path.join(d, f) for d, _, files in os.walk(self.cache.name)
                            for f in files if f == "program.json")
+        # The training forward (it also returns the log-sum-exp) and the
+        # gradient program taking it and the output after dO.
         self.assertEqual(len(manifests), 2)
-        functions = set()
+        entries = {}
         for path in manifests:
             with open(path) as f:
-                functions.add(json.load(f)["entry"]["function"])
-        self.assertIn("gradient", functions)
+                entry = json.load(f)["entry"]
+            entries["gradient" if entry["function"] == "gradient" else "forward"] = entry
+        self.assertEqual(entries["forward"]["lse_result"], 1)
+        self.assertEqual(len(entries["gradient"]["inputs"]), 3 + 1 + 2)
 
     def test_backward_maps_the_gradient_program_through_the_layouts(self):
         """The custom op's backward on the CPU, with the kernels replaced
@@ -249,6 +253,61 @@ class Jit(unittest.TestCase):
         self.assertTrue(torch.equal(q.grad, torch.full_like(q, 1.0)))
         self.assertTrue(torch.equal(kv[0].grad, torch.full_like(kv[0], 2.0)))
         self.assertTrue(torch.equal(kv[1].grad, torch.full_like(kv[1], 3.0)))
+
+    def test_a_training_call_keeps_the_output_and_log_sum_exp(self):
+        """The training op on the CPU with stand-in kernels (the forward:
+        the function and a log-sum-exp of 7; the gradient program: dQ = 1,
+        dK = 2, dV = 3, checking what it is given): the gradient program
+        gets dO, the output in the kernel's layout and the log-sum-exp."""
+        import json
+        from unittest import mock
+
+        import torch
+
+        import flashlight._jit as jit
+
+        def bnhd(q, k, v):  # [B, N, H, D] in and out
+            q, k, v = (t.transpose(1, 2) for t in (q, k, v))
+            return attention(q, k, v).transpose(1, 2)
+
+        seen = {}
+
+        def load(path):
+            kernel = flashlight.Kernel.__new__(flashlight.Kernel)
+            with open(path) as f:
+                kernel.manifest = json.load(f)
+            kernel.directory = os.path.dirname(path)
+            params = kernel.manifest["params"]
+            kernel.inputs = [p for p in params if p["direction"] == "in"]
+            kernel.outputs = [p for p in params if p["direction"] == "out"]
+            return kernel
+
+        def call_entry(kernel, *args):
+            if kernel.manifest["entry"]["function"] == "gradient":
+                seen["args"] = args
+                return tuple(torch.full(a.shape, float(i + 1), dtype=a.dtype)
+                             for i, a in enumerate(args[:3]))
+            out = bnhd(*args)
+            return out, torch.full(out.transpose(1, 2).shape[:3], 7.0)
+
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(2, 128, 4, 64, generator=g).to(torch.bfloat16).requires_grad_()
+                   for _ in range(3))
+        dout = torch.randn(2, 128, 4, 64, generator=g).to(torch.bfloat16)
+        with mock.patch.object(flashlight, "load", load), \
+                mock.patch.object(flashlight.Kernel, "call_entry", call_entry):
+            fn = flashlight.jit(bnhd, cache=self.cache.name)
+            fn(q, k, v)  # on the CPU: compiles the training programs
+            self.assertIsNotNone(fn._training[fn.shape_class([q, k, v])])
+            jit._register_op()
+            out = jit._ops["train"](fn.key, [q, k, v])[0]
+            out.backward(dout)
+        *operands, d, o, lse = seen["args"]
+        self.assertTrue(torch.equal(d, dout.transpose(1, 2)))
+        self.assertTrue(torch.equal(o, out.detach().transpose(1, 2)))
+        self.assertTrue(torch.equal(lse, torch.full((2, 4, 128), 7.0)))
+        self.assertTrue(torch.equal(q.grad, torch.full_like(q, 1.0)))
+        self.assertTrue(torch.equal(v.grad, torch.full_like(v, 3.0)))
 
     def test_a_backward_through_projections_is_refused_at_the_call(self):
         import torch

@@ -178,6 +178,13 @@ static cl::opt<bool> savedStatistics(
              "instead of computing the forward again"),
     cl::init(false), cl::cat(toolCategory));
 
+static cl::opt<bool> returnLse(
+    "return-lse",
+    cl::desc("A training forward: the entry also returns the attention's "
+             "log-sum-exp (f32 [B, H, M]; one softmax branch without "
+             "epilogue), for the gradient program with --saved-statistics"),
+    cl::init(false), cl::cat(toolCategory));
+
 static cl::opt<bool> staticStrides(
     "static-strides",
     cl::desc("Compile the contiguous strides in: callers must pass "
@@ -458,6 +465,8 @@ LogicalResult raiseAndOutline(ModuleOp module) {
     pm.addPass(createCanonicalizerPass());
     pm.addPass(createCSEPass());
   }
+  if (returnLse)
+    pm.addPass(flashlight::attn::createAttnReturnLse());
   if (gradient) {
     flashlight::attn::AttnGradientOptions options;
     options.savedStatistics = savedStatistics;
@@ -835,6 +844,8 @@ int main(int argc, char **argv) {
   }
   if (savedStatistics && !gradient)
     return fail("--saved-statistics is an option of --gradient");
+  if (returnLse && gradient)
+    return fail("--return-lse is for the forward, not --gradient");
   if (emit != "mlir" && emit != "ptx" && emit != "cubin")
     return fail("--emit must be mlir, ptx or cubin, got '" + emit + "'");
   for (const std::string &chip : archs)

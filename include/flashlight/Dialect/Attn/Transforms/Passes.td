@@ -277,6 +277,24 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def AttnReturnLse : Pass<"attn-return-lse", "::mlir::ModuleOp"> {
+  let summary = "Return the log-sum-exp of a program's attention too";
+  let description = [{
+    For a training forward: adds the log-sum-exp of the module's one
+    `attn.attention` (softmax, one branch, no epilogue) to its results and
+    appends it to the results of the function holding it, marked
+    `attn.lse_result` (the manifest entry's `lse_result`). The backward
+    then runs the gradient program with saved statistics
+    (`attn-gradient{saved-statistics}`) on the program's output and this
+    log-sum-exp instead of computing the forward again.
+
+    Refused, at the attention, with the reason: another normalizer, several
+    branches or an epilogue (the backward would need each branch's own
+    output), rows that take the mean of V.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def AttnOutline : Pass<"attn-outline", "::mlir::ModuleOp"> {
   let summary = "Move each attn.attention of a larger program into a kernel "
                 "function of its own";
