@@ -169,6 +169,17 @@ def _hash_folder(folder, extra):
     return digest.hexdigest()[:32]
 
 
+_LOCATED_ERROR = re.compile(r":\d+:\d+: error: ")
+
+
+def _raise_refusal(entry):
+    """Raises the compiler's refusal of a cache entry, if it has one."""
+    path = os.path.join(entry, "refused.txt")
+    if os.path.exists(path):
+        with open(path) as f:
+            raise CompileError(f.read())
+
+
 def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cache=None,
                    probe_dir=None):
     """The manifest for the exported graph in `graph_dir`: from the disk
@@ -183,7 +194,7 @@ def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cach
     key = _hash_folder(graph_dir, extra)
     compiler = find_compiler()
     if compiler is None:
-        # No compiler here: any compiler's kernels for this key.
+        # No compiler here: any compiler's kernels (or refusal) for this key.
         entries = sorted((os.path.join(cache, key, c) for c in
                           (os.listdir(os.path.join(cache, key))
                            if os.path.isdir(os.path.join(cache, key)) else [])),
@@ -191,17 +202,30 @@ def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cach
         for entry in entries:
             if os.path.exists(os.path.join(entry, "program.json")):
                 return os.path.join(entry, "program.json"), True
+            _raise_refusal(entry)
         raise CompileError(f"no flashlight-compile here and no cached kernel {key} in "
                            f"{cache}: fill the cache where the compiler is and copy it")
     entry = os.path.join(cache, key, compiler_id(compiler))
     manifest = os.path.join(entry, "program.json")
     if os.path.exists(manifest):
         return manifest, True
+    _raise_refusal(entry)
     os.makedirs(os.path.dirname(entry), exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".compile-", dir=os.path.dirname(entry))
     try:
-        compile(os.path.join(graph_dir, graph_file), staging, archs=archs, flags=flags,
-                compiler=compiler)
+        try:
+            compile(os.path.join(graph_dir, graph_file), staging, archs=archs, flags=flags,
+                    compiler=compiler)
+        except CompileError as e:
+            # A located diagnostic is the program's own (the same compiler
+            # refuses it again): kept, so that a machine without the
+            # compiler knows it too.
+            if _LOCATED_ERROR.search(str(e)):
+                with open(os.path.join(staging, "refused.txt"), "w") as f:
+                    f.write(str(e))
+                if not os.path.exists(entry):
+                    os.rename(staging, entry)
+            raise
         try:
             os.rename(staging, entry)  # atomic: another process may win
         except OSError:
@@ -664,18 +688,21 @@ class JitFunction(ClassedFunction):
         self._training[shape_class] = (forward, gradient)
         return self._training[shape_class]
 
-    def _prepare_call(self, args, grad, isolated=False):
+    def _prepare_call(self, args, grad, isolated=False, everything=False):
         """What a call of `args` compiles (on zero CPU tensors of their
         shape class): the forward, and with `grad` the training forward and
         its gradient program where it has one (returns True), else the
-        forward and the gradient program that computes it again."""
+        forward and the gradient program that computes it again.
+        `everything` (filling a cache on the CPU for a GPU machine): both,
+        for eager calls and torch.compile's."""
         if grad:
             shape_class = self.shape_class(args)
             training = (self._training[shape_class] if shape_class in self._training else
                         _on_examples(self.prepare_training, shape_class, isolated))
             if training is not None:
                 self._check_differentiable(training[0], args, training[1])
-                return True
+                if not everything:
+                    return True
         manifest = self._prepare_examples(args, isolated)
         if grad:
             self._prepare_backward(args, manifest)
@@ -823,7 +850,7 @@ class JitFunction(ClassedFunction):
             # Off the GPU: compile (so that a CPU run fills the cache for a
             # GPU machine without the compiler), then run the function.
             if find_compiler() is not None:
-                self._prepare_call(args, grad)
+                self._prepare_call(args, grad, everything=True)
             return self.fn(*args)
         # Eager: compile before the op. A training call keeps the
         # log-sum-exp where its gradient program takes it; torch.compile's
