@@ -507,6 +507,8 @@ MaskInfo classifyMask(RegionEvaluator &eval, Value keep) {
     info.kind = MaskKind::SlidingWindow;
   } else if (info.band.lo) {
     info.kind = MaskKind::Causal;
+  } else if (!chunk && !prefix) {
+    info.kind = MaskKind::ReverseCausal;
   }
   return info;
 }
@@ -598,6 +600,9 @@ std::string MaskScoreAnalysis::describe() const {
   case MaskKind::Causal:
     os << "(offset=" << -*mask.band.lo << ")";
     break;
+  case MaskKind::ReverseCausal:
+    os << "(offset=" << *mask.band.hi << ")";
+    break;
   case MaskKind::SlidingWindow:
     os << "(lo=" << *mask.band.lo << ", hi=" << *mask.band.hi << ")";
     break;
@@ -649,6 +654,8 @@ StringRef flashlight::attn::stringifyMaskKind(MaskKind kind) {
     return "none";
   case MaskKind::Causal:
     return "causal";
+  case MaskKind::ReverseCausal:
+    return "reverse_causal";
   case MaskKind::SlidingWindow:
     return "sliding_window";
   case MaskKind::Prefix:
@@ -713,6 +720,8 @@ bool MaskScoreAnalysis::rowsNeverEmpty() const {
     return true;
   case MaskKind::Causal:
     return mask.band.lo.value_or(0) <= 0;
+  case MaskKind::ReverseCausal:
+    return diagonalFits && *mask.band.hi >= 0;
   case MaskKind::SlidingWindow:
   case MaskKind::Chunked:
     return diagonalFits && bandHasDiagonal;

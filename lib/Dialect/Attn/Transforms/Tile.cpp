@@ -115,6 +115,7 @@ struct KVBounds {
     if (!hasMask)
       return arith::ConstantIntOp::create(m.b, m.loc, 1, 1);
     bool banded = mask.kind == MaskKind::Causal ||
+                  mask.kind == MaskKind::ReverseCausal ||
                   mask.kind == MaskKind::SlidingWindow ||
                   mask.kind == MaskKind::Prefix;
     if (!banded)

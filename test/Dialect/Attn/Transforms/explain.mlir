@@ -98,3 +98,18 @@ func.func @truncated_to_i8(%q: tensor<1x1x16x8xf16>, %k: tensor<1x1x16x8xf16>,
       } -> tensor<1x1x16x8xf16>
   return %o : tensor<1x1x16x8xf16>
 }
+
+// -----
+
+// A causal mask seen from the keys (kv_idx >= q_idx), as in the gradient's
+// dK and dV attentions: a band the KV loop starts at, not a vote per tile.
+func.func @reverse_causal(%q: tensor<1x1x64x32xf16>, %k: tensor<1x1x64x32xf16>, %v: tensor<1x1x64x32xf16>) -> tensor<1x1x64x32xf16> {
+  // expected-remark @+1 {{mask=reverse_causal(offset=0)}}
+  %o = attn.attention q(%q : tensor<1x1x64x32xf16>) k(%k : tensor<1x1x64x32xf16>) v(%v : tensor<1x1x64x32xf16>) scale [0.125] normalizer none
+    mask {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %keep = arith.cmpi sge, %j, %i : index
+      attn.yield %keep : i1
+    } -> tensor<1x1x64x32xf16>
+  return %o : tensor<1x1x64x32xf16>
+}

@@ -26,6 +26,10 @@ enum class MaskKind {
   None,
   /// kv_idx <= q_idx + offset (offset = -band.lo).
   Causal,
+  /// kv_idx >= q_idx - offset (offset = band.hi): a causal mask seen from
+  /// the keys (the gradient's dK and dV attend from the keys to the
+  /// queries that see them).
+  ReverseCausal,
   /// band.lo <= q_idx - kv_idx <= band.hi, both bounds finite.
   SlidingWindow,
   /// kv_idx < prefixLength, or inside the band (prefix-LM).
