@@ -145,17 +145,46 @@ class JaxFunction(ClassedFunction):
         return self._classes.compile(shape_class, folder, "program.stablehlo.mlir",
                                      archs=self.archs, flags=self.flags, cache=self.cache)
 
-    def prepare_gradient(self, *args):
+    def prepare_gradient(self, *args, saved_statistics=False):
         """The manifest of the gradient program of the function's attention
-        at `args`' shapes (`flashlight-compile --gradient`; cached)."""
+        at `args`' shapes (`flashlight-compile --gradient`; cached). With
+        `saved_statistics`, the one that takes the forward's output and
+        log-sum-exp after dO (`--saved-statistics`)."""
         from ._jit import cached_compile
 
         folder = self._classes.new_folder()
         with open(os.path.join(folder, "program.stablehlo.mlir"), "w") as f:
             f.write(self.stablehlo(*args))
+        flags = (*self.flags, "--gradient") + (
+            ("--saved-statistics",) if saved_statistics else ())
         manifest, _ = cached_compile(folder, "program.stablehlo.mlir", archs=self.archs,
-                                     flags=(*self.flags, "--gradient"), cache=self.cache)
+                                     flags=flags, cache=self.cache)
         return manifest
+
+    def gradient_from_statistics(self, *args, dout, out, lse):
+        """The gradients of the attention's operands given dO and the whole
+        attention's output and log-sum-exp (f32), all in the attention's
+        own layouts (as `flashlight.jit`'s): for callers that merge partial
+        attentions (flashlight.jax_ring). For programs whose kernel
+        operands are their arguments (the ring's steps): returns
+        {argument index: gradient}."""
+        manifest_path = self.prepare(*args)
+        with open(manifest_path) as f:
+            entry = json.load(f).get("entry") or {}
+        if any("input" not in s or s["input"] != k or any("dim" in i and i["dim"] != d
+                                                             for d, i in enumerate(s["index"]))
+               for k, s in enumerate(entry.get("sources", []))):
+            raise NotImplementedError(
+                "flashlight.jax: gradient_from_statistics takes programs whose kernel "
+                "operands are their arguments")
+        gradient_path = self.prepare_gradient(*args, saved_statistics=True)
+        with open(gradient_path) as f:
+            gradient = json.load(f)
+        _register()
+        grads = _run_steps(gradient, os.path.dirname(gradient_path), gradient_path,
+                           [*args, dout, out, lse])
+        grads = grads if isinstance(grads, tuple) else (grads,)
+        return dict(zip(gradient["entry"]["gradient_of"], grads))
 
     def __call__(self, *args):
         if self._differentiable is None:

@@ -159,6 +159,29 @@ class JaxJit(unittest.TestCase):
         calls = re.findall(rf"@{fj.TARGET}\(.*?attention = (\d+)", text)
         self.assertEqual(sorted(calls), ["0", "1", "2", "3"], text[-2000:])
 
+    def test_the_ring_steps_gradient_takes_saved_statistics(self):
+        """gradient_from_statistics lowers to the gradient program with
+        saved statistics: three kernels (dQ, dK, dV), no forward again."""
+        import re
+
+        import jax
+        import jax.numpy as jnp
+
+        import flashlight.jax as fj
+        import flashlight.jax_ring as ring
+
+        s = jax.ShapeDtypeStruct((1, 4, 256, 64), jnp.bfloat16)
+        rows = jax.ShapeDtypeStruct((1, 4, 256), jnp.float32)
+        fn = fj.jit(ring.step_program(True), cache=self.cache.name)
+
+        def grads(q, k, v, dout, out, lse):
+            g = fn.gradient_from_statistics(q, k, v, dout=dout, out=out, lse=lse)
+            return g[0], g[1], g[2]
+
+        text = jax.jit(grads).lower(s, s, s, s, s, rows).as_text()
+        calls = re.findall(rf"@{fj.TARGET}\(.*?attention = (\d+)", text)
+        self.assertEqual(sorted(calls), ["0", "1", "2"], text[-2000:])
+
 
 if __name__ == "__main__":
     unittest.main()

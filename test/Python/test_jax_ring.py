@@ -1,7 +1,8 @@
 """flashlight.jax_ring without a GPU (ctest `python/jax-ring`): ring
-attention inside shard_map with ppermute over 2 and 4 CPU devices, with the
-JAX step program in place of the kernels; the shards put together equal
-attention over the whole sequence. Skips without JAX."""
+attention inside shard_map with ppermute over 2 to 4 CPU devices, with the
+JAX step (`reference_step`) in place of the kernels; the shards put
+together, and their gradients through jax.grad, equal attention over the
+whole sequence. Skips without JAX."""
 
 import importlib.util
 import os
@@ -18,6 +19,8 @@ HAS_JAX = importlib.util.find_spec("jax") is not None
 @unittest.skipUnless(HAS_JAX, "needs JAX")
 class JaxRing(unittest.TestCase):
     def test_ring_equals_whole_attention(self):
+        """Outputs and, through jax.grad, dq, dk and dv against attention
+        over the whole sequence (f64 on the CPU)."""
         import jax
         import jax.numpy as jnp
         import numpy as np
@@ -26,21 +29,33 @@ class JaxRing(unittest.TestCase):
         import flashlight.jax_ring as ring
 
         jax.config.update("jax_enable_x64", True)
-        for world, causal in ((2, True), (4, True), (2, False)):
+        for world, causal in ((2, True), (4, True), (2, False), (3, True)):
             mesh = Mesh(np.array(jax.devices()[:world]), ("seq",))
-            keys = jax.random.split(jax.random.PRNGKey(world), 3)
-            q, k, v = (jax.random.normal(key, (2, 3, 8 * world, 16), jnp.float32)
-                       for key in keys)
+            keys = jax.random.split(jax.random.PRNGKey(world), 4)
+            q, k, v, dout = (jax.random.normal(key, (2, 3, 8 * world, 16), jnp.float32)
+                             for key in keys)
             spec = P(None, None, "seq", None)
             attend = jax.shard_map(
                 lambda q, k, v: ring.attention(q, k, v, "seq", causal=causal,
-                                               step=ring.step_program),
+                                               step=ring.reference_step),
                 mesh=mesh, in_specs=(spec,) * 3, out_specs=spec)
-            got = ring.unzigzag(attend(*(ring.zigzag(x, world) for x in (q, k, v))), world)
+
+            def ours(q, k, v):
+                out = attend(*(ring.zigzag(x, world) for x in (q, k, v)))
+                return ring.unzigzag(out, world)
+
             # (jax.nn.dot_product_attention takes [B, N, H, D].)
             t = lambda x: x.transpose(0, 2, 1, 3)  # noqa: E731
-            ref = t(jax.nn.dot_product_attention(t(q), t(k), t(v), is_causal=causal))
-            self.assertLess(float(jnp.abs(got - ref).max()), 1e-5, (world, causal))
+
+            def theirs(q, k, v):
+                return t(jax.nn.dot_product_attention(t(q), t(k), t(v), is_causal=causal))
+
+            self.assertLess(float(jnp.abs(ours(q, k, v) - theirs(q, k, v)).max()), 1e-5,
+                            (world, causal))
+            got = jax.grad(lambda *x: (ours(*x) * dout).sum(), argnums=(0, 1, 2))(q, k, v)
+            ref = jax.grad(lambda *x: (theirs(*x) * dout).sum(), argnums=(0, 1, 2))(q, k, v)
+            for name, g, r in zip(("dq", "dk", "dv"), got, ref):
+                self.assertLess(float(jnp.abs(g - r).max()), 1e-5, (world, causal, name))
 
 
 if __name__ == "__main__":
