@@ -23,6 +23,21 @@ def attention(q, k, v):
     return torch.softmax(s, -1) @ v
 
 
+def _stub_load(path):
+    """A Kernel of the manifest at `path` that loads no module (tests
+    replace its call_entry)."""
+    import json
+
+    kernel = flashlight.Kernel.__new__(flashlight.Kernel)
+    with open(path) as f:
+        kernel.manifest = json.load(f)
+    kernel.directory = os.path.dirname(path)
+    params = kernel.manifest["params"]
+    kernel.inputs = [p for p in params if p["direction"] == "in"]
+    kernel.outputs = [p for p in params if p["direction"] == "out"]
+    return kernel
+
+
 @unittest.skipUnless(HAS_TORCH, "needs PyTorch")
 class Jit(unittest.TestCase):
     def setUp(self):
@@ -210,7 +225,6 @@ class Jit(unittest.TestCase):
         program: dQ = 1, dK = 2, dV = 3 in the kernel's layout): one tensor
         read as q, k and v gets their sum in its own layout; a GQA caller's
         K and V gradients keep their head count."""
-        import json
         from unittest import mock
 
         import torch
@@ -225,16 +239,6 @@ class Jit(unittest.TestCase):
             k, v = (t.repeat_interleave(2, dim=1) for t in (k, v))
             return torch.softmax(q @ k.transpose(-1, -2) * 0.125, -1) @ v
 
-        def load(path):
-            kernel = flashlight.Kernel.__new__(flashlight.Kernel)
-            with open(path) as f:
-                kernel.manifest = json.load(f)
-            kernel.directory = os.path.dirname(path)
-            params = kernel.manifest["params"]
-            kernel.inputs = [p for p in params if p["direction"] == "in"]
-            kernel.outputs = [p for p in params if p["direction"] == "out"]
-            return kernel
-
         def call_entry(kernel, *args):
             if kernel.manifest["entry"]["function"] == "gradient":
                 return tuple(torch.full(a.shape, float(i + 1), dtype=a.dtype)
@@ -246,7 +250,7 @@ class Jit(unittest.TestCase):
         q = torch.randn(2, 4, 128, 64, generator=g).to(torch.bfloat16).requires_grad_()
         kv = [torch.randn(2, 2, 128, 64, generator=g).to(torch.bfloat16).requires_grad_()
               for _ in range(2)]
-        with mock.patch.object(flashlight, "load", load), \
+        with mock.patch.object(flashlight, "load", _stub_load), \
                 mock.patch.object(flashlight.Kernel, "call_entry", call_entry):
             for current, args in ((self_bnhd, [x]), (gqa, [q, *kv])):
                 fn = flashlight.jit(current, cache=self.cache.name)
@@ -263,7 +267,6 @@ class Jit(unittest.TestCase):
         the function and a log-sum-exp of 7; the gradient program: dQ = 1,
         dK = 2, dV = 3, checking what it is given): the gradient program
         gets dO, the output in the kernel's layout and the log-sum-exp."""
-        import json
         from unittest import mock
 
         import torch
@@ -275,16 +278,6 @@ class Jit(unittest.TestCase):
             return attention(q, k, v).transpose(1, 2)
 
         seen = {}
-
-        def load(path):
-            kernel = flashlight.Kernel.__new__(flashlight.Kernel)
-            with open(path) as f:
-                kernel.manifest = json.load(f)
-            kernel.directory = os.path.dirname(path)
-            params = kernel.manifest["params"]
-            kernel.inputs = [p for p in params if p["direction"] == "in"]
-            kernel.outputs = [p for p in params if p["direction"] == "out"]
-            return kernel
 
         def call_entry(kernel, *args):
             if kernel.manifest["entry"]["function"] == "gradient":
@@ -298,7 +291,7 @@ class Jit(unittest.TestCase):
         q, k, v = (torch.randn(2, 128, 4, 64, generator=g).to(torch.bfloat16).requires_grad_()
                    for _ in range(3))
         dout = torch.randn(2, 128, 4, 64, generator=g).to(torch.bfloat16)
-        with mock.patch.object(flashlight, "load", load), \
+        with mock.patch.object(flashlight, "load", _stub_load), \
                 mock.patch.object(flashlight.Kernel, "call_entry", call_entry):
             fn = flashlight.jit(bnhd, cache=self.cache.name)
             fn(q, k, v)  # on the CPU: compiles the training programs

@@ -114,10 +114,9 @@ struct KVBounds {
   Value full(IndexMath &m, Value q0, Value q1, Value k0, Value kn) {
     if (!hasMask)
       return arith::ConstantIntOp::create(m.b, m.loc, 1, 1);
-    bool banded = mask.kind == MaskKind::Causal ||
-                  mask.kind == MaskKind::ReverseCausal ||
-                  mask.kind == MaskKind::SlidingWindow ||
-                  mask.kind == MaskKind::Prefix;
+    bool banded =
+        mask.kind == MaskKind::Causal || mask.kind == MaskKind::ReverseCausal ||
+        mask.kind == MaskKind::SlidingWindow || mask.kind == MaskKind::Prefix;
     if (!banded)
       return nullptr;
     using P = arith::CmpIPredicate;
