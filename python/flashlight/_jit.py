@@ -223,8 +223,10 @@ def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cach
             if _LOCATED_ERROR.search(str(e)):
                 with open(os.path.join(staging, "refused.txt"), "w") as f:
                     f.write(str(e))
-                if not os.path.exists(entry):
+                try:
                     os.rename(staging, entry)
+                except OSError:
+                    pass  # another process kept its own
             raise
         try:
             os.rename(staging, entry)  # atomic: another process may win
@@ -606,9 +608,17 @@ class JitFunction(ClassedFunction):
         index i for argument i). One program with one attention, softmax,
         one branch, no epilogue."""
         shape_class = self.shape_class(args)
+        forward = self._prepare_examples(args)
+        sources = self._json(forward).get("entry", {}).get("sources", [])
+        if any("input" not in s or s["input"] != k or
+               any("dim" in i and i["dim"] != d for d, i in enumerate(s["index"]))
+               for k, s in enumerate(sources)):
+            raise NotImplementedError(
+                f"{self.key}: gradient_from_statistics takes programs whose kernel "
+                "operands are their arguments")
         manifest = self._saved_gradients.get(shape_class) or _on_examples(
             lambda *a: self.prepare_gradient(*a, saved_statistics=True), shape_class, False)
-        _, _, _, operands = self._layouts(args, check=False)
+        _, _, _, operands = self._layouts(args, check=False, manifest=forward)
         grads = self._kernel(manifest).call_entry(*operands(*args), dout, out, lse)
         grads = list(grads) if isinstance(grads, (tuple, list)) else [grads]
         return dict(zip(self._json(manifest)["entry"]["gradient_of"], grads))
@@ -672,9 +682,10 @@ class JitFunction(ClassedFunction):
             forward, _ = cached_compile(graph_dir, "program.json", archs=self.archs,
                                         flags=(*self.flags, "--return-lse"), cache=self.cache)
         except CompileError as e:
-            if "attn-return-lse" not in str(e):
-                raise
-            self._training[shape_class] = None
+            # The program's refusal is final; anything else (no compiler and
+            # no cache entry here) leaves the recomputing pair for this call.
+            if _LOCATED_ERROR.search(str(e)):
+                self._training[shape_class] = None
             return None
         entry = self._json(forward).get("entry") or {}
         results = entry.get("results", [])
@@ -684,7 +695,12 @@ class JitFunction(ClassedFunction):
         if "steps" in entry or len(results) != 2 or len(set(dims)) != len(dims):
             self._training[shape_class] = None
             return None
-        gradient = self.prepare_gradient(*args, saved_statistics=True)
+        try:
+            gradient = self.prepare_gradient(*args, saved_statistics=True)
+        except CompileError as e:
+            if _LOCATED_ERROR.search(str(e)):
+                self._training[shape_class] = None
+            return None
         self._training[shape_class] = (forward, gradient)
         return self._training[shape_class]
 

@@ -257,6 +257,7 @@ class _Plan:
     ring runs `steps` steps (after the last one any rank needs, none)."""
 
     def __init__(self, q, mask, scale, document, group, step, world=None, rank=None):
+        explicit = world is not None
         self.world = world if world is not None else dist.get_world_size(group)
         self.rank = rank if rank is not None else dist.get_rank(group)
         self.group = group
@@ -279,6 +280,10 @@ class _Plan:
         device = q.device
         plans = [masked_schedule(world, r, n, mask, doc) for r in range(world)]
         self.steps = 1 + max(s for p in plans for s, pairs in enumerate(p) if pairs)
+        # (A plan for a given world and rank, as a cache fill makes, runs
+        # no collective.)
+        if doc is not None and world > 1 and not explicit:
+            self._agree(device)
 
         def operands(chunk):
             pos = torch.arange(chunk * c, (chunk + 1) * c, dtype=torch.int32)
@@ -299,6 +304,15 @@ class _Plan:
                 calls.append(Call((i, i + 1), (j, j + 1), fn,
                                   tuple(x.to(device) for x in ops)))
             self.calls.append(calls)
+
+    def _agree(self, device):
+        """Raises where the ranks' document ids give different ring lengths
+        (the ring would hang): one all-reduce of the step count."""
+        steps = torch.tensor([self.steps, -self.steps], device=device)
+        dist.all_reduce(steps, dist.ReduceOp.MAX, group=self.group)
+        if steps[0].item() != self.steps or -steps[1].item() != self.steps:
+            raise ValueError("ring.attention: the ranks' document ids differ (each rank "
+                             "must pass the whole sequence's, the same everywhere)")
 
     def peer(self, r):
         r %= self.world

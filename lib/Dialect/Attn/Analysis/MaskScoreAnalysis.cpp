@@ -507,7 +507,7 @@ MaskInfo classifyMask(RegionEvaluator &eval, Value keep) {
     info.kind = MaskKind::SlidingWindow;
   } else if (info.band.lo) {
     info.kind = MaskKind::Causal;
-  } else if (!chunk && !prefix) {
+  } else {
     info.kind = MaskKind::ReverseCausal;
   }
   return info;

@@ -852,6 +852,34 @@ FailureOr<BranchGradient> branchGradient(OpBuilder &b, const Forward &f,
   return g;
 }
 
+/// Each branch's own output (through whose epilogue derivative dO reaches
+/// it; Delta) and, for softmax, its log-sum-exp: `statistics` (the
+/// function's arguments after dO) when `saved`, else the branch's forward
+/// again (`recompute`).
+void branchStatistics(AttentionOp op, bool saved, ValueRange statistics,
+                      function_ref<AttentionOp(unsigned)> recompute,
+                      SmallVectorImpl<Value> &outs,
+                      SmallVectorImpl<Value> &lses) {
+  bool softmax = op.getNormalizer() == Normalizer::softmax;
+  if (!softmax && op.getEpilogue().empty())
+    return;
+  for (unsigned r = 0; r < op.getNumBranches(); ++r) {
+    if (saved) {
+      outs.push_back(statistics.front());
+      statistics = statistics.drop_front();
+      if (softmax) {
+        lses.push_back(statistics.front());
+        statistics = statistics.drop_front();
+      }
+      continue;
+    }
+    AttentionOp forward = recompute(r);
+    outs.push_back(forward.getOutput());
+    if (softmax)
+      lses.push_back(forward.getLse()[0]);
+  }
+}
+
 /// Builds `@gradient(queries..., keys..., v, sinks..., captures..., dout
 /// [, (output, lse) per branch with `saved`]) -> (dqueries..., dkeys...,
 /// dv, dsinks...)` for `op`.
@@ -909,29 +937,15 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved) {
     return f;
   };
 
-  // Each branch's own output (through whose epilogue derivative dO reaches
-  // it; Delta) and, for softmax, its log-sum-exp: the arguments after dO
-  // when saved, else its forward again.
   SmallVector<Value> outs, lses;
-  ValueRange statistics =
-      body->getArguments().drop_front(op->getNumOperands() + 1);
-  for (unsigned r = 0; r < branches && (softmax || epilogue); ++r) {
-    if (saved) {
-      outs.push_back(statistics.front());
-      statistics = statistics.drop_front();
-      if (softmax) {
-        lses.push_back(statistics.front());
-        statistics = statistics.drop_front();
-      }
-      continue;
-    }
-    AttentionOp forward = branchForward(
-        b, forwardOf(r), queries[r], keys[r], v,
-        sinks.empty() ? ValueRange() : ValueRange(sinks[r]), captures);
-    outs.push_back(forward.getOutput());
-    if (softmax)
-      lses.push_back(forward.getLse()[0]);
-  }
+  branchStatistics(
+      op, saved, body->getArguments().drop_front(op->getNumOperands() + 1),
+      [&](unsigned r) {
+        return branchForward(
+            b, forwardOf(r), queries[r], keys[r], v,
+            sinks.empty() ? ValueRange() : ValueRange(sinks[r]), captures);
+      },
+      outs, lses);
   SmallVector<BranchGradient> grads;
   for (unsigned r = 0; r < branches; ++r) {
     Value branchDout = dout;

@@ -77,7 +77,7 @@ Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
       dqk >= 128 && dv >= 128 && atoms)
     return {128, 128};
   // No normalizer at D = 128 (the gradient attentions: no row state, one
-  // exp per element): two consumer warpgroups on 128 x 64.
+  // exp per element): two consumer warpgroups on 128 x 64 (docs/decisions/003).
   if (op.getNormalizer() == Normalizer::none && wgmma && atoms && dqk >= 128 &&
       dv >= 128)
     return {128, 64};

@@ -14,6 +14,7 @@
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/SymbolTable.h"
 
 namespace flashlight::attn {
 #define GEN_PASS_DEF_ATTNRETURNLSE
@@ -56,6 +57,7 @@ AttentionOp withLse(AttentionOp op) {
                                    op.getSinks(), op.getCaptures(),
                                    op.getScaleAttr(), op.getNormalizerAttr());
   fresh.setMeanEmptyRows(op.getMeanEmptyRows());
+  fresh->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   for (auto [from, to] : llvm::zip(op->getRegions(), fresh->getRegions()))
     to.takeBody(from);
   op.getOutput().replaceAllUsesWith(fresh.getOutput());
@@ -83,6 +85,12 @@ struct AttnReturnLsePass
     }
     if (failed(checkSavable(ops.front())))
       return signalPassFailure();
+    // Its callers would see a result more than they take.
+    if (!SymbolTable::symbolKnownUseEmpty(func, module)) {
+      ops.front().emitError("attn-return-lse: the attention's function is "
+                            "called; only an entry function can return more");
+      return signalPassFailure();
+    }
     AttentionOp op = withLse(ops.front());
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     ret.getOperandsMutable().append(op.getLse()[0]);

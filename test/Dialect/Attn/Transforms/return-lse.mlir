@@ -41,3 +41,16 @@ func.func @sigmoid(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, %v: ten
   %o = attn.attention q(%q : tensor<1x2x16x32xf16>) k(%k : tensor<1x2x16x32xf16>) v(%v : tensor<1x2x16x32xf16>) scale [0.25] normalizer sigmoid -> tensor<1x2x16x32xf16>
   return %o : tensor<1x2x16x32xf16>
 }
+
+// -----
+
+// A called function cannot return more than its callers take.
+func.func @callee(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, %v: tensor<1x2x16x32xf16>) -> tensor<1x2x16x32xf16> {
+  // expected-error @+1 {{attn-return-lse: the attention's function is called}}
+  %o = attn.attention q(%q : tensor<1x2x16x32xf16>) k(%k : tensor<1x2x16x32xf16>) v(%v : tensor<1x2x16x32xf16>) scale [0.25] normalizer softmax -> tensor<1x2x16x32xf16>
+  return %o : tensor<1x2x16x32xf16>
+}
+func.func @caller(%q: tensor<1x2x16x32xf16>, %k: tensor<1x2x16x32xf16>, %v: tensor<1x2x16x32xf16>) -> tensor<1x2x16x32xf16> {
+  %o = func.call @callee(%q, %k, %v) : (tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>, tensor<1x2x16x32xf16>) -> tensor<1x2x16x32xf16>
+  return %o : tensor<1x2x16x32xf16>
+}
