@@ -145,6 +145,24 @@ class Ring(unittest.TestCase):
                 self.assertLess((got - expected[t]).abs().max().item(), 1e-5,
                                 (world, causal, window, documents, name))
 
+    def test_merge_of_rows_a_part_leaves_empty(self):
+        """A part whose row kept no key (log-sum-exp -inf, or NaN with a
+        NaN output as a reference step gives it) adds nothing; a row no
+        part has kept stays empty, not NaN."""
+        import torch
+
+        import flashlight.ring as ring
+
+        nan, inf = float("nan"), float("inf")
+        o1, l1 = torch.tensor([[[1.0], [nan], [nan]]]), torch.tensor([[0.5, nan, -inf]])
+        o2, l2 = torch.tensor([[[3.0], [2.0], [nan]]]), torch.tensor([[0.5, 1.0, nan]])
+        out, lse = ring._merge(*ring._merge(None, None, o1, l1), o2, l2)
+        self.assertTrue(torch.allclose(out[0, :2, 0], torch.tensor([2.0, 2.0])))
+        self.assertEqual(out[0, 2, 0].item(), 0.0)
+        self.assertAlmostEqual(lse[0, 0].item(), 0.5 + torch.log(torch.tensor(2.0)).item(), 6)
+        self.assertEqual(lse[0, 1].item(), 1.0)
+        self.assertEqual(lse[0, 2].item(), -inf)
+
     def test_masked_schedule_skips_what_the_mask_drops(self):
         import torch
 
