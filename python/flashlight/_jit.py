@@ -681,11 +681,11 @@ class JitFunction(ClassedFunction):
         try:
             forward, _ = cached_compile(graph_dir, "program.json", archs=self.archs,
                                         flags=(*self.flags, "--return-lse"), cache=self.cache)
-        except CompileError as e:
-            # The program's refusal is final; anything else (no compiler and
-            # no cache entry here) leaves the recomputing pair for this call.
-            if _LOCATED_ERROR.search(str(e)):
-                self._training[shape_class] = None
+        except CompileError:
+            # Refused, or no compiler and no cache entry here: the
+            # recomputing pair, for this process (only a refusal is kept on
+            # disk, by cached_compile).
+            self._training[shape_class] = None
             return None
         entry = self._json(forward).get("entry") or {}
         results = entry.get("results", [])
@@ -697,9 +697,8 @@ class JitFunction(ClassedFunction):
             return None
         try:
             gradient = self.prepare_gradient(*args, saved_statistics=True)
-        except CompileError as e:
-            if _LOCATED_ERROR.search(str(e)):
-                self._training[shape_class] = None
+        except CompileError:
+            self._training[shape_class] = None
             return None
         self._training[shape_class] = (forward, gradient)
         return self._training[shape_class]
