@@ -383,6 +383,13 @@ _lock = threading.Lock()
 _ops = {}
 
 
+def _unaliased(outs, args):
+    """`outs`, copied where one aliases an input: a custom op's outputs
+    must not alias its inputs."""
+    return [o.clone() if any(o.data_ptr() == a.data_ptr() for a in args) else o
+            for o in outs]
+
+
 def _register_op():
     """`flashlight::jit_call(key, args) -> outputs`: the call of a jit
     function, opaque to torch.compile; its fake runs the function itself on
@@ -394,10 +401,7 @@ def _register_op():
 
     @torch.library.custom_op("flashlight::jit_call", mutates_args=())
     def jit_call(key: str, args: list[torch.Tensor]) -> list[torch.Tensor]:
-        outs = _registry[key]._run(args)
-        # A custom op's outputs must not alias its inputs.
-        return [o.clone() if any(o.data_ptr() == a.data_ptr() for a in args) else o
-                for o in outs]
+        return _unaliased(_registry[key]._run(args), args)
 
     @jit_call.register_fake
     def _(key, args):
@@ -440,9 +444,7 @@ def _register_op():
     # program that takes them (no forward computed again).
     @torch.library.custom_op("flashlight::jit_train", mutates_args=())
     def jit_train(key: str, args: list[torch.Tensor]) -> list[torch.Tensor]:
-        outs = _registry[key]._run_training(args)
-        return [o.clone() if any(o.data_ptr() == a.data_ptr() for a in args) else o
-                for o in outs]
+        return _unaliased(_registry[key]._run_training(args), args)
 
     @jit_train.register_fake
     def _(key, args):

@@ -3,6 +3,7 @@
 #include "flashlight/Dialect/Attn/IR/AttnDialect.h"
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -50,4 +51,15 @@ KernelPlanAttr KernelPlanAttr::getReference(MLIRContext *context,
              /*shared_memory=*/0, /*min_blocks=*/0,
              /*producer_registers=*/0, /*consumer_registers=*/0, runtimeStrides,
              /*aligned_lengths=*/false);
+}
+
+AttentionOp flashlight::attn::getSoleAttention(ModuleOp module,
+                                               llvm::StringRef pass) {
+  SmallVector<AttentionOp> ops;
+  module.walk([&](AttentionOp op) { ops.push_back(op); });
+  if (ops.size() == 1)
+    return ops.front();
+  module.emitError(pass) << ": expected one attention in the program, found "
+                         << ops.size();
+  return nullptr;
 }

@@ -1022,18 +1022,13 @@ struct AttnGradientPass
   using AttnGradientBase::AttnGradientBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<AttentionOp> ops;
-    module.walk([&](AttentionOp op) { ops.push_back(op); });
-    if (ops.size() != 1) {
-      module.emitError("attn-gradient: expected one attention in the "
-                       "program, found ")
-          << ops.size();
+    AttentionOp sole = getSoleAttention(module, getArgument());
+    if (!sole)
       return signalPassFailure();
-    }
     SmallVector<Operation *> old(module.getBody()->getOperations().size());
     llvm::transform(module.getBody()->getOperations(), old.begin(),
                     [](Operation &op) { return &op; });
-    if (failed(buildGradient(module, ops.front(), savedStatistics)))
+    if (failed(buildGradient(module, sole, savedStatistics)))
       return signalPassFailure();
     // The module is the gradient program alone.
     for (Operation *op : old)

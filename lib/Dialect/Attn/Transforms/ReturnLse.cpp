@@ -69,29 +69,24 @@ struct AttnReturnLsePass
     : flashlight::attn::impl::AttnReturnLseBase<AttnReturnLsePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<AttentionOp> ops;
-    module.walk([&](AttentionOp op) { ops.push_back(op); });
-    if (ops.size() != 1) {
-      module.emitError("attn-return-lse: expected one attention in the "
-                       "program, found ")
-          << ops.size();
+    AttentionOp sole = getSoleAttention(module, getArgument());
+    if (!sole)
       return signalPassFailure();
-    }
-    auto func = dyn_cast<func::FuncOp>(ops.front()->getParentOp());
+    auto func = dyn_cast<func::FuncOp>(sole->getParentOp());
     if (!func) {
-      ops.front().emitError("attn-return-lse: the attention is not in a "
-                            "function's body");
+      sole.emitError("attn-return-lse: the attention is not in a "
+                     "function's body");
       return signalPassFailure();
     }
-    if (failed(checkSavable(ops.front())))
+    if (failed(checkSavable(sole)))
       return signalPassFailure();
     // Its callers would see a result more than they take.
     if (!SymbolTable::symbolKnownUseEmpty(func, module)) {
-      ops.front().emitError("attn-return-lse: the attention's function is "
-                            "called; only an entry function can return more");
+      sole.emitError("attn-return-lse: the attention's function is "
+                     "called; only an entry function can return more");
       return signalPassFailure();
     }
-    AttentionOp op = withLse(ops.front());
+    AttentionOp op = withLse(sole);
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
     ret.getOperandsMutable().append(op.getLse()[0]);
     func.setType(FunctionType::get(&getContext(), func.getArgumentTypes(),
