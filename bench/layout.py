@@ -3,6 +3,7 @@
 
     bench/layout.py <kernels-dir> <out.json> [--variants vanilla,causal]
                     [--dims 64,128] [--lengths 2048,8192] [--command TEXT]
+                    [--compare LABEL=DIR ...]
 
 Callers hold q, k, v as [B, N, H, D] storage (HF models after `.view()`,
 JAX, FlashAttention) and see them as [B, H, N, D] views. Every system gets
@@ -18,7 +19,11 @@ the same views (B * N = 16k, H * D = 2048, bf16):
   importable: `../shared/peers/`) on the [B, N, H, D] storage itself, its
   native layout.
 
-Kernels come from bench/prepare.sh (default: runtime strides). Before
+Kernels come from bench/prepare.sh (default: runtime strides). --compare
+times the kernels of another bench/prepare.sh directory on the same views as
+system `flashlight_<LABEL>` (same-run experiments): the builds are timed in
+two rounds, the second in the opposite order, and each gets the mean of its
+two medians. Before
 timing, each output is checked: the strided call must equal the contiguous
 call of the same kernel bit for bit, and both must match SDPA (math
 backend, f32) within bf16 tolerance; outputs are NaN-filled first. TFLOP/s
@@ -56,11 +61,15 @@ def commit():
         return os.environ.get("FLASHLIGHT_COMMIT", "unknown")
 
 
-def run_config(kernels, variant, D, N, records):
+def run_config(kernels, variant, D, N, records, compare=()):
     B, H = 16384 // N, 2048 // D
     kernel = flashlight.load(os.path.join(kernels, f"{variant}.d{D}.n{N}.json"))
     if not kernel.geometry.get("runtime_strides"):
         raise RuntimeError(f"{variant}.d{D}.n{N}: compiled with static strides")
+    # A compared build may cover only some cells.
+    builds = {f"flashlight_{label}": flashlight.load(path) for label, path in (
+        (label, os.path.join(directory, f"{variant}.d{D}.n{N}.json"))
+        for label, directory in compare) if os.path.exists(path)}
     scale = kernel.manifest["program"]["scale"][0]
     causal = variant == "causal"
     gen = torch.Generator(device="cpu").manual_seed(N + D)
@@ -70,7 +79,7 @@ def run_config(kernels, variant, D, N, records):
     out_user = torch.empty(B, N, H, D, device="cuda", dtype=torch.bfloat16)
     out_view = out_user.transpose(1, 2)
 
-    def strided():
+    def strided(kernel=kernel):
         kernel(q, k, v, out=out_view)
         return out_view
 
@@ -99,22 +108,39 @@ def run_config(kernels, variant, D, N, records):
     if not torch.equal(got, copied()):
         raise RuntimeError(f"{variant} D={D} N={N}: strided and contiguous calls differ")
     systems = {"flashlight": strided, "flashlight_copy": copied, "sdpa_cudnn": cudnn}
+    for name, build in builds.items():
+        systems[name] = lambda build=build: strided(build)
     if fa4_func():
         systems["fa4"] = fa4
     flops = 4.0 * B * H * N * N * D * (0.5 + 0.5 / N if causal else 1.0)
+    checked = {}
     for name, fn in systems.items():
         try:
+            out_user.fill_(float("nan"))
             out = fn()
             torch.cuda.synchronize()
             rel = ((out.float() - reference).norm() / reference.norm()).item()
             if name.startswith("flashlight") and not rel <= 2e-2:
                 raise RuntimeError(f"{name} differs from the reference: {rel:.3e}")
-            ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+            checked[name] = rel
         except Exception as e:  # a peer that cannot run this case
             print(f"  {variant} D={D} N={N} {name}: {type(e).__name__}: {str(e)[:120]}")
             if name.startswith("flashlight"):
                 raise
-            continue
+    # The builds under comparison alternate (two rounds, opposite orders);
+    # everything else is timed once.
+    timed = {name: [] for name in checked}
+    order = [name for name in checked if name == "flashlight" or name in builds]
+    for round_order in ([order, order[::-1]] if builds else [order]):
+        for name in round_order:
+            timed[name].append(do_bench(systems[name], warmup=25, rep=100,
+                                        return_mode="median"))
+    for name in checked:
+        if not timed[name]:
+            timed[name].append(do_bench(systems[name], warmup=25, rep=100,
+                                        return_mode="median"))
+    for name, rel in checked.items():
+        ms = sum(timed[name]) / len(timed[name])
         records.append({"variant": variant, "D": D, "N": N, "B": B, "H": H,
                         "dtype": "bf16", "layout": "BNHD views", "system": name,
                         "ms": ms, "tflops": flops / ms / 1e9, "rel_err": rel})
@@ -130,12 +156,15 @@ def main():
     parser.add_argument("--dims", default="64,128")
     parser.add_argument("--lengths", default="2048,8192")
     parser.add_argument("--command", default=" ".join(sys.argv))
+    parser.add_argument("--compare", action="append", default=[],
+                        help="LABEL=DIR: time another build's kernels in the same run")
     args = parser.parse_args()
+    compare = [tuple(c.split("=", 1)) for c in args.compare]
     records = []
     for variant in args.variants.split(","):
         for D in map(int, args.dims.split(",")):
             for N in map(int, args.lengths.split(",")):
-                run_config(args.kernels, variant, D, N, records)
+                run_config(args.kernels, variant, D, N, records, compare)
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "commit": commit(), "command": args.command, "records": records}
     with open(args.out, "w") as f:

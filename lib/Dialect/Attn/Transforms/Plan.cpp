@@ -42,9 +42,10 @@ constexpr int64_t kReferenceBlockM = 4, kReferenceBlockN = 32;
 using Tiles = std::pair<int64_t, int64_t>;
 
 /// Rule 1a: the tensor-core tiles the program's structure prefers, before
-/// the shared-memory check (docs/decisions/003, 004, 010, 014).
+/// the shared-memory check (docs/decisions/003, 004, 010, 014). `producer`:
+/// the producer warpgroup's loop is available.
 Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
-                     bool threeWarpgroups) {
+                     bool producer) {
   MaskKind mask = facts.getMask().kind;
   bool atoms = facts.hasWholeAtoms();
   int64_t dqk = facts.getSmallestHeadDim(), dv = facts.getValueHeadDim();
@@ -64,13 +65,15 @@ Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
   // One long branch at D = 64 with a plain mask and score: three consumer
   // warpgroups on 192 x 128 (docs/decisions/004).
   int64_t shortest = facts.getShortestLength();
-  if (wgmma && threeWarpgroups && atoms && branches == 1 && dqk == 64 &&
+  if (wgmma && producer && atoms && branches == 1 && dqk == 64 &&
       dv == 64 && !ShapedType::isDynamic(shortest) && shortest >= 8192 &&
       facts.hasPlainMask() && facts.hasPlainScore())
     return {192, 128};
   bool lean = facts.isLean();
+  // Lean programs take 128 x 128, at D = 64 only with the producer
+  // warpgroup and ping-pong (docs/decisions/003).
   if (lean && wgmma && atoms)
-    return {128, dqk >= 128 && dv >= 128 ? 128 : 64};
+    return {128, (dqk >= 128 && dv >= 128) || producer ? 128 : 64};
   // A score region of plain arithmetic (ALiBi; a pair bias wgmma stages
   // with K) with a plain mask at D = 128.
   if (facts.hasArithmeticScore() && facts.hasPlainMask() && wgmma &&

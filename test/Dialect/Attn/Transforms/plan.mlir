@@ -34,10 +34,10 @@ func.func @causal_d128(%q: tensor<2x8x2048x128xbf16>, %k: tensor<2x8x2048x128xbf
 
 // -----
 
-// Rule 5, lean at D = 64 and N = 2048: 64-key tiles, the software-pipelined
-// KV loop (softmax of tile t overlaps P V of t - 1), two blocks per SM.
+// Rule 5, lean at D = 64 and N = 2048: 128-key tiles with the producer
+// warpgroup and ping-pong, one block per SM.
 // H100-LABEL: func.func @vanilla_d64
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, warp_rows = 16, consumer_groups = 2, producer = false, loop = pipelined, ping_pong = false, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = {{[0-9]+}}, min_blocks = 2,
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = {{[0-9]+}}, min_blocks = 1,
 func.func @vanilla_d64(%q: tensor<2x8x2048x64xbf16>, %k: tensor<2x8x2048x64xbf16>,
                        %v: tensor<2x8x2048x64xbf16>) -> tensor<2x8x2048x64xbf16> {
   %o = attn.attention q(%q : tensor<2x8x2048x64xbf16>) k(%k : tensor<2x8x2048x64xbf16>)
@@ -191,7 +191,7 @@ func.func @head_dim_80(%q: tensor<1x4x512x80xbf16>, %k: tensor<1x4x512x80xbf16>,
 // Rules 1, 5: one KV tile (M and N within one tile) leaves no KV loop to
 // pipeline or decouple: a plain step.
 // H100-LABEL: func.func @one_tile
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, {{.*}} loop = barrier,
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} loop = barrier,
 func.func @one_tile(%q: tensor<1x4x48x64xbf16>, %k: tensor<1x4x48x64xbf16>,
                     %v: tensor<1x4x48x64xbf16>) -> tensor<1x4x48x64xbf16> {
   %o = attn.attention q(%q : tensor<1x4x48x64xbf16>) k(%k : tensor<1x4x48x64xbf16>)
