@@ -14,10 +14,11 @@
 // RUN: flashlight-compile %S/Inputs/differential-d64.mlir -o %t --emit=mlir --arch=sm_90a --flashlight-explain 2>&1 | FileCheck %s --check-prefix=DIFF
 // One branch at D = 64 with a plain mask and score: 192 x 128 tiles (three
 // consumer warpgroups and the producer) once queries and keys are both at
-// least 8192 long; 128 x 128 below (with the producer and ping-pong), and
-// 128 x 64 on Ampere and without the producer.
+// least 8192 long; 128 x 128 below (with the producer and ping-pong) down
+// to N = 2048, 128 x 64 below that, on Ampere and without the producer.
 // RUN: flashlight-compile %S/../../examples/causal.mlir -o %t --emit=mlir --arch=sm_90a --q-len=8192 --kv-len=8192 --head-dim=64 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=LONG
 // RUN: flashlight-compile %S/../../examples/causal.mlir -o %t --emit=mlir --arch=sm_90a --q-len=4096 --kv-len=8192 --head-dim=64 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=SHORTQ
+// RUN: flashlight-compile %S/../../examples/causal.mlir -o %t --emit=mlir --arch=sm_90a --q-len=1024 --kv-len=1024 --head-dim=64 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=SHORT
 // RUN: flashlight-compile %S/../../examples/causal.mlir -o %t --emit=mlir --arch=sm_80 --q-len=8192 --kv-len=8192 --head-dim=64 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=LONG80
 // RUN: flashlight-compile %S/../../examples/causal.mlir -o %t --emit=mlir --arch=sm_90a --q-len=8192 --kv-len=8192 --head-dim=128 --flashlight-explain 2>&1 | FileCheck %s --check-prefix=LONG128
 // Without the producer warpgroup there are no three consumer warpgroups.
@@ -29,6 +30,7 @@
 
 // LONG: code generator wgmma, tiles 192x128, 512 threads per block
 // SHORTQ: code generator wgmma, tiles 128x128, 384 threads per block
+// SHORT: code generator wgmma, tiles 128x64, 256 threads per block
 // LONG80: code generator mma.sync, tiles 128x64
 // LONG128: code generator wgmma, tiles 128x128, 384 threads per block
 // NOPROD: code generator wgmma, tiles 128x64, 256 threads per block

@@ -65,15 +65,19 @@ Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
   // One long branch at D = 64 with a plain mask and score: three consumer
   // warpgroups on 192 x 128 (docs/decisions/004).
   int64_t shortest = facts.getShortestLength();
-  if (wgmma && producer && atoms && branches == 1 && dqk == 64 &&
-      dv == 64 && !ShapedType::isDynamic(shortest) && shortest >= 8192 &&
+  if (wgmma && producer && atoms && branches == 1 && dqk == 64 && dv == 64 &&
+      !ShapedType::isDynamic(shortest) && shortest >= 8192 &&
       facts.hasPlainMask() && facts.hasPlainScore())
     return {192, 128};
   bool lean = facts.isLean();
-  // Lean programs take 128 x 128, at D = 64 only with the producer
-  // warpgroup and ping-pong (docs/decisions/003).
-  if (lean && wgmma && atoms)
-    return {128, (dqk >= 128 && dv >= 128) || producer ? 128 : 64};
+  // Lean programs take 128 x 128; at D = 64 only with the producer
+  // warpgroup and ping-pong, from N = 2048 (or runtime lengths) up
+  // (docs/decisions/003).
+  if (lean && wgmma && atoms) {
+    bool longRows = ShapedType::isDynamic(shortest) || shortest >= 2048;
+    bool wide = (dqk >= 128 && dv >= 128) || (producer && longRows);
+    return {128, wide ? 128 : 64};
+  }
   // A score region of plain arithmetic (ALiBi; a pair bias wgmma stages
   // with K) with a plain mask at D = 128.
   if (facts.hasArithmeticScore() && facts.hasPlainMask() && wgmma &&

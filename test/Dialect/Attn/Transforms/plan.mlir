@@ -191,7 +191,7 @@ func.func @head_dim_80(%q: tensor<1x4x512x80xbf16>, %k: tensor<1x4x512x80xbf16>,
 // Rules 1, 5: one KV tile (M and N within one tile) leaves no KV loop to
 // pipeline or decouple: a plain step.
 // H100-LABEL: func.func @one_tile
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} loop = barrier,
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, {{.*}} loop = barrier,
 func.func @one_tile(%q: tensor<1x4x48x64xbf16>, %k: tensor<1x4x48x64xbf16>,
                     %v: tensor<1x4x48x64xbf16>) -> tensor<1x4x48x64xbf16> {
   %o = attn.attention q(%q : tensor<1x4x48x64xbf16>) k(%k : tensor<1x4x48x64xbf16>)
