@@ -295,6 +295,36 @@ def _constant(directory, file, info):
     return jnp.asarray(data.reshape(info["shape"]))
 
 
+def _varying_axes(x):
+    """The mesh axes `x` varies over inside shard_map (empty outside)."""
+    import jax
+
+    t = jax.typeof(x)
+    kind = getattr(t, "manual_axis_type", None)
+    return set(kind.varying) if kind is not None else set(getattr(t, "vma", ()) or ())
+
+
+def _vary_like(outs, operands):
+    """`outs` of an FFI call, varying over the mesh axes its operands vary
+    over: JAX types a custom call's results as the same on every device of
+    a shard_map, which a custom_vjp's cotangent checks reject (the ring's
+    backward inside shard_map)."""
+    import jax
+
+    axes = set().union(*(_varying_axes(o) for o in operands))
+    if not axes:
+        return outs
+    cast = getattr(jax.lax, "pcast", None)
+    result = []
+    for o in outs:
+        missing = tuple(sorted(axes - _varying_axes(o)))
+        if missing:
+            o = (cast(o, missing, to="varying") if cast is not None
+                 else jax.lax.pvary(o, missing))
+        result.append(o)
+    return result
+
+
 def _attention(manifest, manifest_path, operands, extents=None, k=0):
     """The program's attention kernel `k` (0: the manifest's top level,
     else `attentions[k]`) as an FFI custom call: its outputs (their runtime
@@ -311,7 +341,7 @@ def _attention(manifest, manifest_path, operands, extents=None, k=0):
         TARGET, [jax.ShapeDtypeStruct(_resolve(p, extents or {}), _dtype(p["dtype"]))
                  for p in outputs])
     outs = call(*operands, manifest=os.path.abspath(manifest_path), attention=np.int64(k))
-    return list(outs) if isinstance(outs, (list, tuple)) else [outs]
+    return _vary_like(list(outs) if isinstance(outs, (list, tuple)) else [outs], operands)
 
 
 def _host_module(entry, directory):
@@ -367,12 +397,13 @@ def _run_steps(manifest, directory, manifest_path, args):
             call = jax.ffi.ffi_call(HOST_TARGET, [
                 jax.ShapeDtypeStruct(infos[r]["shape"], _dtype(infos[r]["dtype"]))
                 for r in results])
-            outs = call(*[vals[a] for a in step["args"] if a not in results],
+            operands = [vals[a] for a in step["args"] if a not in results]
+            outs = call(*operands,
                         module=module, kernel=step["kernel"], grid=np.int64(step["grid"]),
                         block=np.int64(step["block"]),
                         results=np.array([i for i, a in enumerate(step["args"])
                                           if a in results], dtype=np.int64))
-            outs = outs if isinstance(outs, (list, tuple)) else [outs]
+            outs = _vary_like(outs if isinstance(outs, (list, tuple)) else [outs], operands)
             for r, o in zip(results, outs):
                 vals[r] = o
         elif op == "attention":

@@ -2,11 +2,14 @@
 attention inside shard_map with ppermute over 2 to 4 CPU devices, with the
 JAX step (`reference_step`) in place of the kernels; the shards put
 together, and their gradients through jax.grad, equal attention over the
-whole sequence. Skips without JAX."""
+whole sequence. With the compiler (FLASHLIGHT_COMPILE), the ring with
+Flashlight's kernels traces under jax.grad. Skips without JAX; the GPU runs
+are scripts/jax_ring_check.py."""
 
 import importlib.util
 import os
 import sys
+import tempfile
 import unittest
 
 os.environ.setdefault("XLA_FLAGS", "--xla_force_host_platform_device_count=4")
@@ -56,6 +59,31 @@ class JaxRing(unittest.TestCase):
             ref = jax.grad(lambda *x: (theirs(*x) * dout).sum(), argnums=(0, 1, 2))(q, k, v)
             for name, g, r in zip(("dq", "dk", "dv"), got, ref):
                 self.assertLess(float(jnp.abs(g - r).max()), 1e-5, (world, causal, name))
+
+    @unittest.skipUnless(os.environ.get("FLASHLIGHT_COMPILE"), "needs the compiler")
+    def test_kernels_trace_under_grad(self):
+        """The FFI calls' results vary over the mesh axis as their operands
+        do: jax.grad of the ring with Flashlight's kernels traces inside
+        shard_map (custom_vjp checks the types of its cotangents)."""
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+        from jax.sharding import Mesh, PartitionSpec as P
+
+        import flashlight.jax_ring as ring
+
+        with tempfile.TemporaryDirectory() as cache:
+            os.environ["FLASHLIGHT_CACHE"] = cache
+            self.addCleanup(os.environ.pop, "FLASHLIGHT_CACHE", None)
+            mesh = Mesh(np.array(jax.devices()[:2]), ("seq",))
+            spec = P(None, None, "seq", None)
+            attend = jax.shard_map(lambda q, k, v: ring.attention(q, k, v, "seq"),
+                                   mesh=mesh, in_specs=(spec,) * 3, out_specs=spec)
+            s = jax.ShapeDtypeStruct((1, 2, 512, 64), jnp.bfloat16)
+            loss = lambda *a: attend(*a).astype(jnp.float32).sum()  # noqa: E731
+            traced = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).trace(s, s, s)
+            self.assertEqual([(o.shape, o.dtype) for o in traced.out_info],
+                             [(s.shape, s.dtype)] * 3)
 
 
 if __name__ == "__main__":
