@@ -127,6 +127,10 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
       `block_n` for keys): every tile is whole, so no copy or key is
       bounds-tested. Set where the attention carries
       `attn.aligned_lengths`; printed only when true.
+    * `persistent`: a grid of about one block per SM, each looping over
+      work tiles (batch, head, query tile), the producer warpgroup copying
+      the next work tile's K/V while the consumers finish the last one;
+      printed only when true.
   }];
   let parameters = (ins
     EnumParameter<Attn_Generator>:$generator,
@@ -146,7 +150,8 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
     "int64_t":$producer_registers,
     "int64_t":$consumer_registers,
     Attn_PlanFlag:$runtime_strides,
-    Attn_OptionalPlanFlag:$aligned_lengths
+    Attn_OptionalPlanFlag:$aligned_lengths,
+    Attn_OptionalPlanFlag:$persistent
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <sstream>
 
@@ -101,6 +102,7 @@ KernelManifest KernelManifest::parse(const std::string &text,
     m.kernel = j.at("kernel");
     m.blockM = j.at("block_m");
     m.blockN = j.value("block_n", 0);
+    m.persistent = j.value("persistent", false);
     m.blockMask = checkedBlockMask(j.value("block_mask", json(nullptr)),
                                    "manifest " + path);
     for (int i = 0; i < 3; ++i)
@@ -241,6 +243,7 @@ static void applyGeometry(KernelManifest &m, const json &info,
   try {
     m.blockM = info.value("block_m", m.blockM);
     m.blockN = info.value("block_n", m.blockN);
+    m.persistent = info.value("persistent", m.persistent);
     if (info.contains("block_mask"))
       m.blockMask =
           checkedBlockMask(info.at("block_mask"), "manifest entry for " + arch);
@@ -314,6 +317,32 @@ KernelManifest::grid(const std::vector<std::vector<int64_t>> &shapes) const {
         " and H = " + std::to_string(s[1]) + " may be at most 65535, M / " +
         "block_m = " + std::to_string(tiles) + " at most 2^31 - 1");
   return {unsigned(tiles), unsigned(s[1]), unsigned(s[0])};
+}
+
+/// The current device's SM count (a persistent kernel's grid), cached per
+/// device.
+static int multiprocessors() {
+  CudaDriver &cuda = CudaDriver::get();
+  CUdevice device = cuda.currentDevice().first;
+  static std::mutex lock;
+  static std::map<CUdevice, int> counts;
+  std::lock_guard<std::mutex> guard(lock);
+  auto [it, added] = counts.try_emplace(device, 0);
+  if (added)
+    // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT.
+    cuda.check(cuda.cuDeviceGetAttribute(&it->second, 16, device),
+               "cuDeviceGetAttribute");
+  return it->second;
+}
+
+std::array<unsigned, 3>
+KernelManifest::launchGrid(const std::vector<std::vector<int64_t>> &shapes,
+                           int multiprocessors) const {
+  std::array<unsigned, 3> g = grid(shapes);
+  if (!persistent)
+    return g;
+  uint64_t tiles = uint64_t(g[0]) * g[1] * g[2];
+  return {unsigned(std::min<uint64_t>(tiles, uint64_t(multiprocessors))), 1, 1};
 }
 
 std::vector<int64_t> KernelManifest::blockMaskShape(
@@ -489,10 +518,11 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
   std::vector<uint64_t> words;
   for (size_t i = 0; i < manifest.params.size(); ++i)
     appendDescriptor(words, pointers[i], shapes[i]);
-  std::array<unsigned, 3> grid = manifest.grid(shapes);
+  CudaDriver &cuda = CudaDriver::get();
+  std::array<unsigned, 3> grid =
+      manifest.launchGrid(shapes, manifest.persistent ? multiprocessors() : 0);
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
     return; // No query rows, heads or batch: nothing to compute.
-  CudaDriver &cuda = CudaDriver::get();
   if (maskFunction) {
     // The pre-kernel takes the inputs' descriptors, then the mask's; the
     // attention kernel takes the mask after its outputs.

@@ -99,7 +99,7 @@ def _geometry(manifest, artifact):
     level's."""
     geometry = {k: manifest.get(k)
                 for k in ("block_m", "block_n", "block", "dynamic_shared_memory", "block_mask",
-                      "pointer_alignment", "runtime_strides", "aligned")}
+                      "pointer_alignment", "runtime_strides", "aligned", "persistent")}
     for info in manifest.get("archs", {}).values():
         if artifact in (info.get("cubin"), info.get("ptx")):
             geometry.update({k: info[k] for k in geometry if k in info})
@@ -419,6 +419,9 @@ class Kernel:
             raise ValueError(f"q0: batch {q.shape[0]} exceeds the launch grid (at most 65535); "
                              "split the batch over several calls")
         grid = ((q.shape[2] + block_m - 1) // block_m, q.shape[1], q.shape[0])
+        if self.geometry.get("persistent"):
+            # About one block per SM, each looping over work tiles.
+            grid = (min(grid[0] * grid[1] * grid[2], _multiprocessors(device)), 1, 1)
         variant = self._choose_variant(inputs)
         self.last_variant = "aligned" if variant is self._aligned else "general"
         function, _, shared, block = variant
@@ -506,6 +509,21 @@ def _stride_problem(t, align, output=False):
                 return f"an output must not overlap itself (strides {tuple(t.stride())})"
             extent = t.stride(d) * t.shape[d]
     return None
+
+
+_multiprocessor_counts = {}
+
+
+def _multiprocessors(device):
+    """The SM count of `device` (a persistent kernel's grid)."""
+    import torch
+
+    index = torch.device(device).index
+    index = torch.cuda.current_device() if index is None else index
+    if index not in _multiprocessor_counts:
+        _multiprocessor_counts[index] = torch.cuda.get_device_properties(
+            index).multi_processor_count
+    return _multiprocessor_counts[index]
 
 
 def _launch(function, tensors, grid, block, device, shared=0):

@@ -159,6 +159,12 @@ static cl::opt<bool> pingPong(
     cl::desc("With --producer-warpgroup: the consumer warpgroups take turns "
              "issuing P V and the next S = Q K^T"),
     cl::init(true), cl::cat(toolCategory));
+static cl::opt<bool> persistent(
+    "persistent",
+    cl::desc("A persistent grid (about one block per SM, each looping over "
+             "work tiles) where the kernel plan picks one; =false keeps one "
+             "work tile per block"),
+    cl::init(true), cl::cat(toolCategory));
 static cl::opt<bool> branchLookahead(
     "branch-lookahead",
     cl::desc("With wgmma and several logit branches: issue the next "
@@ -707,7 +713,8 @@ FailureOr<json> kernelInfo(ModuleOp kernels, StringRef name, StringRef chip,
               {"dynamic_shared_memory", dynamicShared},
               {"pointer_alignment", pointerAlignment},
               {"block_mask", blockMaskInfo},
-              {"runtime_strides", plan.getRuntimeStrides()}};
+              {"runtime_strides", plan.getRuntimeStrides()},
+              {"persistent", plan.getPersistent()}};
 }
 
 /// Lowers the attention kernels of `module` for each arch (one GPU module:
@@ -1079,6 +1086,7 @@ int main(int argc, char **argv) {
   plan.pingPong = pingPong;
   plan.branchLookahead = branchLookahead;
   plan.staticStrides = staticStrides;
+  plan.persistent = persistent;
   if (explain) {
     PassManager pm(&context);
     pm.addPass(flashlight::attn::createAttnExplain());
@@ -1111,7 +1119,7 @@ int main(int argc, char **argv) {
   const json &lowest = first.archs[archs.front()];
   for (const char *key :
        {"block", "block_m", "block_n", "codegen", "dynamic_shared_memory",
-        "pointer_alignment", "block_mask", "runtime_strides"})
+        "pointer_alignment", "block_mask", "runtime_strides", "persistent"})
     manifest[key] = lowest[key];
   if (attentions.size() > 1) {
     manifest["manifest_version"] = flashlight::kManifestVersionAttentions;

@@ -223,6 +223,24 @@ TEST_CASE("each arch's artifact launches with that arch's geometry",
                   ManifestError);
 }
 
+TEST_CASE("a persistent kernel launches about one block per SM", "[runtime]") {
+  // 3 query tiles x 5 heads x 3 batches = 45 work tiles.
+  json m = tinyManifest(nullptr);
+  m["archs"]["sm_90a"]["block_m"] = 128;
+  m["archs"]["sm_90a"]["persistent"] = true;
+  KernelManifest manifest = manifestFrom(m);
+  std::vector<std::vector<int64_t>> shapes = {
+      {3, 5, 300, 2}, {3, 5, 3, 2}, {3, 5, 3, 2}, {}, {}};
+  KernelManifest hopper = manifest.forArtifact("tiny.sm_90a.cubin");
+  CHECK(hopper.persistent);
+  CHECK(hopper.launchGrid(shapes, 132) == std::array<unsigned, 3>{45, 1, 1});
+  CHECK(hopper.launchGrid(shapes, 16) == std::array<unsigned, 3>{16, 1, 1});
+  // The sm_80 kernel keeps a work tile per block.
+  KernelManifest ampere = manifest.forArtifact("tiny.sm_80.ptx");
+  CHECK_FALSE(ampere.persistent);
+  CHECK(ampere.launchGrid(shapes, 16) == ampere.grid(shapes));
+}
+
 TEST_CASE("runtime extents bind from the shapes, within max_extent",
           "[runtime]") {
   json m = tinyManifest(nullptr);

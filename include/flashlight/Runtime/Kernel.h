@@ -51,6 +51,8 @@ struct KernelManifest {
   std::string name, kernel;
   int64_t blockM = 0, blockN = 0;
   std::array<unsigned, 3> block{};
+  /// A persistent kernel: its blocks loop over the work tiles.
+  bool persistent = false;
   /// The block-mask pre-kernel of a data-dependent mask ("kernel", "block",
   /// "batch", "heads"); null when there is none.
   nlohmann::json blockMask;
@@ -112,6 +114,12 @@ struct KernelManifest {
   /// from q0's shape.
   std::array<unsigned, 3>
   grid(const std::vector<std::vector<int64_t>> &shapes) const;
+  /// The grid a launch uses: grid(), or for a persistent kernel as many
+  /// blocks as `multiprocessors` (at most one per work tile), each looping
+  /// over work tiles.
+  std::array<unsigned, 3>
+  launchGrid(const std::vector<std::vector<int64_t>> &shapes,
+             int multiprocessors) const;
   /// Shape of the block mask for the given parameter shapes: [B or 1,
   /// Hq or 1, ceil(M / block_m), ceil(N / block_n)]; empty without one.
   std::vector<int64_t>

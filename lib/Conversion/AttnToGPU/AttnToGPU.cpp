@@ -42,6 +42,58 @@ gpu::BlockIdOp blockId(OpBuilder &b, Location loc, gpu::Dimension d,
                                 size ? b.getIndexAttr(*size) : IntegerAttr());
 }
 
+/// The body of a persistent kernel: block x takes work tiles x, x + grid,
+/// x + 2 grid, .. of the forall's (batch, head, query tile) space, query
+/// tiles fastest (the order blocks of a one-tile grid start in), each side
+/// of the emitter's fork converting the forall's body per tile. A causal
+/// grid's reversed query tiles (`reversed`: the last tile first) stay
+/// reversed.
+LogicalResult emitPersistentBody(OpBuilder &b, Location loc,
+                                 KernelEmitter &emitter, scf::ForallOp forall,
+                                 bool reversed) {
+  SmallVector<Value> bounds;
+  for (OpFoldResult bound : forall.getMixedUpperBound()) {
+    Value v = getValueOrCreateConstantIndexOp(b, loc, bound);
+    bounds.push_back(emitter.map.lookupOrDefault(v));
+  }
+  Value total = arith::MulIOp::create(
+      b, loc, arith::MulIOp::create(b, loc, bounds[0], bounds[1]), bounds[2]);
+  auto loopOverTiles = [&](bool) -> LogicalResult {
+    Value first = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
+    Value stride = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    auto loop = scf::ForOp::create(b, loc, first, total, stride, zero);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    Value tile = loop.getInductionVar();
+    Value queryTiles = bounds[2];
+    Value q = arith::RemUIOp::create(b, loc, tile, queryTiles);
+    Value rest = arith::DivUIOp::create(b, loc, tile, queryTiles);
+    if (reversed)
+      q = arith::SubIOp::create(
+          b, loc,
+          arith::SubIOp::create(b, loc, queryTiles,
+                                arith::ConstantIndexOp::create(b, loc, 1)),
+          q);
+    ValueRange ivs = forall.getInductionVars();
+    emitter.map.map(ivs[2], q);
+    emitter.map.map(ivs[1], arith::RemUIOp::create(b, loc, rest, bounds[1]));
+    emitter.map.map(ivs[0], arith::DivUIOp::create(b, loc, rest, bounds[1]));
+    emitter.tileBase = loop.getRegionIterArgs()[0];
+    emitter.kvTiles = Value();
+    if (failed(emitter.convertOps(*forall.getBody())))
+      return failure();
+    if (!emitter.kvTiles)
+      return forall.emitError("attn-to-gpu: a persistent kernel needs a KV "
+                              "loop");
+    scf::YieldOp::create(b, loc,
+                         ValueRange{arith::AddIOp::create(
+                             b, loc, emitter.tileBase, emitter.kvTiles)});
+    return success();
+  };
+  return emitter.emitPersistent(loopOverTiles);
+}
+
 /// Walks `func` (a tiled attention) into `kernel`'s body with `emitter`, the
 /// builder being at the body's start. The forall's (b, h, query tile) are
 /// block ids (z, y) and `queryTile` (null: block id x). `outputs`: the
@@ -73,15 +125,24 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
   emitter.lane = arith::RemUIOp::create(b, loc, tid, warpSize);
   gpu::Dimension dims[] = {gpu::Dimension::z, gpu::Dimension::y,
                            gpu::Dimension::x};
-  for (auto [iv, d, bound] :
-       llvm::zip(forall.getInductionVars(), dims, forall.getMixedUpperBound()))
-    emitter.map.map(iv, d == gpu::Dimension::x && queryTile
-                            ? queryTile
-                            : blockId(b, loc, d, bound).getResult());
+  auto plan = forall->getAttrOfType<KernelPlanAttr>(kKernelPlanAttrName);
+  bool persistent = outputs && plan && plan.getPersistent();
+  if (persistent && !plan.getProducer())
+    return forall.emitError("attn-to-gpu: a persistent kernel needs the "
+                            "producer warpgroup");
+  if (!persistent)
+    for (auto [iv, d, bound] : llvm::zip(forall.getInductionVars(), dims,
+                                         forall.getMixedUpperBound()))
+      emitter.map.map(iv, d == gpu::Dimension::x && queryTile
+                              ? queryTile
+                              : blockId(b, loc, d, bound).getResult());
 
   // Values the loop nest uses from before the forall (sizes, constants).
-  if (failed(emitter.convertOps(func.getBody().front(), forall)) ||
-      failed(emitter.convertOps(*forall.getBody())))
+  if (failed(emitter.convertOps(func.getBody().front(), forall)))
+    return failure();
+  if (persistent ? failed(emitPersistentBody(b, loc, emitter, forall,
+                                             /*reversed=*/bool(queryTile)))
+                 : failed(emitter.convertOps(*forall.getBody())))
     return failure();
   gpu::ReturnOp::create(b, loc);
   return success();

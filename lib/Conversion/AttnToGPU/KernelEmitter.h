@@ -62,6 +62,19 @@ public:
   /// Converts the ops of `block`, up to `stop` or the terminator.
   LogicalResult convertOps(Block &block, Operation *stop = nullptr);
 
+  /// A persistent kernel (the plan's `persistent`): each block loops over
+  /// work tiles. The emitter forks its roles once and calls
+  /// `loopOverTiles(producer)` on each side of the fork, which converts the
+  /// work tile's ops once per tile. Emitters without roles to fork refuse.
+  virtual LogicalResult
+  emitPersistent(function_ref<LogicalResult(bool producer)> loopOverTiles) {
+    return failure();
+  }
+  /// In a persistent kernel: the KV tiles this block visited before the
+  /// current work tile (its mbarriers' phases go on from there), and after
+  /// a work tile's conversion, the KV tiles it visits.
+  Value tileBase, kvTiles;
+
 protected:
   /// Per-thread values a state tensor (or a register-held tile) takes.
   virtual int64_t laneCount(Type stateType) = 0;

@@ -136,8 +136,12 @@ protected:
   /// block-wide barrier ties the warpgroups to the same step.
   Value barriers, barrierBase;
   /// The current tile's index in the KV loop (the sparse loop: among the
-  /// kept tiles).
-  Value tileIndex;
+  /// kept tiles; a persistent kernel: among the block's tiles so far), and
+  /// in the current work tile's KV loop.
+  Value tileIndex, localTile;
+  /// Which side of a persistent kernel's fork is being emitted (Both: the
+  /// kernel of one work tile per block, forking at its KV loop).
+  enum class Side { Both, Producer, Consumer } side = Side::Both;
   /// The plan's producer warpgroup and ping-pong turns.
   bool producer, pingPong;
   /// Registers per thread after the fork (setmaxnreg): the producer's and
@@ -422,6 +426,16 @@ protected:
       initBarriers();
     if (role.kind == Role::Query) {
       queryView = view;
+      // The producer's waits count copy groups after an (empty) one of its
+      // own: its side copies none of Q.
+      if (side == Side::Producer) {
+        queryGroup = copies::commitGroup(b, loc, {});
+        return success();
+      }
+      // A persistent kernel's consumers are done with the last work tile's
+      // output, staged in the Q tile, before its Q copies land there.
+      if (side == Side::Consumer)
+        barrier();
       // The producer warpgroup's threads copy none of Q.
       if (producer)
         copyGuard = cmpI(arith::CmpIPredicate::ult, thread, idx(threads));
@@ -474,8 +488,10 @@ protected:
       Value tile = arith::DivUIOp::create(
           b, loc, arith::SubIOp::create(b, loc, keyView.offsets[2], start),
           idx(bn));
-      parity = arith::RemUIOp::create(b, loc, tile, idx(2));
-      tileIndex = tile;
+      // A persistent kernel's mbarrier phases go on across work tiles.
+      localTile = tile;
+      tileIndex = tileBase ? addI(tile, tileBase) : tile;
+      parity = arith::RemUIOp::create(b, loc, tileIndex, idx(2));
       // The producer warpgroup copies every tile.
       if (producer)
         return success();
@@ -679,39 +695,16 @@ protected:
   /// for full and release after their P V. The producer then exits, and
   /// block-wide barriers become the consumers' own.
   LogicalResult convertProducerFor(scf::ForOp loop) {
-    Value lb = map.lookup(loop.getLowerBound());
-    Value ub = map.lookup(loop.getUpperBound());
-    Value stepSize = map.lookup(loop.getStep());
+    if (side == Side::Producer)
+      return emitProducerSide(loop);
+    if (side == Side::Consumer)
+      return emitConsumerLoop(loop);
     auto fork = scf::IfOp::create(
         b, loc, cmpI(arith::CmpIPredicate::uge, thread, idx(threads)));
     consumersOnly = true;
-    auto action = [&](NVVM::SetMaxRegisterAction a) {
-      return NVVM::SetMaxRegisterActionAttr::get(b.getContext(), a);
-    };
-    NVVM::SetMaxRegisterOp::create(
-        b, loc, b.getI32IntegerAttr(registerSplit.second),
-        action(NVVM::SetMaxRegisterAction::increase));
-    // The consumers' Q copies land (a barrier among them).
-    waitCopies(queryGroup, 0);
-    // Ping-pong: a turn issues the products between two softmaxes back to
-    // back (P V of the previous branch or tile, then the next S), so that
-    // one warpgroup's products run while another computes its softmax
-    // (turnBarrier(g): warpgroup g's turn; turns go 0, 1, .., 0). The last
-    // warpgroup gives warpgroup 0 the first turn (S_0 alone), the last P V
-    // is a turn alone, and warpgroup 0 takes the turn the last one hands
-    // it last.
-    if (pingPong) {
-      inGroup(consumerGroups - 1, [&] { turnSync(i32(0), /*arrive=*/true); });
-      turnSync(groupId(0), /*arrive=*/false);
-    }
-    if (failed(MmaSyncEmitter::convertFor(loop)))
+    setMaxRegisters(registerSplit.second, /*increase=*/true);
+    if (failed(emitConsumerLoop(loop)))
       return failure();
-    if (pingPong) {
-      endTurn();
-      // The last P V, left in flight by its turn.
-      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
-      inGroup(0, [&] { turnSync(i32(0), /*arrive=*/false); });
-    }
     Operation *consumerLoop = fork->getNextNode();
     while (consumerLoop && !isa<scf::ForOp>(consumerLoop))
       consumerLoop = consumerLoop->getNextNode();
@@ -739,9 +732,104 @@ protected:
           return loop.emitError("attn-to-gpu: producer-warpgroup needs the "
                                 "K/V slices' batch and head outside the KV "
                                 "loop");
+    setMaxRegisters(registerSplit.first, /*increase=*/false);
+    emitProducerLoop(loop);
+    NVVM::Exit::create(b, loc);
+    return success();
+  }
+
+  /// setmaxnreg: this warpgroup's registers per thread become `count`.
+  void setMaxRegisters(int32_t count, bool increase) {
     NVVM::SetMaxRegisterOp::create(
-        b, loc, b.getI32IntegerAttr(registerSplit.first),
-        action(NVVM::SetMaxRegisterAction::decrease));
+        b, loc, b.getI32IntegerAttr(count),
+        NVVM::SetMaxRegisterActionAttr::get(
+            b.getContext(), increase ? NVVM::SetMaxRegisterAction::increase
+                                     : NVVM::SetMaxRegisterAction::decrease));
+  }
+
+  /// The consumers' side of the producer's KV loop (the loop as
+  /// MmaSyncEmitter emits it, with no copies).
+  LogicalResult emitConsumerLoop(scf::ForOp loop) {
+    // The consumers' Q copies land (a barrier among them).
+    waitCopies(queryGroup, 0);
+    // Ping-pong: a turn issues the products between two softmaxes back to
+    // back (P V of the previous branch or tile, then the next S), so that
+    // one warpgroup's products run while another computes its softmax
+    // (turnBarrier(g): warpgroup g's turn; turns go 0, 1, .., 0). The last
+    // warpgroup gives warpgroup 0 the first turn (S_0 alone), the last P V
+    // is a turn alone, and warpgroup 0 takes the turn the last one hands
+    // it last.
+    if (pingPong) {
+      inGroup(consumerGroups - 1, [&] { turnSync(i32(0), /*arrive=*/true); });
+      turnSync(groupId(0), /*arrive=*/false);
+    }
+    if (failed(MmaSyncEmitter::convertFor(loop)))
+      return failure();
+    Value tiles = tileBase ? kvTileCount(loop) : Value();
+    if (pingPong) {
+      endTurn();
+      // The last P V, left in flight by its turn.
+      NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+      // A persistent kernel's producer may refill the last tile's V buffer
+      // with the next work tile's: this thread is done with it.
+      if (tiles) {
+        auto ifAny = scf::IfOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::ugt, tiles, idx(0)));
+        OpBuilder::InsertionGuard g(b);
+        b.setInsertionPointToStart(&ifAny.getThenRegion().front());
+        releaseValues(arith::RemUIOp::create(
+            b, loc,
+            arith::SubIOp::create(b, loc, addI(tileBase, tiles), idx(1)),
+            idx(2)));
+      }
+      inGroup(0, [&] { turnSync(i32(0), /*arrive=*/false); });
+    }
+    kvTiles = tiles;
+    return success();
+  }
+
+  /// The tiles `loop` (the source KV loop) visits.
+  Value kvTileCount(scf::ForOp loop) {
+    Value lb = map.lookup(loop.getLowerBound());
+    Value ub = map.lookup(loop.getUpperBound());
+    Value span = arith::MaxSIOp::create(
+        b, loc, arith::SubIOp::create(b, loc, ub, lb), idx(0));
+    return arith::CeilDivUIOp::create(b, loc, span, map.lookup(loop.getStep()));
+  }
+
+  /// A persistent kernel's producer side of a work tile's KV loop: the K/V
+  /// views (the loop body's slices, converted here for their offsets; the
+  /// steps are the consumers'), then the copies.
+  LogicalResult emitProducerSide(scf::ForOp loop) {
+    Value lb = map.lookup(loop.getLowerBound());
+    map.map(loop.getInductionVar(), lb);
+    // The body's ops before the first that holds a step (its full/partial
+    // scf.if, or the step).
+    Operation *step = nullptr;
+    for (Operation &op : loop.getBody()->without_terminator()) {
+      bool holds = false;
+      op.walk([&](OnlineStepOp) { holds = true; });
+      if (holds) {
+        step = &op;
+        break;
+      }
+    }
+    loopLowerBounds.push_back(lb);
+    LogicalResult views = convertOps(*loop.getBody(), step);
+    loopLowerBounds.pop_back();
+    if (failed(views))
+      return failure();
+    kvTiles = emitProducerLoop(loop);
+    return success();
+  }
+
+  /// The producer warpgroup's copies of `loop`'s K/V tiles: tile t into
+  /// buffer t % 2 (t counted from tileBase in a persistent kernel) once
+  /// the consumers released tile t - 2. Returns the tiles copied.
+  Value emitProducerLoop(scf::ForOp loop) {
+    Value lb = map.lookup(loop.getLowerBound());
+    Value ub = map.lookup(loop.getUpperBound());
+    Value stepSize = map.lookup(loop.getStep());
     // The producer's thread index, thread count and bounds facts, for the
     // copies below.
     llvm::SaveAndRestore<Value> producerThread(
@@ -759,6 +847,7 @@ protected:
       publishCopies();
       arriveOn(kind, into);
     };
+    auto global = [&](Value t) { return tileBase ? addI(t, tileBase) : t; };
     auto producerLoop =
         scf::ForOp::create(b, loc, lb, ub, stepSize, ValueRange{idx(0)});
     {
@@ -766,23 +855,24 @@ protected:
       b.setInsertionPointToStart(producerLoop.getBody());
       Value k0 = producerLoop.getInductionVar();
       Value t = producerLoop.getRegionIterArgs()[0];
-      Value buffer = arith::RemUIOp::create(b, loc, t, idx(2));
-      // Buffer t % 2 held tile t - 2: both consumers must be done with it,
+      Value g = global(t);
+      Value buffer = arith::RemUIOp::create(b, loc, g, idx(2));
+      // Buffer g % 2 held tile g - 2: both consumers must be done with it,
       // K (released after S) and V (after P V) on their own barriers, so
       // that K_t's copies need not wait for P_{t-2} V_{t-2}.
       auto afterRelease = [&](int64_t kind) {
         auto ifUsed = scf::IfOp::create(
-            b, loc, cmpI(arith::CmpIPredicate::uge, t, idx(2)));
-        OpBuilder::InsertionGuard g(b);
+            b, loc, cmpI(arith::CmpIPredicate::uge, g, idx(2)));
+        OpBuilder::InsertionGuard g2(b);
         b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
-        waitBarrier(kind, arith::SubIOp::create(b, loc, t, idx(2)));
+        waitBarrier(kind, arith::SubIOp::create(b, loc, g, idx(2)));
       };
       afterRelease(2);
       stageKeys(k0, buffer);
       {
         auto ifAfterFirst = scf::IfOp::create(
             b, loc, cmpI(arith::CmpIPredicate::uge, t, idx(1)));
-        OpBuilder::InsertionGuard g(b);
+        OpBuilder::InsertionGuard g2(b);
         b.setInsertionPointToStart(&ifAfterFirst.getThenRegion().front());
         fill(4, arith::SubIOp::create(b, loc, idx(1), buffer),
              int32_t(keyTiles.size() + stagedTiles.size()));
@@ -796,19 +886,51 @@ protected:
       scf::YieldOp::create(b, loc, ValueRange{addI(t, idx(1))});
     }
     // The last V lands before it exits.
+    Value tiles = producerLoop.getResult(0);
     {
-      Value tiles = producerLoop.getResult(0);
       auto ifAny = scf::IfOp::create(
           b, loc, cmpI(arith::CmpIPredicate::uge, tiles, idx(1)));
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&ifAny.getThenRegion().front());
       fill(4,
            arith::RemUIOp::create(
-               b, loc, arith::SubIOp::create(b, loc, tiles, idx(1)), idx(2)),
+               b, loc, arith::SubIOp::create(b, loc, global(tiles), idx(1)),
+               idx(2)),
            0);
     }
-    NVVM::Exit::create(b, loc);
-    return success();
+    return tiles;
+  }
+
+  /// A persistent kernel: thread 0 sets up the mbarriers once, the fork
+  /// follows, and each side loops over the block's work tiles.
+  LogicalResult emitPersistent(
+      function_ref<LogicalResult(bool producer)> loopOverTiles) override {
+    if (!producer || !barriers)
+      return failure();
+    initBarriers();
+    barrier();
+    auto fork = scf::IfOp::create(
+        b, loc, cmpI(arith::CmpIPredicate::uge, thread, idx(threads)));
+    {
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&fork.getThenRegion().front());
+      setMaxRegisters(registerSplit.first, /*increase=*/false);
+      llvm::SaveAndRestore<Side> producerSide(side, Side::Producer);
+      if (failed(loopOverTiles(/*producer=*/true)))
+        return failure();
+      NVVM::Exit::create(b, loc);
+    }
+    consumersOnly = true;
+    setMaxRegisters(registerSplit.second, /*increase=*/true);
+    llvm::SaveAndRestore<Side> consumerSide(side, Side::Consumer);
+    return loopOverTiles(/*producer=*/false);
+  }
+
+  LogicalResult emitFinalize(OnlineFinalizeOp fin) override {
+    // The producer's side of a persistent kernel stores nothing.
+    if (side == Side::Producer)
+      return success();
+    return MmaSyncEmitter::emitFinalize(fin);
   }
 
   /// Whether every tile the producer copies lies within its tensor: query
@@ -1147,7 +1269,7 @@ protected:
         arriveOn(2, parity);
       if (pingPong && branch == 0) {
         auto ifUsed = scf::IfOp::create(
-            b, loc, cmpI(arith::CmpIPredicate::ugt, tileIndex, idx(0)));
+            b, loc, cmpI(arith::CmpIPredicate::ugt, localTile, idx(0)));
         OpBuilder::InsertionGuard g(b);
         b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
         releaseValues(arith::SubIOp::create(b, loc, idx(1), parity));

@@ -12,7 +12,8 @@
 //   5. the KV loop's form   -- pipelined, mbarriers, producer, ping-pong,
 //                              branch lookahead (loopForm);
 //   6. registers            -- blocks per SM, setmaxnreg's split;
-//   7. shared memory        -- the tiles' bytes, the reads staged with K.
+//   7. the grid             -- a work tile per block, or persistent;
+//   8. shared memory        -- the tiles' bytes, the reads staged with K.
 //
 // The measured reasons behind each rule are decision records in
 // docs/decisions, cited by number.
@@ -108,7 +109,7 @@ struct SharedMemory {
   int64_t bytes = 0;
 };
 
-/// Rule 7: the kernel's shared memory -- K and V tiles (double-buffered),
+/// Rule 8: the kernel's shared memory -- K and V tiles (double-buffered),
 /// Q's where it stays there, the mbarriers of the decoupled loop, the
 /// relative-position tables -- and, on wgmma without tables, as many of the
 /// score region's tile-shaped reads as fit in sm_90a's budget staged with K
@@ -309,7 +310,13 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
         : branches > 1      ? std::pair(24, 240)
                             : std::pair(56, 224);
   }
-  // Rule 7: shared memory.
+  // Rule 7: a persistent grid for three consumer warpgroups whose KV range
+  // is the same for every query tile (no mask): their blocks' work is even,
+  // so a static round-robin balances, and the producer copies the next
+  // work tile's K/V during the last one's epilogue (docs/decisions/025).
+  bool persistent = producer && options.persistent && consumerGroups == 3 &&
+                    facts.getMask().kind == MaskKind::None;
+  // Rule 8: shared memory.
   SharedMemory smem = layoutSharedMemory(facts, wgmma, blockM, blockN, warpRows,
                                          threads / ArchInfo::kThreadsPerWarp,
                                          queryInSmem, loop, producer);
@@ -318,7 +325,7 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
       consumerGroups, producer, loop, pingPong, lookahead, sparsity,
       queryInSmem, smem.stagedReads, smem.bytes, minBlocks, producerRegisters,
       consumerRegisters, !options.staticStrides,
-      facts.getOp()->hasAttr(kAlignedLengthsAttrName));
+      facts.getOp()->hasAttr(kAlignedLengthsAttrName), persistent);
 }
 
 struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {
@@ -344,7 +351,8 @@ struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {
                             producerWarpgroup,
                             pingPong,
                             branchLookahead,
-                            staticStrides};
+                            staticStrides,
+                            persistent};
     WalkResult result = getOperation()->walk([&](AttentionOp op) {
       KernelFacts facts(op);
       FailureOr<KernelPlanAttr> plan = Planner{facts, *info, options}.plan();

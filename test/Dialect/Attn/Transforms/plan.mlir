@@ -6,6 +6,7 @@
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-mask=false" --verify-diagnostics | FileCheck %s --check-prefix=VOTE
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a ping-pong=false" --verify-diagnostics | FileCheck %s --check-prefix=TURNS
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a producer-warpgroup=false" --verify-diagnostics | FileCheck %s --check-prefix=NOPROD
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a persistent=false" --verify-diagnostics | FileCheck %s --check-prefix=ONETILE
 
 // Rule 1 (generator and tiles), lean causal attention at D = 128: wgmma on
 // 128 x 128 tiles, two consumer warpgroups on mbarriers, a producer
@@ -49,9 +50,12 @@ func.func @vanilla_d64(%q: tensor<2x8x2048x64xbf16>, %k: tensor<2x8x2048x64xbf16
 // -----
 
 // Rule 1a, one long branch at D = 64 (N >= 8192): three consumer
-// warpgroups on 192 x 128, and the register file split 32 / 160.
+// warpgroups on 192 x 128, and the register file split 32 / 160. Rule 7:
+// no mask, so a persistent grid (not with persistent=false).
 // H100-LABEL: func.func @long_d64
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 192, block_n = 128, warp_rows = 16, consumer_groups = 3, producer = true, loop = mbarrier, ping_pong = true, {{.*}} producer_registers = 32, consumer_registers = 160, runtime_strides = true>
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 192, block_n = 128, warp_rows = 16, consumer_groups = 3, producer = true, loop = mbarrier, ping_pong = true, {{.*}} producer_registers = 32, consumer_registers = 160, runtime_strides = true, persistent = true>
+// ONETILE-LABEL: func.func @long_d64
+// ONETILE: consumer_registers = 160, runtime_strides = true>
 // NOPROD-LABEL: func.func @long_d64
 // NOPROD: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64,
 func.func @long_d64(%q: tensor<1x8x8192x64xbf16>, %k: tensor<1x8x8192x64xbf16>,
@@ -59,6 +63,24 @@ func.func @long_d64(%q: tensor<1x8x8192x64xbf16>, %k: tensor<1x8x8192x64xbf16>,
   %o = attn.attention q(%q : tensor<1x8x8192x64xbf16>) k(%k : tensor<1x8x8192x64xbf16>)
          v(%v : tensor<1x8x8192x64xbf16>) scale [0.125] normalizer softmax
          -> tensor<1x8x8192x64xbf16>
+  return %o : tensor<1x8x8192x64xbf16>
+}
+
+// -----
+
+// Rule 7: a causal mask's query tiles differ in work, which a static
+// round-robin of work tiles would leave unbalanced: one tile per block.
+// H100-LABEL: func.func @long_causal_d64
+// H100: block_m = 192, {{.*}} runtime_strides = true>
+func.func @long_causal_d64(%q: tensor<1x8x8192x64xbf16>, %k: tensor<1x8x8192x64xbf16>,
+                           %v: tensor<1x8x8192x64xbf16>) -> tensor<1x8x8192x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x8x8192x64xbf16>) k(%k : tensor<1x8x8192x64xbf16>)
+         v(%v : tensor<1x8x8192x64xbf16>) scale [0.125] normalizer softmax
+         mask {
+         ^bb0(%b: index, %h: index, %i: index, %j: index):
+           %keep = arith.cmpi sle, %j, %i : index
+           attn.yield %keep : i1
+         } -> tensor<1x8x8192x64xbf16>
   return %o : tensor<1x8x8192x64xbf16>
 }
 

@@ -78,6 +78,9 @@ def AttnPlan : Pass<"attn-plan"> {
     Option<"staticStrides", "static-strides", "bool", /*default=*/"false",
            "Compile the contiguous strides in (callers must pass contiguous "
            "tensors) instead of reading them from the memref descriptors">,
+    Option<"persistent", "persistent", "bool", /*default=*/"true",
+           "A persistent grid (blocks loop over work tiles) where the plan "
+           "picks one">,
   ];
 }
 
