@@ -319,30 +319,44 @@ KernelManifest::grid(const std::vector<std::vector<int64_t>> &shapes) const {
   return {unsigned(tiles), unsigned(s[1]), unsigned(s[0])};
 }
 
-/// The current device's SM count (a persistent kernel's grid), cached per
-/// device.
-static int multiprocessors() {
+/// The current context's SM count (a persistent kernel's grid), cached per
+/// context once the driver answered.
+static int multiprocessorCount() {
   CudaDriver &cuda = CudaDriver::get();
-  CUdevice device = cuda.currentDevice().first;
+  CUcontext context = nullptr;
+  cuda.check(cuda.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
   static std::mutex lock;
-  static std::map<CUdevice, int> counts;
+  static std::map<CUcontext, int> counts;
+  {
+    std::lock_guard<std::mutex> guard(lock);
+    auto it = counts.find(context);
+    if (context && it != counts.end())
+      return it->second;
+  }
+  CUdevice device = cuda.currentDevice().first;
+  int count = 0;
+  // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT.
+  cuda.check(cuda.cuDeviceGetAttribute(&count, 16, device),
+             "cuDeviceGetAttribute");
+  cuda.check(cuda.cuCtxGetCurrent(&context), "cuCtxGetCurrent");
   std::lock_guard<std::mutex> guard(lock);
-  auto [it, added] = counts.try_emplace(device, 0);
-  if (added)
-    // CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT.
-    cuda.check(cuda.cuDeviceGetAttribute(&it->second, 16, device),
-               "cuDeviceGetAttribute");
-  return it->second;
+  counts[context] = count;
+  return count;
 }
 
 std::array<unsigned, 3>
 KernelManifest::launchGrid(const std::vector<std::vector<int64_t>> &shapes,
-                           int multiprocessors) const {
+                           int smCount) const {
   std::array<unsigned, 3> g = grid(shapes);
   if (!persistent)
     return g;
+  if (smCount < 1)
+    throw ManifestError(name +
+                        ": a persistent kernel needs the device's SM count "
+                        "(got " +
+                        std::to_string(smCount) + ")");
   uint64_t tiles = uint64_t(g[0]) * g[1] * g[2];
-  return {unsigned(std::min<uint64_t>(tiles, uint64_t(multiprocessors))), 1, 1};
+  return {unsigned(std::min<uint64_t>(tiles, uint64_t(smCount))), 1, 1};
 }
 
 std::vector<int64_t> KernelManifest::blockMaskShape(
@@ -519,8 +533,8 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
   for (size_t i = 0; i < manifest.params.size(); ++i)
     appendDescriptor(words, pointers[i], shapes[i]);
   CudaDriver &cuda = CudaDriver::get();
-  std::array<unsigned, 3> grid =
-      manifest.launchGrid(shapes, manifest.persistent ? multiprocessors() : 0);
+  std::array<unsigned, 3> grid = manifest.launchGrid(
+      shapes, manifest.persistent ? multiprocessorCount() : 0);
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)
     return; // No query rows, heads or batch: nothing to compute.
   if (maskFunction) {

@@ -511,6 +511,7 @@ def _stride_problem(t, align, output=False):
     return None
 
 
+# SM count per device index: the grid of a persistent kernel.
 _multiprocessor_counts = {}
 
 

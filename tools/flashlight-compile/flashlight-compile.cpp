@@ -767,16 +767,18 @@ LogicalResult compileAttentions(ModuleOp module, const std::string &name,
         if (failed(aligned))
           return failure();
         // The runtimes size the grid and the block mask by either kernel's
-        // tiles: the plan takes the same facts for both.
+        // tiles and grid form: the plan takes the same facts for both.
         if ((*aligned)["block_m"] != (*info)["block_m"] ||
-            (*aligned)["block_n"] != (*info)["block_n"]) {
+            (*aligned)["block_n"] != (*info)["block_n"] ||
+            (*aligned)["persistent"] != (*info)["persistent"]) {
           fail("the aligned kernel " + kernel.aligned +
-               " was planned with other tiles than " + kernel.name);
+               " was planned with other tiles or grid than " + kernel.name);
           return failure();
         }
         (*info)["aligned"] = {{"kernel", kernel.aligned}};
-        for (const char *key : {"block", "block_m", "block_n",
-                                "dynamic_shared_memory", "block_mask"})
+        for (const char *key :
+             {"block", "block_m", "block_n", "dynamic_shared_memory",
+              "block_mask", "persistent"})
           (*info)["aligned"][key] = (*aligned)[key];
       }
       infos.push_back(*info);

@@ -235,6 +235,9 @@ TEST_CASE("a persistent kernel launches about one block per SM", "[runtime]") {
   CHECK(hopper.persistent);
   CHECK(hopper.launchGrid(shapes, 132) == std::array<unsigned, 3>{45, 1, 1});
   CHECK(hopper.launchGrid(shapes, 16) == std::array<unsigned, 3>{16, 1, 1});
+  // No SM count (a failed query) is an error, not an empty grid.
+  CHECK_THROWS_WITH(hopper.launchGrid(shapes, 0),
+                    Catch::Contains("needs the device's SM count"));
   // The sm_80 kernel keeps a work tile per block.
   KernelManifest ampere = manifest.forArtifact("tiny.sm_80.ptx");
   CHECK_FALSE(ampere.persistent);

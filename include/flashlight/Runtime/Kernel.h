@@ -115,11 +115,12 @@ struct KernelManifest {
   std::array<unsigned, 3>
   grid(const std::vector<std::vector<int64_t>> &shapes) const;
   /// The grid a launch uses: grid(), or for a persistent kernel as many
-  /// blocks as `multiprocessors` (at most one per work tile), each looping
-  /// over work tiles.
+  /// blocks as the device's `smCount` SMs (at most one per work tile), each
+  /// looping over work tiles; throws ManifestError for a persistent kernel
+  /// without a positive `smCount`.
   std::array<unsigned, 3>
   launchGrid(const std::vector<std::vector<int64_t>> &shapes,
-             int multiprocessors) const;
+             int smCount) const;
   /// Shape of the block mask for the given parameter shapes: [B or 1,
   /// Hq or 1, ceil(M / block_m), ceil(N / block_n)]; empty without one.
   std::vector<int64_t>

@@ -56,9 +56,21 @@ LogicalResult emitPersistentBody(OpBuilder &b, Location loc,
     Value v = getValueOrCreateConstantIndexOp(b, loc, bound);
     bounds.push_back(emitter.map.lookupOrDefault(v));
   }
+  // The mbarriers' phases count one KV loop's tiles per work tile.
+  int64_t kvLoops = 0;
+  for (Operation &op : forall.getBody()->without_terminator())
+    if (auto loop = dyn_cast<scf::ForOp>(op)) {
+      bool steps = false;
+      loop.walk([&](OnlineStepOp) { steps = true; });
+      kvLoops += steps;
+    }
+  if (kvLoops != 1)
+    return forall.emitError("attn-to-gpu: a persistent kernel takes one KV "
+                            "loop, not ")
+           << kvLoops;
   Value total = arith::MulIOp::create(
       b, loc, arith::MulIOp::create(b, loc, bounds[0], bounds[1]), bounds[2]);
-  auto loopOverTiles = [&](bool) -> LogicalResult {
+  auto loopOverTiles = [&]() -> LogicalResult {
     Value first = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value stride = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
@@ -91,7 +103,10 @@ LogicalResult emitPersistentBody(OpBuilder &b, Location loc,
                              b, loc, emitter.tileBase, emitter.kvTiles)});
     return success();
   };
-  return emitter.emitPersistent(loopOverTiles);
+  if (failed(emitter.emitPersistent(loopOverTiles)))
+    return forall.emitError("attn-to-gpu: the persistent kernel could not be "
+                            "emitted");
+  return success();
 }
 
 /// Walks `func` (a tiled attention) into `kernel`'s body with `emitter`, the

@@ -63,11 +63,12 @@ public:
   LogicalResult convertOps(Block &block, Operation *stop = nullptr);
 
   /// A persistent kernel (the plan's `persistent`): each block loops over
-  /// work tiles. The emitter forks its roles once and calls
-  /// `loopOverTiles(producer)` on each side of the fork, which converts the
-  /// work tile's ops once per tile. Emitters without roles to fork refuse.
+  /// work tiles. The emitter forks its roles once and calls `loopOverTiles`
+  /// on each side of the fork (the emitter knows which side it converts),
+  /// which converts the work tile's ops once per tile. Emitters without
+  /// roles to fork refuse.
   virtual LogicalResult
-  emitPersistent(function_ref<LogicalResult(bool producer)> loopOverTiles) {
+  emitPersistent(function_ref<LogicalResult()> loopOverTiles) {
     return failure();
   }
   /// In a persistent kernel: the KV tiles this block visited before the

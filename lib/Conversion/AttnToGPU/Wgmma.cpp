@@ -432,8 +432,9 @@ protected:
         queryGroup = copies::commitGroup(b, loc, {});
         return success();
       }
-      // A persistent kernel's consumers are done with the last work tile's
-      // output, staged in the Q tile, before its Q copies land there.
+      // A persistent kernel's consumers are all done with the last work
+      // tile's Q (every warpgroup's last S read it) before the next Q's
+      // copies land there.
       if (side == Side::Consumer)
         barrier();
       // The producer warpgroup's threads copy none of Q.
@@ -885,7 +886,7 @@ protected:
       fill(0, buffer, 1);
       scf::YieldOp::create(b, loc, ValueRange{addI(t, idx(1))});
     }
-    // The last V lands before it exits.
+    // The last V lands, and its full barrier says so: no later copy does.
     Value tiles = producerLoop.getResult(0);
     {
       auto ifAny = scf::IfOp::create(
@@ -903,8 +904,8 @@ protected:
 
   /// A persistent kernel: thread 0 sets up the mbarriers once, the fork
   /// follows, and each side loops over the block's work tiles.
-  LogicalResult emitPersistent(
-      function_ref<LogicalResult(bool producer)> loopOverTiles) override {
+  LogicalResult
+  emitPersistent(function_ref<LogicalResult()> loopOverTiles) override {
     if (!producer || !barriers)
       return failure();
     initBarriers();
@@ -916,18 +917,19 @@ protected:
       b.setInsertionPointToStart(&fork.getThenRegion().front());
       setMaxRegisters(registerSplit.first, /*increase=*/false);
       llvm::SaveAndRestore<Side> producerSide(side, Side::Producer);
-      if (failed(loopOverTiles(/*producer=*/true)))
+      if (failed(loopOverTiles()))
         return failure();
       NVVM::Exit::create(b, loc);
     }
     consumersOnly = true;
     setMaxRegisters(registerSplit.second, /*increase=*/true);
     llvm::SaveAndRestore<Side> consumerSide(side, Side::Consumer);
-    return loopOverTiles(/*producer=*/false);
+    return loopOverTiles();
   }
 
+  /// The finalize, on the consumers' side only: the producer's side of a
+  /// persistent kernel stores nothing.
   LogicalResult emitFinalize(OnlineFinalizeOp fin) override {
-    // The producer's side of a persistent kernel stores nothing.
     if (side == Side::Producer)
       return success();
     return MmaSyncEmitter::emitFinalize(fin);
@@ -1059,6 +1061,10 @@ protected:
                    ArrayRef<Value> pairs) override {
     auto [out, outType, b0, h0] = target;
     int64_t dv = outType.getDimSize(3);
+    // A persistent kernel's consumers copy the next work tile's Q into the
+    // Q tile right after this one: the output goes out in pairs.
+    if (side == Side::Consumer)
+      return MmaSyncEmitter::storeOutput(target, q0, pairs);
     // Branch 0's Q tile (every branch's last S = Q K^T has completed).
     Value staging = queryTiles.empty() ? Value() : queryTiles.front();
     auto tileType =
@@ -1122,11 +1128,11 @@ protected:
   void afterQueryCopies() override {
     if (threads == kGroupThreads)
       return MmaSyncEmitter::afterQueryCopies();
-    // The mbarriers' initialization, shown to every thread. With a
-    // producer, the consumers let their Q copies land only after the fork
-    // (convertProducerFor), so that the producer's first K and V copies
-    // overlap them.
-    if (barriers)
+    // The mbarriers' initialization, shown to every thread (a persistent
+    // kernel showed it before its fork). With a producer, the consumers let
+    // their Q copies land only after the fork (emitConsumerLoop), so that
+    // the producer's first K and V copies overlap them.
+    if (barriers && side != Side::Consumer)
       barrier();
   }
 

@@ -27,6 +27,9 @@
 // CHECK: scf.for %{{.*}} = %{{.*}} to %c6 step %{{.*}} iter_args(%{{.*}} = %c0) -> (index) {
 // CHECK: nvvm.barrier id = %c5_i32 number_of_threads = %c384_i32
 // CHECK: nvgpu.device_async_copy %arg0
+// The output goes out in pairs, not staged in Q's tile, which the next
+// work tile's Q copies refill right after.
+// CHECK: vector.store %{{.*}}, %arg3[{{.*}}] {alignment = 4 : i64} : {{.*}}, vector<2xbf16>
 // CHECK: scf.yield
 // CHECK: gpu.return
 // ONETILE-LABEL: gpu.func @vanilla

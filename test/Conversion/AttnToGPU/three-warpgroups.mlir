@@ -1,9 +1,10 @@
-// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128 persistent=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
 // RUN: not flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu 2>&1 | FileCheck %s --check-prefix=NARROW
 // RUN: not flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128 producer-warpgroup=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu 2>&1 | FileCheck %s --check-prefix=NARROW
 // RUN: not flashlight-opt %s --attn-plan="block-m=192 block-n=128" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu 2>&1 | FileCheck %s --check-prefix=AMPERE
 
-// 192-row tiles: three consumer warpgroups (threads 0..383) and the
+// 192-row tiles (one work tile per block; persistent.mlir has the
+// persistent grid): three consumer warpgroups (threads 0..383) and the
 // producer warpgroup (384..511), the consumers taking turns in order
 // 0, 1, 2, 0, ... (FlashAttention-3's D = 64 configuration).
 // CHECK-LABEL: gpu.func @vanilla
