@@ -18,11 +18,11 @@ inside `jax.jit` (the gradient program, through jax.custom_vjp) against
 XLA's f32 gradients. No PyTorch is imported.
 """
 
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import lowered_check  # noqa: E402  (beside this script)
 
 B, H, N, D = 2, 4, 256, 64
 
@@ -73,32 +73,13 @@ def specs(shapes):
 
 
 def lower(texts):
-    import flashlight.jax as fj
-
-    os.makedirs(texts, exist_ok=True)
-    for name, (fn, shapes) in programs().items():
-        with open(os.path.join(texts, name + ".stablehlo.mlir"), "w") as f:
-            f.write(fj.JaxFunction(fn).stablehlo(*specs(shapes)))
-        print(f"{name}: lowered")
+    lowered_check.lower(texts, {name: (fn, specs(shapes))
+                                for name, (fn, shapes) in programs().items()})
 
 
 def fill(cache, texts):
-    import shutil
-    import tempfile
-
-    from flashlight._jit import cached_compile
-
-    from flashlight._jit import CompileError
-
-    for name in sorted(os.listdir(texts)):
-        with tempfile.TemporaryDirectory() as folder:
-            shutil.copy(os.path.join(texts, name), os.path.join(folder, "program.stablehlo.mlir"))
-            manifest, hit = cached_compile(folder, "program.stablehlo.mlir", cache=cache)
-            print(f"{name}: {manifest} ({'cached' if hit else 'compiled'})")
-            if name.split(".")[0] in GRADIENTS:
-                manifest, hit = cached_compile(folder, "program.stablehlo.mlir", cache=cache,
-                                               flags=("--gradient",))
-                print(f"{name} gradient: {manifest} ({'cached' if hit else 'compiled'})")
+    lowered_check.fill(cache, texts, lambda name: [()] + (
+        [("--gradient",)] if name in GRADIENTS else []))
 
 
 def run(cache, out_path):
@@ -149,22 +130,10 @@ def run(cache, out_path):
             raise RuntimeError(f"{name}: compiled on the GPU machine (cache miss)")
         text = jax.jit(lambda *a: jf(*a)).lower(*args).as_text()
         records[-1]["custom_call_in_jit"] = fj.TARGET in text
-    result = {"gpu": str(jax.devices()[0].device_kind), "jax": jax.__version__,
-              "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
-              "command": "scripts/jax_ffi_check.py lower T (GPU); fill CACHE T (build); "
-                         "run CACHE OUT (GPU)", "records": records}
-    with open(out_path, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"jax_ffi_check: {len(records) - failures}/{len(records)} pass")
-    return 1 if failures else 0
+    return lowered_check.write_result(
+        out_path, "jax_ffi_check", "scripts/jax_ffi_check.py lower T (GPU); fill CACHE T "
+        "(build); run CACHE OUT (GPU)", records, failures)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "lower":
-        lower(sys.argv[2])
-    elif len(sys.argv) == 4 and sys.argv[1] == "fill":
-        fill(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) == 4 and sys.argv[1] == "run":
-        sys.exit(run(sys.argv[2], sys.argv[3]))
-    else:
-        sys.exit(__doc__)
+    lowered_check.main(__doc__, lower, fill, run)

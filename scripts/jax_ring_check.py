@@ -16,11 +16,11 @@ XLA's f32 attention over the whole sequence on one device (relative
 Frobenius error, bf16 tolerance 2e-2). No PyTorch is imported.
 """
 
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import lowered_check  # noqa: E402  (beside this script)
 
 B, H, N, D = 1, 8, 8192, 128
 WORLDS = (2, 4)
@@ -54,30 +54,12 @@ def programs():
 
 
 def lower(texts):
-    import flashlight.jax as fj
-
-    os.makedirs(texts, exist_ok=True)
-    for name, (fn, specs) in programs().items():
-        with open(os.path.join(texts, name + ".stablehlo.mlir"), "w") as f:
-            f.write(fj.JaxFunction(fn).stablehlo(*specs))
-        print(f"{name}: lowered")
+    lowered_check.lower(texts, programs())
 
 
 def fill(cache, texts):
-    import shutil
-    import tempfile
-
-    from flashlight._jit import cached_compile
-
     # The step program and its gradient program with saved statistics.
-    for name in sorted(os.listdir(texts)):
-        for flags in ((), ("--gradient", "--saved-statistics")):
-            with tempfile.TemporaryDirectory() as folder:
-                shutil.copy(os.path.join(texts, name),
-                            os.path.join(folder, "program.stablehlo.mlir"))
-                manifest, hit = cached_compile(folder, "program.stablehlo.mlir", cache=cache,
-                                               flags=flags)
-            print(f"{name} {' '.join(flags)}: {'cached' if hit else 'compiled'}")
+    lowered_check.fill(cache, texts, lambda name: [(), ("--gradient", "--saved-statistics")])
 
 
 def run(cache, out_path):
@@ -140,22 +122,10 @@ def run(cache, out_path):
             print(f"world {world} {'causal' if causal else 'full':<6} "
                   f"{'pass' if ok else 'FAIL'} " +
                   " ".join(f"{name}={e:.2e}" for name, e in errs.items()), flush=True)
-    result = {"gpu": str(devices[0].device_kind), "jax": jax.__version__,
-              "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
-              "command": "scripts/jax_ring_check.py lower T (GPU); fill CACHE T (build); "
-                         "run CACHE OUT (GPU, 2-4 GPUs)", "records": records}
-    with open(out_path, "w") as f:
-        json.dump(result, f, indent=1)
-    print(f"jax_ring_check: {len(records) - failures}/{len(records)} pass")
-    return 1 if failures else 0
+    return lowered_check.write_result(
+        out_path, "jax_ring_check", "scripts/jax_ring_check.py lower T (GPU); fill CACHE T "
+        "(build); run CACHE OUT (GPU, 2-4 GPUs)", records, failures)
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 3 and sys.argv[1] == "lower":
-        lower(sys.argv[2])
-    elif len(sys.argv) == 4 and sys.argv[1] == "fill":
-        fill(sys.argv[2], sys.argv[3])
-    elif len(sys.argv) == 4 and sys.argv[1] == "run":
-        sys.exit(run(sys.argv[2], sys.argv[3]))
-    else:
-        sys.exit(__doc__)
+    lowered_check.main(__doc__, lower, fill, run)
