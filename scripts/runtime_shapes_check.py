@@ -82,6 +82,10 @@ PROGRAMS = {
                         [(1, 33), (2, 1000)], [(2, 8192)]),
     "vanilla_d128": (vanilla, bhnd(16, 128), [(2, 256), (3, 384)],
                      [(1, 1), (2, 200), (1, 1031), (2, 1024)], [(8, 2048), (2, 8192)]),
+    # A persistent grid with Q copied ahead (128 x 128 at D = 64): blocks
+    # loop over up to 2 * 32 * 33 work tiles.
+    "vanilla_d64": (vanilla, bhnd(32, 64), [(2, 256), (3, 384)],
+                    [(1, 1), (2, 200), (1, 1031), (2, 4100)], [(8, 2048)]),
     "cross_d64": (cross, lambda b, mn: [(b, 4, mn[0], 64)] + [(b, 4, mn[1], 64)] * 2,
                   [(2, (128, 256)), (3, (192, 320))],
                   [(1, (1, 1)), (2, (300, 77)), (1, (64, 1000)), (2, (1000, 64)),
@@ -116,7 +120,7 @@ def flops(name, b, n):
     """Of the attention's two products; causal halves them; None where the
     mask keeps a data-dependent share."""
     h, d = {"causal_bnhd_d128": (16, 128), "causal_bnhd_d64": (32, 64),
-            "vanilla_d128": (16, 128)}.get(name, (None, None))
+            "vanilla_d128": (16, 128), "vanilla_d64": (32, 64)}.get(name, (None, None))
     if h is None:
         return None
     return 4 * b * h * n * n * d / (2 if name.startswith("causal") else 1)

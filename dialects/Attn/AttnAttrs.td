@@ -131,6 +131,10 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
       work tiles (batch, head, query tile), the producer warpgroup copying
       the next work tile's K/V while the consumers finish the last one;
       printed only when true.
+    * `query_ahead`: in a persistent kernel, the producer also copies each
+      work tile's Q, into one of two buffers, so that the next work tile's
+      Q lands while the consumers finish the last one; printed only when
+      true.
   }];
   let parameters = (ins
     EnumParameter<Attn_Generator>:$generator,
@@ -151,7 +155,8 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
     "int64_t":$consumer_registers,
     Attn_PlanFlag:$runtime_strides,
     Attn_OptionalPlanFlag:$aligned_lengths,
-    Attn_OptionalPlanFlag:$persistent
+    Attn_OptionalPlanFlag:$persistent,
+    Attn_OptionalPlanFlag:$query_ahead
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{

@@ -249,7 +249,9 @@ json planJson(flashlight::attn::KernelPlanAttr plan) {
           {"min_blocks", plan.getMinBlocks()},
           {"producer_registers", plan.getProducerRegisters()},
           {"consumer_registers", plan.getConsumerRegisters()},
-          {"runtime_strides", plan.getRuntimeStrides()}};
+          {"runtime_strides", plan.getRuntimeStrides()},
+          {"persistent", plan.getPersistent()},
+          {"query_ahead", plan.getQueryAhead()}};
 }
 
 /// `name` as a PTX identifier ([A-Za-z_][A-Za-z0-9_]*): other characters

@@ -45,12 +45,11 @@ gpu::BlockIdOp blockId(OpBuilder &b, Location loc, gpu::Dimension d,
 /// The body of a persistent kernel: block x takes work tiles x, x + grid,
 /// x + 2 grid, .. of the forall's (batch, head, query tile) space, query
 /// tiles fastest (the order blocks of a one-tile grid start in), each side
-/// of the emitter's fork converting the forall's body per tile. A causal
-/// grid's reversed query tiles (`reversed`: the last tile first) stay
-/// reversed.
+/// of the emitter's fork converting the forall's body per work tile. Both
+/// count the KV tiles and the work tiles the block visited (the
+/// mbarriers' phases go on across work tiles).
 LogicalResult emitPersistentBody(OpBuilder &b, Location loc,
-                                 KernelEmitter &emitter, scf::ForallOp forall,
-                                 bool reversed) {
+                                 KernelEmitter &emitter, scf::ForallOp forall) {
   SmallVector<Value> bounds;
   for (OpFoldResult bound : forall.getMixedUpperBound()) {
     Value v = getValueOrCreateConstantIndexOp(b, loc, bound);
@@ -68,39 +67,38 @@ LogicalResult emitPersistentBody(OpBuilder &b, Location loc,
     return forall.emitError("attn-to-gpu: a persistent kernel takes one KV "
                             "loop, not ")
            << kvLoops;
+  auto idx = [&](int64_t v) -> Value {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
   Value total = arith::MulIOp::create(
       b, loc, arith::MulIOp::create(b, loc, bounds[0], bounds[1]), bounds[2]);
+  // (Not a ValueRange: ForallOp returns the induction variables by value.)
+  SmallVector<Value> ivs(forall.getInductionVars());
   auto loopOverTiles = [&]() -> LogicalResult {
     Value first = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value stride = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
-    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-    auto loop = scf::ForOp::create(b, loc, first, total, stride, zero);
+    auto loop = scf::ForOp::create(b, loc, first, total, stride,
+                                   ValueRange{idx(0), idx(0)});
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
     Value tile = loop.getInductionVar();
-    Value queryTiles = bounds[2];
-    Value q = arith::RemUIOp::create(b, loc, tile, queryTiles);
-    Value rest = arith::DivUIOp::create(b, loc, tile, queryTiles);
-    if (reversed)
-      q = arith::SubIOp::create(
-          b, loc,
-          arith::SubIOp::create(b, loc, queryTiles,
-                                arith::ConstantIndexOp::create(b, loc, 1)),
-          q);
-    ValueRange ivs = forall.getInductionVars();
-    emitter.map.map(ivs[2], q);
+    Value rest = arith::DivUIOp::create(b, loc, tile, bounds[2]);
+    emitter.map.map(ivs[2], arith::RemUIOp::create(b, loc, tile, bounds[2]));
     emitter.map.map(ivs[1], arith::RemUIOp::create(b, loc, rest, bounds[1]));
     emitter.map.map(ivs[0], arith::DivUIOp::create(b, loc, rest, bounds[1]));
-    emitter.tileBase = loop.getRegionIterArgs()[0];
+    ValueRange counts = loop.getRegionIterArgs();
+    emitter.tileBase = counts[0];
+    emitter.workIndex = counts[1];
     emitter.kvTiles = Value();
     if (failed(emitter.convertOps(*forall.getBody())))
       return failure();
     if (!emitter.kvTiles)
       return forall.emitError("attn-to-gpu: a persistent kernel needs a KV "
                               "loop");
-    scf::YieldOp::create(b, loc,
-                         ValueRange{arith::AddIOp::create(
-                             b, loc, emitter.tileBase, emitter.kvTiles)});
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{arith::AddIOp::create(b, loc, counts[0], emitter.kvTiles),
+                   arith::AddIOp::create(b, loc, counts[1], idx(1))});
     return success();
   };
   if (failed(emitter.emitPersistent(loopOverTiles)))
@@ -145,6 +143,13 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
   if (persistent && !plan.getProducer())
     return forall.emitError("attn-to-gpu: a persistent kernel needs the "
                             "producer warpgroup");
+  if (persistent && queryTile)
+    return forall.emitError("attn-to-gpu: a persistent kernel takes query "
+                            "tiles in order (its KV range may not grow with "
+                            "the query tile)");
+  if (plan && plan.getQueryAhead() && !persistent)
+    return forall.emitError("attn-to-gpu: query_ahead needs a persistent "
+                            "kernel");
   if (!persistent)
     for (auto [iv, d, bound] : llvm::zip(forall.getInductionVars(), dims,
                                          forall.getMixedUpperBound()))
@@ -155,8 +160,7 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
   // Values the loop nest uses from before the forall (sizes, constants).
   if (failed(emitter.convertOps(func.getBody().front(), forall)))
     return failure();
-  if (persistent ? failed(emitPersistentBody(b, loc, emitter, forall,
-                                             /*reversed=*/bool(queryTile)))
+  if (persistent ? failed(emitPersistentBody(b, loc, emitter, forall))
                  : failed(emitter.convertOps(*forall.getBody())))
     return failure();
   gpu::ReturnOp::create(b, loc);
@@ -321,10 +325,12 @@ MmaTiles layoutTiles(SharedMemoryPlan &smem, OpBuilder &b, OnlineStepOp step,
   tiles.values = smem.tile(step.getValue(), plan.getBlockN(), 2);
   if (plan.getQueryInSmem())
     for (Value query : step.getQueries())
-      tiles.queries.push_back(smem.tile(query, plan.getBlockM(), 1));
+      tiles.queries.push_back(
+          smem.tile(query, plan.getBlockM(), plan.getQueryAhead() ? 2 : 1));
   if (plan.getLoop() == LoopForm::mbarrier)
-    tiles.barriers = smem.carve({ArchInfo::mbarrierCount(plan.getProducer())},
-                                b.getI64Type());
+    tiles.barriers = smem.carve(
+        {ArchInfo::mbarrierCount(plan.getProducer(), plan.getQueryAhead())},
+        b.getI64Type());
   // The relative-position tables (MmaSync.h's fillRelativeTable).
   unsigned branches = step.getNumBranches();
   if (RelativeTerms relative = relativeTerms(step.getScore(), branches)) {

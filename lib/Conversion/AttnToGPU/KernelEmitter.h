@@ -75,6 +75,9 @@ public:
   /// current work tile (its mbarriers' phases go on from there), and after
   /// a work tile's conversion, the KV tiles it visits.
   Value tileBase, kvTiles;
+  /// In a persistent kernel: the work tiles this block took before the
+  /// current one (which of Q's two buffers it uses, and their phases).
+  Value workIndex;
 
 protected:
   /// Per-thread values a state tensor (or a register-held tile) takes.

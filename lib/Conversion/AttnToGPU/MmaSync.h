@@ -164,10 +164,14 @@ protected:
   /// tiles; null: buffer 0 or a padded tile).
   Value stageOffset;
   /// Rows per buffer of a staging tile whose rows hold `d` elements (Q's
-  /// tiles have one buffer, K's and V's two).
+  /// tiles have queryBuffers buffers, K's and V's two).
   int64_t tileRows(Value tile, int64_t d) {
-    return layout.rows(tile, d, llvm::is_contained(queryTiles, tile) ? 1 : 2);
+    return layout.rows(tile, d,
+                       llvm::is_contained(queryTiles, tile) ? queryBuffers : 2);
   }
+  /// Buffers of each Q tile: two in a persistent kernel (the producer fills
+  /// the next work tile's while the consumers use this one's), else one.
+  int64_t queryBuffers = 1;
   /// The tile (row, column) that 16-byte copy `c` of a tile of `d` columns
   /// fills: row-major, so that a warp's copies read whole rows.
   virtual std::pair<Value, Value> chunkOrigin(Value c, int64_t d);

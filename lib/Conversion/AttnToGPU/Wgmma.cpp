@@ -75,8 +75,10 @@ public:
         barriers(tiles.barriers), producer(plan.getProducer()),
         pingPong(plan.getPingPong()),
         registerSplit(plan.getProducerRegisters(), plan.getConsumerRegisters()),
-        consumerGroups(plan.getConsumerGroups()) {
+        consumerGroups(plan.getConsumerGroups()),
+        producerCopiesQuery(plan.getQueryAhead()) {
     fmaReciprocals = true;
+    queryBuffers = producerCopiesQuery ? 2 : 1;
     // Tile addresses in the shared window, once at the kernel's start.
     auto address = [&](Value tile) -> Value {
       Value pointer =
@@ -149,6 +151,13 @@ protected:
   std::pair<int32_t, int32_t> registerSplit;
   /// The consumer warpgroups (block-m / 64).
   int64_t consumerGroups;
+  /// The plan's query_ahead (a persistent kernel): the producer copies each
+  /// work tile's Q into buffer workIndex % 2 (mbarriers 8, 9 full; 10, 11
+  /// empty), so that the next work tile's Q lands while the consumers
+  /// finish the last one.
+  bool producerCopiesQuery;
+  /// The current work tile's Q buffer (producerCopiesQuery).
+  Value queryBuffer;
   /// Ping-pong: the named barrier of warpgroup `g`'s turn (after the
   /// warpgroups' own, 1..3, and the consumers' 5 with three of them).
   Value turnBarrier(Value g) {
@@ -165,7 +174,8 @@ protected:
   }
 
   /// mbarrier `i` (0, 1: buffer full; 2, 3: buffer empty; with a producer
-  /// warpgroup, those are K's, and 4, 5 and 6, 7 V's) as a shared pointer.
+  /// warpgroup, those are K's, and 4, 5 and 6, 7 V's; 8, 9 and 10, 11 Q's
+  /// where the producer copies Q) as a shared pointer.
   Value barrierAt(int64_t i, Value buffer = Value()) {
     Value offset = i64(8 * i);
     if (buffer)
@@ -238,7 +248,8 @@ protected:
     // the tile (empty); one per warp for empty was slower
     // (docs/decisions/006).
     // With a producer warpgroup, its 128 threads fill the buffers.
-    for (int64_t i = 0; i < ArchInfo::mbarrierCount(producer); ++i)
+    for (int64_t i = 0;
+         i < ArchInfo::mbarrierCount(producer, producerCopiesQuery); ++i)
       copies::initBarrier(b, loc, barrierAt(i),
                           i32(producer && i % 4 < 2 ? kGroupThreads : threads));
   }
@@ -426,6 +437,17 @@ protected:
       initBarriers();
     if (role.kind == Role::Query) {
       queryView = view;
+      if (producerCopiesQuery && side == Side::Producer)
+        return copyQueryAhead(view, role);
+      // The consumers copy none of Q: they wait until it landed (their
+      // waits for copy groups then count none of their own).
+      if (producerCopiesQuery && side == Side::Consumer) {
+        queryGroup = copies::commitGroup(b, loc, {});
+        queryBuffer = arith::RemUIOp::create(b, loc, workIndex, idx(2));
+        if (role.branch + 1 == role.branches)
+          waitBarrier(8, workIndex);
+        return success();
+      }
       // The producer's waits count copy groups after an (empty) one of its
       // own: its side copies none of Q.
       if (side == Side::Producer) {
@@ -689,6 +711,29 @@ protected:
     body();
   }
 
+  /// A persistent kernel's producer side of Q (branch `role.branch`): once
+  /// the consumers released the buffer (work tile workIndex - 2's Q), the
+  /// copies into buffer workIndex % 2. They land, and the full barrier says
+  /// so, after the first K tile's copies were issued (emitProducerLoop).
+  LogicalResult copyQueryAhead(const View &view, Role role) {
+    queryBuffer = arith::RemUIOp::create(b, loc, workIndex, idx(2));
+    if (role.branch == 0) {
+      auto ifUsed = scf::IfOp::create(
+          b, loc, cmpI(arith::CmpIPredicate::uge, workIndex, idx(2)));
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
+      waitBarrier(10, arith::SubIOp::create(b, loc, workIndex, idx(2)));
+    }
+    llvm::SaveAndRestore<Value> producerThread(
+        thread, arith::SubIOp::create(b, loc, thread, idx(threads)));
+    llvm::SaveAndRestore<int64_t> producerThreads(threads, kGroupThreads);
+    Value tile = queryTiles[role.branch];
+    queryGroup =
+        stageBuffer(view, tile, queryBuffer,
+                    cast<MemRefType>(view.memref.getType()).getDimSize(3));
+    return success();
+  }
+
   /// The dense KV loop with a producer warpgroup: threads 256..383 copy
   /// tile t into buffer t % 2 once both consumers released tile t - 2
   /// (empty barrier) and arrive on its full barrier as the copies land; the
@@ -767,6 +812,10 @@ protected:
     if (failed(MmaSyncEmitter::convertFor(loop)))
       return failure();
     Value tiles = tileBase ? kvTileCount(loop) : Value();
+    // Every S of this work tile completed (the softmax read them): the
+    // producer may copy work tile workIndex + 2's Q into this buffer.
+    if (producerCopiesQuery)
+      arriveOn(10, queryBuffer);
     if (pingPong) {
       endTurn();
       // The last P V, left in flight by its turn.
@@ -870,6 +919,14 @@ protected:
       };
       afterRelease(2);
       stageKeys(k0, buffer);
+      // Q, copied before K_0, landed: the consumers may start.
+      if (producerCopiesQuery) {
+        auto ifFirst = scf::IfOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::eq, t, idx(0)));
+        OpBuilder::InsertionGuard g2(b);
+        b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+        fill(8, queryBuffer, int32_t(keyTiles.size() + stagedTiles.size()));
+      }
       {
         auto ifAfterFirst = scf::IfOp::create(
             b, loc, cmpI(arith::CmpIPredicate::uge, t, idx(1)));
@@ -890,7 +947,8 @@ protected:
     Value tiles = producerLoop.getResult(0);
     {
       auto ifAny = scf::IfOp::create(
-          b, loc, cmpI(arith::CmpIPredicate::uge, tiles, idx(1)));
+          b, loc, cmpI(arith::CmpIPredicate::uge, tiles, idx(1)),
+          /*withElseRegion=*/producerCopiesQuery);
       OpBuilder::InsertionGuard g(b);
       b.setInsertionPointToStart(&ifAny.getThenRegion().front());
       fill(4,
@@ -898,6 +956,11 @@ protected:
                b, loc, arith::SubIOp::create(b, loc, global(tiles), idx(1)),
                idx(2)),
            0);
+      // No KV tile: Q's copies land here.
+      if (producerCopiesQuery) {
+        b.setInsertionPointToStart(&ifAny.getElseRegion().front());
+        fill(8, queryBuffer, 0);
+      }
     }
     return tiles;
   }
@@ -1164,10 +1227,16 @@ protected:
     // into each atom of its tile.
     int64_t atoms = llvm::divideCeil(dqk, atomColumns());
     int64_t queryRows =
-        cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) / atoms;
+        cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) / atoms /
+        queryBuffers;
     Value group = warpgroup();
-    Value rowsOffset = arith::IndexCastUIOp::create(
-        b, loc, b.getI64Type(), mulI(group, kGroupRows * kRowBytes));
+    // A persistent kernel's work tile reads Q from buffer queryBuffer.
+    Value rowsOffset = mulI(group, kGroupRows * kRowBytes);
+    if (queryBuffer)
+      rowsOffset =
+          addI(rowsOffset, mulI(queryBuffer, queryRows * atoms * kRowBytes));
+    rowsOffset =
+        arith::IndexCastUIOp::create(b, loc, b.getI64Type(), rowsOffset);
     Value queryAddress = queryAddresses[r];
     Value keyAddress = keyAddresses[r];
     Type type = accumulatorType(bn / 2);

@@ -50,7 +50,8 @@ KernelPlanAttr KernelPlanAttr::getReference(MLIRContext *context,
              /*query_in_smem=*/false, /*staged_reads=*/0,
              /*shared_memory=*/0, /*min_blocks=*/0,
              /*producer_registers=*/0, /*consumer_registers=*/0, runtimeStrides,
-             /*aligned_lengths=*/false, /*persistent=*/false);
+             /*aligned_lengths=*/false, /*persistent=*/false,
+             /*query_ahead=*/false);
 }
 
 AttentionOp flashlight::attn::getSoleAttention(ModuleOp module,

@@ -117,8 +117,8 @@ struct SharedMemory {
 SharedMemory layoutSharedMemory(const KernelFacts &facts, bool wgmma,
                                 int64_t blockM, int64_t blockN,
                                 int64_t warpRows, int64_t warps,
-                                bool queryInSmem, LoopForm loop,
-                                bool producer) {
+                                bool queryInSmem, LoopForm loop, bool producer,
+                                bool queryAhead) {
   auto op = cast<AttentionOp>(facts.getOp());
   auto tileBytes = [&](Value of, int64_t rows, int64_t buffers) {
     auto type = cast<RankedTensorType>(of.getType());
@@ -131,11 +131,13 @@ SharedMemory layoutSharedMemory(const KernelFacts &facts, bool wgmma,
   for (Value key : op.getKeys())
     smem.bytes += tileBytes(key, blockN, 2);
   smem.bytes += tileBytes(op.getValue(), blockN, 2);
+  // query_ahead: the producer copies the next work tile's Q into a second
+  // buffer while the consumers finish the last one.
   if (queryInSmem)
     for (Value query : op.getQueries())
-      smem.bytes += tileBytes(query, blockM, 1);
+      smem.bytes += tileBytes(query, blockM, queryAhead ? 2 : 1);
   if (loop == LoopForm::mbarrier)
-    smem.bytes += ArchInfo::mbarrierCount(producer) * 8;
+    smem.bytes += ArchInfo::mbarrierCount(producer, queryAhead) * 8;
   if (int64_t terms = facts.getRelativeTermCount())
     smem.bytes +=
         ArchInfo::relativeTableEntries(warps, terms, blockN, warpRows) * 4;
@@ -310,22 +312,28 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
         : branches > 1      ? std::pair(24, 240)
                             : std::pair(56, 224);
   }
-  // Rule 7: a persistent grid for three consumer warpgroups whose KV range
-  // is the same for every query tile (no mask): their blocks' work is even,
-  // so a static round-robin balances, and the producer copies the next
-  // work tile's K/V during the last one's epilogue (docs/decisions/025).
-  bool persistent = producer && options.persistent && consumerGroups == 3 &&
-                    facts.getMask().kind == MaskKind::None;
+  // Rule 7: a persistent grid where its blocks' work is even (no mask), so
+  // that a static round-robin balances: three consumer warpgroups
+  // (192 x 128 at D = 64), and two at D = 64 (128 x 128), whose producer
+  // then copies the next work tile's Q ahead as well (docs/decisions/025).
+  // The producer copies the next work tile's K/V during the last one's
+  // epilogue.
+  bool evenWork = producer && options.persistent && branches == 1 &&
+                  facts.getMask().kind == MaskKind::None;
+  bool queryAhead = evenWork && consumerGroups == 2 &&
+                    facts.getKeyHeadDimSum() == 64 && dv == 64;
+  bool persistent = evenWork && (consumerGroups == 3 || queryAhead);
   // Rule 8: shared memory.
-  SharedMemory smem = layoutSharedMemory(facts, wgmma, blockM, blockN, warpRows,
-                                         threads / ArchInfo::kThreadsPerWarp,
-                                         queryInSmem, loop, producer);
+  SharedMemory smem =
+      layoutSharedMemory(facts, wgmma, blockM, blockN, warpRows,
+                         threads / ArchInfo::kThreadsPerWarp, queryInSmem, loop,
+                         producer, queryAhead);
   return KernelPlanAttr::get(
       facts.getOp()->getContext(), generator, blockM, blockN, warpRows,
       consumerGroups, producer, loop, pingPong, lookahead, sparsity,
       queryInSmem, smem.stagedReads, smem.bytes, minBlocks, producerRegisters,
       consumerRegisters, !options.staticStrides,
-      facts.getOp()->hasAttr(kAlignedLengthsAttrName), persistent);
+      facts.getOp()->hasAttr(kAlignedLengthsAttrName), persistent, queryAhead);
 }
 
 struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {

@@ -36,9 +36,13 @@ func.func @causal_d128(%q: tensor<2x8x2048x128xbf16>, %k: tensor<2x8x2048x128xbf
 // -----
 
 // Rule 5, lean at D = 64 and N = 2048: 128-key tiles with the producer
-// warpgroup and ping-pong, one block per SM.
+// warpgroup and ping-pong, one block per SM. Rule 7: no mask, two consumer
+// warpgroups at D = 64, so a persistent grid whose producer copies Q ahead
+// into a second buffer (96 KiB and 12 mbarriers, not 80 KiB and 8).
 // H100-LABEL: func.func @vanilla_d64
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = {{[0-9]+}}, min_blocks = 1,
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = 99424, min_blocks = 1, producer_registers = 56, consumer_registers = 224, runtime_strides = true, persistent = true, query_ahead = true>
+// ONETILE-LABEL: func.func @vanilla_d64
+// ONETILE: shared_memory = 83008, {{.*}} runtime_strides = true>
 func.func @vanilla_d64(%q: tensor<2x8x2048x64xbf16>, %k: tensor<2x8x2048x64xbf16>,
                        %v: tensor<2x8x2048x64xbf16>) -> tensor<2x8x2048x64xbf16> {
   %o = attn.attention q(%q : tensor<2x8x2048x64xbf16>) k(%k : tensor<2x8x2048x64xbf16>)

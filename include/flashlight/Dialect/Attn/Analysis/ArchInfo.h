@@ -78,9 +78,12 @@ struct ArchInfo {
   }
 
   /// mbarriers of the decoupled KV loop: buffer 0 and 1 full, then empty;
-  /// with a producer warpgroup, those of K and then those of V.
-  static constexpr int64_t mbarrierCount(bool producer) {
-    return producer ? 8 : 4;
+  /// with a producer warpgroup, those of K and then those of V; in a
+  /// persistent kernel, then those of Q (the producer copies it into two
+  /// buffers).
+  static constexpr int64_t mbarrierCount(bool producer,
+                                         bool persistent = false) {
+    return producer ? (persistent ? 12 : 8) : 4;
   }
   /// f32 entries of the relative-position tables: per warp, two buffers of
   /// block-n + rows - 1 positions per term.
