@@ -62,7 +62,8 @@ if [ "$mode" = prepare ]; then
     # 192 x 128 tiles: wgmma (sm_90a) only, and they fit in shared memory
     # at D = 64 only; a program they cannot serve (no KV loop, a block
     # mask) is a compile error, and skipped.
-    dims="64 128" archs=sm_80,sm_90a skip=false
+    # DIMS: the matrix's head dims (default 64 and 128).
+    dims="${DIMS:-64 128}" archs=sm_80,sm_90a skip=false
     [ "$codegen" = rows192 ] && dims=64 archs=sm_90a skip=true
     mkdir -p "$dir/$codegen-examples" "$dir/$codegen-matrix"
     for example in "$root"/examples/*.mlir; do

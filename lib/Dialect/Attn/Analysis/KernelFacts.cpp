@@ -112,10 +112,9 @@ int64_t flashlight::attn::stagedRowBytes(tensor::ExtractOp read,
   return blockN * read.getType().getIntOrFloatBitWidth() / 8;
 }
 
-std::optional<std::string>
-flashlight::attn::tensorCoreIneligibility(ValueRange keys, Value value,
-                                          Region &score, int64_t blockM,
-                                          int64_t blockN) {
+std::optional<std::string> flashlight::attn::tensorCoreIneligibility(
+    ValueRange keys, Value value, Region &score, int64_t blockM, int64_t blockN,
+    int64_t sharedMemory, bool withWgmma) {
   unsigned branches = keys.size();
   Type element = cast<RankedTensorType>(value.getType()).getElementType();
   SmallVector<int64_t> headDims;
@@ -125,35 +124,33 @@ flashlight::attn::tensorCoreIneligibility(ValueRange keys, Value value,
     return std::string("Q/K/V are not f16 or bf16");
   // Q.K may be wider than V (folded extra contractions): Q then stays in
   // shared memory.
-  for (auto [n, d] : llvm::enumerate(headDims)) {
-    int64_t most = n + 1 == headDims.size() ? 128 : 256;
-    if (ShapedType::isDynamic(d) || d % 16 != 0 || d > most)
+  for (int64_t d : headDims)
+    if (ShapedType::isDynamic(d) || d % 16 != 0 || d > 256)
       return "head dim " + std::to_string(d) +
-             " is not a multiple of 16 up to " + std::to_string(most);
-  }
+             " is not a multiple of 16 up to 256";
   if ((blockM != 64 && blockM != 128 && blockM != 192 && blockM != 256) ||
       (blockN != 32 && blockN != 64 && blockN != 128))
     return "tiles are " + std::to_string(blockM) + "x" +
            std::to_string(blockN) +
            " (block-m 64, 128 or 256, block-n 32, 64 or 128)";
-  // Shared memory, as the larger of the two generators lays it out: wgmma
-  // has per branch a Q tile and two K tiles, and two V tiles; mma.sync pads
-  // rows by 8 elements and has one K and V tile (Q's at most). Plus 1024
-  // bytes of alignment slack, the mbarriers and the relative-position
-  // tables.
+  // Shared memory, as the larger of the two generators lays it out (where
+  // wgmma may take the tiles; else as mma.sync does): wgmma has per branch
+  // a Q tile and two K tiles, and two V tiles; mma.sync pads rows by 8
+  // elements and has one K and V tile (Q's at most). Plus 1024 bytes of
+  // alignment slack, the mbarriers and the relative-position tables.
   int64_t dv = headDims.back();
   int64_t wgmma = 2 * blockN * dv, mma = blockN * (dv + 8);
   for (int64_t d : ArrayRef<int64_t>(headDims).drop_back()) {
     wgmma += (blockM + 2 * blockN) * llvm::alignTo(d, 64);
     mma += (blockM + blockN) * (d + 8);
   }
-  int64_t elements = std::max(wgmma, mma);
+  int64_t elements = withWgmma ? std::max(wgmma, mma) : mma;
   int64_t bytes = elements * element.getIntOrFloatBitWidth() / 8 + 1024 + 64 +
                   relativeTableBytes(score, branches, blockM, blockN);
-  if (bytes > ArchInfo::kPortableSharedMemory)
+  if (bytes > sharedMemory)
     return "its tiles (" + std::to_string(branches) + " logit branches) need " +
            std::to_string(bytes) + " bytes of shared memory (at most " +
-           std::to_string(ArchInfo::kPortableSharedMemory) + ")";
+           std::to_string(sharedMemory) + ")";
   return std::nullopt;
 }
 
@@ -219,10 +216,13 @@ KernelFacts::KernelFacts(Operation *attention) : op(attention) {
 }
 
 std::optional<std::string>
-KernelFacts::tensorCoreIneligibility(int64_t blockM, int64_t blockN) const {
+KernelFacts::tensorCoreIneligibility(int64_t blockM, int64_t blockN,
+                                     int64_t sharedMemory,
+                                     bool withWgmma) const {
   auto attn = cast<AttentionOp>(op);
   return flashlight::attn::tensorCoreIneligibility(
-      attn.getKeys(), attn.getValue(), attn.getScore(), blockM, blockN);
+      attn.getKeys(), attn.getValue(), attn.getScore(), blockM, blockN,
+      sharedMemory, withWgmma);
 }
 
 KVTiles KernelFacts::getKVTiles(int64_t blockM, int64_t blockN) const {

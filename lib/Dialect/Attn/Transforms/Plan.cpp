@@ -93,11 +93,14 @@ Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
 }
 
 /// Rule 1b: each logit branch stages its own Q and K tiles; with several,
-/// 128-key tiles may not fit in shared memory, 64-key ones do up to
-/// D = 128.
+/// or head dims past 128, 128-key tiles may not fit in shared memory;
+/// 64-key ones do up to D = 128, and up to D = 256 within sm_90a's budget.
+/// (Measured tile choices hold on sm_80's budget, for both generators.)
 Tiles fittedTiles(const KernelFacts &facts, Tiles tiles) {
   if (tiles.second > 64 &&
-      facts.tensorCoreIneligibility(tiles.first, tiles.second))
+      facts.tensorCoreIneligibility(tiles.first, tiles.second,
+                                    ArchInfo::kPortableSharedMemory,
+                                    /*withWgmma=*/true))
     tiles.second = 64;
   return tiles;
 }
@@ -199,8 +202,8 @@ FailureOr<KernelPlanAttr> Planner::plan() {
     tiles.first = options.blockM;
   if (options.blockN)
     tiles.second = options.blockN;
-  if (std::optional<std::string> why =
-          facts.tensorCoreIneligibility(tiles.first, tiles.second)) {
+  if (std::optional<std::string> why = facts.tensorCoreIneligibility(
+          tiles.first, tiles.second, arch.sharedMemory(), arch.hasWgmma)) {
     remark() << "tensor-core path not taken: " << *why
              << "; using the reference kernel";
     return referencePlan();
@@ -255,9 +258,13 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   int64_t warpRows = ArchInfo::kMmaRows;
   bool queryInSmem = wgmma;
   if (!wgmma) {
-    warpRows = options.warpRows                 ? options.warpRows
-               : blockM >= 128 && branches == 1 ? 2 * ArchInfo::kMmaRows
-                                                : ArchInfo::kMmaRows;
+    // Two m16 tiles a warp hold 2 * Dv / 8 accumulator registers per
+    // thread: past Dv = 128, one.
+    warpRows =
+        options.warpRows ? options.warpRows
+        : blockM >= 128 && branches == 1 && facts.getValueHeadDim() <= 128
+            ? 2 * ArchInfo::kMmaRows
+            : ArchInfo::kMmaRows;
     if ((warpRows != 16 && warpRows != 32) || blockM % warpRows)
       return error() << "warp-rows " << warpRows
                      << " must be 16 or 32 and divide block-m " << blockM;

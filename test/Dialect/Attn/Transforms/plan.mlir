@@ -287,3 +287,39 @@ func.func @no_normalizer(%q: tensor<1x4x1024x128xbf16>, %k: tensor<1x4x1024x128x
          } -> tensor<1x4x1024x128xbf16>
   return %o : tensor<1x4x1024x128xbf16>
 }
+
+// -----
+
+// Head dim 256 (Gemma): 64-key tiles fit sm_90a's 227 KiB (Q 64 KiB, K and
+// V two buffers of 32 KiB each) on wgmma; mma.sync on sm_80 fits 163 KiB
+// with one m16 tile per warp (Dv / 8 accumulator registers a thread).
+// H100-LABEL: func.func @gemma_d256
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, warp_rows = 16, consumer_groups = 2, {{.*}} shared_memory = 197632,
+// A100-LABEL: func.func @gemma_d256
+// A100: #attn.kernel_plan<generator = mma_sync, block_m = 128, block_n = 64, warp_rows = 16,
+func.func @gemma_d256(%q: tensor<1x8x2048x256xbf16>, %k: tensor<1x8x2048x256xbf16>,
+                      %v: tensor<1x8x2048x256xbf16>) -> tensor<1x8x2048x256xbf16> {
+  %o = attn.attention q(%q : tensor<1x8x2048x256xbf16>) k(%k : tensor<1x8x2048x256xbf16>)
+         v(%v : tensor<1x8x2048x256xbf16>) scale [0.0625] normalizer softmax
+         mask {
+         ^bb0(%b: index, %h: index, %i: index, %j: index):
+           %keep = arith.cmpi sle, %j, %i : index
+           attn.yield %keep : i1
+         } -> tensor<1x8x2048x256xbf16>
+  return %o : tensor<1x8x2048x256xbf16>
+}
+
+// -----
+
+// MLA's head dims: Q.K 192, V 128, on wgmma (whole atoms).
+// H100-LABEL: func.func @mla_d192
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128,
+// A100-LABEL: func.func @mla_d192
+// A100: #attn.kernel_plan<generator = mma_sync, block_m = 128, block_n = 64, warp_rows = 32,
+func.func @mla_d192(%q: tensor<1x8x2048x192xbf16>, %k: tensor<1x8x2048x192xbf16>,
+                    %v: tensor<1x8x2048x128xbf16>) -> tensor<1x8x2048x128xbf16> {
+  %o = attn.attention q(%q : tensor<1x8x2048x192xbf16>) k(%k : tensor<1x8x2048x192xbf16>)
+         v(%v : tensor<1x8x2048x128xbf16>) scale [0.072] normalizer softmax
+         -> tensor<1x8x2048x128xbf16>
+  return %o : tensor<1x8x2048x128xbf16>
+}

@@ -41,6 +41,11 @@ struct ArchInfo {
   static constexpr int64_t kPortableSharedMemory = 166912;
   /// sm_90's (227 KB): what sm_90a-only kernels may add for staged tiles.
   static constexpr int64_t kHopperSharedMemory = 232448;
+  /// Dynamic shared memory a block of this chip's kernels may use: the
+  /// tensor-core tiles must fit (each chip's kernel is planned apart).
+  int64_t sharedMemory() const {
+    return hasWgmma ? kHopperSharedMemory : kPortableSharedMemory;
+  }
 
   /// Elements of a 16-bit type in one swizzle-atom row: the column width of
   /// wgmma's shared-memory tiles.

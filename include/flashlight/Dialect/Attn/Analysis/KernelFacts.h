@@ -12,6 +12,7 @@
 #ifndef FLASHLIGHT_DIALECT_ATTN_ANALYSIS_KERNELFACTS_H
 #define FLASHLIGHT_DIALECT_ATTN_ANALYSIS_KERNELFACTS_H
 
+#include "flashlight/Dialect/Attn/Analysis/ArchInfo.h"
 #include "flashlight/Dialect/Attn/Analysis/MaskScoreAnalysis.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
@@ -103,7 +104,8 @@ bool votesOnTiles(mlir::Operation *op);
 /// can.
 std::optional<std::string>
 tensorCoreIneligibility(mlir::ValueRange keys, mlir::Value value,
-                        mlir::Region &score, int64_t blockM, int64_t blockN);
+                        mlir::Region &score, int64_t blockM, int64_t blockN,
+                        int64_t sharedMemory, bool withWgmma);
 
 //===----------------------------------------------------------------------===//
 // KernelFacts
@@ -165,9 +167,13 @@ public:
   }
 
   /// Why the tensor-core generators cannot take the attention on `blockM`
-  /// x `blockN` tiles, or nothing.
+  /// x `blockN` tiles within `sharedMemory` bytes a block (`withWgmma`: as
+  /// the larger of wgmma's and mma.sync's layouts, else mma.sync's), or
+  /// nothing.
   std::optional<std::string> tensorCoreIneligibility(int64_t blockM,
-                                                     int64_t blockN) const;
+                                                     int64_t blockN,
+                                                     int64_t sharedMemory,
+                                                     bool withWgmma) const;
   /// What `attn-tile` on `blockM` x `blockN` tiles leaves of the KV loop
   /// after canonicalization: a loop unless its bounds (the mask's band for
   /// the query tile) are constants at most one tile apart.
