@@ -2,11 +2,15 @@
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_80" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=MMA
 
 // Head dims past 128 on tensor cores. Gemma's 256: wgmma on 128 x 64 tiles
-// (197,632 bytes of shared memory, within sm_90a's 227 KiB): S = Q K^T in
-// 16 k16 steps of m64n64, P V in 4 k16 steps of m64n256 (P from
-// registers). mma.sync (sm_80) takes one m16 tile per warp.
+// (197,696 bytes of shared memory, within sm_90a's 227 KiB) with the
+// producer warpgroup: S = Q K^T in 16 k16 steps of m64n64, P V in 4 k16
+// steps of m64n256 (P from registers). mma.sync (sm_80) takes one m16 tile
+// per warp.
 // CHECK-LABEL: gpu.func @gemma
-// CHECK-SAME: shared_memory = 197632
+// CHECK-SAME: shared_memory = 197696
+// CHECK: nvvm.setmaxregister decrease 56
+// CHECK: nvvm.exit
+// CHECK: nvvm.setmaxregister increase 224
 // CHECK-COUNT-16: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>
 // CHECK: wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16
 // CHECK: gpu.return

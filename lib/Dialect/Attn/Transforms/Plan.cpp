@@ -282,8 +282,11 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   // Rule 5: the KV loop's form (docs/decisions/005-009).
   // Software-pipelined: one branch on 64-key tiles, a loop that visits every
   // tile of its range.
+  // At Dv = 256 (64-key tiles: 128-key ones do not fit), the producer
+  // warpgroup with ping-pong instead (1.20-1.29x; at Dv = 192 its kernel
+  // spills and loses, docs/decisions/003).
   bool pipelined = wgmma && options.overlapSoftmax && !votes && blockN < 128 &&
-                   branches == 1 && kvLoop;
+                   branches == 1 && kvLoop && facts.getValueHeadDim() != 256;
   // mbarriers instead of the per-step block-wide barrier: two or more
   // warpgroups on the plain loop (dense, or sparse over a block mask); a
   // producer warpgroup on the dense one, the consumers taking turns.
