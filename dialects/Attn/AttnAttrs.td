@@ -135,6 +135,11 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
       work tile's Q, into one of two buffers, so that the next work tile's
       Q lands while the consumers finish the last one; printed only when
       true.
+    * `tma`: the producer warpgroup copies its tiles with the Tensor Memory
+      Accelerator (`cp.async.bulk.tensor`, one thread issuing a tile's
+      copies, which complete on the tile's full mbarrier), through a tensor
+      map per copied tensor that the launcher encodes and passes after the
+      other parameters; printed only when true.
   }];
   let parameters = (ins
     EnumParameter<Attn_Generator>:$generator,
@@ -156,7 +161,8 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
     Attn_PlanFlag:$runtime_strides,
     Attn_OptionalPlanFlag:$aligned_lengths,
     Attn_OptionalPlanFlag:$persistent,
-    Attn_OptionalPlanFlag:$query_ahead
+    Attn_OptionalPlanFlag:$query_ahead,
+    Attn_OptionalPlanFlag:$tma
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{

@@ -78,6 +78,9 @@ CudaDriver load() {
   FL_RESOLVE(cuEventDestroy);
   FL_RESOLVE(cuGetErrorString);
 #undef FL_RESOLVE
+  d.cuTensorMapEncodeTiled =
+      reinterpret_cast<decltype(d.cuTensorMapEncodeTiled)>(
+          dlsym(lib, "cuTensorMapEncodeTiled"));
   return d;
 }
 

@@ -31,6 +31,17 @@ int64_t ParamInfo::numElements() const {
   return n;
 }
 
+/// A manifest's `tensor_maps` entry: per map its parameter and box
+/// ([columns, rows]).
+static std::vector<TensorMapInfo> tensorMapsOf(const json &listed) {
+  std::vector<TensorMapInfo> maps;
+  for (const json &t : listed)
+    maps.push_back({t.at("param").get<size_t>(),
+                    t.at("box").at(0).get<unsigned>(),
+                    t.at("box").at(1).get<unsigned>()});
+  return maps;
+}
+
 /// A manifest's `block_mask` entry: null, or the pre-kernel's name, block
 /// size and whether the mask reads the batch / head index. Checked when the
 /// manifest is read, so that a launch never meets a malformed one.
@@ -109,6 +120,7 @@ KernelManifest KernelManifest::parse(const std::string &text,
       m.block[i] = j.at("block").at(i);
     m.dynamicSharedMemory = j.value("dynamic_shared_memory", 0u);
     m.pointerAlignment = j.value("pointer_alignment", 1u);
+    m.tensorMaps = tensorMapsOf(j.value("tensor_maps", json::array()));
     for (const json &p : j.at("params")) {
       ParamInfo info;
       info.name = p.at("name");
@@ -153,6 +165,13 @@ void KernelManifest::validate() const {
   if (pointerAlignment < 1 || pointerAlignment > 256 ||
       (pointerAlignment & (pointerAlignment - 1)))
     bad("pointer_alignment must be a power of 2 up to 256");
+  for (const TensorMapInfo &t : tensorMaps)
+    if (t.param >= params.size() || t.boxColumns < 1 || t.boxColumns > 256 ||
+        t.boxRows < 1 || t.boxRows > 256)
+      bad("a tensor map of parameter " + std::to_string(t.param) +
+          " with box " + std::to_string(t.boxColumns) + " x " +
+          std::to_string(t.boxRows) + " (parameters " +
+          std::to_string(params.size()) + ", boxes up to 256)");
   for (const ParamInfo &p : params)
     for (size_t d = 0; d < p.shape.size(); ++d)
       if (p.shape[d] < 0 &&
@@ -253,6 +272,8 @@ static void applyGeometry(KernelManifest &m, const json &info,
     m.dynamicSharedMemory =
         info.value("dynamic_shared_memory", m.dynamicSharedMemory);
     m.pointerAlignment = info.value("pointer_alignment", m.pointerAlignment);
+    if (info.contains("tensor_maps"))
+      m.tensorMaps = tensorMapsOf(info.at("tensor_maps"));
   } catch (const json::exception &e) {
     throw ManifestError("bad manifest entry for " + arch + ": " + e.what());
   }
@@ -574,6 +595,23 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
                  "cuLaunchKernel (block mask)");
   }
   std::vector<void *> args = argumentsOf(words);
+  // TMA tensor maps, by value after the other parameters.
+  std::vector<TensorMap> maps;
+  maps.reserve(manifest.tensorMaps.size());
+  for (const TensorMapInfo &t : manifest.tensorMaps) {
+    const std::vector<int64_t> &shape = shapes[t.param];
+    std::vector<int64_t> strides(shape.size());
+    int64_t stride = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      strides[d] = stride;
+      stride *= shape[d];
+    }
+    maps.push_back(encodeTensorMap(t, manifest.params[t.param].name,
+                                   manifest.params[t.param].dtype,
+                                   pointers[t.param], shape, strides));
+  }
+  for (TensorMap &map : maps)
+    args.push_back(&map);
   cuda.check(cuda.cuLaunchKernel(
                  function, grid[0], grid[1], grid[2], manifest.block[0],
                  manifest.block[1], manifest.block[2],

@@ -74,6 +74,7 @@ void flashlight::buildGPUToPTXPipeline(OpPassManager &pm,
   kernels.addPass(createSCFToControlFlowPass());
   kernels.addPass(createConvertNVGPUToNVVMPass());
   kernels.addPass(createConvertGpuOpsToNVVMOps());
+  kernels.addPass(createTensorMapParams());
   // What libdevice does not cover (math.absi on the reference path's
   // kernels) becomes LLVM intrinsics NVPTX selects.
   kernels.addPass(createConvertMathToLLVMPass());

@@ -99,7 +99,8 @@ def _geometry(manifest, artifact):
     level's."""
     geometry = {k: manifest.get(k)
                 for k in ("block_m", "block_n", "block", "dynamic_shared_memory", "block_mask",
-                      "pointer_alignment", "runtime_strides", "aligned", "persistent")}
+                      "pointer_alignment", "runtime_strides", "aligned", "persistent",
+                      "tensor_maps")}
     for info in manifest.get("archs", {}).values():
         if artifact in (info.get("cubin"), info.get("ptx")):
             geometry.update({k: info[k] for k in geometry if k in info})
@@ -249,7 +250,7 @@ class Kernel:
             self._module = self._load_module(self.artifact)
             self.geometry = _geometry(self.manifest, self.artifact)
             self._general = self._variant(self.geometry, self.manifest["kernel"])
-            self._function, self._mask_function, self._shared, _ = self._general
+            self._function, self._mask_function, self._shared = self._general[:3]
             # Runtime shapes: the kernel for lengths whole tiles divide.
             self._aligned = None
             if self.geometry.get("aligned"):
@@ -266,7 +267,8 @@ class Kernel:
 
     def _variant(self, geometry, name):
         """(function, block-mask pre-kernel or None, dynamic shared memory,
-        block) of the kernel `name` whose launch geometry is `geometry`."""
+        block, TMA tensor maps) of the kernel `name` whose launch geometry is
+        `geometry`."""
         function = self._get_function(self._module, name)
         shared = geometry.get("dynamic_shared_memory") or 0
         # Past 48 KB of static + dynamic shared memory, the dynamic part is
@@ -279,7 +281,7 @@ class Kernel:
         # Data-dependent masks: the block-mask pre-kernel.
         mask = (self._get_function(self._module, geometry["block_mask"]["kernel"])
                 if geometry.get("block_mask") else None)
-        return function, mask, shared, geometry["block"]
+        return function, mask, shared, geometry["block"], geometry.get("tensor_maps") or []
 
     def _choose_variant(self, inputs):
         """The aligned kernel where every query length is a multiple of
@@ -424,8 +426,8 @@ class Kernel:
             grid = (min(grid[0] * grid[1] * grid[2], _multiprocessors(device)), 1, 1)
         variant = self._choose_variant(inputs)
         self.last_variant = "aligned" if variant is self._aligned else "general"
-        function, _, shared, block = variant
-        _launch(function, tensors, grid, block, device, shared)
+        function, _, shared, block, tensor_maps = variant
+        _launch(function, tensors, grid, block, device, shared, tensor_maps)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _attention(self, k):
@@ -527,21 +529,64 @@ def _multiprocessors(device):
     return _multiprocessor_counts[index]
 
 
-def _launch(function, tensors, grid, block, device, shared=0):
+# cuda.h's CUtensorMapDataType of the kernels' element types.
+_TENSOR_MAP_DTYPES = {"float16": 6, "float32": 7, "bfloat16": 9}
+
+
+def _encode_tensor_map(t, box, name):
+    """The 128 bytes of a TMA tensor map (CUtensorMap) of `t` (innermost dim
+    contiguous) with boxes `box` ([columns, rows]), the 128-byte swizzle,
+    zeros outside the tensor; a ValueError naming `name` where the driver
+    refuses it."""
+    drv = _get_driver()
+    dtype = str(t.dtype).replace("torch.", "")
+    if dtype not in _TENSOR_MAP_DTYPES or not 2 <= t.dim() <= 5:
+        raise ValueError(f"{name}: no TMA tensor map for a {dtype} tensor of rank {t.dim()}")
+    rank, elem = t.dim(), t.element_size()
+    # Innermost dim first; an empty dim is described as one row, a dim of one
+    # element gets the stride its inner dims would give it (never stepped).
+    dims, strides, natural = [], [], elem
+    for i in range(rank):
+        d = rank - 1 - i
+        dims.append(max(t.shape[d], 1))
+        if i > 0:
+            strides.append(t.stride(d) * elem if t.shape[d] > 1 else (natural + 15) // 16 * 16)
+        natural *= dims[-1]
+    boxes = [box[0], box[1]] + [1] * (rank - 2)
+    raw = ctypes.create_string_buffer(128 + 128)
+    address = (ctypes.addressof(raw) + 127) // 128 * 128
+    result = drv.lib.cuTensorMapEncodeTiled(
+        ctypes.c_void_p(address), ctypes.c_int(_TENSOR_MAP_DTYPES[dtype]),
+        ctypes.c_uint(rank), ctypes.c_void_p(t.data_ptr()),
+        (ctypes.c_uint64 * rank)(*dims), (ctypes.c_uint64 * max(rank - 1, 1))(*strides),
+        (ctypes.c_uint32 * rank)(*boxes), (ctypes.c_uint32 * rank)(*([1] * rank)),
+        ctypes.c_int(0), ctypes.c_int(3), ctypes.c_int(3), ctypes.c_int(0))
+    if result != 0:
+        raise ValueError(f"{name}: the driver refused its TMA tensor map (error {result}, "
+                         f"strides {tuple(t.stride())}): strides and the pointer must be "
+                         "multiples of 16 bytes")
+    return ctypes.string_at(address, 128)
+
+
+def _launch(function, tensors, grid, block, device, shared=0, tensor_maps=()):
     """Launches `function` on the current stream; each memref parameter is
     its flattened descriptor: allocated ptr, aligned ptr, offset, sizes...,
-    strides..."""
+    strides...; then the TMA tensor maps (manifest `tensor_maps`: the
+    parameter and box), 128 bytes each."""
     import torch
 
     words = []
     for t in tensors:
         words += [t.data_ptr(), t.data_ptr(), 0]
         words += list(t.shape) + list(t.stride())
-    values = (ctypes.c_uint64 * len(words))(*words)
-    args = (ctypes.c_void_p * len(words))(
-        *[ctypes.addressof(values) + 8 * i for i in range(len(words))])
     if 0 in grid:  # no query rows, heads or batch: nothing to compute
         return
+    values = (ctypes.c_uint64 * len(words))(*words)
+    pointers = [ctypes.addressof(values) + 8 * i for i in range(len(words))]
+    maps = [ctypes.create_string_buffer(_encode_tensor_map(
+        tensors[m["param"]], m["box"], f"parameter {m['param']}"), 128) for m in tensor_maps]
+    pointers += [ctypes.addressof(m) for m in maps]
+    args = (ctypes.c_void_p * len(pointers))(*pointers)
     stream = torch.cuda.current_stream(device).cuda_stream
     drv = _get_driver()
     _ensure_context()

@@ -165,6 +165,12 @@ static cl::opt<bool> persistent(
              "work tiles) where the kernel plan picks one; =false keeps one "
              "work tile per block"),
     cl::init(true), cl::cat(toolCategory));
+static cl::opt<bool>
+    tma("tma",
+        cl::desc("The producer warpgroup copies K/V (and Q where it copies "
+                 "it) with TMA on sm_90a where the plan allows; =false keeps "
+                 "cp.async"),
+        cl::init(true), cl::cat(toolCategory));
 static cl::opt<bool> branchLookahead(
     "branch-lookahead",
     cl::desc("With wgmma and several logit branches: issue the next "
@@ -251,7 +257,8 @@ json planJson(flashlight::attn::KernelPlanAttr plan) {
           {"consumer_registers", plan.getConsumerRegisters()},
           {"runtime_strides", plan.getRuntimeStrides()},
           {"persistent", plan.getPersistent()},
-          {"query_ahead", plan.getQueryAhead()}};
+          {"query_ahead", plan.getQueryAhead()},
+          {"tma", plan.getTma()}};
 }
 
 /// `name` as a PTX identifier ([A-Za-z_][A-Za-z0-9_]*): other characters
@@ -664,6 +671,8 @@ FailureOr<json> kernelInfo(ModuleOp kernels, StringRef name, StringRef chip,
   // Bytes every tensor pointer must be aligned to, beyond its element.
   int64_t pointerAlignment = 1;
   json blockMaskInfo;
+  // TMA tensor maps, passed after the other parameters.
+  json tensorMaps = json::array();
   kernels->walk([&](gpu::GPUFuncOp kernel) {
     // The block-mask pre-kernel, if any, is described by the attention
     // kernel's flashlight.block_mask.
@@ -689,6 +698,13 @@ FailureOr<json> kernelInfo(ModuleOp kernels, StringRef name, StringRef chip,
     if (auto bytes =
             kernel->getAttrOfType<IntegerAttr>("flashlight.pointer_alignment"))
       pointerAlignment = bytes.getInt();
+    if (auto maps = kernel->getAttrOfType<ArrayAttr>("flashlight.tensor_maps"))
+      for (auto map : maps.getAsRange<DictionaryAttr>())
+        tensorMaps.push_back(
+            {{"param", map.getAs<IntegerAttr>("param").getInt()},
+             {"box", llvm::map_to_vector(
+                         map.getAs<ArrayAttr>("box").getAsRange<IntegerAttr>(),
+                         [](IntegerAttr a) { return a.getInt(); })}});
     if (auto known = kernel.getKnownBlockSizeAttr())
       block = {known[0], known[1], known[2]};
     plan = kernel->getAttrOfType<flashlight::attn::KernelPlanAttr>(
@@ -716,7 +732,8 @@ FailureOr<json> kernelInfo(ModuleOp kernels, StringRef name, StringRef chip,
               {"pointer_alignment", pointerAlignment},
               {"block_mask", blockMaskInfo},
               {"runtime_strides", plan.getRuntimeStrides()},
-              {"persistent", plan.getPersistent()}};
+              {"persistent", plan.getPersistent()},
+              {"tensor_maps", tensorMaps}};
 }
 
 /// Lowers the attention kernels of `module` for each arch (one GPU module:
@@ -780,7 +797,7 @@ LogicalResult compileAttentions(ModuleOp module, const std::string &name,
         (*info)["aligned"] = {{"kernel", kernel.aligned}};
         for (const char *key :
              {"block", "block_m", "block_n", "dynamic_shared_memory",
-              "block_mask", "persistent"})
+              "block_mask", "persistent", "tensor_maps"})
           (*info)["aligned"][key] = (*aligned)[key];
       }
       infos.push_back(*info);
@@ -1091,6 +1108,7 @@ int main(int argc, char **argv) {
   plan.branchLookahead = branchLookahead;
   plan.staticStrides = staticStrides;
   plan.persistent = persistent;
+  plan.tma = tma;
   if (explain) {
     PassManager pm(&context);
     pm.addPass(flashlight::attn::createAttnExplain());
@@ -1123,7 +1141,8 @@ int main(int argc, char **argv) {
   const json &lowest = first.archs[archs.front()];
   for (const char *key :
        {"block", "block_m", "block_n", "codegen", "dynamic_shared_memory",
-        "pointer_alignment", "block_mask", "runtime_strides", "persistent"})
+        "pointer_alignment", "block_mask", "runtime_strides", "persistent",
+        "tensor_maps"})
     manifest[key] = lowest[key];
   if (attentions.size() > 1) {
     manifest["manifest_version"] = flashlight::kManifestVersionAttentions;

@@ -67,6 +67,22 @@ def AttnToGPU : Pass<"attn-to-gpu", "::mlir::ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def TensorMapParams : Pass<"flashlight-tensor-map-params",
+                           "::mlir::gpu::GPUModuleOp"> {
+  let summary = "Pass a kernel's TMA tensor maps by value, as grid constants";
+  let description = [{
+    Runs after `convert-gpu-to-nvvm`. A kernel whose `gpu.func` took TMA
+    tensor maps (`attn-to-gpu` with a `tma` plan) lists them in
+    `flashlight.tensor_maps`, and they are its last parameters, each an
+    `!llvm.ptr`. The GPU-to-LLVM lowering drops argument attributes, so
+    this pass marks those parameters of the `llvm.func` kernel `llvm.byval`
+    of 128 bytes, 64-byte aligned and `nvvm.grid_constant`: the launcher
+    passes the 128-byte map itself, PTX declares it
+    `.param .align 64 .b8 [128]`, and the copies address it in the
+    parameter space (`cvta.param`), with no copy to local memory.
+  }];
+}
+
 def HostToGPU : Pass<"flashlight-host-to-gpu", "::mlir::ModuleOp"> {
   let summary = "Compile what is not attention into simple GPU kernels "
                 "(the reference path)";

@@ -9,6 +9,7 @@
 #define FLASHLIGHT_RUNTIME_CUDADRIVER_H
 
 #include <cstddef>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -64,6 +65,11 @@ struct CudaDriver {
   CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
   CUresult (*cuEventDestroy)(CUevent);
   CUresult (*cuGetErrorString)(CUresult, const char **);
+  /// CUDA 12 and later (null where the driver lacks it): TMA tensor maps.
+  CUresult (*cuTensorMapEncodeTiled)(void *, int, unsigned, void *,
+                                     const uint64_t *, const uint64_t *,
+                                     const uint32_t *, const uint32_t *, int,
+                                     int, int, int) = nullptr;
 
   /// The driver, loaded once; throws CudaError if libcuda cannot be opened.
   static CudaDriver &get();

@@ -10,6 +10,7 @@
 #define FLASHLIGHT_RUNTIME_KERNEL_H
 
 #include "flashlight/Runtime/CudaDriver.h"
+#include "flashlight/Runtime/TensorMap.h"
 
 #include <nlohmann/json.hpp>
 
@@ -61,6 +62,8 @@ struct KernelManifest {
   /// Bytes every tensor pointer must be aligned to (besides its element
   /// size): 16 for the tensor-core kernels' 16-byte copies.
   unsigned pointerAlignment = 1;
+  /// The TMA tensor maps the kernel takes after its other parameters.
+  std::vector<TensorMapInfo> tensorMaps;
   std::vector<ParamInfo> params;
   /// The largest runtime extent the kernel takes (0: static shapes).
   int64_t maxExtent = 0;

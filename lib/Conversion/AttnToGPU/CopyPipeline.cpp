@@ -3,6 +3,7 @@
 #include "CopyPipeline.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/LLVMIR/NVVMDialect.h"
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 
@@ -53,4 +54,27 @@ void copies::waitPhase(OpBuilder &b, Location loc, Value barrier,
   NVVM::MBarrierTryWaitParityOp::create(
       b, loc, barrier, parity,
       arith::ConstantIntOp::create(b, loc, b.getI32Type(), 0));
+}
+
+void copies::tensorCopy(OpBuilder &b, Location loc, Value dst, Value tensorMap,
+                        ValueRange coordinates, Value barrier) {
+  // The destination operand is a shared::cluster address (address space
+  // 7): a block's own shared::cta address is one.
+  MLIRContext *context = b.getContext();
+  Value shared = LLVM::IntToPtrOp::create(
+      b, loc, LLVM::LLVMPointerType::get(context, 3), dst);
+  Value cluster = LLVM::AddrSpaceCastOp::create(
+      b, loc, LLVM::LLVMPointerType::get(context, 7), shared);
+  NVVM::CpAsyncBulkTensorGlobalToSharedClusterOp::create(
+      b, loc, cluster, tensorMap, coordinates, barrier, ValueRange(), Value(),
+      Value(), NVVM::TMALoadMode::TILE, /*isCTAOnly=*/false,
+      NVVM::CTAGroupKindAttr(), Value());
+}
+
+void copies::arriveExpectingBytes(OpBuilder &b, Location loc, Value barrier,
+                                  int64_t bytes) {
+  NVVM::MBarrierArriveExpectTxOp::create(
+      b, loc, Type(), barrier,
+      arith::ConstantIntOp::create(b, loc, b.getI32Type(), bytes),
+      NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
 }

@@ -1,11 +1,11 @@
 //===- CopyPipeline.h - Asynchronous copies and their barriers --*- C++ -*-===//
 //
 // The copy layer of the tensor-core generators: how tiles reach shared
-// memory and how threads learn that they did. Today cp.async (16-byte
-// copies from global memory, committed in groups and waited on by count),
-// the proxy fence that shows them to wgmma, and mbarriers (a full/empty
-// pair per buffer, phases by parity). A bulk tensor copy (TMA) is a new
-// copy function here that arrives on the same mbarriers. Free functions of
+// memory and how threads learn that they did: cp.async (16-byte copies
+// from global memory, committed in groups and waited on by count), the
+// proxy fence that shows them to wgmma, mbarriers (a full/empty pair per
+// buffer, phases by parity), and bulk tensor copies (TMA), which complete
+// on those mbarriers as transactions of bytes. Free functions of
 // a builder and a location; the emitters decide what to copy and when.
 // Private to AttnToGPU.
 //
@@ -50,6 +50,19 @@ void arrive(OpBuilder &b, Location loc, Value barrier);
 /// landed (without a pending-count increment: the arrival is one of the
 /// phase's expected ones).
 void arriveWhenCopiesLand(OpBuilder &b, Location loc, Value barrier);
+
+/// One bulk tensor copy (TMA, sm_90): the box of the tensor map at
+/// `tensorMap` (a generic pointer to a grid-constant parameter) whose first
+/// element is at `coordinates` (innermost dim first, i32) into shared
+/// memory at `dst` (a shared-window address, i64); its bytes complete as
+/// transactions on `barrier`. Elements outside the tensor read as zero.
+void tensorCopy(OpBuilder &b, Location loc, Value dst, Value tensorMap,
+                ValueRange coordinates, Value barrier);
+
+/// This thread arrives on `barrier` and adds `bytes` to the transactions
+/// its current phase waits for (the bulk copies that complete on it).
+void arriveExpectingBytes(OpBuilder &b, Location loc, Value barrier,
+                          int64_t bytes);
 
 /// Waits until the phase of parity `parity` (i32) of `barrier` completed.
 void waitPhase(OpBuilder &b, Location loc, Value barrier, Value parity);

@@ -76,7 +76,7 @@ public:
         pingPong(plan.getPingPong()),
         registerSplit(plan.getProducerRegisters(), plan.getConsumerRegisters()),
         consumerGroups(plan.getConsumerGroups()),
-        producerCopiesQuery(plan.getQueryAhead()) {
+        producerCopiesQuery(plan.getQueryAhead()), tma(plan.getTma()) {
     fmaReciprocals = true;
     queryBuffers = producerCopiesQuery ? 2 : 1;
     // Tile addresses in the shared window, once at the kernel's start.
@@ -158,6 +158,12 @@ protected:
   bool producerCopiesQuery;
   /// The current work tile's Q buffer (producerCopiesQuery).
   Value queryBuffer;
+  /// The plan's tma: one producer thread copies each tile with TMA, and the
+  /// copies complete on the tile's full barrier (one arrival: that
+  /// thread's, which also says how many bytes to expect).
+  bool tma;
+  /// The tensor-map parameters added so far: (memref argument, box rows).
+  SmallVector<std::tuple<Value, int64_t, Value>> tensorMaps;
   /// Ping-pong: the named barrier of warpgroup `g`'s turn (after the
   /// warpgroups' own, 1..3, and the consumers' 5 with three of them).
   Value turnBarrier(Value g) {
@@ -247,11 +253,13 @@ protected:
     // One arrival per thread: its copies landed (full), it is done with
     // the tile (empty); one per warp for empty was slower
     // (docs/decisions/006).
-    // With a producer warpgroup, its 128 threads fill the buffers.
+    // With a producer warpgroup, its 128 threads fill the buffers (with
+    // TMA, one thread, and the bytes).
+    int64_t fillers = tma ? 1 : kGroupThreads;
     for (int64_t i = 0;
          i < ArchInfo::mbarrierCount(producer, producerCopiesQuery); ++i)
       copies::initBarrier(b, loc, barrierAt(i),
-                          i32(producer && i % 4 < 2 ? kGroupThreads : threads));
+                          i32(producer && i % 4 < 2 ? fillers : threads));
   }
 
   /// Copies the K tiles of every branch at `offset` (null: the current
@@ -717,12 +725,18 @@ protected:
   /// so, after the first K tile's copies were issued (emitProducerLoop).
   LogicalResult copyQueryAhead(const View &view, Role role) {
     queryBuffer = arith::RemUIOp::create(b, loc, workIndex, idx(2));
-    if (role.branch == 0) {
-      auto ifUsed = scf::IfOp::create(
-          b, loc, cmpI(arith::CmpIPredicate::uge, workIndex, idx(2)));
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
-      waitBarrier(10, arith::SubIOp::create(b, loc, workIndex, idx(2)));
+    if (role.branch == 0)
+      waitReleased(10, workIndex);
+    if (tma) {
+      // The copies complete on Q's full barrier: no fill after K_0.
+      queryGroup = copies::commitGroup(b, loc, {});
+      Value full = barrierAt(8, queryBuffer);
+      int64_t d = cast<MemRefType>(view.memref.getType()).getDimSize(3);
+      int64_t rows = tileRows(queryTiles[role.branch], d);
+      copies::arriveExpectingBytes(b, loc, full,
+                                   tileBytes(queryTiles[role.branch], d));
+      return failure(failed(copyByTensorMap(view, queryAddresses[role.branch],
+                                            queryBuffer, rows, d, full)));
     }
     llvm::SaveAndRestore<Value> producerThread(
         thread, arith::SubIOp::create(b, loc, thread, idx(threads)));
@@ -779,7 +793,17 @@ protected:
                                 "K/V slices' batch and head outside the KV "
                                 "loop");
     setMaxRegisters(registerSplit.first, /*increase=*/false);
-    emitProducerLoop(loop);
+    if (tma) {
+      // One thread issues the copies; the warpgroup's others are done.
+      auto ifIssuer = scf::IfOp::create(
+          b, loc, cmpI(arith::CmpIPredicate::eq, thread, idx(threads)));
+      OpBuilder::InsertionGuard issuer(b);
+      b.setInsertionPointToStart(&ifIssuer.getThenRegion().front());
+      if (failed(emitTensorMapProducerLoop(loop)))
+        return failure();
+    } else {
+      emitProducerLoop(loop);
+    }
     NVVM::Exit::create(b, loc);
     return success();
   }
@@ -869,8 +893,151 @@ protected:
     loopLowerBounds.pop_back();
     if (failed(views))
       return failure();
-    kvTiles = emitProducerLoop(loop);
+    if (!tma) {
+      kvTiles = emitProducerLoop(loop);
+      return success();
+    }
+    FailureOr<Value> tiles = emitTensorMapProducerLoop(loop);
+    if (failed(tiles))
+      return failure();
+    kvTiles = *tiles;
     return success();
+  }
+
+  /// The tensor map of kernel argument `memref` (a tensor whose innermost
+  /// dim is contiguous) for boxes of `rows` rows and one swizzle atom of
+  /// columns: a parameter after the others, which flashlight.tensor_maps
+  /// lists (param: the memref's index, box: columns and rows) for the
+  /// manifest and flashlight-tensor-map-params.
+  FailureOr<Value> tensorMap(Value memref, int64_t rows) {
+    for (auto &[listed, boxRows, param] : tensorMaps)
+      if (listed == memref && boxRows == rows)
+        return param;
+    auto arg = dyn_cast<BlockArgument>(memref);
+    auto kernel =
+        arg ? dyn_cast<gpu::GPUFuncOp>(arg.getOwner()->getParentOp()) : nullptr;
+    if (!kernel)
+      return emitError(loc, "attn-to-gpu: a TMA copy's tensor is not a "
+                            "kernel parameter");
+    unsigned index = kernel.getNumArguments();
+    if (failed(kernel.insertArgument(index,
+                                     LLVM::LLVMPointerType::get(b.getContext()),
+                                     b.getDictionaryAttr({}), loc)))
+      return failure();
+    Value param = kernel.getArgument(index);
+    SmallVector<Attribute> listed;
+    if (auto old = kernel->getAttrOfType<ArrayAttr>("flashlight.tensor_maps"))
+      llvm::append_range(listed, old);
+    listed.push_back(b.getDictionaryAttr(
+        {b.getNamedAttr("param", b.getI64IntegerAttr(arg.getArgNumber())),
+         b.getNamedAttr("box", b.getI64ArrayAttr({atomColumns(), rows}))}));
+    kernel->setAttr("flashlight.tensor_maps", b.getArrayAttr(listed));
+    tensorMaps.push_back({memref, rows, param});
+    return param;
+  }
+
+  /// TMA: copies the [rows, d] slice of `view` (its rows from offsets[2])
+  /// into buffer `buffer` of the tile at shared address `tile`, one atom of
+  /// columns a copy (the tile's [rows][128 bytes] atoms are the boxes, and
+  /// TMA's 128-byte swizzle is the tiles' own); the copies complete on
+  /// `full`. Returns the bytes copied.
+  FailureOr<int64_t> copyByTensorMap(const View &view, Value tile, Value buffer,
+                                     int64_t rows, int64_t d, Value full) {
+    FailureOr<Value> map = tensorMap(view.memref, rows);
+    if (failed(map))
+      return failure();
+    int64_t atoms = llvm::divideCeil(d, atomColumns());
+    int64_t atomBytes = rows * kRowBytes;
+    Value base = arith::AddIOp::create(
+        b, loc, tile,
+        arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
+                                     mulI(buffer, atoms * atomBytes)));
+    auto i32Of = [&](Value index) -> Value {
+      return arith::IndexCastUIOp::create(b, loc, b.getI32Type(), index);
+    };
+    // Coordinates innermost first: column, row, then the outer dims.
+    SmallVector<Value> coordinates = {Value(), i32Of(view.offsets[2])};
+    for (int64_t dim = 1; dim >= 0; --dim)
+      coordinates.push_back(i32Of(view.offsets[dim]));
+    for (int64_t a = 0; a < atoms; ++a) {
+      coordinates[0] = i32(int32_t(a * atomColumns()));
+      copies::tensorCopy(
+          b, loc, arith::AddIOp::create(b, loc, base, i64(a * atomBytes)), *map,
+          coordinates, full);
+    }
+    return atoms * atomBytes;
+  }
+
+  /// Bytes of one buffer of `tile` (head dim `d`): whole atoms of rows.
+  int64_t tileBytes(Value tile, int64_t d) {
+    return tileRows(tile, d) * llvm::divideCeil(d, atomColumns()) * kRowBytes;
+  }
+
+  /// TMA: the K tiles of every branch at row `k0` into buffer `buffer`,
+  /// after announcing their bytes on K's full barrier.
+  LogicalResult copyKeysByTensorMap(Value k0, Value buffer) {
+    Value full = barrierAt(0, buffer);
+    int64_t bytes = 0;
+    for (auto [tile, view] : llvm::zip_equal(keyTiles, keyViews)) {
+      int64_t d = cast<MemRefType>(view.memref.getType()).getDimSize(3);
+      bytes += tileBytes(tile, d);
+    }
+    copies::arriveExpectingBytes(b, loc, full, bytes);
+    for (auto [i, view] : llvm::enumerate(keyViews)) {
+      View at = view;
+      at.offsets[2] = k0;
+      int64_t d = cast<MemRefType>(view.memref.getType()).getDimSize(3);
+      if (failed(copyByTensorMap(at, keyAddresses[i], buffer,
+                                 tileRows(keyTiles[i], d), d, full)))
+        return failure();
+    }
+    return success();
+  }
+
+  /// TMA: V's tile at row `k0` into buffer `buffer`.
+  LogicalResult copyValuesByTensorMap(Value k0, Value buffer) {
+    View value = valueView;
+    value.offsets[2] = k0;
+    int64_t dv = cast<MemRefType>(value.memref.getType()).getDimSize(3);
+    int64_t rows = tileRows(valueTile, dv);
+    Value full = barrierAt(4, buffer);
+    copies::arriveExpectingBytes(b, loc, full, tileBytes(valueTile, dv));
+    return failure(
+        failed(copyByTensorMap(value, valueAddress, buffer, rows, dv, full)));
+  }
+
+  /// Waits until the consumers released buffer `use % 2` for the use-th
+  /// time less two (mbarrier `kind`: 2 K's, 6 V's, 10 Q's), if it was used.
+  void waitReleased(int64_t kind, Value use) {
+    auto ifUsed =
+        scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::uge, use, idx(2)));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
+    waitBarrier(kind, arith::SubIOp::create(b, loc, use, idx(2)));
+  }
+
+  /// The TMA form of emitProducerLoop, run by one producer thread: tile
+  /// t's K once the consumers released tile t - 2's, then its V likewise;
+  /// each full barrier completes when its bytes landed.
+  FailureOr<Value> emitTensorMapProducerLoop(scf::ForOp loop) {
+    auto producerLoop =
+        scf::ForOp::create(b, loc, map.lookup(loop.getLowerBound()),
+                           map.lookup(loop.getUpperBound()),
+                           map.lookup(loop.getStep()), ValueRange{idx(0)});
+    OpBuilder::InsertionGuard loopGuard(b);
+    b.setInsertionPointToStart(producerLoop.getBody());
+    Value k0 = producerLoop.getInductionVar();
+    Value t = producerLoop.getRegionIterArgs()[0];
+    Value g = tileBase ? addI(t, tileBase) : t;
+    Value buffer = arith::RemUIOp::create(b, loc, g, idx(2));
+    waitReleased(2, g);
+    if (failed(copyKeysByTensorMap(k0, buffer)))
+      return failure();
+    waitReleased(6, g);
+    if (failed(copyValuesByTensorMap(k0, buffer)))
+      return failure();
+    scf::YieldOp::create(b, loc, ValueRange{addI(t, idx(1))});
+    return producerLoop.getResult(0);
   }
 
   /// The producer warpgroup's copies of `loop`'s K/V tiles: tile t into
@@ -910,14 +1077,7 @@ protected:
       // Buffer g % 2 held tile g - 2: both consumers must be done with it,
       // K (released after S) and V (after P V) on their own barriers, so
       // that K_t's copies need not wait for P_{t-2} V_{t-2}.
-      auto afterRelease = [&](int64_t kind) {
-        auto ifUsed = scf::IfOp::create(
-            b, loc, cmpI(arith::CmpIPredicate::uge, g, idx(2)));
-        OpBuilder::InsertionGuard g2(b);
-        b.setInsertionPointToStart(&ifUsed.getThenRegion().front());
-        waitBarrier(kind, arith::SubIOp::create(b, loc, g, idx(2)));
-      };
-      afterRelease(2);
+      waitReleased(2, g);
       stageKeys(k0, buffer);
       // Q, copied before K_0, landed: the consumers may start.
       if (producerCopiesQuery) {
@@ -935,7 +1095,7 @@ protected:
         fill(4, arith::SubIOp::create(b, loc, idx(1), buffer),
              int32_t(keyTiles.size() + stagedTiles.size()));
       }
-      afterRelease(6);
+      waitReleased(6, g);
       View value = valueView;
       value.offsets[2] = k0;
       stageBuffer(value, valueTile, buffer,
@@ -980,8 +1140,17 @@ protected:
       b.setInsertionPointToStart(&fork.getThenRegion().front());
       setMaxRegisters(registerSplit.first, /*increase=*/false);
       llvm::SaveAndRestore<Side> producerSide(side, Side::Producer);
+      std::optional<OpBuilder::InsertionGuard> issuer;
+      if (tma) {
+        // One thread issues the copies; the warpgroup's others are done.
+        auto ifIssuer = scf::IfOp::create(
+            b, loc, cmpI(arith::CmpIPredicate::eq, thread, idx(threads)));
+        issuer.emplace(b);
+        b.setInsertionPointToStart(&ifIssuer.getThenRegion().front());
+      }
       if (failed(loopOverTiles()))
         return failure();
+      issuer.reset();
       NVVM::Exit::create(b, loc);
     }
     consumersOnly = true;

@@ -1,5 +1,5 @@
-// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
-// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128 persistent=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=ONETILE
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128 tma=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128 persistent=false tma=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=ONETILE
 
 // A persistent kernel (no mask, three consumer warpgroups): thread 0 sets
 // up the mbarriers once, the fork follows, and each side loops over the

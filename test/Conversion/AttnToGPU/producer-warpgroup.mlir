@@ -1,6 +1,6 @@
-// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=128 block-n=128" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
-// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=128 block-n=128 ping-pong=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=NOTURNS
-// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=128 block-n=128" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=BOUNDS
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=128 block-n=128 tma=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=128 block-n=128 ping-pong=false tma=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=NOTURNS
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=128 block-n=128 tma=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=BOUNDS
 
 // Two consumer warpgroups on 128 x 128 tiles and a producer warpgroup
 // (threads 256..383) that copies every K/V tile (the default).

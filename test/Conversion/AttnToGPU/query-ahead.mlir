@@ -1,5 +1,5 @@
-// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=128 block-n=128" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
-// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=128 block-n=128 persistent=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=ONETILE
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=128 block-n=128 tma=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=128 block-n=128 persistent=false tma=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=ONETILE
 
 // A persistent kernel with two consumer warpgroups at D = 64 (the plan's
 // query_ahead): the producer copies each work tile's Q into buffer

@@ -1,6 +1,6 @@
-// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128 persistent=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
-// RUN: not flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu 2>&1 | FileCheck %s --check-prefix=NARROW
-// RUN: not flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128 producer-warpgroup=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu 2>&1 | FileCheck %s --check-prefix=NARROW
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128 persistent=false tma=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
+// RUN: not flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=64 tma=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu 2>&1 | FileCheck %s --check-prefix=NARROW
+// RUN: not flashlight-opt %s --attn-plan="arch=sm_90a block-m=192 block-n=128 producer-warpgroup=false tma=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu 2>&1 | FileCheck %s --check-prefix=NARROW
 // RUN: not flashlight-opt %s --attn-plan="block-m=192 block-n=128" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu 2>&1 | FileCheck %s --check-prefix=AMPERE
 
 // 192-row tiles (one work tile per block; persistent.mlir has the

@@ -13,7 +13,8 @@
 //                              branch lookahead (loopForm);
 //   6. registers            -- blocks per SM, setmaxnreg's split;
 //   7. the grid             -- a work tile per block, or persistent;
-//   8. shared memory        -- the tiles' bytes, the reads staged with K.
+//   8. shared memory        -- the tiles' bytes, the reads staged with K;
+//   9. copies               -- TMA for the producer warpgroup's tiles.
 //
 // The measured reasons behind each rule are decision records in
 // docs/decisions, cited by number.
@@ -338,12 +339,17 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
       layoutSharedMemory(facts, wgmma, blockM, blockN, warpRows,
                          threads / ArchInfo::kThreadsPerWarp, queryInSmem, loop,
                          producer, queryAhead);
+  // Rule 9: the producer warpgroup copies with TMA, one thread issuing a
+  // tile's copies (docs/decisions/026), unless reads are staged with K
+  // (those copies are per thread, bounds-tested per chunk).
+  bool tma = producer && options.tma && smem.stagedReads == 0;
   return KernelPlanAttr::get(
       facts.getOp()->getContext(), generator, blockM, blockN, warpRows,
       consumerGroups, producer, loop, pingPong, lookahead, sparsity,
       queryInSmem, smem.stagedReads, smem.bytes, minBlocks, producerRegisters,
       consumerRegisters, !options.staticStrides,
-      facts.getOp()->hasAttr(kAlignedLengthsAttrName), persistent, queryAhead);
+      facts.getOp()->hasAttr(kAlignedLengthsAttrName), persistent, queryAhead,
+      tma);
 }
 
 struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {
@@ -370,7 +376,8 @@ struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {
                             pingPong,
                             branchLookahead,
                             staticStrides,
-                            persistent};
+                            persistent,
+                            tma};
     WalkResult result = getOperation()->walk([&](AttentionOp op) {
       KernelFacts facts(op);
       FailureOr<KernelPlanAttr> plan = Planner{facts, *info, options}.plan();

@@ -14,7 +14,7 @@
 // Ampere: mma.sync, 32-row warps on 128 x 64 tiles. Without tensor cores:
 // the reference generator's 4 x 32.
 // H100-LABEL: func.func @causal_d128
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = 164928, min_blocks = 1, producer_registers = 56, consumer_registers = 224, runtime_strides = true>
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = 164928, min_blocks = 1, producer_registers = 56, consumer_registers = 224, runtime_strides = true, tma = true>
 // A100-LABEL: func.func @causal_d128
 // A100: #attn.kernel_plan<generator = mma_sync, block_m = 128, block_n = 64, warp_rows = 32, consumer_groups = 0, producer = false, loop = barrier, ping_pong = false, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = 69632, min_blocks = 2, producer_registers = 0, consumer_registers = 0, runtime_strides = true>
 // REF-LABEL: func.func @causal_d128
@@ -40,9 +40,9 @@ func.func @causal_d128(%q: tensor<2x8x2048x128xbf16>, %k: tensor<2x8x2048x128xbf
 // warpgroups at D = 64, so a persistent grid whose producer copies Q ahead
 // into a second buffer (96 KiB and 12 mbarriers, not 80 KiB and 8).
 // H100-LABEL: func.func @vanilla_d64
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = 99424, min_blocks = 1, producer_registers = 56, consumer_registers = 224, runtime_strides = true, persistent = true, query_ahead = true>
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = 99424, min_blocks = 1, producer_registers = 56, consumer_registers = 224, runtime_strides = true, persistent = true, query_ahead = true, tma = true>
 // ONETILE-LABEL: func.func @vanilla_d64
-// ONETILE: shared_memory = 83008, {{.*}} runtime_strides = true>
+// ONETILE: shared_memory = 83008, {{.*}} runtime_strides = true, tma = true>
 func.func @vanilla_d64(%q: tensor<2x8x2048x64xbf16>, %k: tensor<2x8x2048x64xbf16>,
                        %v: tensor<2x8x2048x64xbf16>) -> tensor<2x8x2048x64xbf16> {
   %o = attn.attention q(%q : tensor<2x8x2048x64xbf16>) k(%k : tensor<2x8x2048x64xbf16>)
@@ -57,9 +57,9 @@ func.func @vanilla_d64(%q: tensor<2x8x2048x64xbf16>, %k: tensor<2x8x2048x64xbf16
 // warpgroups on 192 x 128, and the register file split 32 / 160. Rule 7:
 // no mask, so a persistent grid (not with persistent=false).
 // H100-LABEL: func.func @long_d64
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 192, block_n = 128, warp_rows = 16, consumer_groups = 3, producer = true, loop = mbarrier, ping_pong = true, {{.*}} producer_registers = 32, consumer_registers = 160, runtime_strides = true, persistent = true>
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 192, block_n = 128, warp_rows = 16, consumer_groups = 3, producer = true, loop = mbarrier, ping_pong = true, {{.*}} producer_registers = 32, consumer_registers = 160, runtime_strides = true, persistent = true, tma = true>
 // ONETILE-LABEL: func.func @long_d64
-// ONETILE: consumer_registers = 160, runtime_strides = true>
+// ONETILE: consumer_registers = 160, runtime_strides = true, tma = true>
 // NOPROD-LABEL: func.func @long_d64
 // NOPROD: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64,
 func.func @long_d64(%q: tensor<1x8x8192x64xbf16>, %k: tensor<1x8x8192x64xbf16>,
@@ -75,7 +75,7 @@ func.func @long_d64(%q: tensor<1x8x8192x64xbf16>, %k: tensor<1x8x8192x64xbf16>,
 // Rule 7: a causal mask's query tiles differ in work, which a static
 // round-robin of work tiles would leave unbalanced: one tile per block.
 // H100-LABEL: func.func @long_causal_d64
-// H100: block_m = 192, {{.*}} runtime_strides = true>
+// H100: block_m = 192, {{.*}} runtime_strides = true, tma = true>
 func.func @long_causal_d64(%q: tensor<1x8x8192x64xbf16>, %k: tensor<1x8x8192x64xbf16>,
                            %v: tensor<1x8x8192x64xbf16>) -> tensor<1x8x8192x64xbf16> {
   %o = attn.attention q(%q : tensor<1x8x8192x64xbf16>) k(%k : tensor<1x8x8192x64xbf16>)
@@ -118,7 +118,7 @@ func.func @document(%q: tensor<2x4x1024x64xbf16>, %k: tensor<2x4x1024x64xbf16>,
 // producer's registers split 24 / 240. Branch lookahead only where the
 // consumers do not take turns.
 // H100-LABEL: func.func @two_branches
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} producer = true, loop = mbarrier, ping_pong = true, lookahead = false, {{.*}} producer_registers = 24, consumer_registers = 240, runtime_strides = true>
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} producer = true, loop = mbarrier, ping_pong = true, lookahead = false, {{.*}} producer_registers = 24, consumer_registers = 240, runtime_strides = true, tma = true>
 // TURNS-LABEL: func.func @two_branches
 // TURNS: #attn.kernel_plan<generator = wgmma, {{.*}} ping_pong = false, lookahead = true,
 // A100-LABEL: func.func @two_branches

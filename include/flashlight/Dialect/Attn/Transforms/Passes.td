@@ -81,6 +81,9 @@ def AttnPlan : Pass<"attn-plan"> {
     Option<"persistent", "persistent", "bool", /*default=*/"true",
            "A persistent grid (blocks loop over work tiles) where the plan "
            "picks one">,
+    Option<"tma", "tma", "bool", /*default=*/"true",
+           "The producer warpgroup copies with TMA (sm_90a) where its tiles "
+           "allow">,
   ];
 }
 
