@@ -78,18 +78,3 @@ void copies::arriveExpectingBytes(OpBuilder &b, Location loc, Value barrier,
       arith::ConstantIntOp::create(b, loc, b.getI32Type(), bytes),
       NVVM::MemScopeKind::CTA, /*relaxed=*/false, Value());
 }
-
-void copies::tensorStore(OpBuilder &b, Location loc, Value tensorMap, Value src,
-                         ValueRange coordinates) {
-  Value shared = LLVM::IntToPtrOp::create(
-      b, loc, LLVM::LLVMPointerType::get(b.getContext(), 3), src);
-  NVVM::CpAsyncBulkTensorSharedCTAToGlobalOp::create(
-      b, loc, tensorMap, shared, coordinates, Value(), NVVM::TMAStoreMode::TILE,
-      Value());
-  NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
-}
-
-void copies::waitForStoreReads(OpBuilder &b, Location loc) {
-  NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(0),
-                                       b.getUnitAttr());
-}

@@ -59,16 +59,6 @@ void arriveWhenCopiesLand(OpBuilder &b, Location loc, Value barrier);
 void tensorCopy(OpBuilder &b, Location loc, Value dst, Value tensorMap,
                 ValueRange coordinates, Value barrier);
 
-/// One bulk tensor store (TMA, sm_90): the box of the tensor map at
-/// `tensorMap` whose first element is at `coordinates` from shared memory
-/// at `src` (a shared-window address, i64), committed as a bulk group of
-/// its own. Elements outside the tensor are not written.
-void tensorStore(OpBuilder &b, Location loc, Value tensorMap, Value src,
-                 ValueRange coordinates);
-
-/// Waits until this thread's bulk stores have read their shared memory.
-void waitForStoreReads(OpBuilder &b, Location loc);
-
 /// This thread arrives on `barrier` and adds `bytes` to the transactions
 /// its current phase waits for (the bulk copies that complete on it).
 void arriveExpectingBytes(OpBuilder &b, Location loc, Value barrier,

@@ -837,10 +837,9 @@ protected:
       return failure();
     Value tiles = tileBase ? kvTileCount(loop) : Value();
     // Every S of this work tile completed (the softmax read them): the
-    // producer may copy work tile workIndex + 2's Q into this buffer,
-    // unless the epilogue stages the output there (then it releases it).
+    // producer may copy work tile workIndex + 2's Q into this buffer.
     if (producerCopiesQuery)
-      queryHeld = true;
+      arriveOn(10, queryBuffer);
     if (pingPong) {
       endTurn();
       // The last P V, left in flight by its turn.
@@ -1165,79 +1164,7 @@ protected:
   LogicalResult emitFinalize(OnlineFinalizeOp fin) override {
     if (side == Side::Producer)
       return success();
-    if (failed(MmaSyncEmitter::emitFinalize(fin)))
-      return failure();
-    if (queryHeld)
-      arriveOn(10, queryBuffer);
-    queryHeld = false;
-    return success();
-  }
-
-  /// Set from the KV loop's end to the work tile's Q-empty arrival: the
-  /// consumers still hold the Q buffer (query_ahead).
-  bool queryHeld = false;
-
-  /// query_ahead with TMA: each warpgroup writes its 64 output rows into
-  /// its own rows of the work tile's Q buffer (its last S completed; the
-  /// producer refills the buffer only after this release), and one of its
-  /// threads stores them with TMA (boxes of 64 rows, one swizzle atom of
-  /// columns: the tile's layout is TMA's 128-byte swizzle), waits until
-  /// the copies read the buffer, and releases it with the others.
-  LogicalResult storeThroughQueryBuffer(const FinalizeTarget &target, Value q0,
-                                        ArrayRef<Value> pairs) {
-    auto [out, outType, b0, h0] = target;
-    int64_t dv = outType.getDimSize(3);
-    Value staging = queryTiles.front();
-    int64_t rows = tileRows(staging, dv), atoms = dv / atomColumns();
-    {
-      llvm::SaveAndRestore<Value> offset(stageOffset,
-                                         mulI(queryBuffer, rows * atoms));
-      Value localRow = addI(mulI(warp, 16), group());
-      const Value *pair = pairs.begin();
-      for (int64_t nd = 0; nd < dv / 8; ++nd)
-        for (int64_t half = 0; half < 2; ++half, ++pair)
-          vector::StoreOp::create(
-              b, loc, *pair, staging,
-              tileIndices(staging, addI(localRow, idx(8 * half)),
-                          addI(idx(8 * nd), mulI(quad(), 2)), dv),
-              /*nontemporal=*/false,
-              llvm::Align(outType.getElementTypeBitWidth() / 4));
-    }
-    // The writes (generic proxy) before the bulk copies' reads (async).
-    copies::fenceToAsyncProxy(b, loc);
-    namedBarrier(groupId(1), kGroupThreads);
-    FailureOr<Value> map = tensorMap(out, kGroupRows);
-    if (failed(map))
-      return failure();
-    Value group = warpgroup();
-    auto ifIssuer = scf::IfOp::create(
-        b, loc,
-        cmpI(arith::CmpIPredicate::eq,
-             arith::RemUIOp::create(b, loc, thread, idx(kGroupThreads)),
-             idx(0)));
-    {
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&ifIssuer.getThenRegion().front());
-      Value base = arith::AddIOp::create(
-          b, loc, queryAddresses.front(),
-          arith::IndexCastUIOp::create(
-              b, loc, b.getI64Type(),
-              addI(mulI(queryBuffer, rows * atoms * kRowBytes),
-                   mulI(group, kGroupRows * kRowBytes))));
-      auto i32Of = [&](Value index) -> Value {
-        return arith::IndexCastUIOp::create(b, loc, b.getI32Type(), index);
-      };
-      Value row = i32Of(addI(q0, mulI(group, kGroupRows)));
-      for (int64_t a = 0; a < atoms; ++a)
-        copies::tensorStore(
-            b, loc, *map,
-            arith::AddIOp::create(b, loc, base, i64(a * rows * kRowBytes)),
-            {i32(int32_t(a * atomColumns())), row, i32Of(h0), i32Of(b0)});
-      copies::waitForStoreReads(b, loc);
-    }
-    arriveOn(10, queryBuffer);
-    queryHeld = false;
-    return success();
+    return MmaSyncEmitter::emitFinalize(fin);
   }
 
   /// Whether every tile the producer copies lies within its tensor: query
@@ -1367,19 +1294,18 @@ protected:
     auto [out, outType, b0, h0] = target;
     int64_t dv = outType.getDimSize(3);
     // A persistent kernel's consumers copy the next work tile's Q into the
-    // Q tile right after this one: the output goes out in pairs, unless the
-    // producer copies Q with TMA (the buffer is then released after the
-    // output left it).
-    if (side == Side::Consumer) {
-      if (tma && producerCopiesQuery && stagesOutputInQuery(outType) &&
-          succeeded(storeThroughQueryBuffer(target, q0, pairs)))
-        return;
+    // Q tile right after this one: the output goes out in pairs.
+    if (side == Side::Consumer)
       return MmaSyncEmitter::storeOutput(target, q0, pairs);
-    }
     // Branch 0's Q tile (every branch's last S = Q K^T has completed).
-    if (!stagesOutputInQuery(outType))
+    Value staging = queryTiles.empty() ? Value() : queryTiles.front();
+    auto tileType =
+        staging ? cast<MemRefType>(staging.getType()) : MemRefType();
+    // The Q tile holds [block-m, D] in whole atoms: it takes the output
+    // when Dv = D and the element types agree.
+    if (!tileType || tileType.getElementType() != outType.getElementType() ||
+        tileType.getNumElements() != threads / 2 * dv || dv % atomColumns())
       return MmaSyncEmitter::storeOutput(target, q0, pairs);
-    Value staging = queryTiles.front();
     Type element = outType.getElementType();
     int64_t bytes = outType.getElementTypeBitWidth() / 8;
     // Every thread copied Q rows of both warpgroups: all of them landed (the
@@ -1423,19 +1349,6 @@ protected:
       vector::StoreOp::create(b, loc, chunk, out, {b0, h0, globalRow, col},
                               /*nontemporal=*/false, llvm::Align(16));
     }
-  }
-
-  /// Whether branch 0's Q tile can stage the output block: it holds
-  /// [block-m, D] in whole atoms (a buffer of it), so Dv = D and the
-  /// element types agree.
-  bool stagesOutputInQuery(MemRefType outType) {
-    if (queryTiles.empty())
-      return false;
-    auto tileType = cast<MemRefType>(queryTiles.front().getType());
-    int64_t dv = outType.getDimSize(3);
-    return tileType.getElementType() == outType.getElementType() &&
-           tileType.getNumElements() == queryBuffers * threads / 2 * dv &&
-           dv % atomColumns() == 0;
   }
 
   /// Two warpgroups (one block per SM, nothing to hide a latency behind):
