@@ -45,9 +45,9 @@ using Tiles = std::pair<int64_t, int64_t>;
 
 /// Rule 1a: the tensor-core tiles the program's structure prefers, before
 /// the shared-memory check (docs/decisions/003, 004, 010, 014). `producer`:
-/// the producer warpgroup's loop is available.
+/// the producer warpgroup's loop is available; `tma`: it copies with TMA.
 Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
-                     bool producer) {
+                     bool producer, bool tma) {
   MaskKind mask = facts.getMask().kind;
   bool atoms = facts.hasWholeAtoms();
   int64_t dqk = facts.getSmallestHeadDim(), dv = facts.getValueHeadDim();
@@ -65,10 +65,12 @@ Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
   if (branches > 1 && wgmma && atoms && dv <= 64)
     return {128, 128};
   // One long branch at D = 64 with a plain mask and score: three consumer
-  // warpgroups on 192 x 128 (docs/decisions/004).
+  // warpgroups on 192 x 128 (docs/decisions/004); without a mask, and with
+  // the producer copying with TMA, from N = 2048.
   int64_t shortest = facts.getShortestLength();
+  int64_t longFrom = tma && mask == MaskKind::None ? 2048 : 8192;
   if (wgmma && producer && atoms && branches == 1 && dqk == 64 && dv == 64 &&
-      !ShapedType::isDynamic(shortest) && shortest >= 8192 &&
+      !ShapedType::isDynamic(shortest) && shortest >= longFrom &&
       facts.hasPlainMask() && facts.hasPlainScore())
     return {192, 128};
   bool lean = facts.isLean();
@@ -198,7 +200,8 @@ FailureOr<KernelPlanAttr> Planner::plan() {
   Tiles tiles =
       fittedTiles(facts, preferredTiles(facts, wgmma, options.blockMask,
                                         options.producerWarpgroup &&
-                                            options.decoupleWarpgroups));
+                                            options.decoupleWarpgroups,
+                                        options.tma));
   if (options.blockM)
     tiles.first = options.blockM;
   if (options.blockN)

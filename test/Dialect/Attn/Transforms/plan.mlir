@@ -7,6 +7,7 @@
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a ping-pong=false" --verify-diagnostics | FileCheck %s --check-prefix=TURNS
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a producer-warpgroup=false" --verify-diagnostics | FileCheck %s --check-prefix=NOPROD
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a persistent=false" --verify-diagnostics | FileCheck %s --check-prefix=ONETILE
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a tma=false" 2>/dev/null | FileCheck %s --check-prefix=NOTMA
 
 // Rule 1 (generator and tiles), lean causal attention at D = 128: wgmma on
 // 128 x 128 tiles, two consumer warpgroups on mbarriers, a producer
@@ -35,14 +36,18 @@ func.func @causal_d128(%q: tensor<2x8x2048x128xbf16>, %k: tensor<2x8x2048x128xbf
 
 // -----
 
-// Rule 5, lean at D = 64 and N = 2048: 128-key tiles with the producer
-// warpgroup and ping-pong, one block per SM. Rule 7: no mask, two consumer
-// warpgroups at D = 64, so a persistent grid whose producer copies Q ahead
-// into a second buffer (96 KiB and 12 mbarriers, not 80 KiB and 8).
+// Rule 1a, no mask at D = 64 from N = 2048 with the producer copying with
+// TMA: three consumer warpgroups on 192 x 128; rule 7: a persistent grid.
 // H100-LABEL: func.func @vanilla_d64
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = 99424, min_blocks = 1, producer_registers = 56, consumer_registers = 224, runtime_strides = true, persistent = true, query_ahead = true, tma = true>
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 192, block_n = 128, warp_rows = 16, consumer_groups = 3, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = 91200, min_blocks = 1, producer_registers = 32, consumer_registers = 160, runtime_strides = true, persistent = true, tma = true>
 // ONETILE-LABEL: func.func @vanilla_d64
-// ONETILE: shared_memory = 83008, {{.*}} runtime_strides = true, tma = true>
+// ONETILE: block_m = 192, {{.*}} runtime_strides = true, tma = true>
+// Without TMA (rule 5, lean at D = 64 and N = 2048): 128-key tiles with the
+// producer warpgroup and ping-pong, one block per SM. Rule 7: no mask, two
+// consumer warpgroups at D = 64, so a persistent grid whose producer copies
+// Q ahead into a second buffer (96 KiB and 12 mbarriers, not 80 KiB and 8).
+// NOTMA-LABEL: func.func @vanilla_d64
+// NOTMA: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = 99424, min_blocks = 1, producer_registers = 56, consumer_registers = 224, runtime_strides = true, persistent = true, query_ahead = true>
 func.func @vanilla_d64(%q: tensor<2x8x2048x64xbf16>, %k: tensor<2x8x2048x64xbf16>,
                        %v: tensor<2x8x2048x64xbf16>) -> tensor<2x8x2048x64xbf16> {
   %o = attn.attention q(%q : tensor<2x8x2048x64xbf16>) k(%k : tensor<2x8x2048x64xbf16>)
