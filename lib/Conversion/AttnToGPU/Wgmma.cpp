@@ -735,8 +735,8 @@ protected:
       int64_t rows = tileRows(queryTiles[role.branch], d);
       copies::arriveExpectingBytes(b, loc, full,
                                    tileBytes(queryTiles[role.branch], d));
-      return failure(failed(copyByTensorMap(view, queryAddresses[role.branch],
-                                            queryBuffer, rows, d, full)));
+      return copyByTensorMap(view, queryAddresses[role.branch], queryBuffer,
+                             rows, d, full);
     }
     llvm::SaveAndRestore<Value> producerThread(
         thread, arith::SubIOp::create(b, loc, thread, idx(threads)));
@@ -794,11 +794,8 @@ protected:
                                 "loop");
     setMaxRegisters(registerSplit.first, /*increase=*/false);
     if (tma) {
-      // One thread issues the copies; the warpgroup's others are done.
-      auto ifIssuer = scf::IfOp::create(
-          b, loc, cmpI(arith::CmpIPredicate::eq, thread, idx(threads)));
       OpBuilder::InsertionGuard issuer(b);
-      b.setInsertionPointToStart(&ifIssuer.getThenRegion().front());
+      enterIssuer();
       if (failed(emitTensorMapProducerLoop(loop)))
         return failure();
     } else {
@@ -806,6 +803,15 @@ protected:
     }
     NVVM::Exit::create(b, loc);
     return success();
+  }
+
+  /// TMA: moves the builder into an `scf.if` that only the producer
+  /// warpgroup's first thread takes, the one that issues every copy (the
+  /// warpgroup's other threads are done).
+  void enterIssuer() {
+    auto ifIssuer = scf::IfOp::create(
+        b, loc, cmpI(arith::CmpIPredicate::eq, thread, idx(threads)));
+    b.setInsertionPointToStart(&ifIssuer.getThenRegion().front());
   }
 
   /// setmaxnreg: this warpgroup's registers per thread become `count`.
@@ -940,9 +946,9 @@ protected:
   /// into buffer `buffer` of the tile at shared address `tile`, one atom of
   /// columns a copy (the tile's [rows][128 bytes] atoms are the boxes, and
   /// TMA's 128-byte swizzle is the tiles' own); the copies complete on
-  /// `full`. Returns the bytes copied.
-  FailureOr<int64_t> copyByTensorMap(const View &view, Value tile, Value buffer,
-                                     int64_t rows, int64_t d, Value full) {
+  /// `full`.
+  LogicalResult copyByTensorMap(const View &view, Value tile, Value buffer,
+                                int64_t rows, int64_t d, Value full) {
     FailureOr<Value> map = tensorMap(view.memref, rows);
     if (failed(map))
       return failure();
@@ -965,7 +971,7 @@ protected:
           b, loc, arith::AddIOp::create(b, loc, base, i64(a * atomBytes)), *map,
           coordinates, full);
     }
-    return atoms * atomBytes;
+    return success();
   }
 
   /// Bytes of one buffer of `tile` (head dim `d`): whole atoms of rows.
@@ -1002,8 +1008,7 @@ protected:
     int64_t rows = tileRows(valueTile, dv);
     Value full = barrierAt(4, buffer);
     copies::arriveExpectingBytes(b, loc, full, tileBytes(valueTile, dv));
-    return failure(
-        failed(copyByTensorMap(value, valueAddress, buffer, rows, dv, full)));
+    return copyByTensorMap(value, valueAddress, buffer, rows, dv, full);
   }
 
   /// Waits until the consumers released buffer `use % 2` for the use-th
@@ -1142,11 +1147,8 @@ protected:
       llvm::SaveAndRestore<Side> producerSide(side, Side::Producer);
       std::optional<OpBuilder::InsertionGuard> issuer;
       if (tma) {
-        // One thread issues the copies; the warpgroup's others are done.
-        auto ifIssuer = scf::IfOp::create(
-            b, loc, cmpI(arith::CmpIPredicate::eq, thread, idx(threads)));
         issuer.emplace(b);
-        b.setInsertionPointToStart(&ifIssuer.getThenRegion().front());
+        enterIssuer();
       }
       if (failed(loopOverTiles()))
         return failure();
