@@ -287,10 +287,16 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   // Software-pipelined: one branch on 64-key tiles, a loop that visits every
   // tile of its range.
   // At Dv = 256 (64-key tiles: 128-key ones do not fit), the producer
-  // warpgroup with ping-pong instead (1.20-1.29x; at Dv = 192 its kernel
-  // spills and loses, docs/decisions/003).
+  // warpgroup with ping-pong instead (1.20-1.29x); at Dv = 192 too where it
+  // copies with TMA (1.36-1.50x; with cp.async its kernel spills and
+  // loses, docs/decisions/003).
+  bool producerCopiesWithTma = options.producerWarpgroup &&
+                               options.decoupleWarpgroups && options.tma &&
+                               facts.getStagedReads().empty();
+  int64_t valueDim = facts.getValueHeadDim();
   bool pipelined = wgmma && options.overlapSoftmax && !votes && blockN < 128 &&
-                   branches == 1 && kvLoop && facts.getValueHeadDim() != 256;
+                   branches == 1 && kvLoop && valueDim != 256 &&
+                   !(valueDim > 128 && producerCopiesWithTma);
   // mbarriers instead of the per-step block-wide barrier: two or more
   // warpgroups on the plain loop (dense, or sparse over a block mask); a
   // producer warpgroup on the dense one, the consumers taking turns.

@@ -317,6 +317,22 @@ func.func @gemma_d256(%q: tensor<1x8x2048x256xbf16>, %k: tensor<1x8x2048x256xbf1
 
 // -----
 
+// Head dim 192 on 128 x 64 tiles: with TMA the producer warpgroup and
+// ping-pong (its cp.async copies spilled: the pipelined loop without TMA).
+// H100-LABEL: func.func @wide_d192
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, {{.*}} tma = true>
+// NOTMA-LABEL: func.func @wide_d192
+// NOTMA: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, warp_rows = 16, consumer_groups = 2, producer = false, loop = pipelined,
+func.func @wide_d192(%q: tensor<1x8x2048x192xbf16>, %k: tensor<1x8x2048x192xbf16>,
+                     %v: tensor<1x8x2048x192xbf16>) -> tensor<1x8x2048x192xbf16> {
+  %o = attn.attention q(%q : tensor<1x8x2048x192xbf16>) k(%k : tensor<1x8x2048x192xbf16>)
+         v(%v : tensor<1x8x2048x192xbf16>) scale [0.072] normalizer softmax
+         -> tensor<1x8x2048x192xbf16>
+  return %o : tensor<1x8x2048x192xbf16>
+}
+
+// -----
+
 // MLA's head dims: Q.K 192, V 128, on wgmma (whole atoms).
 // H100-LABEL: func.func @mla_d192
 // H100: #attn.kernel_plan<generator = wgmma, block_m = 128,
