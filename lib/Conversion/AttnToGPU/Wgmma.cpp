@@ -36,7 +36,10 @@
 //   (producer) warpgroup copies K and V, and the two or three consumers
 //   take turns issuing their products (P_t V_t, then S_{t+1}) so that one's
 //   softmax runs while another's products do (FlashAttention-3's ping-pong
-//   schedule).
+//   schedule). With the plan's `tma`, one producer thread copies each tile
+//   with TMA instead (a box per atom; TMA's 128-byte swizzle is the tiles'
+//   layout), and the tile's full mbarrier completes on its bytes
+//   (docs/decisions/026).
 //
 //===----------------------------------------------------------------------===//
 
