@@ -278,6 +278,37 @@ TEST_CASE("runtime extents bind from the shapes, within max_extent",
   CHECK_THROWS_AS(manifest.withExtents({{"B", 2}, {"M", 7}}), ManifestError);
 }
 
+TEST_CASE("a TMA kernel's tensor maps come from its arch's entry",
+          "[runtime]") {
+  // sm_90a's kernel takes maps of K and V (parameters 1 and 2; boxes of
+  // one 64-column atom by 128 rows); its aligned variant lists its own.
+  json m = tinyManifest(nullptr);
+  json maps = {{{"param", 1}, {"box", {64, 128}}},
+               {{"param", 2}, {"box", {64, 128}}}};
+  m["archs"]["sm_90a"]["tensor_maps"] = maps;
+  m["archs"]["sm_90a"]["aligned"] = {{"kernel", "tiny_aligned"},
+                                     {"block", {384, 1, 1}},
+                                     {"tensor_maps", {maps[0]}}};
+  KernelManifest hopper = manifestFrom(m).forArtifact("tiny.sm_90a.cubin");
+  REQUIRE(hopper.tensorMaps.size() == 2);
+  CHECK(hopper.tensorMaps[1].param == 2);
+  CHECK(hopper.tensorMaps[1].boxColumns == 64);
+  CHECK(hopper.tensorMaps[1].boxRows == 128);
+  std::optional<KernelManifest> aligned = hopper.alignedVariant();
+  REQUIRE(aligned);
+  CHECK(aligned->tensorMaps.size() == 1);
+  // The sm_80 kernel takes none.
+  CHECK(manifestFrom(m).forArtifact("tiny.sm_80.ptx").tensorMaps.empty());
+  // A map of a parameter the kernel does not have, or a box TMA cannot
+  // copy, is a manifest error.
+  m["archs"]["sm_90a"]["tensor_maps"] = {{{"param", 9}, {"box", {64, 128}}}};
+  CHECK_THROWS_WITH(manifestFrom(m).forArtifact("tiny.sm_90a.cubin"),
+                    Catch::Contains("tensor map of parameter 9"));
+  m["archs"]["sm_90a"]["tensor_maps"] = {{{"param", 1}, {"box", {64, 512}}}};
+  CHECK_THROWS_AS(manifestFrom(m).forArtifact("tiny.sm_90a.cubin"),
+                  ManifestError);
+}
+
 TEST_CASE("lengths whole tiles divide take the aligned kernel's geometry",
           "[runtime]") {
   json m = tinyManifest(nullptr);
