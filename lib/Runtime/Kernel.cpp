@@ -485,6 +485,17 @@ Kernel::~Kernel() {
     CudaDriver::get().cuModuleUnload(module);
 }
 
+/// The element strides of a dense row-major tensor of `shape`.
+static std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
+  std::vector<int64_t> strides(shape.size());
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= shape[d];
+  }
+  return strides;
+}
+
 /// Appends the flattened memref descriptor of a dense row-major buffer:
 /// allocated ptr, aligned ptr, offset, sizes[rank], strides[rank].
 static void appendDescriptor(std::vector<uint64_t> &words, CUdeviceptr pointer,
@@ -494,13 +505,8 @@ static void appendDescriptor(std::vector<uint64_t> &words, CUdeviceptr pointer,
   words.push_back(0);
   for (int64_t d : shape)
     words.push_back(uint64_t(d));
-  int64_t stride = 1;
-  std::vector<uint64_t> strides(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    strides[d] = uint64_t(stride);
-    stride *= shape[d];
-  }
-  words.insert(words.end(), strides.begin(), strides.end());
+  for (int64_t stride : rowMajorStrides(shape))
+    words.push_back(uint64_t(stride));
 }
 
 /// Pointers to each word, as cuLaunchKernel takes its arguments.
@@ -599,16 +605,10 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
   std::vector<TensorMap> maps;
   maps.reserve(manifest.tensorMaps.size());
   for (const TensorMapInfo &t : manifest.tensorMaps) {
-    const std::vector<int64_t> &shape = shapes[t.param];
-    std::vector<int64_t> strides(shape.size());
-    int64_t stride = 1;
-    for (size_t d = shape.size(); d-- > 0;) {
-      strides[d] = stride;
-      stride *= shape[d];
-    }
-    maps.push_back(encodeTensorMap(t, manifest.params[t.param].name,
-                                   manifest.params[t.param].dtype,
-                                   pointers[t.param], shape, strides));
+    const ParamInfo &p = manifest.params[t.param];
+    maps.push_back(encodeTensorMap(t, p.name, p.dtype, pointers[t.param],
+                                   shapes[t.param],
+                                   rowMajorStrides(shapes[t.param])));
   }
   for (TensorMap &map : maps)
     args.push_back(&map);

@@ -35,9 +35,7 @@ TensorMap flashlight::runtime::encodeTensorMap(
   size_t rank = shape.size();
   if (dataType < 0 || rank < 2 || rank > 5 || strides.size() != rank)
     throw CudaError(name + ": no TMA tensor map for a " + dtype +
-                    " tensor of "
-                    "rank " +
-                    std::to_string(rank));
+                    " tensor of rank " + std::to_string(rank));
   uint64_t element = dtypeSize(dtype);
   // Innermost dim first. An empty dim (no rows: the kernel copies none)
   // is described as one row, and a dim of one element gets the stride its

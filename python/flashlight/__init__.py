@@ -427,7 +427,8 @@ class Kernel:
         variant = self._choose_variant(inputs)
         self.last_variant = "aligned" if variant is self._aligned else "general"
         function, _, shared, block, tensor_maps = variant
-        _launch(function, tensors, grid, block, device, shared, tensor_maps)
+        _launch(function, tensors, grid, block, device, shared, tensor_maps,
+                [p["name"] for p in self.params])
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _attention(self, k):
@@ -568,11 +569,12 @@ def _encode_tensor_map(t, box, name):
     return ctypes.string_at(address, 128)
 
 
-def _launch(function, tensors, grid, block, device, shared=0, tensor_maps=()):
+def _launch(function, tensors, grid, block, device, shared=0, tensor_maps=(), names=None):
     """Launches `function` on the current stream; each memref parameter is
     its flattened descriptor: allocated ptr, aligned ptr, offset, sizes...,
     strides...; then the TMA tensor maps (manifest `tensor_maps`: the
-    parameter and box), 128 bytes each."""
+    parameter and box), 128 bytes each, errors naming the parameter from
+    `names` (the manifest's parameter names)."""
     import torch
 
     words = []
@@ -584,7 +586,8 @@ def _launch(function, tensors, grid, block, device, shared=0, tensor_maps=()):
     values = (ctypes.c_uint64 * len(words))(*words)
     pointers = [ctypes.addressof(values) + 8 * i for i in range(len(words))]
     maps = [ctypes.create_string_buffer(_encode_tensor_map(
-        tensors[m["param"]], m["box"], f"parameter {m['param']}"), 128) for m in tensor_maps]
+        tensors[m["param"]], m["box"],
+        names[m["param"]] if names else f"parameter {m['param']}"), 128) for m in tensor_maps]
     pointers += [ctypes.addressof(m) for m in maps]
     args = (ctypes.c_void_p * len(pointers))(*pointers)
     stream = torch.cuda.current_stream(device).cuda_stream

@@ -65,6 +65,8 @@
 // ONETILE: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg5,
 // ONETILE: nvvm.exit
 
+// Without TMA the plan keeps the cp.async producer.
+// OFF: runtime_strides = true, persistent = true, query_ahead = true>
 // OFF-NOT: tma = true
 
 func.func @vanilla(%q: tensor<2x4x512x64xbf16>, %k: tensor<2x4x512x64xbf16>,
