@@ -92,15 +92,16 @@ Value MmaSyncEmitter::stage(const View &view, Value tile) {
     origin = chunkOrigin(tid, d);
   for (int64_t first = 0; first < chunks; first += threads) {
     Value c = addI(tid, idx(first));
-    // More threads than copy (a producer warpgroup's): the guarded copies
-    // go into the group without their tokens.
+    // More threads than copy (a producer warpgroup's, or the last round of
+    // a tile whose chunks are not a multiple of the threads: D = 80 on 64
+    // rows): the guarded copies go into the group without their tokens.
     std::optional<OpBuilder::InsertionGuard> guard;
-    if (copyGuard) {
+    if (copyGuard || first + threads > chunks) {
+      Value inTile = cmpI(arith::CmpIPredicate::ult, c, idx(chunks));
       auto ifCopies = scf::IfOp::create(
           b, loc,
-          arith::AndIOp::create(
-              b, loc, copyGuard,
-              cmpI(arith::CmpIPredicate::ult, c, idx(chunks))));
+          copyGuard ? arith::AndIOp::create(b, loc, copyGuard, inTile)
+                    : inTile);
       guard.emplace(b);
       b.setInsertionPointToStart(&ifCopies.getThenRegion().front());
     }

@@ -1554,12 +1554,14 @@ protected:
       c = LLVM::InsertValueOp::create(b, loc, c, acc[j], j);
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     // Keys [16k, 16k + 16) are rows 16k.. of every atom (kRowBytes a row);
-    // V is MN-major: atoms along D are block-n rows apart.
-    int64_t bytes = elementType().getIntOrFloatBitWidth() / 8;
-    Value vDesc =
-        descriptor(arith::AddIOp::create(b, loc, valueAddress,
-                                         bufferBytes(bn * dv * bytes, buffer)),
-                   /*leading=*/bn * kRowBytes, /*stride=*/kAtomBlockBytes);
+    // V is MN-major: atoms along D are block-n rows apart. A buffer holds
+    // whole atoms; N = Dv reads the last one's first columns only.
+    Value vDesc = descriptor(
+        arith::AddIOp::create(
+            b, loc, valueAddress,
+            bufferBytes(bn * llvm::divideCeil(dv, atomColumns()) * kRowBytes,
+                        buffer)),
+        /*leading=*/bn * kRowBytes, /*stride=*/kAtomBlockBytes);
     for (int64_t k = 0; k < bn / kProductK; ++k)
       c = registerWgmma(p.slice(4 * k, 4),
                         advance(vDesc, kProductK * kRowBytes * k), c, dv);

@@ -71,17 +71,44 @@ func.func @vanilla(%q: tensor<1x2x256x128xbf16>, %k: tensor<1x2x256x128xbf16>,
 
 // -----
 
-// A V head dim that is not whole 64-column swizzle atoms keeps mma.sync,
-// and says why.
-// CHECK: remark: wgmma not used: head dim 96 (it takes Q.K's in multiples of 16, V's of 64); using mma.sync
+// A V head dim that fills its last 64-column swizzle atom partly (96) takes
+// wgmma: K and V tiles hold whole atoms ([2 buffers x 64 rows x 2 atoms,
+// 64]), S = Q K^T in six k16 steps, P V with N = 96 (four k16 steps over
+// the 64 keys), reading the second atom's first 32 columns only.
 // CHECK-LABEL: gpu.func @narrow
-// CHECK-SAME: generator = mma_sync
+// CHECK-SAME: generator = wgmma
+// CHECK: memref.view {{.*}} to memref<256x64xbf16, #gpu.address_space<workgroup>>
+// CHECK: memref.view {{.*}} to memref<256x64xbf16, #gpu.address_space<workgroup>>
+// CHECK: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <zero>]
+// CHECK-COUNT-5: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>, D[<f32>, <one>]
+// CHECK-COUNT-4: wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16
 func.func @narrow(%q: tensor<1x2x256x96xbf16>, %k: tensor<1x2x256x96xbf16>,
                   %v: tensor<1x2x256x96xbf16>) -> tensor<1x2x256x96xbf16> {
   %o = attn.attention q(%q : tensor<1x2x256x96xbf16>) k(%k : tensor<1x2x256x96xbf16>)
       v(%v : tensor<1x2x256x96xbf16>) scale [0.1] normalizer softmax
       -> tensor<1x2x256x96xbf16>
   return %o : tensor<1x2x256x96xbf16>
+}
+
+// -----
+
+// Head dim 80: a 64-row K or V tile is 640 16-byte chunks, two rounds and
+// a half of the block's 256 threads: the last round's copies are guarded
+// (without the guard, threads past the tile wrote into the next buffer).
+// CHECK-LABEL: gpu.func @narrow_80
+// CHECK-DAG: %[[C640:.*]] = arith.constant 640 : index
+// CHECK-DAG: %[[C512:.*]] = arith.constant 512 : index
+// CHECK: %[[LAST:.*]] = arith.addi %{{.*}}thread_id_x, %[[C512]] : index
+// CHECK: %[[IN:.*]] = arith.cmpi ult, %[[LAST]], %[[C640]] : index
+// CHECK-NEXT: scf.if %[[IN]] {
+// CHECK: nvgpu.device_async_copy %arg1
+// CHECK: wgmma.mma_async.sync.aligned.m64n80k16.f32.bf16.bf16
+func.func @narrow_80(%q: tensor<1x2x256x80xbf16>, %k: tensor<1x2x256x80xbf16>,
+                     %v: tensor<1x2x256x80xbf16>) -> tensor<1x2x256x80xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x256x80xbf16>) k(%k : tensor<1x2x256x80xbf16>)
+      v(%v : tensor<1x2x256x80xbf16>) scale [0.11] normalizer softmax
+      -> tensor<1x2x256x80xbf16>
+  return %o : tensor<1x2x256x80xbf16>
 }
 
 // -----

@@ -181,11 +181,6 @@ KernelFacts::KernelFacts(Operation *attention) : op(attention) {
   for (Value v : llvm::concat<const Value>(attn.getKeys(), ValueRange(value))) {
     int64_t d = shape(v)[3];
     smallestHeadDim = std::min(smallestHeadDim, d);
-    wholeAtoms &= d % 64 == 0;
-    // Q.K's head dims may fill their last atom partly (a folded
-    // contraction's extra columns); V's fill whole atoms.
-    if (d % (v == value ? 64 : 16))
-      partialAtom = d;
   }
   for (Value key : attn.getKeys())
     keyHeadDimSum += shape(key)[3];

@@ -49,7 +49,6 @@ using Tiles = std::pair<int64_t, int64_t>;
 Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
                      bool producer, bool tma) {
   MaskKind mask = facts.getMask().kind;
-  bool atoms = facts.hasWholeAtoms();
   int64_t dqk = facts.getSmallestHeadDim(), dv = facts.getValueHeadDim();
   unsigned branches = facts.getNumBranches();
   auto op = cast<AttentionOp>(facts.getOp());
@@ -58,18 +57,20 @@ Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
   bool blockMasked =
       blockMask && op.getScore().empty() &&
       (mask == MaskKind::DataDependent || mask == MaskKind::Custom);
-  if (blockMasked && wgmma && atoms)
+  if (blockMasked && wgmma)
     return {128, 128};
   // Several logit branches at D = 64: 128 x 128, so that the producer
   // warpgroup and ping-pong apply.
-  if (branches > 1 && wgmma && atoms && dv <= 64)
+  if (branches > 1 && wgmma && dv <= 64)
     return {128, 128};
-  // One long branch at D = 64 with a plain mask and score: three consumer
-  // warpgroups on 192 x 128 (docs/decisions/004); without a mask, and with
-  // the producer copying with TMA, from N = 2048.
+  // One long branch at D = 64 (or 32) with a plain mask and score: three
+  // consumer warpgroups on 192 x 128 (docs/decisions/004); with the
+  // producer copying with TMA, from N = 2048 without a mask, and at D = 32
+  // with one.
   int64_t shortest = facts.getShortestLength();
-  int64_t longFrom = tma && mask == MaskKind::None ? 2048 : 8192;
-  if (wgmma && producer && atoms && branches == 1 && dqk == 64 && dv == 64 &&
+  int64_t longFrom =
+      tma && (mask == MaskKind::None || (dqk < 64 && dv < 64)) ? 2048 : 8192;
+  if (wgmma && producer && branches == 1 && dqk <= 64 && dv <= 64 &&
       !ShapedType::isDynamic(shortest) && shortest >= longFrom &&
       facts.hasPlainMask() && facts.hasPlainScore())
     return {192, 128};
@@ -77,7 +78,7 @@ Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
   // Lean programs take 128 x 128; at D = 64 only with the producer
   // warpgroup and ping-pong, from N = 2048 (or runtime lengths) up
   // (docs/decisions/003).
-  if (lean && wgmma && atoms) {
+  if (lean && wgmma) {
     bool longRows = ShapedType::isDynamic(shortest) || shortest >= 2048;
     bool wide = (dqk >= 128 && dv >= 128) || (producer && longRows);
     return {128, wide ? 128 : 64};
@@ -85,11 +86,11 @@ Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
   // A score region of plain arithmetic (ALiBi; a pair bias wgmma stages
   // with K) with a plain mask at D = 128.
   if (facts.hasArithmeticScore() && facts.hasPlainMask() && wgmma &&
-      dqk >= 128 && dv >= 128 && atoms)
+      dqk >= 128 && dv >= 128)
     return {128, 128};
   // No normalizer at D = 128 (the gradient attentions: no row state, one
   // exp per element): two consumer warpgroups on 128 x 64 (docs/decisions/003).
-  if (op.getNormalizer() == Normalizer::none && wgmma && atoms && dqk >= 128 &&
+  if (op.getNormalizer() == Normalizer::none && wgmma && dqk >= 128 &&
       dv >= 128)
     return {128, 64};
   return {lean ? 128 : 64, 64};
@@ -234,11 +235,11 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   Generator generator = Generator::mma_sync;
   if (wgmmaWanted) {
     // Warpgroups take 64 rows each, three only on the producer warpgroup's
-    // dense loop (docs/decisions/004), and head dims of whole atoms (Q.K's
-    // multiples of 16, V's of 64).
+    // dense loop (docs/decisions/004). Head dims are multiples of 16 (the
+    // tensor-core path's condition): wgmma contracts Q.K in k16 steps and
+    // takes P V's N = Dv, reading the last swizzle atom partly.
     bool producerLoop = blockN == 128 && options.decoupleWarpgroups &&
                         options.producerWarpgroup && !votes && kvLoop;
-    std::optional<int64_t> partial = facts.getPartialAtomHeadDim();
     if (blockM != 64 && blockM != 128 && blockM != 192)
       remark() << "wgmma not used: block-m " << blockM
                << " (it takes 64, 128 or 192); using mma.sync";
@@ -246,10 +247,6 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
       return error() << "block-m 192 needs wgmma's producer warpgroup on a "
                         "dense KV loop (block-n 128, a KV loop, no block mask "
                         "or tile vote)";
-    else if (partial)
-      remark() << "wgmma not used: head dim " << *partial
-               << " (it takes Q.K's in multiples of 16, V's of 64); using "
-                  "mma.sync";
     else
       generator = Generator::wgmma;
   }

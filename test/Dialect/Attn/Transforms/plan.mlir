@@ -95,6 +95,27 @@ func.func @long_causal_d64(%q: tensor<1x8x8192x64xbf16>, %k: tensor<1x8x8192x64x
 
 // -----
 
+// Rule 1a at D = 32: three consumer warpgroups on 192 x 128 from N = 2048
+// with a causal mask too (at D = 64 only from 8192); one tile per block.
+// H100-LABEL: func.func @causal_d32
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 192, block_n = 128, warp_rows = 16, consumer_groups = 3, producer = true, {{.*}} consumer_registers = 160, runtime_strides = true, tma = true>
+// Without TMA: 128 x 128.
+// NOTMA-LABEL: func.func @causal_d32
+// NOTMA: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128,
+func.func @causal_d32(%q: tensor<2x8x2048x32xbf16>, %k: tensor<2x8x2048x32xbf16>,
+                      %v: tensor<2x8x2048x32xbf16>) -> tensor<2x8x2048x32xbf16> {
+  %o = attn.attention q(%q : tensor<2x8x2048x32xbf16>) k(%k : tensor<2x8x2048x32xbf16>)
+         v(%v : tensor<2x8x2048x32xbf16>) scale [0.17] normalizer softmax
+         mask {
+         ^bb0(%b: index, %h: index, %i: index, %j: index):
+           %keep = arith.cmpi sle, %j, %i : index
+           attn.yield %keep : i1
+         } -> tensor<2x8x2048x32xbf16>
+  return %o : tensor<2x8x2048x32xbf16>
+}
+
+// -----
+
 // Rule 4, a data-dependent mask: a block-mask pre-kernel on 128 x 128
 // tiles, consumers on mbarriers without a producer. With block-mask=false
 // each block votes on its tiles: 64 x 64, a block-wide barrier per step.
@@ -204,13 +225,12 @@ func.func @softcap(%q: tensor<1x4x1024x128xbf16>, %k: tensor<1x4x1024x128xbf16>,
 
 // -----
 
-// Rule 2: V's head dim 80 fills its last wgmma atom partly: mma.sync, with a
-// remark.
+// Rule 2: head dim 80 fills its last wgmma atom partly: wgmma (Q.K in five
+// k16 steps, P V with N = 80).
 // H100-LABEL: func.func @head_dim_80
-// H100: #attn.kernel_plan<generator = mma_sync,
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64,
 func.func @head_dim_80(%q: tensor<1x4x512x80xbf16>, %k: tensor<1x4x512x80xbf16>,
                        %v: tensor<1x4x512x80xbf16>) -> tensor<1x4x512x80xbf16> {
-  // expected-remark @+1 {{wgmma not used: head dim 80 (it takes Q.K's in multiples of 16, V's of 64); using mma.sync}}
   %o = attn.attention q(%q : tensor<1x4x512x80xbf16>) k(%k : tensor<1x4x512x80xbf16>)
          v(%v : tensor<1x4x512x80xbf16>) scale [0.11] normalizer softmax
          -> tensor<1x4x512x80xbf16>

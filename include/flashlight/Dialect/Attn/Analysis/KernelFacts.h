@@ -134,11 +134,6 @@ public:
   int64_t getValueHeadDim() const { return valueHeadDim; }
   /// The head dims of Q.K summed over the branches.
   int64_t getKeyHeadDimSum() const { return keyHeadDimSum; }
-  /// Whether every head dim is whole 64-element atoms (wgmma's columns).
-  bool hasWholeAtoms() const { return wholeAtoms; }
-  /// The head dim of Q.K (or V) that fills its last wgmma atom partly:
-  /// Q.K's must be multiples of 16, V's of 64.
-  std::optional<int64_t> getPartialAtomHeadDim() const { return partialAtom; }
   /// min(M, N), dynamic if either is.
   int64_t getShortestLength() const { return shortestLength; }
   /// The mask's structure.
@@ -185,8 +180,6 @@ private:
   unsigned branches = 1;
   int64_t smallestHeadDim = 0, valueHeadDim = 0, keyHeadDimSum = 0;
   int64_t queryLength = 0, keyLength = 0, shortestLength = 0;
-  bool wholeAtoms = true;
-  std::optional<int64_t> partialAtom;
   MaskInfo mask;
   bool hasMask = false, votes = false, lean = false, plainMask = false,
        gathers = false, plainScore = false, arithmeticScore = false;
