@@ -20,6 +20,20 @@ LogicalResult KernelEmitter::convertOps(Block &block, Operation *stop) {
   return success();
 }
 
+Value KernelEmitter::pairwise(ArrayRef<Value> values,
+                              llvm::function_ref<Value(Value, Value)> combine) {
+  SmallVector<Value> level(values);
+  while (level.size() > 1) {
+    SmallVector<Value> next;
+    for (size_t i = 0; i + 1 < level.size(); i += 2)
+      next.push_back(combine(level[i], level[i + 1]));
+    if (level.size() % 2)
+      next.push_back(level.back());
+    level = std::move(next);
+  }
+  return level.front();
+}
+
 Value KernelEmitter::exp2Ftz(Value x) {
   return LLVM::CallIntrinsicOp::create(
              b, loc, x.getType(),

@@ -143,6 +143,11 @@ protected:
     return arith::SubFOp::create(b, loc, x, y, kContract);
   }
   Value div(Value x, Value y) { return arith::DivFOp::create(b, loc, x, y); }
+  /// `values` combined pairwise by `combine` (a tree of depth log2 n, not a
+  /// chain of n): a softmax row's max, whose chain of fixed-latency
+  /// dependencies delays every exponential of the row.
+  Value pairwise(ArrayRef<Value> values,
+                 llvm::function_ref<Value(Value, Value)> combine);
   Value exp(Value x) { return math::ExpOp::create(b, loc, x); }
   Value exp2(Value x) { return math::Exp2Op::create(b, loc, x); }
   /// exp2 that flushes subnormal results to 0: one MUFU.EX2, where math.exp2

@@ -879,11 +879,16 @@ void MmaSyncEmitter::updateRowMax(StepFrame &f, unsigned r, const Fragments &s,
                                   SmallVectorImpl<Value> &offset) {
   for (int64_t row = 0; row < f.rows; ++row) {
     int64_t mt = row / 2, half = row % 2;
-    Value rowMax = f32(kNegInf);
+    SmallVector<Value> row32;
     for (int64_t nb = 0; nb < f.blocks; ++nb)
       for (int64_t i = 2 * half; i < 2 * half + 2; ++i)
-        rowMax = arith::MaximumFOp::create(b, loc, rowMax, s[mt][nb][i]);
-    rowMax = quadReduce(rowMax, true);
+        row32.push_back(s[mt][nb][i]);
+    Value rowMax =
+        quadReduce(pairwise(row32,
+                            [&](Value x, Value y) -> Value {
+                              return arith::MaximumFOp::create(b, loc, x, y);
+                            }),
+                   true);
     if (f.factor[r])
       rowMax = mul(rowMax, f32(f.factor[r]));
     Value mNew = arith::MaximumFOp::create(b, loc, f.m[r][row], rowMax);
@@ -902,7 +907,7 @@ SmallVector<Value> MmaSyncEmitter::rowWeights(const StepFrame &f, unsigned r,
                                               Fragments &s,
                                               const Fragments &kept,
                                               ArrayRef<Value> offset) {
-  SmallVector<Value> rowSum(f.rows, f32(0));
+  SmallVector<SmallVector<Value>> weights(f.rows);
   for (int64_t mt = 0; mt < mTiles; ++mt)
     for (int64_t nb = 0; nb < f.blocks; ++nb)
       for (int64_t i = 0; i < 4; ++i) {
@@ -911,7 +916,7 @@ SmallVector<Value> MmaSyncEmitter::rowWeights(const StepFrame &f, unsigned r,
         if (f.softmax) {
           Value scaled = f.factor[r] ? mul(x, f32(f.factor[r])) : x;
           p = exp2Ftz(sub(scaled, offset[row]));
-          rowSum[row] = add(rowSum[row], p);
+          weights[row].push_back(p);
         } else {
           // Every other weight's reciprocal on the FMA pipe
           // (fmaReciprocals).
@@ -922,6 +927,12 @@ SmallVector<Value> MmaSyncEmitter::rowWeights(const StepFrame &f, unsigned r,
         }
         s[mt][nb][i] = p;
       }
+  // The sum stays a chain, after the row's exponentials: a pairwise sum ran
+  // causal D = 64 at N = 2k 4 % slower (docs/decisions/021).
+  SmallVector<Value> rowSum(f.rows, f32(0));
+  for (auto [row, w] : llvm::enumerate(weights))
+    for (Value p : w)
+      rowSum[row] = add(rowSum[row], p);
   return rowSum;
 }
 
