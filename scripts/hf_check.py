@@ -5,7 +5,8 @@
     scripts/hf_check.py run CACHE OUT.json    # on the GPU machine
 
 Tiny configurations (random weights, seed 0) of Llama (GQA), Gemma 2
-(soft-cap, sliding and global layers) and Mistral (sliding window), bf16,
+(soft-cap, sliding and global layers), Mistral (sliding window), Phi (head
+dim 80, partial rotary) and Phi-3 (head dim 96, GQA), bf16,
 batch 2 x 128 tokens with a left-padded row. `fill` runs each model on the
 CPU with the backend, which compiles every attention kernel into the disk
 cache CACHE; `run` (no compiler there: the cache must serve) compares, per
@@ -37,7 +38,8 @@ B, N, VOCAB = 2, 128, 256
 
 
 def configs():
-    from transformers import Gemma2Config, LlamaConfig, MistralConfig
+    from transformers import (Gemma2Config, LlamaConfig, MistralConfig, Phi3Config,
+                              PhiConfig)
 
     common = dict(vocab_size=VOCAB, hidden_size=256, intermediate_size=512,
                   num_hidden_layers=2, num_attention_heads=4, max_position_embeddings=512)
@@ -49,6 +51,12 @@ def configs():
             **common)),
         "mistral": ("MistralForCausalLM", MistralConfig(
             num_key_value_heads=1, sliding_window=32, **common)),
+        # Head dims that are not multiples of 64: wgmma reads V's last
+        # swizzle atom in part.
+        "phi": ("PhiForCausalLM", PhiConfig(**{**common, "hidden_size": 320})),
+        "phi3": ("Phi3ForCausalLM", Phi3Config(
+            num_key_value_heads=2, pad_token_id=0, eos_token_id=1, bos_token_id=1,
+            **{**common, "hidden_size": 384})),
     }
 
 
