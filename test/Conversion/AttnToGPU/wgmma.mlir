@@ -132,3 +132,24 @@ func.func @partial_atom(%q: tensor<1x2x256x80xbf16>, %k: tensor<1x2x256x80xbf16>
       -> tensor<1x2x256x64xbf16>
   return %o : tensor<1x2x256x64xbf16>
 }
+
+// -----
+
+// A row's max over its tile is pairwise, not a chain (the row's every
+// exponential waits for it): 16 values per thread and row (block-n 64),
+// 8 + 4 + 2 + 1 maxes, the first level over S's values, then the quad's
+// shuffles.
+// CHECK-LABEL: gpu.func @row_max
+// CHECK: %[[A:[0-9]+]] = arith.maximumf %{{[0-9]+}}, %{{[0-9]+}} : f32
+// CHECK-NEXT: %[[B:[0-9]+]] = arith.maximumf %{{[0-9]+}}, %{{[0-9]+}} : f32
+// CHECK-COUNT-6: arith.maximumf
+// CHECK-NEXT: %[[AB:[0-9]+]] = arith.maximumf %[[A]], %[[B]] : f32
+// CHECK-COUNT-6: arith.maximumf
+// CHECK-NEXT: gpu.shuffle xor
+func.func @row_max(%q: tensor<1x2x256x64xbf16>, %k: tensor<1x2x256x64xbf16>,
+                   %v: tensor<1x2x256x64xbf16>) -> tensor<1x2x256x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x256x64xbf16>) k(%k : tensor<1x2x256x64xbf16>)
+      v(%v : tensor<1x2x256x64xbf16>) scale [0.125] normalizer softmax
+      -> tensor<1x2x256x64xbf16>
+  return %o : tensor<1x2x256x64xbf16>
+}
