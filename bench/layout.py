@@ -27,9 +27,11 @@ two medians. Before
 timing, each output is checked: the strided call must equal the contiguous
 call of the same kernel bit for bit, and both must match SDPA (math
 backend, f32) within bf16 tolerance; outputs are NaN-filled first. TFLOP/s
-count 4*B*H*N^2*D times the fraction of pairs the mask keeps. Writes
-{"gpu", "torch", "commit", "command", "records": [{variant, D, N, B, H,
-system, ms, tflops, rel_err}]}.
+count 2*B*H*N^2*(D + Dv) times the fraction of pairs the mask keeps. The
+`mla` and `mla_causal` variants (bench/programs/mla*.mlir, D = 192) take V
+with 128 columns (Dv); the others Dv = D. Writes {"gpu", "torch", "commit",
+"command", "records": [{variant, D, Dv, N, B, H, system, ms, tflops,
+rel_err}]}.
 """
 
 import argparse
@@ -71,12 +73,14 @@ def run_config(kernels, variant, D, N, records, compare=()):
         (label, os.path.join(directory, f"{variant}.d{D}.n{N}.json"))
         for label, directory in compare) if os.path.exists(path)}
     scale = kernel.manifest["program"]["scale"][0]
-    causal = variant == "causal"
+    causal = variant in ("causal", "mla_causal")
+    # MLA (bench/programs/mla*.mlir): V's head dim is 128 where Q.K's is D.
+    Dv = 128 if variant.startswith("mla") else D
     gen = torch.Generator(device="cpu").manual_seed(N + D)
     # [B, N, H, D] storage, seen as [B, H, N, D].
-    q, k, v = (torch.randn(B, N, H, D, generator=gen).to("cuda", torch.bfloat16)
-               .transpose(1, 2) for _ in range(3))
-    out_user = torch.empty(B, N, H, D, device="cuda", dtype=torch.bfloat16)
+    q, k, v = (torch.randn(B, N, H, d, generator=gen).to("cuda", torch.bfloat16)
+               .transpose(1, 2) for d in (D, D, Dv))
+    out_user = torch.empty(B, N, H, Dv, device="cuda", dtype=torch.bfloat16)
     out_view = out_user.transpose(1, 2)
 
     def strided(kernel=kernel):
@@ -112,7 +116,7 @@ def run_config(kernels, variant, D, N, records, compare=()):
         systems[name] = lambda build=build: strided(build)
     if fa4_func():
         systems["fa4"] = fa4
-    flops = 4.0 * B * H * N * N * D * (0.5 + 0.5 / N if causal else 1.0)
+    flops = 2.0 * B * H * N * N * (D + Dv) * (0.5 + 0.5 / N if causal else 1.0)
     checked = {}
     for name, fn in systems.items():
         try:
@@ -141,7 +145,7 @@ def run_config(kernels, variant, D, N, records, compare=()):
                                         return_mode="median"))
     for name, rel in checked.items():
         ms = sum(timed[name]) / len(timed[name])
-        records.append({"variant": variant, "D": D, "N": N, "B": B, "H": H,
+        records.append({"variant": variant, "D": D, "Dv": Dv, "N": N, "B": B, "H": H,
                         "dtype": "bf16", "layout": "BNHD views", "system": name,
                         "ms": ms, "tflops": flops / ms / 1e9, "rel_err": rel})
         print(f"  {variant:<8} D={D:<4} N={N:<6} {name:<16} {ms:8.3f} ms "

@@ -28,9 +28,13 @@ func.func @gemma(%q: tensor<1x2x256x256xbf16>, %k: tensor<1x2x256x256xbf16>,
 
 // -----
 
-// MLA's head dims (Q.K 192, V 128): S in 12 k16 steps, P V of m64n128.
+// MLA's head dims (Q.K 192, V 128): with the TMA producer, 128-key tiles
+// fit sm_90a's budget (214,080 bytes; sm_80's 163 KiB takes 64 keys):
+// S in 12 k16 steps of m64n128, P V of m64n128 over 8 k16 steps.
 // CHECK-LABEL: gpu.func @mla
-// CHECK-COUNT-12: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 64, k = 16>
+// CHECK-SAME: block_n = 128
+// CHECK-SAME: shared_memory = 214080
+// CHECK-COUNT-12: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
 // CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // CHECK: gpu.return
 // MMA-LABEL: gpu.func @mla

@@ -100,10 +100,12 @@ Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
 /// or head dims past 128, 128-key tiles may not fit in shared memory;
 /// 64-key ones do up to D = 128, and up to D = 256 within sm_90a's budget.
 /// (Measured tile choices hold on sm_80's budget, for both generators.)
-Tiles fittedTiles(const KernelFacts &facts, Tiles tiles) {
+/// Where the TMA producer takes a Q.K head dim past 128 (`tmaWide`), they
+/// fit in the chip's budget: MLA's 192 / 128 on 128 x 128 (214 KB) ran
+/// 1.50-1.64x the 128 x 64 pipelined loop (docs/decisions/003).
+Tiles fittedTiles(const KernelFacts &facts, Tiles tiles, int64_t budget) {
   if (tiles.second > 64 &&
-      facts.tensorCoreIneligibility(tiles.first, tiles.second,
-                                    ArchInfo::kPortableSharedMemory,
+      facts.tensorCoreIneligibility(tiles.first, tiles.second, budget,
                                     /*withWgmma=*/true))
     tiles.second = 64;
   return tiles;
@@ -198,11 +200,14 @@ FailureOr<KernelPlanAttr> Planner::plan() {
     return referencePlan();
   // Rule 1: the tiles the structure prefers, then the overrides.
   bool wgmma = arch.hasWgmma && options.wgmma;
-  Tiles tiles =
-      fittedTiles(facts, preferredTiles(facts, wgmma, options.blockMask,
-                                        options.producerWarpgroup &&
-                                            options.decoupleWarpgroups,
-                                        options.tma));
+  bool producer = options.producerWarpgroup && options.decoupleWarpgroups;
+  bool tmaWide = wgmma && producer && options.tma &&
+                 facts.getKeyHeadDimSum() > 128 &&
+                 facts.getNumBranches() == 1;
+  Tiles tiles = fittedTiles(
+      facts,
+      preferredTiles(facts, wgmma, options.blockMask, producer, options.tma),
+      tmaWide ? arch.sharedMemory() : ArchInfo::kPortableSharedMemory);
   if (options.blockM)
     tiles.first = options.blockM;
   if (options.blockN)
