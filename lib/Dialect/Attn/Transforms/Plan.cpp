@@ -202,8 +202,7 @@ FailureOr<KernelPlanAttr> Planner::plan() {
   bool wgmma = arch.hasWgmma && options.wgmma;
   bool producer = options.producerWarpgroup && options.decoupleWarpgroups;
   bool tmaWide = wgmma && producer && options.tma &&
-                 facts.getKeyHeadDimSum() > 128 &&
-                 facts.getNumBranches() == 1;
+                 facts.getKeyHeadDimSum() > 128 && facts.getNumBranches() == 1;
   Tiles tiles = fittedTiles(
       facts,
       preferredTiles(facts, wgmma, options.blockMask, producer, options.tma),
