@@ -99,9 +99,9 @@ Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
 /// Rule 1b: each logit branch stages its own Q and K tiles; with several,
 /// or head dims past 128, 128-key tiles may not fit in shared memory;
 /// 64-key ones do up to D = 128, and up to D = 256 within sm_90a's budget.
-/// (Measured tile choices hold on sm_80's budget, for both generators.)
-/// Where the TMA producer takes a Q.K head dim past 128 (`tmaWide`), they
-/// fit in the chip's budget: MLA's 192 / 128 on 128 x 128 (214 KB) ran
+/// `budget` is sm_80's (measured tile choices hold on it, for both
+/// generators), or the chip's where the TMA producer takes one branch whose
+/// Q.K head dim is past 128: MLA's 192 / 128 on 128 x 128 (214 KB) ran
 /// 1.50-1.64x the 128 x 64 pipelined loop (docs/decisions/003).
 Tiles fittedTiles(const KernelFacts &facts, Tiles tiles, int64_t budget) {
   if (tiles.second > 64 &&
