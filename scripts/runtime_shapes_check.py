@@ -14,7 +14,7 @@ against the function itself in f32 on the same inputs (relative Frobenius
 error, bf16 tolerance 2e-2), and times the kernel with runtime shapes
 against the kernel compiled for the shape (`runtime_shapes=False`) at the
 benchmark shapes: CUDA-graph replays of 10 calls each, alternating rounds,
-median.
+median. RS_PROGRAMS (comma-separated names) runs a subset, in both steps.
 """
 
 import os
@@ -97,7 +97,21 @@ PROGRAMS = {
                         [(2, 256), (3, 384)], [(1, 1), (2, 100), (1, 1000)], []),
     "pair_bias_d64": (pair_bias, lambda b, n: bhnd(4, 64)(b, n) + [(b, 4, n, n)],
                       [(2, 256), (3, 384)], [(1, 1), (2, 130), (1, 700), (1, 512)], []),
+    # Head dims that fill their last 64-column atom in part (wgmma, TMA
+    # boxes past the tensor's columns).
+    "causal_bnhd_d80": (causal_bnhd, bnhd(8, 80), [(2, 256), (3, 384)],
+                        [(1, 1), (2, 77), (1, 1000), (2, 2049)], []),
+    "vanilla_d96": (vanilla, bhnd(8, 96), [(2, 256), (3, 384)],
+                    [(1, 1), (2, 200), (1, 1031), (2, 4100)], []),
 }
+
+
+def selected():
+    """PROGRAMS, or the RS_PROGRAMS subset of it."""
+    names = os.environ.get("RS_PROGRAMS")
+    if not names:
+        return PROGRAMS
+    return {n: PROGRAMS[n] for n in names.split(",")}
 
 
 def inputs(name, b, n, device, seed=0):
@@ -128,7 +142,7 @@ def flops(name, b, n):
 
 def fill(cache):
     os.environ["FLASHLIGHT_CACHE"] = cache
-    for name, (fn, _, compiled, checked, timed) in PROGRAMS.items():
+    for name, (fn, _, compiled, checked, timed) in selected().items():
         jf = flashlight.jit(fn)
         for b, n in compiled + checked + timed:
             jf.prepare(*inputs(name, b, n, "cpu"))
@@ -176,7 +190,7 @@ def run(cache, out_path):
         print(" ".join(f"{k}={v}" for k, v in fields.items()), "pass" if ok else "FAIL",
               flush=True)
 
-    for name, (fn, _, compiled, checked, timed) in PROGRAMS.items():
+    for name, (fn, _, compiled, checked, timed) in selected().items():
         jf = flashlight.jit(fn)
         static = flashlight.jit(fn, runtime_shapes=False)
         with torch.no_grad():
