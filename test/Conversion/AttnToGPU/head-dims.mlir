@@ -1,5 +1,6 @@
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_80" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=MMA
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a tma=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=NOTMA
 
 // Head dims past 128 on tensor cores. Gemma's 256: wgmma on 128 x 64 tiles
 // (197,696 bytes of shared memory, within sm_90a's 227 KiB) with the
@@ -37,7 +38,12 @@ func.func @gemma(%q: tensor<1x2x256x256xbf16>, %k: tensor<1x2x256x256xbf16>,
 // CHECK-COUNT-12: nvvm.wgmma.mma_async {{.*}} <m = 64, n = 128, k = 16>
 // CHECK: wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16
 // CHECK: gpu.return
+// On sm_80 the 128-key tiles do not fit (163 KiB), and without TMA sm_90a
+// decides on that budget too: 128 x 64.
+// NOTMA-LABEL: gpu.func @mla
+// NOTMA-SAME: block_n = 64
 // MMA-LABEL: gpu.func @mla
+// MMA-SAME: block_n = 64
 // MMA: nvvm.mma.sync
 func.func @mla(%q: tensor<1x2x256x192xbf16>, %k: tensor<1x2x256x192xbf16>,
                %v: tensor<1x2x256x128xbf16>) -> tensor<1x2x256x128xbf16> {
