@@ -135,11 +135,12 @@ std::optional<std::string> flashlight::attn::tensorCoreIneligibility(
            " (block-m 64, 128 or 256, block-n 32, 64 or 128)";
   // Shared memory, as the larger of the two generators lays it out (where
   // wgmma may take the tiles; else as mma.sync does): wgmma has per branch
-  // a Q tile and two K tiles, and two V tiles; mma.sync pads rows by 8
-  // elements and has one K and V tile (Q's at most). Plus 1024 bytes of
-  // alignment slack, the mbarriers and the relative-position tables.
+  // a Q tile and two K tiles, and two V tiles, each of whole 64-column
+  // atoms; mma.sync pads rows by 8 elements and has one K and V tile (Q's
+  // at most). Plus 1024 bytes of alignment slack, the mbarriers and the
+  // relative-position tables.
   int64_t dv = headDims.back();
-  int64_t wgmma = 2 * blockN * dv, mma = blockN * (dv + 8);
+  int64_t wgmma = 2 * blockN * llvm::alignTo(dv, 64), mma = blockN * (dv + 8);
   for (int64_t d : ArrayRef<int64_t>(headDims).drop_back()) {
     wgmma += (blockM + 2 * blockN) * llvm::alignTo(d, 64);
     mma += (blockM + blockN) * (d + 8);

@@ -68,9 +68,10 @@ Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
   // producer copying with TMA, from N = 2048 without a mask, and at D = 32
   // with one.
   int64_t shortest = facts.getShortestLength();
+  int64_t dk = facts.getKeyHeadDimSum();
   int64_t longFrom =
-      tma && (mask == MaskKind::None || (dqk < 64 && dv < 64)) ? 2048 : 8192;
-  if (wgmma && producer && branches == 1 && dqk <= 64 && dv <= 64 &&
+      tma && (mask == MaskKind::None || (dk < 64 && dv < 64)) ? 2048 : 8192;
+  if (wgmma && producer && branches == 1 && dk <= 64 && dv <= 64 &&
       !ShapedType::isDynamic(shortest) && shortest >= longFrom &&
       facts.hasPlainMask() && facts.hasPlainScore())
     return {192, 128};
@@ -100,8 +101,9 @@ Tiles preferredTiles(const KernelFacts &facts, bool wgmma, bool blockMask,
 /// or head dims past 128, 128-key tiles may not fit in shared memory;
 /// 64-key ones do up to D = 128, and up to D = 256 within sm_90a's budget.
 /// `budget` is sm_80's (measured tile choices hold on it, for both
-/// generators), or the chip's where the TMA producer takes one branch whose
-/// Q.K head dim is past 128: MLA's 192 / 128 on 128 x 128 (214 KB) ran
+/// generators), or the chip's where the TMA producer takes a lean program
+/// (no score region, a plain mask) of one branch whose Q.K head dim is past
+/// 128: MLA's 192 / 128 on 128 x 128 (214 KB) ran
 /// 1.50-1.64x the 128 x 64 pipelined loop (docs/decisions/003).
 Tiles fittedTiles(const KernelFacts &facts, Tiles tiles, int64_t budget) {
   if (tiles.second > 64 &&
@@ -201,7 +203,8 @@ FailureOr<KernelPlanAttr> Planner::plan() {
   // Rule 1: the tiles the structure prefers, then the overrides.
   bool wgmma = arch.hasWgmma && options.wgmma;
   bool producer = options.producerWarpgroup && options.decoupleWarpgroups;
-  bool tmaWide = wgmma && producer && options.tma &&
+  // (Measured on lean programs: MLA without a mask and causal.)
+  bool tmaWide = wgmma && producer && options.tma && facts.isLean() &&
                  facts.getKeyHeadDimSum() > 128 && facts.getNumBranches() == 1;
   Tiles tiles = fittedTiles(
       facts,

@@ -116,6 +116,39 @@ func.func @causal_d32(%q: tensor<2x8x2048x32xbf16>, %k: tensor<2x8x2048x32xbf16>
 
 // -----
 
+// Rule 1b: wgmma's V tiles hold whole 64-column atoms, and the fit counts
+// them: D = 160 on 128 x 128 would need 246,848 bytes (past sm_90a's 227
+// KiB), so 64-key tiles.
+// H100-LABEL: func.func @d160
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, {{.*}} shared_memory = 148544,
+func.func @d160(%q: tensor<2x8x2048x160xbf16>, %k: tensor<2x8x2048x160xbf16>,
+                %v: tensor<2x8x2048x160xbf16>) -> tensor<2x8x2048x160xbf16> {
+  %o = attn.attention q(%q : tensor<2x8x2048x160xbf16>) k(%k : tensor<2x8x2048x160xbf16>)
+         v(%v : tensor<2x8x2048x160xbf16>) scale [0.08] normalizer softmax
+         -> tensor<2x8x2048x160xbf16>
+  return %o : tensor<2x8x2048x160xbf16>
+}
+
+// -----
+
+// Rule 1a: 192 x 128 takes Q.K's head dim, not the smallest one: Q.K 256
+// with V 32 keeps 128 rows (192 rows of 256 columns do not fit).
+// H100-LABEL: func.func @wide_qk_narrow_v
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128,
+func.func @wide_qk_narrow_v(%q: tensor<2x8x2048x256xbf16>, %k: tensor<2x8x2048x256xbf16>,
+                            %v: tensor<2x8x2048x32xbf16>) -> tensor<2x8x2048x32xbf16> {
+  %o = attn.attention q(%q : tensor<2x8x2048x256xbf16>) k(%k : tensor<2x8x2048x256xbf16>)
+         v(%v : tensor<2x8x2048x32xbf16>) scale [0.0625] normalizer softmax
+         mask {
+         ^bb0(%b: index, %h: index, %i: index, %j: index):
+           %keep = arith.cmpi sle, %j, %i : index
+           attn.yield %keep : i1
+         } -> tensor<2x8x2048x32xbf16>
+  return %o : tensor<2x8x2048x32xbf16>
+}
+
+// -----
+
 // Rule 4, a data-dependent mask: a block-mask pre-kernel on 128 x 128
 // tiles, consumers on mbarriers without a producer. With block-mask=false
 // each block votes on its tiles: 64 x 64, a block-wide barrier per step.
