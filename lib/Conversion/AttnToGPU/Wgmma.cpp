@@ -10,7 +10,8 @@
 //   64 columns (128 bytes per row), each [rows][128 bytes] with the 16-byte
 //   chunk j of row r stored at chunk j ^ (r % 8); tiles start 1024-byte
 //   aligned. A warp's row-major cp.async copies and wgmma's reads are then
-//   free of bank conflicts (docs/decisions/002). Head dims of whole atoms.
+//   free of bank conflicts (docs/decisions/002). A head dim that is not a
+//   multiple of 64 fills its last atom in part; the products stop at it.
 // - S = Q K^T: wgmma m64n(block-n)k16 with Q and K from shared memory (both
 //   K-major: a k16 step moves 32 bytes within an atom; 8-row groups are 1024
 //   bytes apart).
