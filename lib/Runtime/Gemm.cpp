@@ -40,6 +40,22 @@ std::optional<Extent> merged(const std::string &operand,
   return e;
 }
 
+/// The batch extent of `operand`: its letters of `order` merged, or size 1
+/// and stride 0 (the operand broadcast over the batch) where it holds none
+/// of them; none where it holds some only.
+std::optional<Extent> batchOf(const std::string &operand,
+                              const std::vector<int64_t> &shape,
+                              const std::string &order) {
+  size_t held = 0;
+  for (char c : order)
+    held += operand.find(c) != std::string::npos;
+  if (held == 0)
+    return Extent{1, 0};
+  if (held != order.size())
+    return std::nullopt;
+  return merged(operand, shape, order);
+}
+
 /// A matrix view (rows, cols) as cuBLAS's column-major operand: not
 /// transposed with ld = the column stride where rows are unit-stride,
 /// transposed with ld = the row stride where columns are; none otherwise.
@@ -58,6 +74,65 @@ std::optional<std::pair<bool, int64_t>> columnMajor(Extent rows, Extent cols) {
 }
 
 bool fitsInt(int64_t v) { return v >= 0 && v <= INT_MAX; }
+
+/// The GEMM of the einsum whose letters take the roles `order` lists
+/// (batch, rows, columns, contracted, each in the order its operands hold
+/// them); none where an operand does not hold a role's letters side by
+/// side or the views are not column-major matrices.
+std::optional<GemmPlan>
+planRoles(const std::string &la, const std::string &lb, const std::string &lo,
+          const std::vector<int64_t> &a, const std::vector<int64_t> &b,
+          const std::vector<int64_t> &out, const std::string (&order)[4]) {
+  std::optional<Extent> aBatch = batchOf(la, a, order[Batch]),
+                        aRows = merged(la, a, order[Rows]),
+                        aK = merged(la, a, order[Contracted]),
+                        bBatch = batchOf(lb, b, order[Batch]),
+                        bK = merged(lb, b, order[Contracted]),
+                        bCols = merged(lb, b, order[Cols]),
+                        oBatch = merged(lo, out, order[Batch]),
+                        oRows = merged(lo, out, order[Rows]),
+                        oCols = merged(lo, out, order[Cols]);
+  for (const auto *e :
+       {&aBatch, &aRows, &aK, &bBatch, &bK, &bCols, &oBatch, &oRows, &oCols})
+    if (!*e)
+      return std::nullopt;
+
+  GemmPlan plan;
+  plan.batch = oBatch->size;
+  Extent first[2], second[2]; // (rows, cols) of op(A) and op(B).
+  std::optional<std::pair<bool, int64_t>> c = columnMajor(*oRows, *oCols);
+  if (c && !c->first) {
+    // C = A B, C m x n column-major.
+    plan.m = oRows->size, plan.n = oCols->size, plan.ldc = c->second;
+    first[0] = *aRows, first[1] = *aK, second[0] = *bK, second[1] = *bCols;
+    plan.strideA = aBatch->stride, plan.strideB = bBatch->stride;
+  } else {
+    // C^T = B^T A^T: the output's columns are unit-stride.
+    c = columnMajor(*oCols, *oRows);
+    if (!c || c->first)
+      return std::nullopt;
+    plan.swapped = true;
+    plan.m = oCols->size, plan.n = oRows->size, plan.ldc = c->second;
+    first[0] = *bCols, first[1] = *bK, second[0] = *aK, second[1] = *aRows;
+    plan.strideA = bBatch->stride, plan.strideB = aBatch->stride;
+  }
+  plan.k = aK->size;
+  plan.strideC = oBatch->stride;
+  std::optional<std::pair<bool, int64_t>> opA = columnMajor(first[0], first[1]),
+                                          opB =
+                                              columnMajor(second[0], second[1]);
+  if (!opA || !opB)
+    return std::nullopt;
+  plan.transA = opA->first, plan.lda = opA->second;
+  plan.transB = opB->first, plan.ldb = opB->second;
+  if (plan.batch == 1)
+    plan.strideA = plan.strideB = plan.strideC = 0;
+  for (int64_t v :
+       {plan.m, plan.n, plan.k, plan.lda, plan.ldb, plan.ldc, plan.batch})
+    if (!fitsInt(v))
+      return std::nullopt;
+  return plan;
+}
 
 } // namespace
 
@@ -109,55 +184,23 @@ std::optional<GemmPlan> flashlight::runtime::planGemm(
   for (char c : lo)
     if (la.find(c) == std::string::npos && lb.find(c) == std::string::npos)
       return std::nullopt; // Broadcast into the output.
-  std::optional<Extent> aBatch = merged(la, a, order[Batch]),
-                        aRows = merged(la, a, order[Rows]),
-                        aK = merged(la, a, order[Contracted]),
-                        bBatch = merged(lb, b, order[Batch]),
-                        bK = merged(lb, b, order[Contracted]),
-                        bCols = merged(lb, b, order[Cols]),
-                        oBatch = merged(lo, out, order[Batch]),
-                        oRows = merged(lo, out, order[Rows]),
-                        oCols = merged(lo, out, order[Cols]);
-  for (const auto *e :
-       {&aBatch, &aRows, &aK, &bBatch, &bK, &bCols, &oBatch, &oRows, &oCols})
-    if (!*e)
-      return std::nullopt;
-
-  GemmPlan plan;
-  plan.batch = oBatch->size;
-  Extent first[2], second[2]; // (rows, cols) of op(A) and op(B).
-  std::optional<std::pair<bool, int64_t>> c = columnMajor(*oRows, *oCols);
-  if (c && !c->first) {
-    // C = A B, C m x n column-major.
-    plan.m = oRows->size, plan.n = oCols->size, plan.ldc = c->second;
-    first[0] = *aRows, first[1] = *aK, second[0] = *bK, second[1] = *bCols;
-    plan.strideA = aBatch->stride, plan.strideB = bBatch->stride;
-  } else {
-    // C^T = B^T A^T: the output's columns are unit-stride.
-    c = columnMajor(*oCols, *oRows);
-    if (!c || c->first)
-      return std::nullopt;
-    plan.swapped = true;
-    plan.m = oCols->size, plan.n = oRows->size, plan.ldc = c->second;
-    first[0] = *bCols, first[1] = *bK, second[0] = *aK, second[1] = *aRows;
-    plan.strideA = bBatch->stride, plan.strideB = aBatch->stride;
+  if (std::optional<GemmPlan> plan = planRoles(la, lb, lo, a, b, out, order))
+    return plan;
+  // A group of row (column) letters split by another's in its operand
+  // (Gemma's abfc,def->abcde): its leading letters become batch letters
+  // that the other operand, which lacks them, broadcasts (stride 0).
+  for (Role role : {Rows, Cols}) {
+    const std::string &group = order[role];
+    for (size_t lead = 1; lead < group.size(); ++lead) {
+      std::string moved[4] = {order[0], order[1], order[2], order[3]};
+      moved[Batch] += group.substr(0, lead);
+      moved[role] = group.substr(lead);
+      if (std::optional<GemmPlan> plan =
+              planRoles(la, lb, lo, a, b, out, moved))
+        return plan;
+    }
   }
-  plan.k = aK->size;
-  plan.strideC = oBatch->stride;
-  std::optional<std::pair<bool, int64_t>> opA = columnMajor(first[0], first[1]),
-                                          opB =
-                                              columnMajor(second[0], second[1]);
-  if (!opA || !opB)
-    return std::nullopt;
-  plan.transA = opA->first, plan.lda = opA->second;
-  plan.transB = opB->first, plan.ldb = opB->second;
-  if (plan.batch == 1)
-    plan.strideA = plan.strideB = plan.strideC = 0;
-  for (int64_t v :
-       {plan.m, plan.n, plan.k, plan.lda, plan.ldb, plan.ldc, plan.batch})
-    if (!fitsInt(v))
-      return std::nullopt;
-  return plan;
+  return std::nullopt;
 }
 
 namespace {

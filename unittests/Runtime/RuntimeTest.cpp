@@ -547,8 +547,19 @@ TEST_CASE("einsum steps plan as cuBLAS GEMMs that compute them", "[runtime]") {
   CHECK(gemmPlanError("bhqd,bkd->bhqk", {2, 3, 4, 5}, {2, 6, 5},
                       {2, 3, 4, 6}) == 0);
   CHECK(gemmPlanError("ij,jk->ik", {1, 3}, {3, 1}, {1, 1}) == 0);
+  // Row (column) letters split by a contracted one: the leading ones
+  // batch, the other operand broadcast (Gemma's output projection).
+  CHECK(gemmPlanError("abc,bd->acd", {2, 3, 4}, {3, 5}, {2, 4, 5}) == 0);
+  CHECK(gemmPlanError("abfc,def->abcde", {2, 3, 4, 5}, {6, 7, 4},
+                      {2, 3, 5, 6, 7}) == 0);
+  CHECK(gemmPlanError("cd,adb->cab", {4, 3}, {2, 3, 5}, {4, 2, 5}) == 0);
+  CHECK(gemmPlanError("abe,ced->abcd", {2, 3, 4}, {5, 4, 6}, {2, 3, 5, 6}) ==
+        0);
   // Not a matrix product of these buffers: no plan (the step's kernel).
-  CHECK(gemmPlanError("abc,bd->acd", {2, 3, 4}, {3, 5}, {2, 4, 5}) == -1);
+  // (Split rows where the other operand holds batch letters: its batch
+  // would need two strides.)
+  CHECK(gemmPlanError("xabc,xbd->xacd", {2, 3, 4, 5}, {2, 4, 6},
+                      {2, 3, 5, 6}) == -1);
   CHECK(gemmPlanError("ab,b->", {2, 3}, {3}, {}) == -1);
   CHECK(gemmPlanError("ii,ij->j", {3, 3}, {3, 4}, {4}) == -1);
   CHECK(gemmPlanError("bij,bjk->bki", {2, 3, 4}, {2, 4, 5}, {2, 5, 3}) == 0);

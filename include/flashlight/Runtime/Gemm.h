@@ -32,9 +32,12 @@ struct GemmPlan {
 
 /// The GEMM computing `einsum` (two operands, one result; each letter a
 /// batch, row, column or contracted dim) over dense row-major tensors of
-/// the given shapes; none where the einsum is no such product (a letter in
-/// one operand only, a group of letters split by another) or a size
-/// exceeds cuBLAS's 32-bit arguments.
+/// the given shapes. Row (column) letters split by another's in their
+/// operand, as Gemma's `abfc,def->abcde`, batch over their leading letters,
+/// which the other operand broadcasts (batch stride 0) where it holds no
+/// batch letters. None where the einsum is no such product (a letter in one
+/// operand only, a group of letters no batching reunites) or a size exceeds
+/// cuBLAS's 32-bit arguments.
 std::optional<GemmPlan> planGemm(const std::string &einsum,
                                  const std::vector<int64_t> &a,
                                  const std::vector<int64_t> &b,
