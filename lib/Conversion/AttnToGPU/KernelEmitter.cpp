@@ -152,6 +152,28 @@ void KernelEmitter::mapIndicesAndCaptures(Block &block, IRMapping &rm,
     rm.map(block.getArgument(i++), memrefOf.lookup(capture));
 }
 
+/// Whether `op`'s results reach the region's results through float
+/// arithmetic only: no user, transitively, compares them, converts them to
+/// an integer or rounds them to an integral value, where a few ulp could
+/// move a decision (a bucket index from floor(log(..))).
+static bool feedsOnlyFloats(Operation &op) {
+  SmallVector<Operation *> work = {&op};
+  DenseSet<Operation *> seen;
+  while (!work.empty()) {
+    Operation *at = work.pop_back_val();
+    if (!seen.insert(at).second)
+      continue;
+    for (Operation *user : at->getUsers()) {
+      if (isa<arith::CmpFOp, arith::FPToSIOp, arith::FPToUIOp, math::FloorOp,
+              math::CeilOp, math::RoundOp, math::RoundEvenOp, math::TruncOp>(
+              user))
+        return false;
+      work.push_back(user);
+    }
+  }
+  return true;
+}
+
 void KernelEmitter::inlineOp(Operation &op, IRMapping &rm,
                              unsigned numLeading) {
   Block &block = *op.getBlock();
@@ -185,7 +207,7 @@ void KernelEmitter::inlineOp(Operation &op, IRMapping &rm,
                         .getDefiningOp<arith::ArithFastMathInterface>()) {
       arith::FastMathFlagsAttr flags = math.getFastMathFlagsAttr();
       arith::FastMathFlags added = kLogit;
-      if (approximateFunctions)
+      if (approximateFunctions && feedsOnlyFloats(op))
         added = added | arith::FastMathFlags::afn;
       math->setAttr(
           math.getFastMathAttrName(),

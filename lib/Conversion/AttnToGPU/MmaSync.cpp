@@ -846,6 +846,10 @@ MmaSyncEmitter::applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
           for (Value &v : x)
             if (!v)
               v = f32(0);
+          // The logits feed weights rounded to 16 bits: the region's
+          // divisions and functions may be approximate (see
+          // approximateFunctions).
+          llvm::SaveAndRestore<bool> approximate(approximateFunctions, true);
           SmallVector<Value> logits = inlineRegion(
               step.getScore(), x, elementIndices(f, mt, nb, i).second,
               step.getCaptures(),

@@ -85,3 +85,59 @@ func.func @finite_fill_bias(%q: tensor<1x2x128x64xf16>, %k: tensor<1x2x128x64xf1
       } -> tensor<1x2x128x64xf16>
   return %o : tensor<1x2x128x64xf16>
 }
+
+// -----
+
+// A score region's division and functions feed weights rounded to 16 bits:
+// they may be approximate (afn), as the epilogue's are; the region's own
+// flags stay. (Sigmoid attention's gradient program computes
+// 1 / (1 + exp(-s)) per element: an IEEE rcp.rn and an accurate expf.)
+// CHECK-LABEL: gpu.func @silu_score
+// CHECK: scf.for
+// CHECK: math.exp %{{.*}} fastmath<reassoc,nnan,contract,afn>
+// CHECK: arith.divf %{{.*}}, %{{.*}} fastmath<reassoc,contract,afn>
+// WGMMA-LABEL: gpu.func @silu_score
+// WGMMA: math.exp %{{.*}} fastmath<reassoc,nnan,contract,afn>
+// WGMMA: arith.divf %{{.*}}, %{{.*}} fastmath<reassoc,contract,afn>
+func.func @silu_score(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
+                      %v: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x128x64xbf16>) k(%k : tensor<1x2x128x64xbf16>)
+      v(%v : tensor<1x2x128x64xbf16>) scale [0.125] normalizer softmax
+      score {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %n = arith.negf %s : f32
+        %e = math.exp %n fastmath<nnan> : f32
+        %one = arith.constant 1.0 : f32
+        %den = arith.addf %e, %one : f32
+        %y = arith.divf %s, %den : f32
+        attn.yield %y : f32
+      } -> tensor<1x2x128x64xbf16>
+  return %o : tensor<1x2x128x64xbf16>
+}
+
+// -----
+
+// Ops whose results are rounded to an integral value (or compared, or
+// converted to integers) stay exact: a few ulp of log could move the floor.
+// CHECK-LABEL: gpu.func @floored_log_score
+// CHECK: scf.for
+// CHECK: math.log %{{.*}} fastmath<reassoc,contract> : f32
+// CHECK: math.floor
+// CHECK: math.exp %{{.*}} fastmath<reassoc,contract,afn> : f32
+func.func @floored_log_score(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
+                             %v: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x128x64xbf16>) k(%k : tensor<1x2x128x64xbf16>)
+      v(%v : tensor<1x2x128x64xbf16>) scale [0.125] normalizer softmax
+      score {
+      ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+        %a = math.absf %s : f32
+        %one = arith.constant 1.0 : f32
+        %a1 = arith.addf %a, %one : f32
+        %l = math.log %a1 : f32
+        %fl = math.floor %l : f32
+        %e = math.exp %fl : f32
+        %y = arith.addf %s, %e : f32
+        attn.yield %y : f32
+      } -> tensor<1x2x128x64xbf16>
+  return %o : tensor<1x2x128x64xbf16>
+}
