@@ -16,9 +16,9 @@
 // CHECK: %[[REL:.*]] = arith.index_cast %{{.*}} : index to i32
 // CHECK-NEXT: %[[RELF:.*]] = arith.sitofp %[[REL]] : i32 to f32
 // The region's float ops may contract (as nvcc's default -fmad=true): the
-// bias and the score become one FMA.
-// CHECK-NEXT: %[[BIAS:.*]] = arith.mulf %{{.*}}, %[[RELF]] fastmath<reassoc,contract> : f32
-// CHECK-NEXT: arith.addf %{{.*}}, %[[BIAS]] fastmath<reassoc,contract> : f32
+// bias and the score become one FMA (and approximate: afn, decision 027).
+// CHECK-NEXT: %[[BIAS:.*]] = arith.mulf %{{.*}}, %[[RELF]] fastmath<reassoc,contract,afn> : f32
+// CHECK-NEXT: arith.addf %{{.*}}, %[[BIAS]] fastmath<reassoc,contract,afn> : f32
 // CHECK-NOT: arith.sitofp %{{.*}} : i64 to f32
 // CHECK-NOT: memref.load %arg3
 // CHECK: gpu.return
