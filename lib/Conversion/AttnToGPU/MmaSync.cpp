@@ -760,30 +760,9 @@ void MmaSyncEmitter::emitBranchGroup(StepFrame &f,
   if (partial && f.maskBits.empty())
     maskPartialTile(f, partial);
   Fragments kept = applyScoreAndMask(f, group, s, pre);
-  // A branch whose weights the score region fixes at 0 (normalizer none: a
-  // gradient program's dP branch, whose logits only feed the other
-  // branch's weights) adds nothing to its accumulator: no P V. The last
-  // group keeps one product at least (it releases the step's buffers).
-  SmallVector<unsigned> weighed;
   for (unsigned r : group)
-    if (!weightless(f, r))
-      weighed.push_back(r);
-  if (weighed.empty() && g + 1 == groups.size())
-    weighed.assign(group.begin(), group.end());
-  for (unsigned r : group)
-    if (!llvm::is_contained(weighed, r))
-      f.newAcc[r] = f.acc[r];
-  for (unsigned r : weighed)
     weighAndAccumulate(f, r, s[r], kept,
-                       /*last=*/g + 1 == groups.size() && r == weighed.back());
-}
-
-bool MmaSyncEmitter::weightless(const StepFrame &f, unsigned r) {
-  OnlineStepOp step = f.step;
-  if (f.normalizer != Normalizer::none || step.getScore().empty())
-    return false;
-  Operation *yield = step.getScore().front().getTerminator();
-  return matchPattern(yield->getOperand(r), m_AnyZeroFloat());
+                       /*last=*/g + 1 == groups.size() && r == group.back());
 }
 
 SmallVector<IRMapping> MmaSyncEmitter::scoreRegionInputs(const StepFrame &f) {

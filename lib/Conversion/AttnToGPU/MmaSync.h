@@ -322,9 +322,6 @@ protected:
   /// mt, clamped into the tensors, and its column in the tile.
   std::pair<Value, SmallVector<Value>>
   elementIndices(const StepFrame &f, int64_t mt, int64_t nb, int64_t i);
-  /// Whether branch `r`'s weights are 0 whatever its logits (normalizer
-  /// none, the score region yields the constant 0 for it).
-  bool weightless(const StepFrame &f, unsigned r);
   /// The mask region's value at an element (maskBits, once evaluated).
   Value maskOf(const StepFrame &f, int64_t mt, int64_t nb, int64_t i);
   /// A mask that is exactly a diagonal band (a sliding window, causal) on
