@@ -197,6 +197,17 @@ void KernelEmitter::inlineOp(Operation &op, IRMapping &rm,
                    : memref::LoadOp::create(b, loc, memref, ids).getResult());
     return;
   }
+  // Approximate exponentials (an exponent's result below 2^-126 is 0 next
+  // to the weights it joins) on ex2.approx.ftz itself: afn's exp2 is the
+  // non-ftz ex2.approx, which scales subnormal results around the MUFU op.
+  if (approximateFunctions && isa<math::ExpOp, math::Exp2Op>(op) &&
+      op.getResult(0).getType().isF32() && feedsOnlyFloats(op)) {
+    Value x = rm.lookup(op.getOperand(0));
+    if (isa<math::ExpOp>(op))
+      x = mulLogit(x, f32(kLog2e));
+    rm.map(op.getResult(0), exp2Ftz(x));
+    return;
+  }
   flashlight::cloneForKernel(b, op, rm);
   // As nvcc does by default (-fmad=true), a product feeding a sum may
   // become one FMA: a bias term (ALiBi's slope * (j - i) + s) is one

@@ -94,10 +94,10 @@ func.func @finite_fill_bias(%q: tensor<1x2x128x64xf16>, %k: tensor<1x2x128x64xf1
 // 1 / (1 + exp(-s)) per element: an IEEE rcp.rn and an accurate expf.)
 // CHECK-LABEL: gpu.func @silu_score
 // CHECK: scf.for
-// CHECK: math.exp %{{.*}} fastmath<reassoc,nnan,contract,afn>
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // CHECK: arith.divf %{{.*}}, %{{.*}} fastmath<reassoc,contract,afn>
 // WGMMA-LABEL: gpu.func @silu_score
-// WGMMA: math.exp %{{.*}} fastmath<reassoc,nnan,contract,afn>
+// WGMMA: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 // WGMMA: arith.divf %{{.*}}, %{{.*}} fastmath<reassoc,contract,afn>
 func.func @silu_score(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
                       %v: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> {
@@ -123,7 +123,7 @@ func.func @silu_score(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
 // CHECK: scf.for
 // CHECK: math.log %{{.*}} fastmath<reassoc,contract> : f32
 // CHECK: math.floor
-// CHECK: math.exp %{{.*}} fastmath<reassoc,contract,afn> : f32
+// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
 func.func @floored_log_score(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
                              %v: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> {
   %o = attn.attention q(%q : tensor<1x2x128x64xbf16>) k(%k : tensor<1x2x128x64xbf16>)

@@ -355,10 +355,18 @@ LogicalResult buildScore(OpBuilder &b, const Forward &f, AttentionOp op,
   Value one = floatConst(b, loc, b.getF32Type(), 1.0);
   Value p;
   switch (f.normalizer) {
-  case Normalizer::softmax:
-    p = math::ExpOp::create(b, loc,
-                            arith::SubFOp::create(b, loc, t, rowStat(0)));
+  case Normalizer::softmax: {
+    // exp(t - L) as 2^(t log2 e - L log2 e): the kernels fold log2 e into
+    // the logit's scale and the row's term, one FMA and one ex2 per element.
+    Value log2e = floatConst(b, loc, b.getF32Type(), M_LOG2E);
+    auto timesLog2e = [&](Value x) {
+      return arith::MulFOp::create(b, loc, x, log2e);
+    };
+    p = math::Exp2Op::create(
+        b, loc,
+        arith::SubFOp::create(b, loc, timesLog2e(t), timesLog2e(rowStat(0))));
     break;
+  }
   case Normalizer::sigmoid:
     p = arith::DivFOp::create(
         b, loc, one,

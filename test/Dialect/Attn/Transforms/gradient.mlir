@@ -17,7 +17,8 @@
 // CHECK: %[[T2:.+]] = arith.mulf %[[T]], %[[T]]
 // CHECK: arith.subf %{{.*}}, %[[T2]]
 // CHECK: %[[LROW:.+]] = tensor.extract %[[L]][%[[B]], %[[H]], %[[I]]]
-// CHECK: %[[P:.+]] = math.exp
+// P = exp(t - L) as 2^(t log2 e - L log2 e).
+// CHECK: %[[P:.+]] = math.exp2
 // CHECK: %[[DROW:.+]] = tensor.extract %[[D]][%[[B]], %[[H]], %[[I]]]
 // CHECK: %[[DT:.+]] = arith.subf %[[DP]], %[[DROW]]
 // CHECK: %[[PDT:.+]] = arith.mulf %[[P]], %[[DT]]
