@@ -92,13 +92,28 @@ func.func @finite_fill_bias(%q: tensor<1x2x128x64xf16>, %k: tensor<1x2x128x64xf1
 // they may be approximate (afn), as the epilogue's are; the region's own
 // flags stay. (Sigmoid attention's gradient program computes
 // 1 / (1 + exp(-s)) per element: an IEEE rcp.rn and an accurate expf.)
+// The region's exp(-s) becomes ex2.approx.ftz of -s log2 e (no math.exp
+// is left), its division carries afn.
 // CHECK-LABEL: gpu.func @silu_score
+// CHECK-NOT: math.exp
 // CHECK: scf.for
-// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
-// CHECK: arith.divf %{{.*}}, %{{.*}} fastmath<reassoc,contract,afn>
+// CHECK-NOT: math.exp
+// CHECK: %[[N:.*]] = arith.negf %{{.*}} fastmath<reassoc,contract,afn> : f32
+// CHECK-NEXT: %[[NL:.*]] = arith.mulf %[[N]], %{{.*}} fastmath<reassoc,contract> : f32
+// CHECK-NEXT: %[[E:.*]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[NL]])
+// CHECK-NEXT: %[[DEN:.*]] = arith.addf %[[E]]
+// CHECK-NEXT: arith.divf %{{.*}}, %[[DEN]] fastmath<reassoc,contract,afn>
+// CHECK-NOT: math.exp
+// CHECK: gpu.return
 // WGMMA-LABEL: gpu.func @silu_score
-// WGMMA: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
-// WGMMA: arith.divf %{{.*}}, %{{.*}} fastmath<reassoc,contract,afn>
+// WGMMA-NOT: math.exp
+// WGMMA: %[[N:.*]] = arith.negf %{{.*}} fastmath<reassoc,contract,afn> : f32
+// WGMMA-NEXT: %[[NL:.*]] = arith.mulf %[[N]], %{{.*}} fastmath<reassoc,contract> : f32
+// WGMMA-NEXT: %[[E:.*]] = llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[NL]])
+// WGMMA-NEXT: %[[DEN:.*]] = arith.addf %[[E]]
+// WGMMA-NEXT: arith.divf %{{.*}}, %[[DEN]] fastmath<reassoc,contract,afn>
+// WGMMA-NOT: math.exp
+// WGMMA: gpu.return
 func.func @silu_score(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
                       %v: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> {
   %o = attn.attention q(%q : tensor<1x2x128x64xbf16>) k(%k : tensor<1x2x128x64xbf16>)
@@ -122,8 +137,9 @@ func.func @silu_score(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
 // CHECK-LABEL: gpu.func @floored_log_score
 // CHECK: scf.for
 // CHECK: math.log %{{.*}} fastmath<reassoc,contract> : f32
-// CHECK: math.floor
-// CHECK: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"
+// CHECK-NEXT: %[[FL:.*]] = math.floor
+// CHECK-NEXT: %[[FLL:.*]] = arith.mulf %[[FL]], %{{.*}} fastmath<reassoc,contract> : f32
+// CHECK-NEXT: llvm.call_intrinsic "llvm.nvvm.ex2.approx.ftz.f32"(%[[FLL]])
 func.func @floored_log_score(%q: tensor<1x2x128x64xbf16>, %k: tensor<1x2x128x64xbf16>,
                              %v: tensor<1x2x128x64xbf16>) -> tensor<1x2x128x64xbf16> {
   %o = attn.attention q(%q : tensor<1x2x128x64xbf16>) k(%k : tensor<1x2x128x64xbf16>)
