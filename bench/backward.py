@@ -153,7 +153,27 @@ def rel(x, ref):
     return float((x.float() - ref).norm() / ref.norm())
 
 
-def run(cache, out_path, lengths, only=None, variants=None):
+def breakdown(call, ms, calls=20):
+    """Prints the GPU kernels of one call (mean over `calls`) against its
+    measured time `ms`: what the backward spends where."""
+    from torch.profiler import ProfilerActivity, profile
+
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            call()
+        torch.cuda.synchronize()
+    kernels = {}
+    for e in prof.events():
+        if e.device_type.name == "CUDA":
+            kernels[e.name] = kernels.get(e.name, 0.0) + e.device_time / 1e3 / calls
+    total = sum(kernels.values())
+    print(f"    kernels {total:.3f} ms of {ms:.3f} ms per call:")
+    for name, t in sorted(kernels.items(), key=lambda kv: -kv[1])[:12]:
+        print(f"    {t:8.3f} ms  {name[:90]}")
+
+
+def run(cache, out_path, lengths, only=None, variants=None, profile=False):
     from triton.testing import do_bench
 
     # The backward is timed with the graph retained: compiled graphs
@@ -194,6 +214,8 @@ def run(cache, out_path, lengths, only=None, variants=None):
                 except Exception as e:  # noqa: BLE001 - a peer that cannot run
                     print(f"{variant} d{D} n{N} {name}: {type(e).__name__}: {str(e)[:200]}")
                     continue
+                if profile:
+                    breakdown(lambda: torch.autograd.grad(out, xs, dout, retain_graph=True), ms)
                 rec = {"variant": variant, "D": D, "N": N, "B": B, "H": H, "system": name,
                        "ms": ms, "tflops": flops / ms / 1e9, "rel_err": err}
                 records.append(rec)
@@ -220,10 +242,12 @@ if __name__ == "__main__":
     parser.add_argument("--lengths", default="2048,8192")
     parser.add_argument("--systems", help="only these, comma-separated")
     parser.add_argument("--variants", help="only these, comma-separated")
+    parser.add_argument("--profile", action="store_true",
+                        help="print each call's GPU kernels and their times")
     a = parser.parse_args()
     lengths = [int(x) for x in a.lengths.split(",")]
     if a.mode == "fill":
         fill(a.cache, lengths)
     else:
         run(a.cache, a.out, lengths, a.systems and a.systems.split(","),
-            a.variants and a.variants.split(","))
+            a.variants and a.variants.split(","), a.profile)

@@ -569,28 +569,58 @@ def _encode_tensor_map(t, box, name):
     return ctypes.string_at(address, 128)
 
 
+# Encoded tensor maps by what they depend on (pointer, shape, strides,
+# dtype, box): PyTorch's allocator hands a training loop the same buffers
+# call after call, and encoding costs ~20 us of Python a map.
+_tensor_maps = {}
+_TENSOR_MAP_CACHE_SIZE = 512
+
+
+def _cached_tensor_map(t, box, name):
+    key = (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, box[0], box[1])
+    found = _tensor_maps.get(key)
+    if found is None:
+        if len(_tensor_maps) >= _TENSOR_MAP_CACHE_SIZE:
+            _tensor_maps.clear()
+        found = _tensor_maps[key] = ctypes.create_string_buffer(
+            _encode_tensor_map(t, box, name), 128)
+    return found
+
+
+def _current_stream(device):
+    """The raw handle of `device`'s current PyTorch stream."""
+    import torch
+
+    index = device.index if isinstance(device, torch.device) else torch.device(device).index
+    if index is None:
+        index = torch.cuda.current_device()
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return raw(index) if raw else torch.cuda.current_stream(index).cuda_stream
+
+
 def _launch(function, tensors, grid, block, device, shared=0, tensor_maps=(), names=None):
     """Launches `function` on the current stream; each memref parameter is
     its flattened descriptor: allocated ptr, aligned ptr, offset, sizes...,
     strides...; then the TMA tensor maps (manifest `tensor_maps`: the
     parameter and box), 128 bytes each, errors naming the parameter from
-    `names` (the manifest's parameter names)."""
-    import torch
-
-    words = []
-    for t in tensors:
-        words += [t.data_ptr(), t.data_ptr(), 0]
-        words += list(t.shape) + list(t.stride())
+    `names` (the manifest's parameter names). A training step launches
+    several kernels per attention, so this path is kept to a few
+    microseconds of Python."""
     if 0 in grid:  # no query rows, heads or batch: nothing to compute
         return
+    words = []
+    for t in tensors:
+        pointer = t.data_ptr()
+        words += (pointer, pointer, 0, *t.shape, *t.stride())
     values = (ctypes.c_uint64 * len(words))(*words)
-    pointers = [ctypes.addressof(values) + 8 * i for i in range(len(words))]
-    maps = [ctypes.create_string_buffer(_encode_tensor_map(
-        tensors[m["param"]], m["box"],
-        names[m["param"]] if names else f"parameter {m['param']}"), 128) for m in tensor_maps]
-    pointers += [ctypes.addressof(m) for m in maps]
-    args = (ctypes.c_void_p * len(pointers))(*pointers)
-    stream = torch.cuda.current_stream(device).cuda_stream
+    base = ctypes.addressof(values)
+    addresses = list(range(base, base + 8 * len(words), 8))
+    maps = [_cached_tensor_map(tensors[m["param"]], m["box"],
+                               names[m["param"]] if names else f"parameter {m['param']}")
+            for m in tensor_maps]
+    addresses += [ctypes.addressof(m) for m in maps]
+    args = (ctypes.c_void_p * len(addresses))(*addresses)
+    stream = _current_stream(device)
     drv = _get_driver()
     _ensure_context()
     drv.check(drv.lib.cuLaunchKernel(

@@ -89,7 +89,8 @@ Value unwiden(Value x) {
 /// over its reduction loops, each operand read through a projected
 /// permutation of the loops (a matmul, a batched matmul, a projection):
 /// e.g. "abd,cd->abc". A runtime may compute it with a library GEMM
-/// instead of the kernel. None for any other generic.
+/// instead of the kernel. None for any other generic, and for rows of dot
+/// products (no loop that only one operand reads).
 std::optional<std::string> einsumOf(linalg::GenericOp generic) {
   if (generic.getNumDpsInputs() != 2 || generic.getNumDpsInits() != 1 ||
       !llvm::all_of(
@@ -114,8 +115,20 @@ std::optional<std::string> einsumOf(linalg::GenericOp generic) {
   if (!((x == body.getArgument(0) && y == body.getArgument(1)) ||
         (x == body.getArgument(1) && y == body.getArgument(0))))
     return std::nullopt;
+  SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+  // A row of dot products (every loop either reduced or read by both
+  // operands, as rowsum(dO * O)) is no GEMM: a library runs it as a batch
+  // of 1 x 1 products, ~10x slower than the kernel's warp per row.
+  auto readsLoop = [](AffineMap map, unsigned loop) {
+    return map.isFunctionOfDim(loop);
+  };
+  bool hasFreeLoop = false;
+  for (unsigned loop = 0; loop < generic.getNumLoops(); ++loop)
+    hasFreeLoop |= readsLoop(maps[0], loop) != readsLoop(maps[1], loop);
+  if (!hasFreeLoop)
+    return std::nullopt;
   std::string text;
-  for (auto [k, map] : llvm::enumerate(generic.getIndexingMapsArray())) {
+  for (auto [k, map] : llvm::enumerate(maps)) {
     if (!map.isProjectedPermutation(/*allowZeroInResults=*/false))
       return std::nullopt;
     text += k == 0 ? "" : k == 1 ? "," : "->";

@@ -174,6 +174,28 @@ func.func @projection(%x: tensor<4x8xbf16>, %w: tensor<8x16xbf16>, %init: tensor
 
 // -----
 
+// Rows of dot products (rowsum(dO * O) of a gradient program: every loop
+// reduced or read by both operands) are no GEMM: no einsum, so runtimes
+// keep the kernel (a warp per row) where a library would run a batch of
+// 1 x 1 products.
+// CHECK-LABEL: func.func @row_dots
+// CHECK: linalg.generic
+// CHECK-NOT: flashlight.einsum
+// CHECK-SAME: flashlight.kernel = "host
+func.func @row_dots(%a: tensor<2x64x32xbf16>, %b: tensor<2x64x32xbf16>, %init: tensor<2x64xf32>) -> tensor<2x64xf32> {
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j, k) -> (i, j, k)>, affine_map<(i, j, k) -> (i, j, k)>, affine_map<(i, j, k) -> (i, j)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%a, %b : tensor<2x64x32xbf16>, tensor<2x64x32xbf16>) outs(%init : tensor<2x64xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %o: f32):
+    %xe = arith.extf %x : bf16 to f32
+    %ye = arith.extf %y : bf16 to f32
+    %m = arith.mulf %xe, %ye : f32
+    %s = arith.addf %o, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x64xf32>
+  return %r : tensor<2x64xf32>
+}
+
+// -----
+
 // A sum of squares is a reduction, not a contraction of two operands.
 // CHECK-LABEL: func.func @squares
 // CHECK: linalg.generic
