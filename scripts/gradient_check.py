@@ -16,7 +16,8 @@ first. Shapes: lengths 128 and 1000 (not a multiple of the tiles), head
 dims 64 and 128, GQA 4:2, [B, H, N, D] and [B, N, H, D] callers, a
 learned sink (its gradient too), a pair bias (an input that does not
 require grad) with an output gate, differential attention (two logit
-branches) with a learned lambda (the gate's and lambda's gradients too).
+branches) with a learned lambda (the gate's and lambda's gradients too), a learned pair
+bias and learned ALiBi slopes (their gradients too: the scores' captures).
 """
 
 import math
@@ -102,6 +103,22 @@ def gated_bias(q, k, v, bias, gate):
     return (torch.softmax(s, -1) @ v) * torch.sigmoid(gate)
 
 
+def pair_bias(q, k, v, bias):
+    """A learned pair bias [1, H, N, N] (broadcast over the batch) in
+    causal scores: its gradient too (`--score-capture-gradients`)."""
+    i, j = positions(q.shape[2], q.device)
+    s = (scores(q, k) + bias).masked_fill(j > i, float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def learned_alibi(q, k, v, slopes):
+    """ALiBi with learned f32 slopes per head, causal: the slopes'
+    gradient too."""
+    i, j = positions(q.shape[2], q.device)
+    s = scores(q, k).float() + slopes[:, None, None] * (j - i).float()
+    return torch.softmax(s.masked_fill(j > i, float("-inf")), -1).to(v.dtype) @ v
+
+
 def differential(q1, q2, k1, k2, v, lam):
     """Differential attention: two causal softmaxes, the second weighted
     by a learned lambda per head (two logit branches; lambda's gradient
@@ -142,6 +159,8 @@ def cases():
                  [(2, 4, n, d)] * 5 + [((4,), "f32")]),
                 (f"gated_bias n{n} d{d}", gated_bias,
                  bhnd + [((1, 4, n, n), "frozen"), (2, 4, n, d)]),
+                (f"pair_bias n{n} d{d}", pair_bias, bhnd + [(1, 4, n, n)]),
+                (f"learned_alibi n{n} d{d}", learned_alibi, bhnd + [((4,), "slopes")]),
             ]
     return out
 
@@ -167,6 +186,12 @@ def make_inputs(shapes, device, seed):
             pos = torch.arange(n)
             xs.append(((pos[None, :] >= cuts[:, :1]).int() +
                        (pos[None, :] >= cuts[:, 1:]).int()).to(device))
+        elif kind == "slopes":
+            # ALiBi's slopes 2^(-8 h / H), where a model learning them starts
+            # (random normal slopes weigh key distances up to N ~ 1000 at
+            # f32's resolution of the logits, far from any model).
+            h = shape[0]
+            xs.append(torch.tensor([2.0 ** (-8.0 * (x + 1) / h) for x in range(h)]).to(device))
         elif kind == "f32":
             xs.append(torch.randn(shape, generator=g).to(device))
         else:

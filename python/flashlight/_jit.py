@@ -527,6 +527,10 @@ class JitFunction(ClassedFunction):
         self._training = {}  # shape class -> (training forward, its gradient) or None
         self._gradient_for = {}  # its operands' shapes -> the same manifest
         self._gradient_errors = {}  # shape class -> why it has none
+        # Set by the first call whose argument read by the score requires
+        # grad: gradient programs then also differentiate the captures the
+        # score reads at the attention's own indices (S and dP materialized).
+        self._score_captures = False
         self._manifest_json = {}  # manifest path -> its contents
         self._kernels = {}  # manifest path -> loaded Kernel
         with _lock:
@@ -592,7 +596,8 @@ class JitFunction(ClassedFunction):
             graph_dir = self._classes.new_folder()
             export(self.fn, *args, path=os.path.join(graph_dir, "program.json"))
             flags = (*self.flags, "--gradient") + (
-                ("--saved-statistics",) if saved_statistics else ())
+                ("--saved-statistics",) if saved_statistics else ()) + (
+                ("--score-capture-gradients",) if self._score_captures else ())
             table[shape_class], _ = cached_compile(
                 graph_dir, "program.json", archs=self.archs, flags=flags, cache=self.cache)
         return table[shape_class]
@@ -711,7 +716,22 @@ class JitFunction(ClassedFunction):
         its gradient program where it has one (returns True), else the
         forward and the gradient program that computes it again.
         `everything` (filling a cache on the CPU for a GPU machine): both,
-        for eager calls and torch.compile's."""
+        for eager calls and torch.compile's. An argument the score reads
+        that requires grad switches this function's gradient programs to
+        ones that differentiate such captures too (`--score-capture-
+        gradients`), compiled again."""
+        try:
+            return self._prepare_call_once(args, grad, isolated, everything)
+        except _CaptureGradientMissing:
+            if self._score_captures:
+                raise
+            self._score_captures = True
+            for table in (self._gradients, self._saved_gradients, self._training,
+                          self._gradient_errors):
+                table.clear()
+            return self._prepare_call_once(args, grad, isolated, everything)
+
+    def _prepare_call_once(self, args, grad, isolated, everything):
         if grad:
             shape_class = self.shape_class(args)
             training = (self._training[shape_class] if shape_class in self._training else
@@ -768,10 +788,12 @@ class JitFunction(ClassedFunction):
         for k, (s, p) in enumerate(zip(entry["sources"], inputs)):
             if k not in of and "input" in s and s["input"] < len(args) and \
                     args[s["input"]].requires_grad and args[s["input"]].is_floating_point():
-                raise NotImplementedError(
+                raise _CaptureGradientMissing(
                     f"{self.key}: argument {s['input']} requires grad, but it is read by "
-                    f"the attention's score or mask ({p['name']}): the gradients of those "
-                    "captured tensors are not derived yet; detach it")
+                    f"the attention's score or mask ({p['name']}) where its gradient is not "
+                    "derived: only captured tensors the score reads at the attention's own "
+                    "(batch, head, query, key) indices get one (pair biases, per-head "
+                    "slopes), not tables read at computed indices; detach it")
 
     def _layouts(self, args, check=True, manifest=None):
         """The forward's (`manifest`'s) entry, the bound extents and the
@@ -945,6 +967,11 @@ def varlen_attention(q, k, v, cu_seqlens, *, causal=True, scale=None):
     if key not in _varlen_programs:
         _varlen_programs[key] = jit(_varlen_program(*key))
     return _varlen_programs[key](q, k, v, cu_seqlens)
+
+
+class _CaptureGradientMissing(NotImplementedError):
+    """An argument that requires grad is read where its gradient program
+    derives no gradient for it."""
 
 
 def _pure_permutation(index, shape_from, shape_to):

@@ -145,18 +145,21 @@ class JaxFunction(ClassedFunction):
         return self._classes.compile(shape_class, folder, "program.stablehlo.mlir",
                                      archs=self.archs, flags=self.flags, cache=self.cache)
 
-    def prepare_gradient(self, *args, saved_statistics=False):
+    def prepare_gradient(self, *args, saved_statistics=False, score_captures=False):
         """The manifest of the gradient program of the function's attention
         at `args`' shapes (`flashlight-compile --gradient`; cached). With
         `saved_statistics`, the one that takes the forward's output and
-        log-sum-exp after dO (`--saved-statistics`)."""
+        log-sum-exp after dO (`--saved-statistics`); with `score_captures`,
+        one that also differentiates the tensors the score reads at the
+        attention's own indices (`--score-capture-gradients`)."""
         from ._jit import cached_compile
 
         folder = self._classes.new_folder()
         with open(os.path.join(folder, "program.stablehlo.mlir"), "w") as f:
             f.write(self.stablehlo(*args))
         flags = (*self.flags, "--gradient") + (
-            ("--saved-statistics",) if saved_statistics else ())
+            ("--saved-statistics",) if saved_statistics else ()) + (
+            ("--score-capture-gradients",) if score_captures else ())
         manifest, _ = cached_compile(folder, "program.stablehlo.mlir", archs=self.archs,
                                      flags=flags, cache=self.cache)
         return manifest
@@ -230,16 +233,32 @@ class JaxFunction(ClassedFunction):
                         _dtype(p["dtype"]))
                     for s, p in zip(entry["sources"], inputs)]
 
-        gradient_path = self.prepare_gradient(*args)
-        with open(gradient_path) as f:
-            gradient = json.load(f)
+        def missing(gradient):
+            """The first float argument the gradient program derives no
+            gradient for, with its operand's name."""
+            of = gradient["entry"]["gradient_of"]
+            for k, (s, p) in enumerate(zip(entry["sources"], inputs)):
+                if k not in of and "input" in s and s["input"] in floats:
+                    return s["input"], p["name"]
+            return None
+
+        for score_captures in (False, True):
+            # A float argument the score reads (a pair bias, slopes): the
+            # program that materializes S and dP for its gradient.
+            gradient_path = self.prepare_gradient(*args, score_captures=score_captures)
+            with open(gradient_path) as f:
+                gradient = json.load(f)
+            if missing(gradient) is None:
+                break
+        else:
+            arg, name = missing(gradient)
+            raise NotImplementedError(
+                f"flashlight.jax: argument {arg} is read by the attention's score or mask "
+                f"({name}) where its gradient is not derived: only tensors the score reads "
+                "at the attention's own (batch, head, query, key) indices get one (pair "
+                "biases, slopes), not tables read at computed indices; wrap it in "
+                "jax.lax.stop_gradient")
         of = gradient["entry"]["gradient_of"]  # the operands the results are of
-        for k, (s, p) in enumerate(zip(entry["sources"], inputs)):
-            if k not in of and "input" in s and s["input"] in floats:
-                raise NotImplementedError(
-                    f"flashlight.jax: argument {s['input']} is read by the attention's score "
-                    f"or mask ({p['name']}): the gradients of those captured tensors are not "
-                    "derived yet; wrap it in jax.lax.stop_gradient")
         r, info = entry["results"][0], entry["outputs"][0]
         kernel_out = jnp.zeros(_resolve(outputs[r["result"]], {}), _dtype(outputs[r["result"]]["dtype"]))
         _, pull_out = jax.vjp(lambda o: _to_user_layout(o, r["index"], info["shape"]), kernel_out)

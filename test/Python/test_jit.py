@@ -369,6 +369,60 @@ class Jit(unittest.TestCase):
         with self.assertRaisesRegex(NotImplementedError, "decorate the attention alone"):
             fn(q, k, v, w.requires_grad_())
 
+    def test_a_learned_pair_bias_gets_its_gradient(self):
+        """A bias the score reads at its own indices that requires grad
+        switches the function to gradient programs that differentiate it
+        (`--score-capture-gradients`); its gradient comes back in its own
+        shape (broadcast over the batch: [1, H, N, N]). The kernels are
+        stand-ins (the gradient program: result r filled with r + 1; dQ, dK, dV, the
+        bias)."""
+        from unittest import mock
+
+        import torch
+
+        def biased(q, k, v, bias):
+            return torch.softmax(q @ k.transpose(-1, -2) * 0.125 + bias, -1) @ v
+
+        def call_entry(kernel, *args):
+            entry = kernel.manifest["entry"]
+            if entry["function"] == "gradient":
+                return tuple(torch.full(args[i].shape, float(r + 1), dtype=args[i].dtype)
+                             for r, i in enumerate(entry["gradient_of"]))
+            out = biased(*args[:4])
+            return (out, torch.zeros(out.shape[:3])) if "lse_result" in entry else out
+
+        q, k, v = self.inputs()
+        bias = torch.randn(1, 4, 128, 128).to(torch.bfloat16).requires_grad_()
+        import flashlight._jit as jit
+
+        args = [q.requires_grad_(), k, v, bias]
+        with mock.patch.object(flashlight, "load", _stub_load), \
+                mock.patch.object(flashlight.Kernel, "call_entry", call_entry):
+            fn = flashlight.jit(biased, cache=self.cache.name)
+            fn(*args)  # on the CPU: compiles the programs
+            self.assertTrue(fn._score_captures)
+            out = jit._register_op()(fn.key, args)[0]
+            out.float().sum().backward()
+        self.assertEqual(bias.grad.shape, bias.shape)
+        self.assertTrue(torch.equal(bias.grad, torch.full_like(bias, 4.0)))
+        self.assertTrue(torch.equal(q.grad, torch.full_like(q, 1.0)))
+
+    def test_a_table_read_at_computed_indices_is_refused(self):
+        import torch
+
+        def buckets(q, k, v, table):
+            n = q.shape[2]
+            i = torch.arange(n)
+            index = (i[None, :] - i[:, None]).clamp(-15, 15) + 15
+            s = q @ k.transpose(-1, -2) * 0.125 + table[index].permute(2, 0, 1)
+            return torch.softmax(s, -1) @ v
+
+        q, k, v = self.inputs()
+        table = torch.randn(31, 4).to(torch.bfloat16).requires_grad_()
+        fn = flashlight.jit(buckets, cache=self.cache.name)
+        with self.assertRaisesRegex(NotImplementedError, "not tables read at computed indices"):
+            fn(q, k, v, table)
+
     def test_a_gradient_it_cannot_derive_fails_at_the_call(self):
         import torch
 

@@ -190,6 +190,14 @@ static cl::opt<bool> savedStatistics(
              "instead of computing the forward again"),
     cl::init(false), cl::cat(toolCategory));
 
+static cl::opt<bool> scoreCaptureGradients(
+    "score-capture-gradients",
+    cl::desc("With --gradient: also return the gradients of tensors the "
+             "score reads at the attention's own indices (pair biases, "
+             "per-head slopes), from S and dP materialized as [B, H, M, N] "
+             "f32 on the reference path"),
+    cl::init(false), cl::cat(toolCategory));
+
 static cl::opt<bool> returnLse(
     "return-lse",
     cl::desc("A training forward: the entry also returns the attention's "
@@ -485,6 +493,7 @@ LogicalResult raiseAndOutline(ModuleOp module) {
   if (gradient) {
     flashlight::attn::AttnGradientOptions options;
     options.savedStatistics = savedStatistics;
+    options.scoreCaptures = scoreCaptureGradients;
     pm.addPass(flashlight::attn::createAttnGradient(options));
   }
   pm.addPass(flashlight::attn::createAttnExpandEmptyRows());
@@ -872,6 +881,8 @@ int main(int argc, char **argv) {
   }
   if (savedStatistics && !gradient)
     return fail("--saved-statistics is an option of --gradient");
+  if (scoreCaptureGradients && !gradient)
+    return fail("--score-capture-gradients is an option of --gradient");
   if (returnLse && gradient)
     return fail("--return-lse is for the forward, not --gradient");
   if (emit != "mlir" && emit != "ptx" && emit != "cubin")

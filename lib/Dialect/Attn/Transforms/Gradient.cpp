@@ -575,11 +575,12 @@ Value sinkGradient(OpBuilder &b, Location loc, Value sink, Value lse,
       .getResult(0);
 }
 
-/// Where the epilogue reads capture argument `arg` once, at indices that
-/// are its own (b, h, q_idx, d) arguments or 0 on a unit dim: that read;
-/// else null (the capture's gradient is not derived).
-tensor::ExtractOp epilogueRead(Block &epilogue, BlockArgument arg,
-                               unsigned branches) {
+/// Where a region (the epilogue, or the score) reads capture argument `arg`
+/// once, at indices that are its own (b, h, q_idx, d or kv_idx) arguments
+/// or 0 on a unit dim: that read; else null (the capture's gradient is not
+/// derived).
+tensor::ExtractOp ownIndicesRead(Block &region, BlockArgument arg,
+                                 unsigned branches) {
   if (!arg.hasOneUse())
     return nullptr;
   auto read = dyn_cast<tensor::ExtractOp>(*arg.getUsers().begin());
@@ -589,8 +590,8 @@ tensor::ExtractOp epilogueRead(Block &epilogue, BlockArgument arg,
   llvm::SmallBitVector seen(4);
   for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
     auto from = dyn_cast<BlockArgument>(index);
-    if (from && from.getOwner() == &epilogue &&
-        from.getArgNumber() >= branches && from.getArgNumber() < branches + 4) {
+    if (from && from.getOwner() == &region && from.getArgNumber() >= branches &&
+        from.getArgNumber() < branches + 4) {
       unsigned d = from.getArgNumber() - branches;
       if (seen.test(d))
         return nullptr;
@@ -603,6 +604,93 @@ tensor::ExtractOp epilogueRead(Block &epilogue, BlockArgument arg,
   return read;
 }
 
+/// The dims of a capture that a region reads at its own indices
+/// (`ownIndicesRead`): the read's loop expressions over the region's four
+/// indices, their sizes, and the reassociation that adds back its unit
+/// dims.
+struct ReadDims {
+  SmallVector<AffineExpr> exprs;
+  SmallVector<int64_t> shape;
+  SmallVector<ReassociationIndices> groups;
+};
+
+ReadDims readDims(tensor::ExtractOp read, unsigned branches) {
+  auto type = cast<RankedTensorType>(read.getTensor().getType());
+  ReadDims dims;
+  for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
+    if (auto from = dyn_cast<BlockArgument>(index)) {
+      // Unit dims before the first indexed one join its group.
+      if (!dims.shape.empty() || dims.groups.empty())
+        dims.groups.emplace_back();
+      dims.exprs.push_back(
+          getAffineDimExpr(from.getArgNumber() - branches, read.getContext()));
+      dims.shape.push_back(type.getDimSize(dim));
+    }
+    if (dims.groups.empty())
+      dims.groups.emplace_back();
+    dims.groups.back().push_back(dim);
+  }
+  // Unit dims after the last indexed one join its group; with none
+  // indexed, the result is a scalar expanded to the unit shape.
+  if (dims.shape.empty())
+    dims.groups.clear();
+  return dims;
+}
+
+/// A generic over the loops of `inMaps` (b, h, q_idx and d or kv_idx)
+/// summing what `term` gives per element into the dims `dims` indexes
+/// (f32, zeros first): parallel over those, reduced over the others.
+Value sumInto(OpBuilder &b, Location loc, const ReadDims &dims, ValueRange ins,
+              ArrayRef<AffineMap> inMaps,
+              function_ref<Value(OpBuilder &, Location, ValueRange)> term) {
+  auto f32 = RankedTensorType::get(dims.shape, b.getF32Type());
+  unsigned loops = inMaps.front().getNumDims();
+  SmallVector<AffineMap> maps(inMaps);
+  maps.push_back(AffineMap::get(loops, 0, dims.exprs, b.getContext()));
+  SmallVector<utils::IteratorType> iterators(loops,
+                                             utils::IteratorType::reduction);
+  for (AffineExpr e : dims.exprs)
+    iterators[cast<AffineDimExpr>(e).getPosition()] =
+        utils::IteratorType::parallel;
+  return linalg::GenericOp::create(
+             b, loc, f32, ins, zerosF32(b, loc, dims.shape), maps, iterators,
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               Value t = term(nb, l, args.drop_back());
+               linalg::YieldOp::create(
+                   nb, l,
+                   ValueRange{arith::AddFOp::create(nb, l, args.back(), t)});
+             })
+      .getResult(0);
+}
+
+/// `grad` (f32, over the dims a read indexes) in the capture's shape
+/// `type` and element type.
+Value inCaptureType(OpBuilder &b, Location loc, Value grad,
+                    RankedTensorType type, const ReadDims &dims) {
+  if (dims.shape.size() != size_t(type.getRank()))
+    grad = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get(type.getShape(), b.getF32Type()), grad,
+        dims.groups);
+  if (type.getElementType() == b.getF32Type())
+    return grad;
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  return linalg::GenericOp::create(
+             b, loc, type, grad,
+             tensor::EmptyOp::create(b, loc, type.getShape(),
+                                     type.getElementType())
+                 .getResult(),
+             {id, id},
+             SmallVector<utils::IteratorType>(type.getRank(),
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               linalg::YieldOp::create(
+                   nb, l,
+                   ValueRange{arith::TruncFOp::create(
+                       nb, l, type.getElementType(), args[0])});
+             })
+      .getResult(0);
+}
+
 /// The gradient of a capture the epilogue reads once (`read`): dO times
 /// the epilogue's derivative with respect to the element read, summed over
 /// the (b, h, q_idx, d) the read does not index, in the capture's shape and
@@ -611,86 +699,199 @@ FailureOr<Value> epilogueCaptureGradient(OpBuilder &b, Location loc,
                                          AttentionOp op, tensor::ExtractOp read,
                                          ValueRange outs, Value dout,
                                          ValueRange captures) {
-  MLIRContext *ctx = b.getContext();
   unsigned branches = outs.size();
-  auto type = cast<RankedTensorType>(read.getTensor().getType());
-  // The dims the read indexes, in the capture's order; unit dims at 0
-  // are added back after.
-  SmallVector<AffineExpr> exprs;
-  SmallVector<int64_t> shape;
-  SmallVector<ReassociationIndices> groups;
-  for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
-    if (auto from = dyn_cast<BlockArgument>(index)) {
-      exprs.push_back(getAffineDimExpr(from.getArgNumber() - branches, ctx));
-      shape.push_back(type.getDimSize(dim));
-      groups.emplace_back();
-    }
-    if (groups.empty())
-      groups.emplace_back();
-    groups.back().push_back(dim);
-  }
-  // Unit dims after the last indexed one join its group; with none
-  // indexed, the result is a scalar expanded to the unit shape.
-  if (shape.empty())
-    groups.clear();
-  auto f32 = RankedTensorType::get(shape, b.getF32Type());
-  Value init = zerosF32(b, loc, shape);
-  AffineMap all = b.getMultiDimIdentityMap(4);
-  SmallVector<AffineMap> maps(branches + 1, all);
-  maps.push_back(AffineMap::get(4, 0, exprs, ctx));
-  SmallVector<utils::IteratorType> iterators(4, utils::IteratorType::reduction);
-  for (AffineExpr e : exprs)
-    iterators[cast<AffineDimExpr>(e).getPosition()] =
-        utils::IteratorType::parallel;
+  ReadDims dims = readDims(read, branches);
   SmallVector<Value> ins(outs);
   ins.push_back(dout);
+  SmallVector<AffineMap> maps(branches + 1, b.getMultiDimIdentityMap(4));
   LogicalResult result = success();
-  Value grad =
-      linalg::GenericOp::create(
-          b, loc, f32, ins, init, maps, iterators,
-          [&](OpBuilder &nb, Location l, ValueRange args) {
-            Block &src = op.getEpilogue().front();
-            IRMapping map;
-            mapEpilogue(nb, l, src, args.take_front(branches), captures, map);
-            FailureOr<std::pair<Value, Value>> derived =
-                ScoreDerivative(nb, l, "epilogue")
-                    .emit(src, map, read.getResult(), 0);
-            Value term = floatConst(nb, l, nb.getF32Type(), 0.0);
-            if (succeeded(derived)) {
-              term = arith::MulFOp::create(nb, l, widen(nb, l, derived->second),
-                                           widen(nb, l, args[branches]));
-            } else {
-              result = failure();
-            }
-            linalg::YieldOp::create(
-                nb, l,
-                ValueRange{arith::AddFOp::create(nb, l, args.back(), term)});
-          })
-          .getResult(0);
+  Value grad = sumInto(
+      b, loc, dims, ins, maps,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Block &src = op.getEpilogue().front();
+        IRMapping map;
+        mapEpilogue(nb, l, src, args.take_front(branches), captures, map);
+        FailureOr<std::pair<Value, Value>> derived =
+            ScoreDerivative(nb, l, "epilogue")
+                .emit(src, map, read.getResult(), 0);
+        if (failed(derived)) {
+          result = failure();
+          return floatConst(nb, l, nb.getF32Type(), 0.0);
+        }
+        return arith::MulFOp::create(nb, l, widen(nb, l, derived->second),
+                                     widen(nb, l, args[branches]));
+      });
   if (failed(result))
     return failure();
-  if (shape.size() != size_t(type.getRank()))
-    grad = tensor::ExpandShapeOp::create(
-        b, loc, RankedTensorType::get(type.getShape(), b.getF32Type()), grad,
-        groups);
-  if (type.getElementType() != b.getF32Type()) {
-    AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-    grad = linalg::GenericOp::create(
-               b, loc, type, grad,
-               tensor::EmptyOp::create(b, loc, type.getShape(),
-                                       type.getElementType())
-                   .getResult(),
-               {id, id},
-               SmallVector<utils::IteratorType>(type.getRank(),
-                                                utils::IteratorType::parallel),
-               [&](OpBuilder &nb, Location l, ValueRange args) {
-                 linalg::YieldOp::create(
-                     nb, l,
-                     ValueRange{arith::TruncFOp::create(
-                         nb, l, type.getElementType(), args[0])});
-               })
-               .getResult(0);
+  return inCaptureType(
+      b, loc, grad, cast<RankedTensorType>(read.getTensor().getType()), dims);
+}
+
+/// sum_c x[b, h, i, c] y[b, h / g, j, c] in f32, [B, Hq, M, N]: a branch's
+/// unscaled logits (Q, K) or dP (dO, V), materialized for the gradients of
+/// captures the score reads.
+Value rowProducts(OpBuilder &b, Location loc, Value x, Value y, int64_t group) {
+  auto xt = cast<RankedTensorType>(x.getType()),
+       yt = cast<RankedTensorType>(y.getType());
+  SmallVector<int64_t> shape = {xt.getDimSize(0), xt.getDimSize(1),
+                                xt.getDimSize(2), yt.getDimSize(2)};
+  MLIRContext *ctx = b.getContext();
+  AffineExpr bb, h, i, j, c;
+  bindDims(ctx, bb, h, i, j, c);
+  SmallVector<AffineMap> maps = {
+      AffineMap::get(5, 0, {bb, h, i, c}, ctx),
+      AffineMap::get(5, 0, {bb, group == 1 ? h : h.floorDiv(group), j, c}, ctx),
+      AffineMap::get(5, 0, {bb, h, i, j}, ctx)};
+  SmallVector<utils::IteratorType> iterators(4, utils::IteratorType::parallel);
+  iterators.push_back(utils::IteratorType::reduction);
+  return linalg::GenericOp::create(
+             b, loc, RankedTensorType::get(shape, b.getF32Type()),
+             ValueRange{x, y}, zerosF32(b, loc, shape), maps, iterators,
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               Value product = arith::MulFOp::create(
+                   nb, l, widen(nb, l, args[0]), widen(nb, l, args[1]));
+               linalg::YieldOp::create(
+                   nb, l,
+                   ValueRange{arith::AddFOp::create(nb, l, args[2], product)});
+             })
+      .getResult(0);
+}
+
+/// A branch's score at one element of the materialized logits, for the
+/// gradients of captures the score reads: t, dt / d (the element `read`
+/// reads), and whether the mask keeps it.
+struct ElementScore {
+  Value t, dt, keep;
+};
+
+FailureOr<ElementScore> elementScore(OpBuilder &b, Location loc,
+                                     const Forward &f, tensor::ExtractOp read,
+                                     Value logit, ValueRange captures) {
+  SmallVector<Value> idx;
+  for (unsigned d = 0; d < 4; ++d)
+    idx.push_back(linalg::IndexOp::create(b, loc, d));
+  Value s = arith::MulFOp::create(b, loc, logit,
+                                  floatConst(b, loc, b.getF32Type(), f.scale));
+  Block &src = f.op.getScore().front();
+  IRMapping map;
+  mapScoreArgs(b, loc, f, src, s, idx, captures, map);
+  FailureOr<std::pair<Value, Value>> derived =
+      ScoreDerivative(b, loc).emit(src, map, read.getResult(), f.branch);
+  if (failed(derived))
+    return failure();
+  ElementScore e{derived->first, derived->second, Value()};
+  if (f.op.getMask().empty()) {
+    e.keep = arith::ConstantIntOp::create(b, loc, 1, 1);
+    return e;
   }
+  Block &mask = f.op.getMask().front();
+  IRMapping maskMap;
+  for (unsigned d = 0; d < 4; ++d)
+    maskMap.map(mask.getArgument(d), idx[d]);
+  for (auto [arg, cap] : llvm::zip(mask.getArguments().drop_front(4), captures))
+    maskMap.map(arg, cap);
+  for (Operation &op : mask.without_terminator())
+    b.clone(op, maskMap);
+  e.keep = maskMap.lookup(mask.getTerminator()->getOperand(0));
+  return e;
+}
+
+/// What one branch gives a capture the score reads at its own indices:
+/// dS * d score / d element, summed over the (b, h, q_idx, kv_idx) the read
+/// does not index (f32), from the materialized logits and dP, masked
+/// elements zero. Softmax's dS = P (dP - Delta) takes Delta = sum_j P dP
+/// from the same f32 P and dP (`lse` the branch's log-sum-exp), not from
+/// the bf16 output: a slope's gradient weighs each row's error in Delta by
+/// its key distances, up to N.
+FailureOr<Value> scoreCaptureTerm(OpBuilder &b, const Forward &f,
+                                  tensor::ExtractOp read, Value q, Value k,
+                                  Value v, Value dout, Value lse,
+                                  ValueRange captures) {
+  Location loc = f.op.getLoc();
+  SmallVector<Value> ins = {rowProducts(b, loc, q, k, f.group),
+                            rowProducts(b, loc, dout, v, f.group)};
+  AffineMap all = b.getMultiDimIdentityMap(4);
+  SmallVector<AffineMap> maps = {all, all};
+  LogicalResult result = success();
+  // Per element: the weight's part of dS (P, or sigmoid's P (1 - P), or 1)
+  // and dt / d element, zero where masked; null on failure.
+  auto weigh = [&](OpBuilder &nb, Location l, ValueRange args,
+                   bool withDerivative) -> std::pair<Value, Value> {
+    Value zero = floatConst(nb, l, nb.getF32Type(), 0.0),
+          one = floatConst(nb, l, nb.getF32Type(), 1.0);
+    FailureOr<ElementScore> e = elementScore(nb, l, f, read, args[0], captures);
+    if (failed(e)) {
+      result = failure();
+      return {zero, zero};
+    }
+    Value w = one;
+    switch (f.normalizer) {
+    case Normalizer::softmax:
+      w = math::ExpOp::create(nb, l,
+                              arith::SubFOp::create(nb, l, e->t, args[2]));
+      break;
+    case Normalizer::sigmoid: {
+      Value p = arith::DivFOp::create(
+          nb, l, one,
+          arith::AddFOp::create(
+              nb, l, one,
+              math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, e->t))));
+      w = arith::MulFOp::create(nb, l, p, arith::SubFOp::create(nb, l, one, p));
+      break;
+    }
+    case Normalizer::none:
+      break;
+    }
+    // Masked elements give nothing (their t and P may be anything).
+    w = arith::SelectOp::create(nb, l, e->keep, w, zero);
+    return {w, withDerivative ? e->dt : Value()};
+  };
+  if (f.normalizer == Normalizer::softmax) {
+    ins.push_back(lse);
+    maps.push_back(all.getMajorSubMap(3));
+    ReadDims rows;
+    for (unsigned d = 0; d < 3; ++d)
+      rows.exprs.push_back(b.getAffineDimExpr(d));
+    llvm::append_range(rows.shape,
+                       cast<RankedTensorType>(lse.getType()).getShape());
+    Value delta = sumInto(b, loc, rows, ins, maps,
+                          [&](OpBuilder &nb, Location l, ValueRange args) {
+                            Value p = weigh(nb, l, args, false).first;
+                            return arith::MulFOp::create(nb, l, p, args[1]);
+                          });
+    ins.push_back(delta);
+    maps.push_back(all.getMajorSubMap(3));
+  }
+  // A read that does not index the key sums each row first, then the
+  // rows: a slope's N^2 terms per head in one f32 chain lose ~1e-2.
+  ReadDims dims = readDims(read, f.branches), rows;
+  bool byRows = llvm::none_of(
+      dims.exprs, [](AffineExpr e) { return e.isFunctionOfDim(3); });
+  if (byRows) {
+    for (unsigned d = 0; d < 3; ++d)
+      rows.exprs.push_back(b.getAffineDimExpr(d));
+    llvm::append_range(
+        rows.shape,
+        ArrayRef<int64_t>(
+            cast<RankedTensorType>(ins.front().getType()).getShape())
+            .take_front(3));
+  }
+  Value grad =
+      sumInto(b, loc, byRows ? rows : dims, ins, maps,
+              [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+                auto [w, dt] = weigh(nb, l, args, true);
+                Value dp = args[1];
+                if (f.normalizer == Normalizer::softmax)
+                  dp = arith::SubFOp::create(nb, l, dp, args[3]);
+                return arith::MulFOp::create(
+                    nb, l, arith::MulFOp::create(nb, l, w, dp), dt);
+              });
+  if (failed(result))
+    return failure();
+  if (byRows)
+    grad =
+        sumInto(b, loc, dims, grad, b.getMultiDimIdentityMap(3),
+                [](OpBuilder &, Location, ValueRange args) { return args[0]; });
   return grad;
 }
 
@@ -891,7 +1092,8 @@ void branchStatistics(AttentionOp op, bool saved, ValueRange statistics,
 /// Builds `@gradient(queries..., keys..., v, sinks..., captures..., dout
 /// [, (output, lse) per branch with `saved`]) -> (dqueries..., dkeys...,
 /// dv, dsinks...)` for `op`.
-LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved) {
+LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
+                            bool scoreCaptures) {
   if (failed(checkDifferentiable(op)))
     return failure();
   Location loc = op.getLoc();
@@ -955,6 +1157,7 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved) {
       },
       outs, lses);
   SmallVector<BranchGradient> grads;
+  SmallVector<Value> branchDouts;
   for (unsigned r = 0; r < branches; ++r) {
     Value branchDout = dout;
     if (epilogue) {
@@ -973,9 +1176,34 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved) {
     if (failed(g))
       return failure();
     grads.push_back(*g);
+    branchDouts.push_back(branchDout);
   }
+  // The gradient of capture `c` where the score region alone reads it at
+  // its own indices (`scoreCaptures`): each branch's term, summed.
+  auto scoreCaptureGradient = [&](unsigned c) -> FailureOr<Value> {
+    if (op.getScore().empty() || !scoreCaptures)
+      return Value();
+    Block &score = op.getScore().front();
+    tensor::ExtractOp read =
+        ownIndicesRead(score, score.getArgument(branches + 4 + c), branches);
+    if (!read)
+      return Value();
+    SmallVector<Value> terms;
+    for (unsigned r = 0; r < branches; ++r) {
+      FailureOr<Value> term = scoreCaptureTerm(
+          b, forwardOf(r), read, queries[r], keys[r], v, branchDouts[r],
+          lses.empty() ? Value() : lses[r], captures);
+      if (failed(term))
+        return failure();
+      terms.push_back(*term);
+    }
+    return inCaptureType(b, loc, sum(b, loc, terms),
+                         cast<RankedTensorType>(read.getTensor().getType()),
+                         readDims(read, branches));
+  };
   // Results in operand order: queries, keys, V, sinks, then the captures
-  // the epilogue alone reads (gates, differential attention's lambda).
+  // the epilogue alone reads (gates, differential attention's lambda) and,
+  // with `scoreCaptures`, those the score alone reads at its own indices.
   SmallVector<Value> returned;
   SmallVector<int64_t> gradientOf;
   unsigned operand = 0;
@@ -1007,7 +1235,7 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved) {
         });
     if (epilogue && !elsewhere) {
       Block &block = op.getEpilogue().front();
-      if (tensor::ExtractOp read = epilogueRead(
+      if (tensor::ExtractOp read = ownIndicesRead(
               block, block.getArgument(branches + 4 + c), branches)) {
         FailureOr<Value> g =
             epilogueCaptureGradient(b, loc, op, read, outs, dout, captures);
@@ -1015,6 +1243,19 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved) {
           return failure();
         grad = *g;
       }
+    }
+    bool inEpilogue =
+        epilogue &&
+        !op.getEpilogue()
+             .front()
+             .getArgument(op.getEpilogue().front().getNumArguments() -
+                          captures.size() + c)
+             .use_empty();
+    if (!grad && !inEpilogue) {
+      FailureOr<Value> g = scoreCaptureGradient(c);
+      if (failed(g))
+        return failure();
+      grad = *g;
     }
     give(grad);
   }
@@ -1036,7 +1277,7 @@ struct AttnGradientPass
     SmallVector<Operation *> old(module.getBody()->getOperations().size());
     llvm::transform(module.getBody()->getOperations(), old.begin(),
                     [](Operation &op) { return &op; });
-    if (failed(buildGradient(module, sole, savedStatistics)))
+    if (failed(buildGradient(module, sole, savedStatistics, scoreCaptures)))
       return signalPassFailure();
     // The module is the gradient program alone.
     for (Operation *op : old)

@@ -1,0 +1,123 @@
+// RUN: flashlight-opt %s --split-input-file --attn-gradient='score-captures=1' | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-gradient | FileCheck %s --check-prefix=DEFAULT
+
+// A pair bias [B, H, N, N] that the score reads at its own indices, with
+// GQA (2 query heads over 1 KV head) and a causal mask: its gradient is
+// dS * d score / d bias, from S = Q K^T and dP = dO V^T materialized in f32
+// (K and V read at h floordiv 2), the masked elements zero.
+// CHECK-DAG: #[[KMAP:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d0, d1 floordiv 2, d3, d4)>
+// CHECK-LABEL: func.func @gradient(
+// CHECK-SAME: %[[Q:[^:]+]]: tensor<1x2x16x32xbf16>, %[[K:[^:]+]]: tensor<1x1x16x32xbf16>, %[[V:[^:]+]]: tensor<1x1x16x32xbf16>, %[[BIAS:[^:]+]]: tensor<1x2x16x16xbf16>, %[[DO:[^:]+]]: tensor<1x2x16x32xbf16>)
+// CHECK-SAME: -> (tensor<1x2x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x2x16x16xbf16>)
+// CHECK-SAME: attn.gradient_of = array<i64: 0, 1, 2, 3>
+// CHECK: %[[FWD:.+]]:2 = attn.attention q(%[[Q]]
+// CHECK: %[[DELTA:.+]] = linalg.generic {{.*}} ins(%[[DO]], %[[FWD]]#0
+// CHECK: %[[S:.+]] = linalg.generic {{.*}}#[[KMAP]]{{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]} ins(%[[Q]], %[[K]] : {{.*}}) outs({{.*}} : tensor<1x2x16x16xf32>)
+// CHECK: %[[DP:.+]] = linalg.generic {{.*}}#[[KMAP]]{{.*}} ins(%[[DO]], %[[V]] : {{.*}}) outs({{.*}} : tensor<1x2x16x16xf32>)
+// Delta again, as sum_j P dP from the same f32 products (not from the
+// bf16 output).
+// CHECK: %[[DELTA2:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%[[S]], %[[DP]], %[[FWD]]#1 : {{.*}}) outs(%{{.*}} : tensor<1x2x16xf32>)
+// CHECK: %[[DB:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%[[S]], %[[DP]], %[[FWD]]#1, %[[DELTA2]] : {{.*}}) outs(%{{.*}} : tensor<1x2x16x16xf32>)
+// CHECK: ^bb0(%[[SIJ:[^:]+]]: f32, %[[DPIJ:[^:]+]]: f32, %[[L:[^:]+]]: f32, %[[D:[^:]+]]: f32, %[[ACC:[^:]+]]: f32):
+// CHECK: %[[SCALED:.+]] = arith.mulf %[[SIJ]], %{{.*}} : f32
+// CHECK: %[[T:.+]] = arith.addf %[[SCALED]]
+// CHECK: %[[KEEP:.+]] = arith.cmpi sle
+// CHECK: %[[X:.+]] = arith.subf %[[T]], %[[L]]
+// CHECK: %[[P:.+]] = math.exp %[[X]]
+// CHECK: %[[PKEPT:.+]] = arith.select %[[KEEP]], %[[P]]
+// CHECK: %[[DT:.+]] = arith.subf %[[DPIJ]], %[[D]]
+// CHECK: %[[TERM:.+]] = arith.mulf %[[PKEPT]], %[[DT]]
+// CHECK: %[[TERMD:.+]] = arith.mulf %[[TERM]]
+// CHECK: arith.addf %[[ACC]], %[[TERMD]]
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+// CHECK: return {{.*}} : tensor<1x2x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x2x16x16xbf16>
+// Without the option, the bias is an input only.
+// DEFAULT-LABEL: func.func @gradient(
+// DEFAULT-SAME: -> (tensor<1x2x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>)
+// DEFAULT-SAME: attn.gradient_of = array<i64: 0, 1, 2>
+func.func @pair_bias(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x1x16x32xbf16>, %v: tensor<1x1x16x32xbf16>, %bias: tensor<1x2x16x16xbf16>) -> tensor<1x2x16x32xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x32xbf16>) k(%k : tensor<1x1x16x32xbf16>) v(%v : tensor<1x1x16x32xbf16>) captures(%bias : tensor<1x2x16x16xbf16>) scale [0.25] normalizer softmax
+    score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<1x2x16x16xbf16>):
+      %x = tensor.extract %t[%b, %h, %i, %j] : tensor<1x2x16x16xbf16>
+      %y = arith.extf %x : bf16 to f32
+      %r = arith.addf %s, %y : f32
+      attn.yield %r : f32
+    } mask {
+    ^bb0(%b: index, %h: index, %i: index, %j: index, %t: tensor<1x2x16x16xbf16>):
+      %keep = arith.cmpi sle, %j, %i : index
+      attn.yield %keep : i1
+    } -> tensor<1x2x16x32xbf16>
+  return %o : tensor<1x2x16x32xbf16>
+}
+
+// -----
+
+// A learned per-head slope (ALiBi), read at h alone: its gradient sums
+// dS * (kv - q) over kv per row, then the rows over b and q.
+// CHECK-LABEL: func.func @gradient(
+// CHECK-SAME: -> (tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<2xf32>)
+// CHECK-SAME: attn.gradient_of = array<i64: 0, 1, 2, 3>
+// CHECK: %[[DELTA2:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%{{.*}}, %{{.*}}, %{{.*}} : tensor<1x2x16x16xf32>, tensor<1x2x16x16xf32>, tensor<1x2x16xf32>) outs(%{{.*}} : tensor<1x2x16xf32>)
+// CHECK: %[[ROWS:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins({{.*}}, %[[DELTA2]] : {{.*}}) outs(%{{.*}} : tensor<1x2x16xf32>)
+// CHECK: arith.sitofp
+// CHECK: linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "reduction"]} ins(%[[ROWS]] : tensor<1x2x16xf32>) outs(%{{.*}} : tensor<2xf32>)
+// CHECK-NOT: arith.truncf
+// CHECK: return
+func.func @slopes(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: tensor<1x2x16x32xbf16>, %slope: tensor<2xf32>) -> tensor<1x2x16x32xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x32xbf16>) k(%k : tensor<1x2x16x32xbf16>) v(%v : tensor<1x2x16x32xbf16>) captures(%slope : tensor<2xf32>) scale [0.25] normalizer softmax
+    score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %m: tensor<2xf32>):
+      %x = tensor.extract %m[%h] : tensor<2xf32>
+      %d = arith.subi %j, %i : index
+      %di = arith.index_cast %d : index to i64
+      %df = arith.sitofp %di : i64 to f32
+      %y = arith.mulf %x, %df : f32
+      %r = arith.addf %s, %y : f32
+      attn.yield %r : f32
+    } -> tensor<1x2x16x32xbf16>
+  return %o : tensor<1x2x16x32xbf16>
+}
+
+// -----
+
+// A table read at a computed index (a relative-position bucket) is not at
+// the attention's own indices: no gradient (a scatter the reference path
+// does not take).
+// CHECK-LABEL: func.func @gradient(
+// CHECK-SAME: attn.gradient_of = array<i64: 0, 1, 2>
+func.func @buckets(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: tensor<1x2x16x32xbf16>, %table: tensor<31x2xf32>) -> tensor<1x2x16x32xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x32xbf16>) k(%k : tensor<1x2x16x32xbf16>) v(%v : tensor<1x2x16x32xbf16>) captures(%table : tensor<31x2xf32>) scale [0.25] normalizer softmax
+    score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<31x2xf32>):
+      %c15 = arith.constant 15 : index
+      %d = arith.subi %j, %i : index
+      %e = arith.addi %d, %c15 : index
+      %x = tensor.extract %t[%e, %h] : tensor<31x2xf32>
+      %r = arith.addf %s, %x : f32
+      attn.yield %r : f32
+    } -> tensor<1x2x16x32xbf16>
+  return %o : tensor<1x2x16x32xbf16>
+}
+
+// -----
+
+// A bias broadcast over the batch ([1, H, N, N] read at (0, h, q, kv)):
+// summed over b, its leading unit dim added back with the head's.
+// CHECK-LABEL: func.func @gradient(
+// CHECK-SAME: attn.gradient_of = array<i64: 0, 1, 2, 3>
+// CHECK: linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "parallel", "parallel"]} {{.*}} outs(%{{.*}} : tensor<2x16x16xf32>)
+// CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] {{.*}} : tensor<2x16x16xf32> into tensor<1x2x16x16xf32>
+// CHECK: arith.truncf {{.*}} : f32 to bf16
+func.func @batch_broadcast(%q: tensor<2x2x16x32xbf16>, %k: tensor<2x2x16x32xbf16>, %v: tensor<2x2x16x32xbf16>, %bias: tensor<1x2x16x16xbf16>) -> tensor<2x2x16x32xbf16> {
+  %o = attn.attention q(%q : tensor<2x2x16x32xbf16>) k(%k : tensor<2x2x16x32xbf16>) v(%v : tensor<2x2x16x32xbf16>) captures(%bias : tensor<1x2x16x16xbf16>) scale [0.25] normalizer softmax
+    score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<1x2x16x16xbf16>):
+      %c0 = arith.constant 0 : index
+      %x = tensor.extract %t[%c0, %h, %i, %j] : tensor<1x2x16x16xbf16>
+      %y = arith.extf %x : bf16 to f32
+      %r = arith.addf %s, %y : f32
+      attn.yield %r : f32
+    } -> tensor<2x2x16x32xbf16>
+  return %o : tensor<2x2x16x32xbf16>
+}
