@@ -17,7 +17,8 @@ dims 64 and 128, GQA 4:2, [B, H, N, D] and [B, N, H, D] callers, a
 learned sink (its gradient too), a pair bias (an input that does not
 require grad) with an output gate, differential attention (two logit
 branches) with a learned lambda (the gate's and lambda's gradients too), a learned pair
-bias and learned ALiBi slopes (their gradients too: the scores' captures).
+bias, learned ALiBi slopes and a learned relative-position table (their
+gradients too: the scores' captures).
 """
 
 import math
@@ -119,6 +120,15 @@ def learned_alibi(q, k, v, slopes):
     return torch.softmax(s.masked_fill(j > i, float("-inf")), -1).to(v.dtype) @ v
 
 
+def bucket_table(q, k, v, table):
+    """A learned relative-position table [31, H] read at the clamped key
+    distance (T5-like buckets), causal: the table's gradient too."""
+    i, j = positions(q.shape[2], q.device)
+    bias = table[(j - i).clamp(-15, 15) + 15].permute(2, 0, 1)
+    s = scores(q, k).float() + bias
+    return torch.softmax(s.masked_fill(j > i, float("-inf")), -1).to(v.dtype) @ v
+
+
 def differential(q1, q2, k1, k2, v, lam):
     """Differential attention: two causal softmaxes, the second weighted
     by a learned lambda per head (two logit branches; lambda's gradient
@@ -161,6 +171,7 @@ def cases():
                  bhnd + [((1, 4, n, n), "frozen"), (2, 4, n, d)]),
                 (f"pair_bias n{n} d{d}", pair_bias, bhnd + [(1, 4, n, n)]),
                 (f"learned_alibi n{n} d{d}", learned_alibi, bhnd + [((4,), "slopes")]),
+                (f"bucket_table n{n} d{d}", bucket_table, bhnd + [((31, 4), "f32")]),
             ]
     return out
 

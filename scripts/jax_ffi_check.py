@@ -11,7 +11,8 @@ GPU machine's JAX (which lowers it) is not the build machine's:
 `jax.jit` (with JAX code around the attention) and eagerly (`projected`
 computes more than its attention: a projection after it, as XLA's GEMM,
 and the reference path's other kernels, as custom calls; `two_layers`
-calls two attention kernels of one manifest), and compares
+calls two attention kernels of one manifest; `biased` reads a pair bias
+whose gradient is checked too), and compares
 with the function itself run by XLA in f32 on the same inputs (relative
 Frobenius error, bf16 tolerance 2e-2); for GRADIENTS, also `jax.grad`
 inside `jax.jit` (the gradient program, through jax.custom_vjp) against
@@ -52,17 +53,21 @@ def programs():
         h = (h.reshape(B, N, H * D) @ (w * 0.0625)).reshape(B, N, H, D)
         return jax.nn.dot_product_attention(h, h, h, is_causal=True, implementation="xla")
 
+    def biased(q, k, v, bias):  # a learned pair bias: its gradient too
+        return jax.nn.dot_product_attention(q, k, v, bias=bias, implementation="xla")
+
     return {
         "projected": (projected, [(B, N, H, D)] * 3 + [(H * D, 128)]),
         "two_layers": (two_layers, [(B, N, H, D), (H * D, H * D)]),
         "bhnd": (bhnd, [(B, H, N, D)] * 3),
         "dpa_causal": (dpa_causal, [(B, N, H, D)] * 3),
         "gqa_window": (gqa_window, [(B, N, 8, D), (B, N, 2, D), (B, N, 2, D)]),
+        "biased": (biased, [(B, N, H, D)] * 3 + [(1, H, N, N)]),
     }
 
 
 # Programs whose gradients are checked too (one attention and its layouts).
-GRADIENTS = ("bhnd", "dpa_causal", "gqa_window")
+GRADIENTS = ("bhnd", "dpa_causal", "gqa_window", "biased")
 
 
 def specs(shapes):
@@ -78,8 +83,12 @@ def lower(texts):
 
 
 def fill(cache, texts):
+    # A differentiated argument the score reads (biased) makes the jit
+    # look for the gradient program with --score-capture-gradients after
+    # the plain one.
     lowered_check.fill(cache, texts, lambda name: [()] + (
-        [("--gradient",)] if name in GRADIENTS else []))
+        [("--gradient",), ("--gradient", "--score-capture-gradients")]
+        if name in GRADIENTS else []))
 
 
 def run(cache, out_path):

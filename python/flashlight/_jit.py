@@ -791,9 +791,9 @@ class JitFunction(ClassedFunction):
                 raise _CaptureGradientMissing(
                     f"{self.key}: argument {s['input']} requires grad, but it is read by "
                     f"the attention's score or mask ({p['name']}) where its gradient is not "
-                    "derived: only captured tensors the score reads at the attention's own "
-                    "(batch, head, query, key) indices get one (pair biases, per-head "
-                    "slopes), not tables read at computed indices; detach it")
+                    "derived: only captured tensors the score reads once get one (pair "
+                    "biases, slopes, bucket tables), not those it reads twice or that the "
+                    "mask or the epilogue read too; detach it")
 
     def _layouts(self, args, check=True, manifest=None):
         """The forward's (`manifest`'s) entry, the bound extents and the

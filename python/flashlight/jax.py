@@ -243,8 +243,8 @@ class JaxFunction(ClassedFunction):
             return None
 
         for score_captures in (False, True):
-            # A float argument the score reads (a pair bias, slopes): the
-            # program that materializes S and dP for its gradient.
+            # A float argument the score reads (a pair bias, slopes, a
+            # bucket table): the program that materializes S and dP for it.
             gradient_path = self.prepare_gradient(*args, score_captures=score_captures)
             with open(gradient_path) as f:
                 gradient = json.load(f)
@@ -255,8 +255,8 @@ class JaxFunction(ClassedFunction):
             raise NotImplementedError(
                 f"flashlight.jax: argument {arg} is read by the attention's score or mask "
                 f"({name}) where its gradient is not derived: only tensors the score reads "
-                "at the attention's own (batch, head, query, key) indices get one (pair "
-                "biases, slopes), not tables read at computed indices; wrap it in "
+                "once get one (pair biases, slopes, bucket tables), not those it reads twice "
+                "or that the mask or the epilogue read too; wrap it in "
                 "jax.lax.stop_gradient")
         of = gradient["entry"]["gradient_of"]  # the operands the results are of
         r, info = entry["results"][0], entry["outputs"][0]

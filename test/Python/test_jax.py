@@ -159,6 +159,29 @@ class JaxJit(unittest.TestCase):
         calls = re.findall(rf"@{fj.TARGET}\(.*?attention = (\d+)", text)
         self.assertEqual(sorted(calls), ["0", "1", "2", "3"], text[-2000:])
 
+    def test_a_pair_bias_gets_its_gradient(self):
+        """A bias argument the score reads is differentiated too: the
+        gradient program with --score-capture-gradients (before, such an
+        argument was refused)."""
+        import jax
+        import jax.numpy as jnp
+
+        import flashlight.jax as fj
+
+        def biased(q, k, v, bias):
+            return jax.nn.dot_product_attention(q, k, v, bias=bias, implementation="xla")
+
+        s = jax.ShapeDtypeStruct((2, 128, 4, 64), jnp.bfloat16)
+        b = jax.ShapeDtypeStruct((1, 4, 128, 128), jnp.bfloat16)
+        fn = fj.jit(biased, cache=self.cache.name)
+
+        def loss(q, k, v, bias):
+            return fn(q, k, v, bias).astype(jnp.float32).sum()
+
+        grads = jax.eval_shape(jax.grad(loss, argnums=(0, 3)), s, s, s, b)
+        self.assertEqual([(g.shape, g.dtype) for g in grads],
+                         [(s.shape, s.dtype), (b.shape, b.dtype)])
+
     def test_the_ring_steps_gradient_takes_saved_statistics(self):
         """gradient_from_statistics lowers to the gradient program with
         saved statistics: three kernels (dQ, dK, dV), no forward again."""

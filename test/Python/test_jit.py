@@ -407,21 +407,18 @@ class Jit(unittest.TestCase):
         self.assertTrue(torch.equal(bias.grad, torch.full_like(bias, 4.0)))
         self.assertTrue(torch.equal(q.grad, torch.full_like(q, 1.0)))
 
-    def test_a_table_read_at_computed_indices_is_refused(self):
+    def test_a_bias_read_twice_is_refused(self):
         import torch
 
-        def buckets(q, k, v, table):
-            n = q.shape[2]
-            i = torch.arange(n)
-            index = (i[None, :] - i[:, None]).clamp(-15, 15) + 15
-            s = q @ k.transpose(-1, -2) * 0.125 + table[index].permute(2, 0, 1)
+        def symmetric(q, k, v, bias):
+            s = q @ k.transpose(-1, -2) * 0.125 + bias + bias.transpose(-1, -2)
             return torch.softmax(s, -1) @ v
 
         q, k, v = self.inputs()
-        table = torch.randn(31, 4).to(torch.bfloat16).requires_grad_()
-        fn = flashlight.jit(buckets, cache=self.cache.name)
-        with self.assertRaisesRegex(NotImplementedError, "not tables read at computed indices"):
-            fn(q, k, v, table)
+        bias = torch.randn(1, 4, 128, 128).to(torch.bfloat16).requires_grad_()
+        fn = flashlight.jit(symmetric, cache=self.cache.name)
+        with self.assertRaisesRegex(NotImplementedError, "not those it reads twice"):
+            fn(q, k, v, bias)
 
     def test_a_gradient_it_cannot_derive_fails_at_the_call(self):
         import torch

@@ -193,9 +193,9 @@ static cl::opt<bool> savedStatistics(
 static cl::opt<bool> scoreCaptureGradients(
     "score-capture-gradients",
     cl::desc("With --gradient: also return the gradients of tensors the "
-             "score reads at the attention's own indices (pair biases, "
-             "per-head slopes), from S and dP materialized as [B, H, M, N] "
-             "f32 on the reference path"),
+             "score reads once (pair biases, slopes, relative-position "
+             "tables), from S and dP materialized as [B, H, M, N] f32 on "
+             "the reference path"),
     cl::init(false), cl::cat(toolCategory));
 
 static cl::opt<bool> returnLse(

@@ -612,18 +612,30 @@ struct ReadDims {
   SmallVector<AffineExpr> exprs;
   SmallVector<int64_t> shape;
   SmallVector<ReassociationIndices> groups;
+  /// The capture dims whose index the region computes (loops 4, 5, ..).
+  SmallVector<unsigned> computed;
 };
 
 ReadDims readDims(tensor::ExtractOp read, unsigned branches) {
   auto type = cast<RankedTensorType>(read.getTensor().getType());
   ReadDims dims;
   for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
-    if (auto from = dyn_cast<BlockArgument>(index)) {
+    auto from = dyn_cast<BlockArgument>(index);
+    bool own = from && from.getOwner() == read->getBlock() &&
+               from.getArgNumber() >= branches &&
+               from.getArgNumber() < branches + 4;
+    bool unitZero = matchPattern(index, m_Zero()) && type.getDimSize(dim) == 1;
+    if (own || !unitZero) {
       // Unit dims before the first indexed one join its group.
       if (!dims.shape.empty() || dims.groups.empty())
         dims.groups.emplace_back();
-      dims.exprs.push_back(
-          getAffineDimExpr(from.getArgNumber() - branches, read.getContext()));
+      // An index the region computes (a table's bucket) is a loop of its
+      // own after the four, compared with the computed value.
+      unsigned loop =
+          own ? from.getArgNumber() - branches : 4 + dims.computed.size();
+      if (!own)
+        dims.computed.push_back(dim);
+      dims.exprs.push_back(getAffineDimExpr(loop, read.getContext()));
       dims.shape.push_back(type.getDimSize(dim));
     }
     if (dims.groups.empty())
@@ -635,6 +647,19 @@ ReadDims readDims(tensor::ExtractOp read, unsigned branches) {
   if (dims.shape.empty())
     dims.groups.clear();
   return dims;
+}
+
+/// Where the score region reads capture argument `arg` once (a float
+/// tensor, at any indices: its own, or computed as a table's bucket): that
+/// read; else null.
+tensor::ExtractOp scoreRead(BlockArgument arg) {
+  if (!arg.hasOneUse())
+    return nullptr;
+  auto read = dyn_cast<tensor::ExtractOp>(*arg.getUsers().begin());
+  auto type = dyn_cast<RankedTensorType>(arg.getType());
+  if (!read || !type || !isa<FloatType>(type.getElementType()))
+    return nullptr;
+  return read;
 }
 
 /// A generic over the loops of `inMaps` (b, h, q_idx and d or kv_idx)
@@ -762,11 +787,15 @@ Value rowProducts(OpBuilder &b, Location loc, Value x, Value y, int64_t group) {
 /// reads), and whether the mask keeps it.
 struct ElementScore {
   Value t, dt, keep;
+  /// Whether the element read is the one at the loops 4, 5, .. (the
+  /// capture's computed dims); null without any.
+  Value hit;
 };
 
 FailureOr<ElementScore> elementScore(OpBuilder &b, Location loc,
                                      const Forward &f, tensor::ExtractOp read,
-                                     Value logit, ValueRange captures) {
+                                     ArrayRef<unsigned> computed, Value logit,
+                                     ValueRange captures) {
   SmallVector<Value> idx;
   for (unsigned d = 0; d < 4; ++d)
     idx.push_back(linalg::IndexOp::create(b, loc, d));
@@ -779,7 +808,13 @@ FailureOr<ElementScore> elementScore(OpBuilder &b, Location loc,
       ScoreDerivative(b, loc).emit(src, map, read.getResult(), f.branch);
   if (failed(derived))
     return failure();
-  ElementScore e{derived->first, derived->second, Value()};
+  ElementScore e{derived->first, derived->second, Value(), Value()};
+  for (auto [k, dim] : llvm::enumerate(computed)) {
+    Value at = map.lookup(read.getIndices()[dim]);
+    Value same = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, at,
+                                       linalg::IndexOp::create(b, loc, 4 + k));
+    e.hit = e.hit ? arith::AndIOp::create(b, loc, e.hit, same) : same;
+  }
   if (f.op.getMask().empty()) {
     e.keep = arith::ConstantIntOp::create(b, loc, 1, 1);
     return e;
@@ -796,11 +831,12 @@ FailureOr<ElementScore> elementScore(OpBuilder &b, Location loc,
   return e;
 }
 
-/// What one branch gives a capture the score reads at its own indices:
-/// dS * d score / d element, summed over the (b, h, q_idx, kv_idx) the read
-/// does not index (f32), from the materialized logits and dP, masked
-/// elements zero. Softmax's dS = P (dP - Delta) takes Delta = sum_j P dP
-/// from the same f32 P and dP (`lse` the branch's log-sum-exp), not from
+/// What one branch gives a capture the score reads once: dS * d score / d
+/// element, summed over the (b, h, q_idx, kv_idx) the read does not index
+/// and, for indices the score computes (a table's bucket), over the
+/// elements that read that entry (f32), from the materialized logits and
+/// dP, masked elements zero. Softmax's dS = P (dP - Delta) takes Delta = sum_j
+/// P dP from the same f32 P and dP (`lse` the branch's log-sum-exp), not from
 /// the bf16 output: a slope's gradient weighs each row's error in Delta by
 /// its key distances, up to N.
 FailureOr<Value> scoreCaptureTerm(OpBuilder &b, const Forward &f,
@@ -815,11 +851,16 @@ FailureOr<Value> scoreCaptureTerm(OpBuilder &b, const Forward &f,
   LogicalResult result = success();
   // Per element: the weight's part of dS (P, or sigmoid's P (1 - P), or 1)
   // and dt / d element, zero where masked; null on failure.
+  ReadDims dims = readDims(read, f.branches);
   auto weigh = [&](OpBuilder &nb, Location l, ValueRange args,
                    bool withDerivative) -> std::pair<Value, Value> {
     Value zero = floatConst(nb, l, nb.getF32Type(), 0.0),
           one = floatConst(nb, l, nb.getF32Type(), 1.0);
-    FailureOr<ElementScore> e = elementScore(nb, l, f, read, args[0], captures);
+    FailureOr<ElementScore> e =
+        elementScore(nb, l, f, read,
+                     withDerivative ? ArrayRef<unsigned>(dims.computed)
+                                    : ArrayRef<unsigned>(),
+                     args[0], captures);
     if (failed(e)) {
       result = failure();
       return {zero, zero};
@@ -842,8 +883,11 @@ FailureOr<Value> scoreCaptureTerm(OpBuilder &b, const Forward &f,
     case Normalizer::none:
       break;
     }
-    // Masked elements give nothing (their t and P may be anything).
-    w = arith::SelectOp::create(nb, l, e->keep, w, zero);
+    // Masked elements give nothing (their t and P may be anything), nor
+    // those that read another element of a table than the loops' own.
+    Value counted =
+        e->hit ? arith::AndIOp::create(nb, l, e->keep, e->hit) : e->keep;
+    w = arith::SelectOp::create(nb, l, counted, w, zero);
     return {w, withDerivative ? e->dt : Value()};
   };
   if (f.normalizer == Normalizer::softmax) {
@@ -864,9 +908,16 @@ FailureOr<Value> scoreCaptureTerm(OpBuilder &b, const Forward &f,
   }
   // A read that does not index the key sums each row first, then the
   // rows: a slope's N^2 terms per head in one f32 chain lose ~1e-2.
-  ReadDims dims = readDims(read, f.branches), rows;
-  bool byRows = llvm::none_of(
-      dims.exprs, [](AffineExpr e) { return e.isFunctionOfDim(3); });
+  ReadDims rows;
+  bool byRows =
+      dims.computed.empty() && llvm::none_of(dims.exprs, [](AffineExpr e) {
+        return e.isFunctionOfDim(3);
+      });
+  // A table read at computed indices: one loop more per such dim, every
+  // element compared with its loops (work N^2 times the table's extent).
+  unsigned loops = 4 + dims.computed.size();
+  for (AffineMap &map : maps)
+    map = AffineMap::get(loops, 0, map.getResults(), b.getContext());
   if (byRows) {
     for (unsigned d = 0; d < 3; ++d)
       rows.exprs.push_back(b.getAffineDimExpr(d));
@@ -1184,8 +1235,7 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
     if (op.getScore().empty() || !scoreCaptures)
       return Value();
     Block &score = op.getScore().front();
-    tensor::ExtractOp read =
-        ownIndicesRead(score, score.getArgument(branches + 4 + c), branches);
+    tensor::ExtractOp read = scoreRead(score.getArgument(branches + 4 + c));
     if (!read)
       return Value();
     SmallVector<Value> terms;

@@ -81,11 +81,17 @@ func.func @slopes(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: te
 
 // -----
 
-// A table read at a computed index (a relative-position bucket) is not at
-// the attention's own indices: no gradient (a scatter the reference path
-// does not take).
+// A table read at a computed index (a relative-position bucket): a loop
+// over the table's entries joins the four, each element adding to the
+// entry its computed bucket equals.
+// CHECK-DAG: #[[TABLE:.+]] = affine_map<(d0, d1, d2, d3, d4) -> (d4, d1)>
 // CHECK-LABEL: func.func @gradient(
-// CHECK-SAME: attn.gradient_of = array<i64: 0, 1, 2>
+// CHECK-SAME: -> (tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<31x2xf32>)
+// CHECK-SAME: attn.gradient_of = array<i64: 0, 1, 2, 3>
+// CHECK: linalg.generic {indexing_maps = [{{.*}}, #[[TABLE]]], iterator_types = ["reduction", "parallel", "reduction", "reduction", "parallel"]}
+// CHECK: %[[BUCKET:.+]] = arith.addi
+// CHECK: %[[ENTRY:.+]] = linalg.index 4 : index
+// CHECK: arith.cmpi eq, %[[BUCKET]], %[[ENTRY]] : index
 func.func @buckets(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: tensor<1x2x16x32xbf16>, %table: tensor<31x2xf32>) -> tensor<1x2x16x32xbf16> {
   %o = attn.attention q(%q : tensor<1x2x16x32xbf16>) k(%k : tensor<1x2x16x32xbf16>) v(%v : tensor<1x2x16x32xbf16>) captures(%table : tensor<31x2xf32>) scale [0.25] normalizer softmax
     score {

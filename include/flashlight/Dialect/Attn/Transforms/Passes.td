@@ -261,11 +261,12 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
     and a score or epilogue op without a derivative rule. Captured tensors
     are inputs only, except those the epilogue alone reads at its own
     indices (gates, lambda) and, with `score-captures`, those the score
-    region reads once at its own indices (a pair bias `[B, H, N, N]`, a
-    per-head slope): their gradient is the sum of
-    dS * d score / d element over the indices the read does not take,
-    with S and dP materialized (`[B, Hq, M, N]` f32 each) on the reference
-    path: memory the size of an N x N bias, not the fused kernel's.
+    region reads once (a pair bias `[B, H, N, N]`, a per-head slope, a
+    relative-position table at the bucket it computes): their gradient is
+    the sum of dS * d score / d element over the elements that read each
+    entry, with S and dP materialized (`[B, Hq, M, N]` f32 each) on the
+    reference path: memory the size of an N x N bias, not the fused
+    kernel's.
 
     ```mlir
     func.func @gradient(%q: ..., %k: ..., %v: ..., %dout: ...) -> (...) {
@@ -282,8 +283,8 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
            "Take each branch's output and log-sum-exp as arguments after "
            "dO instead of recomputing the forward">,
     Option<"scoreCaptures", "score-captures", "bool", /*default=*/"false",
-           "Also differentiate the captures the score region reads at its "
-           "own indices, materializing S and dP ([B, Hq, M, N] f32)">
+           "Also differentiate the captures the score region reads once, "
+           "materializing S and dP ([B, Hq, M, N] f32)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
