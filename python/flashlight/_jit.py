@@ -793,7 +793,7 @@ class JitFunction(ClassedFunction):
                     f"the attention's score or mask ({p['name']}) where its gradient is not "
                     "derived: only captured tensors the score reads once get one (pair "
                     "biases, slopes, bucket tables), not those it reads twice or that the "
-                    "mask or the epilogue read too; detach it")
+                    "epilogue reads too; detach it")
 
     def _layouts(self, args, check=True, manifest=None):
         """The forward's (`manifest`'s) entry, the bound extents and the

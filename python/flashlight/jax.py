@@ -256,7 +256,7 @@ class JaxFunction(ClassedFunction):
                 f"flashlight.jax: argument {arg} is read by the attention's score or mask "
                 f"({name}) where its gradient is not derived: only tensors the score reads "
                 "once get one (pair biases, slopes, bucket tables), not those it reads twice "
-                "or that the mask or the epilogue read too; wrap it in "
+                "or that the epilogue reads too; wrap it in "
                 "jax.lax.stop_gradient")
         of = gradient["entry"]["gradient_of"]  # the operands the results are of
         r, info = entry["results"][0], entry["outputs"][0]

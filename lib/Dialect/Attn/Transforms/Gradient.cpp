@@ -1140,6 +1140,70 @@ void branchStatistics(AttentionOp op, bool saved, ValueRange statistics,
   }
 }
 
+/// What the gradients of the captures are built from: the forward's
+/// operands in the gradient function, each branch's output, log-sum-exp
+/// (softmax) and dO on its way back, and each branch's facts.
+struct GradientParts {
+  AttentionOp op;
+  ArrayRef<Value> queries, keys;
+  Value v;
+  ArrayRef<Value> captures, outs, lses;
+  Value dout;
+  ArrayRef<Value> branchDouts;
+  function_ref<Forward(unsigned)> forwardOf;
+};
+
+/// Whether `region` (of `op`, whose captures come last in its arguments)
+/// reads capture `c`.
+bool readsCapture(Region &region, unsigned c, unsigned numCaptures) {
+  if (region.empty())
+    return false;
+  Block &block = region.front();
+  return !block.getArgument(block.getNumArguments() - numCaptures + c)
+              .use_empty();
+}
+
+/// The gradient of capture `c`, or null where none is derived: a capture
+/// the epilogue alone reads at its own indices (a gate, lambda) and, with
+/// `scoreCaptures`, one the score alone reads once (each branch's term,
+/// summed).
+FailureOr<Value> captureGradient(OpBuilder &b, const GradientParts &p,
+                                 unsigned c, bool scoreCaptures) {
+  AttentionOp op = p.op;
+  Location loc = op.getLoc();
+  unsigned branches = op.getNumBranches(), numCaptures = p.captures.size();
+  bool inScore = readsCapture(op.getScore(), c, numCaptures),
+       inMask = readsCapture(op.getMask(), c, numCaptures),
+       inEpilogue = readsCapture(op.getEpilogue(), c, numCaptures);
+  if (inEpilogue && !inScore && !inMask) {
+    Block &block = op.getEpilogue().front();
+    tensor::ExtractOp read =
+        ownIndicesRead(block, block.getArgument(branches + 4 + c), branches);
+    if (!read)
+      return Value();
+    return epilogueCaptureGradient(b, loc, op, read, p.outs, p.dout,
+                                   p.captures);
+  }
+  if (!inScore || inEpilogue || !scoreCaptures)
+    return Value();
+  Block &score = op.getScore().front();
+  tensor::ExtractOp read = scoreRead(score.getArgument(branches + 4 + c));
+  if (!read)
+    return Value();
+  SmallVector<Value> terms;
+  for (unsigned r = 0; r < branches; ++r) {
+    FailureOr<Value> term = scoreCaptureTerm(
+        b, p.forwardOf(r), read, p.queries[r], p.keys[r], p.v, p.branchDouts[r],
+        p.lses.empty() ? Value() : p.lses[r], p.captures);
+    if (failed(term))
+      return failure();
+    terms.push_back(*term);
+  }
+  return inCaptureType(b, loc, sum(b, loc, terms),
+                       cast<RankedTensorType>(read.getTensor().getType()),
+                       readDims(read, branches));
+}
+
 /// Builds `@gradient(queries..., keys..., v, sinks..., captures..., dout
 /// [, (output, lse) per branch with `saved`]) -> (dqueries..., dkeys...,
 /// dv, dsinks...)` for `op`.
@@ -1229,28 +1293,6 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
     grads.push_back(*g);
     branchDouts.push_back(branchDout);
   }
-  // The gradient of capture `c` where the score region alone reads it at
-  // its own indices (`scoreCaptures`): each branch's term, summed.
-  auto scoreCaptureGradient = [&](unsigned c) -> FailureOr<Value> {
-    if (op.getScore().empty() || !scoreCaptures)
-      return Value();
-    Block &score = op.getScore().front();
-    tensor::ExtractOp read = scoreRead(score.getArgument(branches + 4 + c));
-    if (!read)
-      return Value();
-    SmallVector<Value> terms;
-    for (unsigned r = 0; r < branches; ++r) {
-      FailureOr<Value> term = scoreCaptureTerm(
-          b, forwardOf(r), read, queries[r], keys[r], v, branchDouts[r],
-          lses.empty() ? Value() : lses[r], captures);
-      if (failed(term))
-        return failure();
-      terms.push_back(*term);
-    }
-    return inCaptureType(b, loc, sum(b, loc, terms),
-                         cast<RankedTensorType>(read.getTensor().getType()),
-                         readDims(read, branches));
-  };
   // Results in operand order: queries, keys, V, sinks, then the captures
   // the epilogue alone reads (gates, differential attention's lambda) and,
   // with `scoreCaptures`, those the score alone reads at its own indices.
@@ -1274,40 +1316,13 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
   if (!sinks.empty())
     for (const BranchGradient &g : grads)
       give(g.dsink);
+  GradientParts parts{op,   queries, keys, v,           captures,
+                      outs, lses,    dout, branchDouts, forwardOf};
   for (unsigned c = 0; c < captures.size(); ++c) {
-    Value grad;
-    bool elsewhere = llvm::any_of(
-        SmallVector<Region *>{&op.getScore(), &op.getMask()}, [&](Region *r) {
-          return !r->empty() && !r->front()
-                                     .getArgument(r->front().getNumArguments() -
-                                                  captures.size() + c)
-                                     .use_empty();
-        });
-    if (epilogue && !elsewhere) {
-      Block &block = op.getEpilogue().front();
-      if (tensor::ExtractOp read = ownIndicesRead(
-              block, block.getArgument(branches + 4 + c), branches)) {
-        FailureOr<Value> g =
-            epilogueCaptureGradient(b, loc, op, read, outs, dout, captures);
-        if (failed(g))
-          return failure();
-        grad = *g;
-      }
-    }
-    bool inEpilogue =
-        epilogue &&
-        !op.getEpilogue()
-             .front()
-             .getArgument(op.getEpilogue().front().getNumArguments() -
-                          captures.size() + c)
-             .use_empty();
-    if (!grad && !inEpilogue) {
-      FailureOr<Value> g = scoreCaptureGradient(c);
-      if (failed(g))
-        return failure();
-      grad = *g;
-    }
-    give(grad);
+    FailureOr<Value> grad = captureGradient(b, parts, c, scoreCaptures);
+    if (failed(grad))
+      return failure();
+    give(*grad);
   }
   SmallVector<Type> resultTypes(ValueRange(returned).getTypes());
   func.setType(b.getFunctionType(argTypes, resultTypes));
