@@ -51,6 +51,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import threading
 
 DEFAULT_ARCHS = ("sm_80", "sm_90a")
@@ -180,6 +181,20 @@ def _raise_refusal(entry):
             raise CompileError(f.read())
 
 
+# Written into each cache entry: when it was compiled.
+_COMPILED_AT = "compiled_at.txt"
+
+
+def _compiled_at(entry):
+    """When the cache entry `entry` was compiled: the time written into it,
+    else (entries from before it was written) its mtime."""
+    try:
+        with open(os.path.join(entry, _COMPILED_AT)) as f:
+            return float(f.read())
+    except (OSError, ValueError):
+        return os.path.getmtime(entry)
+
+
 def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cache=None,
                    probe_dir=None):
     """The manifest for the exported graph in `graph_dir`: from the disk
@@ -194,11 +209,13 @@ def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cach
     key = _hash_folder(graph_dir, extra)
     compiler = find_compiler()
     if compiler is None:
-        # No compiler here: any compiler's kernels (or refusal) for this key.
+        # No compiler here: any compiler's kernels (or refusal) for this
+        # key, the most recently compiled first (by the time written into
+        # the entry: a copied cache need not keep its mtimes).
         entries = sorted((os.path.join(cache, key, c) for c in
                           (os.listdir(os.path.join(cache, key))
                            if os.path.isdir(os.path.join(cache, key)) else [])),
-                         key=os.path.getmtime, reverse=True)
+                         key=_compiled_at, reverse=True)
         for entry in entries:
             if os.path.exists(os.path.join(entry, "program.json")):
                 return os.path.join(entry, "program.json"), True
@@ -212,6 +229,8 @@ def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cach
     _raise_refusal(entry)
     os.makedirs(os.path.dirname(entry), exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".compile-", dir=os.path.dirname(entry))
+    with open(os.path.join(staging, _COMPILED_AT), "w") as f:
+        f.write(repr(time.time()))
     try:
         try:
             compile(os.path.join(graph_dir, graph_file), staging, archs=archs, flags=flags,

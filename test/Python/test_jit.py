@@ -61,6 +61,29 @@ class Jit(unittest.TestCase):
         self.assertEqual(other.prepare(*self.inputs()), manifest)
         self.assertEqual(other.compiles, 0)
 
+    def test_without_a_compiler_the_latest_compiled_entry_serves(self):
+        """A cache filled by two compilers and copied (mtimes not kept): a
+        machine without the compiler takes the entry compiled last, by the
+        time written into it."""
+        import shutil
+        import time
+        from unittest import mock
+
+        import flashlight._jit as jit
+
+        fn = flashlight.jit(attention, cache=self.cache.name)
+        first = os.path.dirname(fn.prepare(*self.inputs()))
+        # A later compiler's entry for the same key, whose files a copy
+        # left older than the first's.
+        later = os.path.join(os.path.dirname(first), "0" * 64)
+        shutil.copytree(first, later)
+        with open(os.path.join(later, jit._COMPILED_AT), "w") as f:
+            f.write(repr(time.time() + 60))
+        os.utime(later, (time.time() - 3600,) * 2)
+        with mock.patch.dict(os.environ, {"FLASHLIGHT_COMPILE": "/nonexistent"}):
+            other = flashlight.jit(attention, cache=self.cache.name)
+            self.assertEqual(os.path.dirname(other.prepare(*self.inputs())), later)
+
     def test_each_shape_class_has_its_kernel(self):
         fn = flashlight.jit(attention, cache=self.cache.name)
         a = fn.prepare(*self.inputs(128))
