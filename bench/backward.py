@@ -5,9 +5,12 @@
     bench/backward.py run CACHE OUT.json [--lengths 2048,8192]
 
 Vanilla and causal attention (B * N = 16k, H * D = 2048, bf16, [B, H, N, D])
-at D = 64 / 128, N = 2k / 8k; differential attention (causal, two
-branches) and sigmoid attention, which FlexAttention and FA4 cannot take in
-one call, at N = 2k against torch.compile of the same function. Each system computes dQ, dK, dV of the same
+at D = 64 / 128, N = 2k / 8k; at N = 2k against torch.compile of the same
+function: differential attention (causal, two branches) and sigmoid
+attention, which FlexAttention and FA4 cannot take in one call, and
+programs with learned tensors in the scores or around them (gpt-oss sinks,
+ALiBi with learned slopes, a learned relative-position table, an
+Evoformer-like pair bias and gate), every one of which gets its gradient. Each system computes dQ, dK, dV of the same
 inputs and output gradient; the time is of the backward alone (the forward
 ran once before; `torch.autograd.grad` with the graph retained):
 
@@ -37,10 +40,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 sys.path.insert(0, os.path.dirname(__file__))
 import flashlight  # noqa: E402
 
-CONFIGS = [(v, d) for v in ("vanilla", "causal", "differential", "sigmoid") for d in (64, 128)]
-# Programs FlexAttention and FA4 cannot express in one call: against
-# torch.compile of the same function, at N = 2k (its N x N scores).
-BEYOND = ("differential", "sigmoid")
+VARIANTS = ("vanilla", "causal", "differential", "sigmoid", "sinks", "alibi_learned",
+            "t5_table", "evoformer")
+CONFIGS = [(v, d) for v in VARIANTS for d in (64, 128)]
+# Programs against torch.compile of the same function only, at N = 2k
+# (its N x N scores): those FlexAttention and FA4 cannot express in one
+# call, and those with learned tensors in the scores, whose gradients
+# Flashlight computes from materialized S and dP (not a kernel yet).
+BEYOND = ("differential", "sigmoid", "sinks", "alibi_learned", "t5_table", "evoformer")
 
 
 def vanilla(q, k, v):
@@ -72,9 +79,65 @@ def sigmoid(q, k, v):
     return torch.sigmoid(s.float() - 7.6).to(v.dtype) @ v
 
 
+def _causal_keep(n, device):
+    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
+
+
+def sinks(q, k, v, sink):
+    """gpt-oss: a learned logit per head joins each causal softmax row."""
+    n = q.shape[2]
+    s = ((q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5).float()
+    s = s.masked_fill(~_causal_keep(n, q.device), float("-inf"))
+    column = sink.reshape(1, -1, 1, 1).expand(s.shape[0], -1, n, 1)
+    return torch.softmax(torch.cat([s, column], -1), -1)[..., :-1].to(v.dtype) @ v
+
+
+def alibi_learned(q, k, v, slopes):
+    """Causal ALiBi with learned f32 slopes per head."""
+    n = q.shape[2]
+    i = torch.arange(n, device=q.device)
+    s = ((q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5).float()
+    s = s + slopes[:, None, None] * (i[None, :] - i[:, None]).float()
+    return torch.softmax(s.masked_fill(~_causal_keep(n, q.device), float("-inf")),
+                         -1).to(v.dtype) @ v
+
+
+def t5_table(q, k, v, table):
+    """A learned relative-position table [31, H] at the clamped key
+    distance (T5-like buckets), causal."""
+    n = q.shape[2]
+    i = torch.arange(n, device=q.device)
+    bias = table[(i[None, :] - i[:, None]).clamp(-15, 15) + 15].permute(2, 0, 1)
+    s = ((q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5).float() + bias
+    return torch.softmax(s.masked_fill(~_causal_keep(n, q.device), float("-inf")),
+                         -1).to(v.dtype) @ v
+
+
+def evoformer(q, k, v, bias, gate):
+    """Evoformer-like: a learned pair bias [1, H, N, N] and a sigmoid
+    gate on the output."""
+    s = (q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5 + bias
+    return (torch.softmax(s.float(), -1).to(v.dtype) @ v) * torch.sigmoid(gate)
+
+
 PROGRAMS = {"vanilla": vanilla, "causal": causal, "differential": differential,
-            "sigmoid": sigmoid}
+            "sigmoid": sigmoid, "sinks": sinks, "alibi_learned": alibi_learned,
+            "t5_table": t5_table, "evoformer": evoformer}
 INPUTS = {"differential": 5}  # tensors of [B, H, N, D]; 3 otherwise
+
+
+def extra_inputs(variant, B, H, N, D, generator):
+    """The inputs after q, k, v (CPU; all differentiated)."""
+    if variant == "sinks":
+        return [torch.randn(H, generator=generator)]
+    if variant == "alibi_learned":  # ALiBi's slopes, where a model starts
+        return [torch.tensor([2.0 ** (-8.0 * (h + 1) / H) for h in range(H)])]
+    if variant == "t5_table":
+        return [torch.randn(31, H, generator=generator)]
+    if variant == "evoformer":
+        return [torch.randn(1, H, N, N, generator=generator).to(torch.bfloat16),
+                torch.randn(B, H, N, D, generator=generator).to(torch.bfloat16)]
+    return []
 _jitted = {}
 
 
@@ -92,15 +155,18 @@ def lengths_of(variant, lengths):
     return [2048] if variant in BEYOND else lengths
 
 
-def fill(cache, lengths):
+def fill(cache, lengths, variants=None):
     os.environ["FLASHLIGHT_CACHE"] = cache
     for variant, D in CONFIGS:
+        if variants and variant not in variants:
+            continue
         for N in lengths_of(variant, lengths):
             B, H = shapes(D, N)
             xs = [torch.zeros(B, H, N, D, dtype=torch.bfloat16)
                   for _ in range(INPUTS.get(variant, 3))]
+            xs += extra_inputs(variant, B, H, N, D, torch.Generator().manual_seed(0))
             # What a call on CUDA tensors that require grad looks up.
-            jitted(variant)._prepare_call(xs, grad=True)
+            jitted(variant)._prepare_call([x.requires_grad_() for x in xs], grad=True)
             print(f"{variant} d{D} n{N}: cached", flush=True)
 
 
@@ -193,6 +259,7 @@ def run(cache, out_path, lengths, only=None, variants=None, profile=False):
             g = torch.Generator().manual_seed(N + D)
             inputs = [torch.randn(B, H, N, D, generator=g).to("cuda", torch.bfloat16)
                       for _ in range(INPUTS.get(variant, 3))]
+            inputs += [x.to("cuda") for x in extra_inputs(variant, B, H, N, D, g)]
             dout = torch.randn(B, H, N, D, generator=g).to("cuda", torch.bfloat16)
             ref_in = [x.float().requires_grad_() for x in inputs]
             ref = PROGRAMS[variant](*ref_in)
@@ -200,7 +267,7 @@ def run(cache, out_path, lengths, only=None, variants=None, profile=False):
             del ref, ref_in
             # Each logit branch counts as one attention; causal halves.
             flops = 2.5 * 4 * B * H * N * N * D * (
-                {"causal": 0.5, "differential": 1.0}.get(variant, 1.0))
+                0.5 if variant in ("causal", "sinks", "alibi_learned", "t5_table") else 1.0)
             for name, fn in systems(variant).items():
                 if only and name not in only:
                     continue
@@ -247,7 +314,7 @@ if __name__ == "__main__":
     a = parser.parse_args()
     lengths = [int(x) for x in a.lengths.split(",")]
     if a.mode == "fill":
-        fill(a.cache, lengths)
+        fill(a.cache, lengths, a.variants and a.variants.split(","))
     else:
         run(a.cache, a.out, lengths, a.systems and a.systems.split(","),
             a.variants and a.variants.split(","), a.profile)
