@@ -16,7 +16,9 @@ timeout, a failure that does not say why, or a success without both archs'
 artifacts is a crash: the program is saved under --crashes and the run
 fails. With --mutate P, a share P of the programs is edited at random
 first (a changed number, a deleted or duplicated line, a swapped type or
-operation): those must be compiled or refused with a located error.
+operation): those must be compiled or refused with a located error. With
+--flags="--gradient --score-capture-gradients" the same holds for the
+programs' gradient programs.
 """
 
 import argparse
@@ -249,7 +251,7 @@ def mutate(rng, text):
     return "\n".join(lines) + "\n"
 
 
-def compile_one(build, emit, text, index, crashes):
+def compile_one(build, emit, text, index, crashes, flags=()):
     compiler = os.path.join(build, "bin", "flashlight-compile")
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "fuzz.mlir")
@@ -258,7 +260,7 @@ def compile_one(build, emit, text, index, crashes):
         out = os.path.join(tmp, "out")
         try:
             proc = subprocess.run([compiler, path, "-o", out, f"--emit={emit}",
-                                   "--arch=sm_80,sm_90a"],
+                                   "--arch=sm_80,sm_90a", *flags],
                                   capture_output=True, text=True, timeout=300)
             log, rc = proc.stdout + proc.stderr, proc.returncode
         except subprocess.TimeoutExpired:
@@ -291,6 +293,9 @@ def main():
     parser.add_argument("--mutate", type=float, default=0.0,
                         help="share of programs to edit at random (mostly "
                              "invalid: a located error is expected)")
+    parser.add_argument("--flags", default="",
+                        help="more flashlight-compile flags, e.g. '--gradient "
+                             "--score-capture-gradients' (the gradient programs)")
     parser.add_argument("--print", action="store_true",
                         help="print the programs instead of compiling them")
     args = parser.parse_args()
@@ -308,7 +313,7 @@ def main():
     counts = {"ok": 0, "refused": 0, "crash": 0}
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
         futures = [pool.submit(compile_one, args.build, args.emit, text,
-                               args.seed * 1000000 + i, args.crashes)
+                               args.seed * 1000000 + i, args.crashes, args.flags.split())
                    for i, (text, _) in enumerate(programs)]
         for i, fut in enumerate(futures):
             status, first = fut.result()
