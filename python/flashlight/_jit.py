@@ -744,6 +744,12 @@ class JitFunction(ClassedFunction):
         except _CaptureGradientMissing:
             if self._score_captures:
                 raise
+            from . import _warn_once
+
+            _warn_once(f"flashlight: {self.key}: a tensor the attention's score reads "
+                       "requires grad; its gradient comes from S and dP materialized on "
+                       "the reference path ([B, H, M, N] f32 each per call), not from a "
+                       "fused kernel")
             self._score_captures = True
             for table in (self._gradients, self._saved_gradients, self._training,
                           self._gradient_errors):

@@ -422,7 +422,8 @@ class Jit(unittest.TestCase):
         with mock.patch.object(flashlight, "load", _stub_load), \
                 mock.patch.object(flashlight.Kernel, "call_entry", call_entry):
             fn = flashlight.jit(biased, cache=self.cache.name)
-            fn(*args)  # on the CPU: compiles the programs
+            with self.assertWarnsRegex(UserWarning, "S and dP materialized"):
+                fn(*args)  # on the CPU: compiles the programs
             self.assertTrue(fn._score_captures)
             out = jit._register_op()(fn.key, args)[0]
             out.float().sum().backward()
