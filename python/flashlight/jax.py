@@ -249,6 +249,13 @@ class JaxFunction(ClassedFunction):
             with open(gradient_path) as f:
                 gradient = json.load(f)
             if missing(gradient) is None:
+                if score_captures:
+                    from . import _warn_once
+
+                    _warn_once("flashlight.jax: a tensor the attention's score reads is "
+                               "differentiated; its gradient comes from S and dP "
+                               "materialized on the reference path ([B, H, M, N] f32 "
+                               "each per call), not from a fused kernel")
                 break
         else:
             arg, name = missing(gradient)
