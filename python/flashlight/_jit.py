@@ -186,13 +186,14 @@ _COMPILED_AT = "compiled_at.txt"
 
 
 def _compiled_at(entry):
-    """When the cache entry `entry` was compiled: the time written into it,
-    else (entries from before it was written) its mtime."""
+    """How recently the cache entry `entry` was compiled, as a sort key:
+    the time written into it; entries from before it was written rank
+    below every such entry, by their mtime (which a copy resets)."""
     try:
         with open(os.path.join(entry, _COMPILED_AT)) as f:
-            return float(f.read())
+            return (1, float(f.read()))
     except (OSError, ValueError):
-        return os.path.getmtime(entry)
+        return (0, os.path.getmtime(entry))
 
 
 def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cache=None,
@@ -546,10 +547,10 @@ class JitFunction(ClassedFunction):
         self._training = {}  # shape class -> (training forward, its gradient) or None
         self._gradient_for = {}  # its operands' shapes -> the same manifest
         self._gradient_errors = {}  # shape class -> why it has none
-        # Set by the first call whose argument read by the score requires
-        # grad: gradient programs then also differentiate the captures the
-        # score reads at the attention's own indices (S and dP materialized).
-        self._score_captures = False
+        # Shape classes whose gradient programs also differentiate the
+        # captures the score reads (S and dP materialized): those of calls
+        # where such an argument requires grad.
+        self._score_capture_classes = set()
         self._manifest_json = {}  # manifest path -> its contents
         self._kernels = {}  # manifest path -> loaded Kernel
         with _lock:
@@ -616,7 +617,8 @@ class JitFunction(ClassedFunction):
             export(self.fn, *args, path=os.path.join(graph_dir, "program.json"))
             flags = (*self.flags, "--gradient") + (
                 ("--saved-statistics",) if saved_statistics else ()) + (
-                ("--score-capture-gradients",) if self._score_captures else ())
+                ("--score-capture-gradients",)
+                if shape_class in self._score_capture_classes else ())
             table[shape_class], _ = cached_compile(
                 graph_dir, "program.json", archs=self.archs, flags=flags, cache=self.cache)
         return table[shape_class]
@@ -736,25 +738,40 @@ class JitFunction(ClassedFunction):
         forward and the gradient program that computes it again.
         `everything` (filling a cache on the CPU for a GPU machine): both,
         for eager calls and torch.compile's. An argument the score reads
-        that requires grad switches this function's gradient programs to
+        that requires grad switches the shape class's gradient programs to
         ones that differentiate such captures too (`--score-capture-
-        gradients`), compiled again."""
+        gradients`), compiled again; where they do not take it either, the
+        shape class keeps its programs and the call fails naming it."""
+        shape_class = self.shape_class(args)
         try:
             return self._prepare_call_once(args, grad, isolated, everything)
         except _CaptureGradientMissing:
-            if self._score_captures:
+            if shape_class in self._score_capture_classes:
                 raise
-            from . import _warn_once
+        self._switch_score_captures(shape_class, True)
+        try:
+            result = self._prepare_call_once(args, grad, isolated, everything)
+        except (_CaptureGradientMissing, CompileError):
+            self._switch_score_captures(shape_class, False)
+            raise
+        from . import _warn_once
 
-            _warn_once(f"flashlight: {self.key}: a tensor the attention's score reads "
-                       "requires grad; its gradient comes from S and dP materialized on "
-                       "the reference path ([B, H, M, N] f32 each per call), not from a "
-                       "fused kernel")
-            self._score_captures = True
-            for table in (self._gradients, self._saved_gradients, self._training,
-                          self._gradient_errors):
-                table.clear()
-            return self._prepare_call_once(args, grad, isolated, everything)
+        _warn_once(f"flashlight: {self.key}: a tensor the attention's score reads requires "
+                   "grad; its gradient comes from S and dP materialized on the reference "
+                   "path ([B, H, M, N] f32 each per call), not from a fused kernel")
+        return result
+
+    def _switch_score_captures(self, shape_class, on):
+        """Whether `shape_class`'s gradient programs differentiate the
+        score's captures; its programs compiled the other way are dropped
+        (other shape classes, and backward passes under way, keep theirs)."""
+        if on:
+            self._score_capture_classes.add(shape_class)
+        else:
+            self._score_capture_classes.discard(shape_class)
+        for table in (self._gradients, self._saved_gradients, self._training,
+                      self._gradient_errors):
+            table.pop(shape_class, None)
 
     def _prepare_call_once(self, args, grad, isolated, everything):
         if grad:
@@ -911,9 +928,11 @@ class JitFunction(ClassedFunction):
         out_perm = _pure_permutation(r["index"], _resolve(forward.outputs[r["result"]], extents),
                                      _resolve(info, extents))
         sources = entry["sources"]
-        perms = [None if "constant" in sources[i] else _pure_permutation(
-            sources[i]["index"], args[sources[i]["input"]].shape,
-            _resolve(forward.inputs[i], extents)) for i in of]
+        # Captured constants (no caller argument: a closure's tensors come
+        # after the arguments) leave the gradient to torch.func.
+        perms = [None if "constant" in sources[i] or sources[i]["input"] >= len(args)
+                 else _pure_permutation(sources[i]["index"], args[sources[i]["input"]].shape,
+                                        _resolve(forward.inputs[i], extents)) for i in of]
         if out_perm is None or any(p is None for p in perms):
             return None
         back = _inverse(out_perm)

@@ -424,12 +424,49 @@ class Jit(unittest.TestCase):
             fn = flashlight.jit(biased, cache=self.cache.name)
             with self.assertWarnsRegex(UserWarning, "S and dP materialized"):
                 fn(*args)  # on the CPU: compiles the programs
-            self.assertTrue(fn._score_captures)
+            self.assertEqual(fn._score_capture_classes, {fn.shape_class(args)})
             out = jit._register_op()(fn.key, args)[0]
             out.float().sum().backward()
         self.assertEqual(bias.grad.shape, bias.shape)
         self.assertTrue(torch.equal(bias.grad, torch.full_like(bias, 4.0)))
         self.assertTrue(torch.equal(q.grad, torch.full_like(q, 1.0)))
+
+    @unittest.skipUnless(importlib.util.find_spec("numpy"), "exporting a constant needs NumPy")
+    def test_a_captured_constant_with_a_gradient_leaves_the_fast_path(self):
+        """A closure's tensor the epilogue reads (a constant of the program:
+        the gradient program derives its gradient, but no argument takes
+        it) sends the backward to torch.func; the arguments' gradients come
+        back (stand-in kernels: result r filled with r + 1)."""
+        from unittest import mock
+
+        import torch
+
+        import flashlight._jit as jit
+
+        gate = torch.randn(2, 4, 128, 64).to(torch.bfloat16)
+
+        def gated(q, k, v):
+            return attention(q, k, v) * torch.sigmoid(gate)
+
+        def call_entry(kernel, *args):
+            entry = kernel.manifest["entry"]
+            if entry["function"] == "gradient":
+                return tuple(torch.full(args[i].shape, float(r + 1), dtype=args[i].dtype)
+                             for r, i in enumerate(entry["gradient_of"]))
+            out = gated(*args[:3])
+            return (out, torch.zeros(out.shape[:3])) if "lse_result" in entry else out
+
+        q, k, v = (x.requires_grad_() for x in self.inputs())
+        with mock.patch.object(flashlight, "load", _stub_load), \
+                mock.patch.object(flashlight.Kernel, "call_entry", call_entry):
+            fn = flashlight.jit(gated, cache=self.cache.name)
+            fn(q, k, v)  # on the CPU: compiles the programs
+            gradient = fn._prepare_gradient_examples([q, k, v])
+            self.assertEqual(len(fn._json(gradient)["entry"]["gradient_of"]), 4)
+            out = jit._register_op()(fn.key, [q, k, v])[0]
+            out.float().sum().backward()
+        self.assertTrue(torch.equal(q.grad, torch.full_like(q, 1.0)))
+        self.assertTrue(torch.equal(v.grad, torch.full_like(v, 3.0)))
 
     def test_a_bias_read_twice_is_refused(self):
         import torch
@@ -443,6 +480,10 @@ class Jit(unittest.TestCase):
         fn = flashlight.jit(symmetric, cache=self.cache.name)
         with self.assertRaisesRegex(NotImplementedError, "not those it reads twice"):
             fn(q, k, v, bias)
+        # The shape class keeps its programs: detached, the bias is an
+        # input and the call goes through.
+        self.assertEqual(fn._score_capture_classes, set())
+        fn(q.requires_grad_(), k, v, bias.detach())
 
     def test_a_gradient_it_cannot_derive_fails_at_the_call(self):
         import torch
@@ -468,10 +509,11 @@ class Jit(unittest.TestCase):
         with self.assertRaisesRegex(flashlight.CompileError,
                                     "node 'special_bessel_j0': ATen op"):
             fn.prepare(*self.inputs())
-        # Nothing half-written is left in the cache: the refusal alone,
-        # which a machine without the compiler reads as the same error.
+        # Nothing half-written is left in the cache: the refusal alone (and
+        # when it was made), which a machine without the compiler reads as
+        # the same error.
         leftovers = [f for _, _, files in os.walk(self.cache.name) for f in files]
-        self.assertEqual(leftovers, ["refused.txt"])
+        self.assertEqual(sorted(leftovers), ["compiled_at.txt", "refused.txt"])
         from unittest import mock
 
         with mock.patch.dict(os.environ, {"FLASHLIGHT_COMPILE": "/nonexistent"}):

@@ -89,6 +89,33 @@ void mapEpilogue(OpBuilder &b, Location loc, Block &epilogue, ValueRange outs,
 // Forward-mode derivative of a score region
 //===----------------------------------------------------------------------===//
 
+/// Whether the derivative rules of ScoreDerivative cover `op`.
+bool hasDerivativeRule(Operation *op) {
+  return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
+             arith::NegFOp, arith::ExtFOp, arith::TruncFOp, arith::MaximumFOp,
+             arith::MaxNumFOp, arith::MinimumFOp, arith::MinNumFOp,
+             arith::SelectOp, math::TanhOp, math::ExpOp, math::Exp2Op,
+             math::LogOp, math::SqrtOp, math::AbsFOp, math::FmaOp>(op);
+}
+
+/// Whether every float op of `block` that a derivative with respect to
+/// `seed` flows through has a rule (checked before building anything, so
+/// that a capture nobody needs the gradient of is skipped, not an error).
+bool differentiableFrom(Block &block, Value seed) {
+  DenseSet<Value> carrying = {seed};
+  for (Operation &op : block.without_terminator()) {
+    if (op.getNumResults() != 1 ||
+        !llvm::any_of(op.getOperands(),
+                      [&](Value v) { return carrying.contains(v); }) ||
+        !isa<FloatType>(op.getResult(0).getType()))
+      continue;
+    if (!hasDerivativeRule(&op))
+      return false;
+    carrying.insert(op.getResult(0));
+  }
+  return true;
+}
+
 /// Clones a region's ops into `b` (its arguments mapped by `map`) and
 /// propagates the derivative with respect to argument `seed`: returns
 /// (t, dt/dx) for the region's result `result`. Fails at an op that carries
@@ -696,8 +723,10 @@ Value inCaptureType(OpBuilder &b, Location loc, Value grad,
     grad = tensor::ExpandShapeOp::create(
         b, loc, RankedTensorType::get(type.getShape(), b.getF32Type()), grad,
         dims.groups);
-  if (type.getElementType() == b.getF32Type())
+  Type element = type.getElementType();
+  if (element == b.getF32Type())
     return grad;
+  bool wider = element.getIntOrFloatBitWidth() > 32;
   AffineMap id = b.getMultiDimIdentityMap(type.getRank());
   return linalg::GenericOp::create(
              b, loc, type, grad,
@@ -708,10 +737,12 @@ Value inCaptureType(OpBuilder &b, Location loc, Value grad,
              SmallVector<utils::IteratorType>(type.getRank(),
                                               utils::IteratorType::parallel),
              [&](OpBuilder &nb, Location l, ValueRange args) {
-               linalg::YieldOp::create(
-                   nb, l,
-                   ValueRange{arith::TruncFOp::create(
-                       nb, l, type.getElementType(), args[0])});
+               Value x = wider
+                             ? arith::ExtFOp::create(nb, l, element, args[0])
+                                   .getResult()
+                             : arith::TruncFOp::create(nb, l, element, args[0])
+                                   .getResult();
+               linalg::YieldOp::create(nb, l, ValueRange{x});
              })
       .getResult(0);
 }
@@ -849,11 +880,16 @@ FailureOr<Value> scoreCaptureTerm(OpBuilder &b, const Forward &f,
   AffineMap all = b.getMultiDimIdentityMap(4);
   SmallVector<AffineMap> maps = {all, all};
   LogicalResult result = success();
-  // Per element: the weight's part of dS (P, or sigmoid's P (1 - P), or 1)
-  // and dt / d element, zero where masked; null on failure.
   ReadDims dims = readDims(read, f.branches);
+  // Per element: the weight's part of dS (P, sigmoid's P (1 - P), or 1),
+  // dt / d element, and whether the element counts: kept by the mask and,
+  // for a table, reading the loops' entry. Whole terms of the others are
+  // zeroed (their t, P and dt may be anything, infinities included).
+  struct Weighed {
+    Value w, dt, counted;
+  };
   auto weigh = [&](OpBuilder &nb, Location l, ValueRange args,
-                   bool withDerivative) -> std::pair<Value, Value> {
+                   bool withDerivative) -> Weighed {
     Value zero = floatConst(nb, l, nb.getF32Type(), 0.0),
           one = floatConst(nb, l, nb.getF32Type(), 1.0);
     FailureOr<ElementScore> e =
@@ -863,7 +899,7 @@ FailureOr<Value> scoreCaptureTerm(OpBuilder &b, const Forward &f,
                      args[0], captures);
     if (failed(e)) {
       result = failure();
-      return {zero, zero};
+      return {zero, zero, arith::ConstantIntOp::create(nb, l, 0, 1)};
     }
     Value w = one;
     switch (f.normalizer) {
@@ -883,12 +919,14 @@ FailureOr<Value> scoreCaptureTerm(OpBuilder &b, const Forward &f,
     case Normalizer::none:
       break;
     }
-    // Masked elements give nothing (their t and P may be anything), nor
-    // those that read another element of a table than the loops' own.
     Value counted =
         e->hit ? arith::AndIOp::create(nb, l, e->keep, e->hit) : e->keep;
-    w = arith::SelectOp::create(nb, l, counted, w, zero);
-    return {w, withDerivative ? e->dt : Value()};
+    return {w, withDerivative ? e->dt : Value(), counted};
+  };
+  auto counted = [](OpBuilder &nb, Location l, const Weighed &x, Value term) {
+    return arith::SelectOp::create(nb, l, x.counted, term,
+                                   floatConst(nb, l, nb.getF32Type(), 0.0))
+        .getResult();
   };
   if (f.normalizer == Normalizer::softmax) {
     ins.push_back(lse);
@@ -898,11 +936,12 @@ FailureOr<Value> scoreCaptureTerm(OpBuilder &b, const Forward &f,
       rows.exprs.push_back(b.getAffineDimExpr(d));
     llvm::append_range(rows.shape,
                        cast<RankedTensorType>(lse.getType()).getShape());
-    Value delta = sumInto(b, loc, rows, ins, maps,
-                          [&](OpBuilder &nb, Location l, ValueRange args) {
-                            Value p = weigh(nb, l, args, false).first;
-                            return arith::MulFOp::create(nb, l, p, args[1]);
-                          });
+    Value delta = sumInto(
+        b, loc, rows, ins, maps,
+        [&](OpBuilder &nb, Location l, ValueRange args) {
+          Weighed x = weigh(nb, l, args, false);
+          return counted(nb, l, x, arith::MulFOp::create(nb, l, x.w, args[1]));
+        });
     ins.push_back(delta);
     maps.push_back(all.getMajorSubMap(3));
   }
@@ -927,16 +966,17 @@ FailureOr<Value> scoreCaptureTerm(OpBuilder &b, const Forward &f,
             cast<RankedTensorType>(ins.front().getType()).getShape())
             .take_front(3));
   }
-  Value grad =
-      sumInto(b, loc, byRows ? rows : dims, ins, maps,
-              [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
-                auto [w, dt] = weigh(nb, l, args, true);
-                Value dp = args[1];
-                if (f.normalizer == Normalizer::softmax)
-                  dp = arith::SubFOp::create(nb, l, dp, args[3]);
-                return arith::MulFOp::create(
-                    nb, l, arith::MulFOp::create(nb, l, w, dp), dt);
-              });
+  Value grad = sumInto(
+      b, loc, byRows ? rows : dims, ins, maps,
+      [&](OpBuilder &nb, Location l, ValueRange args) -> Value {
+        Weighed x = weigh(nb, l, args, true);
+        Value dp = args[1];
+        if (f.normalizer == Normalizer::softmax)
+          dp = arith::SubFOp::create(nb, l, dp, args[3]);
+        return counted(nb, l, x,
+                       arith::MulFOp::create(
+                           nb, l, arith::MulFOp::create(nb, l, x.w, dp), x.dt));
+      });
   if (failed(result))
     return failure();
   if (byRows)
@@ -1188,7 +1228,7 @@ FailureOr<Value> captureGradient(OpBuilder &b, const GradientParts &p,
     return Value();
   Block &score = op.getScore().front();
   tensor::ExtractOp read = scoreRead(score.getArgument(branches + 4 + c));
-  if (!read)
+  if (!read || !differentiableFrom(score, read.getResult()))
     return Value();
   SmallVector<Value> terms;
   for (unsigned r = 0; r < branches; ++r) {

@@ -24,11 +24,12 @@
 // CHECK: %[[KEEP:.+]] = arith.cmpi sle
 // CHECK: %[[X:.+]] = arith.subf %[[T]], %[[L]]
 // CHECK: %[[P:.+]] = math.exp %[[X]]
-// CHECK: %[[PKEPT:.+]] = arith.select %[[KEEP]], %[[P]]
 // CHECK: %[[DT:.+]] = arith.subf %[[DPIJ]], %[[D]]
-// CHECK: %[[TERM:.+]] = arith.mulf %[[PKEPT]], %[[DT]]
+// CHECK: %[[TERM:.+]] = arith.mulf %[[P]], %[[DT]]
 // CHECK: %[[TERMD:.+]] = arith.mulf %[[TERM]]
-// CHECK: arith.addf %[[ACC]], %[[TERMD]]
+// Masked elements' whole terms are zero (no NaN from their t or dt).
+// CHECK: %[[KEPT:.+]] = arith.select %[[KEEP]], %[[TERMD]]
+// CHECK: arith.addf %[[ACC]], %[[KEPT]]
 // CHECK: arith.truncf {{.*}} : f32 to bf16
 // CHECK: return {{.*}} : tensor<1x2x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x2x16x16xbf16>
 // Without the option, the bias is an input only.
@@ -126,4 +127,35 @@ func.func @batch_broadcast(%q: tensor<2x2x16x32xbf16>, %k: tensor<2x2x16x32xbf16
       attn.yield %r : f32
     } -> tensor<2x2x16x32xbf16>
   return %o : tensor<2x2x16x32xbf16>
+}
+
+// -----
+
+// An f64 slope: its gradient is widened from f32 to f64. A capture whose
+// way to the score has no derivative rule (powf) gets none and fails
+// nothing: the learned bias beside it still gets its own.
+// CHECK-LABEL: func.func @gradient(
+// CHECK-SAME: -> (tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<2xf64>, tensor<1x2x16x16xbf16>)
+// CHECK-SAME: attn.gradient_of = array<i64: 0, 1, 2, 3, 5>
+// CHECK: arith.extf {{.*}} : f32 to f64
+func.func @mixed(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: tensor<1x2x16x32xbf16>, %slope: tensor<2xf64>, %decay: tensor<2xf32>, %bias: tensor<1x2x16x16xbf16>) -> tensor<1x2x16x32xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x32xbf16>) k(%k : tensor<1x2x16x32xbf16>) v(%v : tensor<1x2x16x32xbf16>) captures(%slope, %decay, %bias : tensor<2xf64>, tensor<2xf32>, tensor<1x2x16x16xbf16>) scale [0.25] normalizer softmax
+    score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %m: tensor<2xf64>, %dk: tensor<2xf32>, %t: tensor<1x2x16x16xbf16>):
+      %x = tensor.extract %m[%h] : tensor<2xf64>
+      %xf = arith.truncf %x : f64 to f32
+      %d = arith.subi %j, %i : index
+      %di = arith.index_cast %d : index to i64
+      %df = arith.sitofp %di : i64 to f32
+      %y = arith.mulf %xf, %df : f32
+      %r = arith.addf %s, %y : f32
+      %e = tensor.extract %dk[%h] : tensor<2xf32>
+      %p = math.powf %e, %df : f32
+      %r2 = arith.addf %r, %p : f32
+      %bb = tensor.extract %t[%b, %h, %i, %j] : tensor<1x2x16x16xbf16>
+      %bf = arith.extf %bb : bf16 to f32
+      %r3 = arith.addf %r2, %bf : f32
+      attn.yield %r3 : f32
+    } -> tensor<1x2x16x32xbf16>
+  return %o : tensor<1x2x16x32xbf16>
 }
