@@ -38,6 +38,23 @@ def _stub_load(path):
     return kernel
 
 
+def _stand_in_entries(fn, arity):
+    """A call_entry stand-in: the forward (training or not) is `fn` on the
+    first `arity` arguments (a log-sum-exp of zeros where asked); the
+    gradient program's result r is filled with r + 1, in the shape of the
+    operand its `gradient_of` names."""
+    import torch
+
+    def call_entry(kernel, *args):
+        entry = kernel.manifest["entry"]
+        if entry["function"] == "gradient":
+            return tuple(torch.full(args[i].shape, float(r + 1), dtype=args[i].dtype)
+                         for r, i in enumerate(entry["gradient_of"]))
+        out = fn(*args[:arity])
+        return (out, torch.zeros(out.shape[:3])) if "lse_result" in entry else out
+    return call_entry
+
+
 @unittest.skipUnless(HAS_TORCH, "needs PyTorch")
 class Jit(unittest.TestCase):
     def setUp(self):
@@ -406,13 +423,7 @@ class Jit(unittest.TestCase):
         def biased(q, k, v, bias):
             return torch.softmax(q @ k.transpose(-1, -2) * 0.125 + bias, -1) @ v
 
-        def call_entry(kernel, *args):
-            entry = kernel.manifest["entry"]
-            if entry["function"] == "gradient":
-                return tuple(torch.full(args[i].shape, float(r + 1), dtype=args[i].dtype)
-                             for r, i in enumerate(entry["gradient_of"]))
-            out = biased(*args[:4])
-            return (out, torch.zeros(out.shape[:3])) if "lse_result" in entry else out
+        call_entry = _stand_in_entries(biased, 4)
 
         q, k, v = self.inputs()
         bias = torch.randn(1, 4, 128, 128).to(torch.bfloat16).requires_grad_()
@@ -448,13 +459,7 @@ class Jit(unittest.TestCase):
         def gated(q, k, v):
             return attention(q, k, v) * torch.sigmoid(gate)
 
-        def call_entry(kernel, *args):
-            entry = kernel.manifest["entry"]
-            if entry["function"] == "gradient":
-                return tuple(torch.full(args[i].shape, float(r + 1), dtype=args[i].dtype)
-                             for r, i in enumerate(entry["gradient_of"]))
-            out = gated(*args[:3])
-            return (out, torch.zeros(out.shape[:3])) if "lse_result" in entry else out
+        call_entry = _stand_in_entries(gated, 3)
 
         q, k, v = (x.requires_grad_() for x in self.inputs())
         with mock.patch.object(flashlight, "load", _stub_load), \
