@@ -602,18 +602,28 @@ Value sinkGradient(OpBuilder &b, Location loc, Value sink, Value lse,
       .getResult(0);
 }
 
-/// Where a region (the epilogue, or the score) reads capture argument `arg`
-/// once, at indices that are its own (b, h, q_idx, d or kv_idx) arguments
-/// or 0 on a unit dim: that read; else null (the capture's gradient is not
-/// derived).
-tensor::ExtractOp ownIndicesRead(Block &region, BlockArgument arg,
-                                 unsigned branches) {
+/// Where a region reads capture argument `arg` once (a float tensor, at
+/// any indices: the score's may compute them, as a table's bucket): that
+/// read; else null.
+tensor::ExtractOp singleRead(BlockArgument arg) {
   if (!arg.hasOneUse())
     return nullptr;
   auto read = dyn_cast<tensor::ExtractOp>(*arg.getUsers().begin());
   auto type = dyn_cast<RankedTensorType>(arg.getType());
   if (!read || !type || !isa<FloatType>(type.getElementType()))
     return nullptr;
+  return read;
+}
+
+/// Where a region (the epilogue) reads capture argument `arg` once, at
+/// indices that are its own (b, h, q_idx, d) arguments or 0 on a unit dim:
+/// that read; else null (the capture's gradient is not derived).
+tensor::ExtractOp ownIndicesRead(Block &region, BlockArgument arg,
+                                 unsigned branches) {
+  tensor::ExtractOp read = singleRead(arg);
+  if (!read)
+    return nullptr;
+  auto type = cast<RankedTensorType>(arg.getType());
   llvm::SmallBitVector seen(4);
   for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
     auto from = dyn_cast<BlockArgument>(index);
@@ -674,19 +684,6 @@ ReadDims readDims(tensor::ExtractOp read, unsigned branches) {
   if (dims.shape.empty())
     dims.groups.clear();
   return dims;
-}
-
-/// Where the score region reads capture argument `arg` once (a float
-/// tensor, at any indices: its own, or computed as a table's bucket): that
-/// read; else null.
-tensor::ExtractOp scoreRead(BlockArgument arg) {
-  if (!arg.hasOneUse())
-    return nullptr;
-  auto read = dyn_cast<tensor::ExtractOp>(*arg.getUsers().begin());
-  auto type = dyn_cast<RankedTensorType>(arg.getType());
-  if (!read || !type || !isa<FloatType>(type.getElementType()))
-    return nullptr;
-  return read;
 }
 
 /// A generic over the loops of `inMaps` (b, h, q_idx and d or kv_idx)
@@ -1227,7 +1224,7 @@ FailureOr<Value> captureGradient(OpBuilder &b, const GradientParts &p,
   if (!inScore || inEpilogue || !scoreCaptures)
     return Value();
   Block &score = op.getScore().front();
-  tensor::ExtractOp read = scoreRead(score.getArgument(branches + 4 + c));
+  tensor::ExtractOp read = singleRead(score.getArgument(branches + 4 + c));
   if (!read || !differentiableFrom(score, read.getResult()))
     return Value();
   SmallVector<Value> terms;
