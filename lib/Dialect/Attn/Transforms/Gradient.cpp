@@ -89,7 +89,8 @@ void mapEpilogue(OpBuilder &b, Location loc, Block &epilogue, ValueRange outs,
 // Forward-mode derivative of a score region
 //===----------------------------------------------------------------------===//
 
-/// Whether the derivative rules of ScoreDerivative cover `op`.
+/// Whether the derivative rules of ScoreDerivative cover `op` (the cases
+/// of its `rule`: change both).
 bool hasDerivativeRule(Operation *op) {
   return isa<arith::AddFOp, arith::SubFOp, arith::MulFOp, arith::DivFOp,
              arith::NegFOp, arith::ExtFOp, arith::TruncFOp, arith::MaximumFOp,
@@ -186,7 +187,8 @@ private:
   }
 
   /// The derivative of `op`'s result; its clone's operands and result are
-  /// the values to differentiate at. Null for an op without a rule.
+  /// the values to differentiate at. Null for an op without a rule (the
+  /// ops with one are those `hasDerivativeRule` lists: change both).
   Value rule(Operation &op, Operation &clone, IRMapping &map) {
     auto x = [&](unsigned i) { return clone.getOperand(i); };
     auto dx = [&](unsigned i) { return d(op.getOperand(i)); };
