@@ -139,12 +139,16 @@ def extra_inputs(variant, B, H, N, D, generator):
                 torch.randn(B, H, N, D, generator=generator).to(torch.bfloat16)]
     return []
 _jitted = {}
+# The A/B of one gradient-program change in the same process
+# (`--compare`): the previous form's flashlight-compile flags.
+PREVIOUS = {"flashlight_unfused": ("--unfused-key-value-gradients",)}
 
 
-def jitted(variant):
-    if variant not in _jitted:
-        _jitted[variant] = flashlight.jit(PROGRAMS[variant], runtime_shapes=False)
-    return _jitted[variant]
+def jitted(variant, system="flashlight"):
+    if (variant, system) not in _jitted:
+        _jitted[variant, system] = flashlight.jit(
+            PROGRAMS[variant], runtime_shapes=False, flags=PREVIOUS.get(system, ()))
+    return _jitted[variant, system]
 
 
 def shapes(D, N):
@@ -155,7 +159,7 @@ def lengths_of(variant, lengths):
     return [2048] if variant in BEYOND else lengths
 
 
-def fill(cache, lengths, variants=None):
+def fill(cache, lengths, variants=None, compare=False):
     os.environ["FLASHLIGHT_CACHE"] = cache
     for variant, D in CONFIGS:
         if variants and variant not in variants:
@@ -166,12 +170,21 @@ def fill(cache, lengths, variants=None):
                   for _ in range(INPUTS.get(variant, 3))]
             xs += extra_inputs(variant, B, H, N, D, torch.Generator().manual_seed(0))
             # What a call on CUDA tensors that require grad looks up.
-            jitted(variant)._prepare_call([x.requires_grad_() for x in xs], grad=True)
+            for system in ("flashlight", *(PREVIOUS if compare else ())):
+                jitted(variant, system)._prepare_call(
+                    [x.requires_grad_() for x in xs], grad=True)
             print(f"{variant} d{D} n{N}: cached", flush=True)
 
 
-def systems(variant):
-    """name -> function of the variant's inputs with autograd."""
+def systems(variant, compare=False):
+    """name -> function of the variant's inputs with autograd. `compare`:
+    the previous form and this one in alternating rounds (A B B A) before
+    the peers."""
+    if compare:
+        return {"flashlight_unfused#1": jitted(variant, "flashlight_unfused"),
+                "flashlight#1": jitted(variant),
+                "flashlight#2": jitted(variant),
+                "flashlight_unfused#2": jitted(variant, "flashlight_unfused")}
     if variant in BEYOND:
         return {"flashlight": jitted(variant), "compile": torch.compile(PROGRAMS[variant])}
     import torch.nn.functional as F
@@ -239,7 +252,8 @@ def breakdown(call, ms, calls=20):
         print(f"    {t:8.3f} ms  {name[:90]}")
 
 
-def run(cache, out_path, lengths, only=None, variants=None, profile=False):
+def run(cache, out_path, lengths, only=None, variants=None, profile=False,
+        compare=False):
     from triton.testing import do_bench
 
     # The backward is timed with the graph retained: compiled graphs
@@ -268,7 +282,8 @@ def run(cache, out_path, lengths, only=None, variants=None, profile=False):
             # Each logit branch counts as one attention; causal halves.
             flops = 2.5 * 4 * B * H * N * N * D * (
                 0.5 if variant in ("causal", "sinks", "alibi_learned", "t5_table") else 1.0)
-            for name, fn in systems(variant).items():
+            for name, fn in systems(variant, compare).items():
+                name, _, rnd = name.partition("#")
                 if only and name not in only:
                     continue
                 xs = [x.clone().requires_grad_() for x in inputs]
@@ -285,6 +300,8 @@ def run(cache, out_path, lengths, only=None, variants=None, profile=False):
                     breakdown(lambda: torch.autograd.grad(out, xs, dout, retain_graph=True), ms)
                 rec = {"variant": variant, "D": D, "N": N, "B": B, "H": H, "system": name,
                        "ms": ms, "tflops": flops / ms / 1e9, "rel_err": err}
+                if rnd:
+                    rec["round"] = int(rnd)
                 records.append(rec)
                 print(f"{variant:<8} d{D:<4} n{N:<5} {name:<11} {ms:8.3f} ms "
                       f"{rec['tflops']:6.1f} TFLOP/s  err {err:.1e}", flush=True)
@@ -311,10 +328,13 @@ if __name__ == "__main__":
     parser.add_argument("--variants", help="only these, comma-separated")
     parser.add_argument("--profile", action="store_true",
                         help="print each call's GPU kernels and their times")
+    parser.add_argument("--compare", action="store_true",
+                        help="Flashlight against its previous gradient form "
+                             "(PREVIOUS), alternating rounds, no peers")
     a = parser.parse_args()
     lengths = [int(x) for x in a.lengths.split(",")]
     if a.mode == "fill":
-        fill(a.cache, lengths, a.variants and a.variants.split(","))
+        fill(a.cache, lengths, a.variants and a.variants.split(","), a.compare)
     else:
         run(a.cache, a.out, lengths, a.systems and a.systems.split(","),
-            a.variants and a.variants.split(","), a.profile)
+            a.variants and a.variants.split(","), a.profile, a.compare)

@@ -63,6 +63,14 @@ def Attn_AttentionOp : Attn_Op<"attention", [
       arguments `(o_0: f32, ..., o_{R-1}: f32, b, h, q_idx, d: index,
       captures...)`, yields the `f32` output element. It combines branches
       (differential attention) and applies gates.
+    * `value_columns` (optional, one width per branch, summing to `Dv`):
+      branch `r` takes its own block of V's columns (the blocks in branch
+      order) and writes the same block of the output,
+      `out[..., c_r + d] = o_r[d]` with `o_r = sum_j p_r[j] * V[..., c_r + d]`
+      -- several attentions that share their logits' work but weigh
+      different values (the backward's dK and dV: weights dS and P, values
+      Q and dO side by side). No epilogue then: each branch writes its own
+      columns.
     * `mean_empty_rows` (softmax without sinks): a row whose keys are all
       masked yields the mean of V over all keys instead of 0. This is what a
       program computes when its mask fills with a finite constant
@@ -105,7 +113,8 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     Variadic<AnyRankedTensor>:$captures,
     DenseF64ArrayAttr:$scale,
     Attn_NormalizerAttr:$normalizer,
-    UnitAttr:$mean_empty_rows
+    UnitAttr:$mean_empty_rows,
+    OptionalAttr<DenseI64ArrayAttr>:$value_columns
   );
   let results = (outs
     RankedTensorOf<[AnyFloat]>:$output,
@@ -123,6 +132,7 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     `v` `(` $value `:` type($value) `)`
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`captures` `(` $captures^ `:` type($captures) `)`)?
+    (`value_columns` $value_columns^)?
     `scale` $scale
     `normalizer` `` $normalizer
     (`score` $score^)?
@@ -172,6 +182,9 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
 
     `max`/`sum` are `[B,Hq,BM]` f32, `acc` is `[B,Hq,BM,Dv]` f32. The results
     are the new state in operand order (`max...`, `sum...`, `acc...`).
+    Accumulators narrower than `Dv` (two or more branches, their widths
+    summing to `Dv`) are `attn.attention`'s `value_columns`: branch `r`
+    multiplies its weights by its own block of V's columns.
 
     `whole_keys` says that the key block holds its full static block of keys
     at run time, all below the key length, though its type's extent is
@@ -236,7 +249,9 @@ def Attn_OnlineFinalizeOp : Attn_Op<"online_finalize", [
     sinks are given), and `o_r = 0` where the denominator is 0 (every key
     masked). For `sigmoid`/`none`, `o_r = acc_r`. The epilogue region (same
     signature as in `attn.attention`, indices offset by `at(b0, h0, q0)`)
-    combines the branches; without it the output is `o_0`.
+    combines the branches; without it the output is `o_0`, or, where the
+    accumulators split the output's columns into blocks (`value_columns`,
+    no epilogue), each `o_r` in its own block.
 
     With softmax, the optional `lse` results give, per branch,
     `m_r + log(l_r + exp(sink_r - m_r))`, `-inf` for fully masked rows.

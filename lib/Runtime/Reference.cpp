@@ -325,6 +325,14 @@ flashlight::runtime::evaluateReference(const KernelManifest &manifest,
   RegionProgram score(p.at("score")), mask(p.at("mask")),
       epilogue(p.at("epilogue"));
 
+  // value_columns: branch r writes its block of the output's columns.
+  std::vector<int> owner;
+  if (p.contains("value_columns")) {
+    std::vector<int64_t> widths =
+        p.at("value_columns").get<std::vector<int64_t>>();
+    for (size_t r = 0; r < widths.size(); ++r)
+      owner.insert(owner.end(), size_t(widths[r]), int(r));
+  }
   const HostTensor &q0 = tensorAt(tensors, qIdx[0]);
   int64_t B = q0.shape[0], Hq = q0.shape[1], M = q0.shape[2];
   int64_t Hkv = v.shape[1], N = v.shape[2], Dv = v.shape[3];
@@ -443,7 +451,7 @@ flashlight::runtime::evaluateReference(const KernelManifest &manifest,
             lse[r]->data[size_t((b * Hq + h) * M + i)] = lseValue;
         }
         for (int64_t d = 0; d < Dv; ++d) {
-          double value = o[0][d];
+          double value = owner.empty() ? o[0][d] : o.at(owner.at(d))[d];
           if (epilogue.present) {
             args.clear();
             for (int r = 0; r < nb; ++r)

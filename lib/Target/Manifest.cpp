@@ -212,18 +212,21 @@ FailureOr<json> flashlight::exportProgram(func::FuncOp func) {
   if (failed(queries) || failed(keys) || failed(value) || failed(sinks) ||
       failed(captures) || failed(score) || failed(mask) || failed(epilogue))
     return failure();
-  return json{{"branches", op.getNumBranches()},
-              {"normalizer", attn::stringifyNormalizer(op.getNormalizer())},
-              {"scale", std::vector<double>(op.getScale())},
-              {"queries", *queries},
-              {"keys", *keys},
-              {"value", (*value)[0]},
-              {"sinks", *sinks},
-              {"captures", *captures},
-              {"num_lse", op.getLse().size()},
-              {"score", *score},
-              {"mask", *mask},
-              {"epilogue", *epilogue}};
+  json program{{"branches", op.getNumBranches()},
+               {"normalizer", attn::stringifyNormalizer(op.getNormalizer())},
+               {"scale", std::vector<double>(op.getScale())},
+               {"queries", *queries},
+               {"keys", *keys},
+               {"value", (*value)[0]},
+               {"sinks", *sinks},
+               {"captures", *captures},
+               {"num_lse", op.getLse().size()},
+               {"score", *score},
+               {"mask", *mask},
+               {"epilogue", *epilogue}};
+  if (std::optional<ArrayRef<int64_t>> columns = op.getValueColumns())
+    program["value_columns"] = std::vector<int64_t>(*columns);
+  return program;
 }
 
 namespace {

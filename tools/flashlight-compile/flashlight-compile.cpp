@@ -183,6 +183,12 @@ static cl::opt<bool> gradient(
              "-> (dq, dk, dv), each tensor in the attention's [B, H, N, D] "
              "layout (attn-gradient)"),
     cl::init(false), cl::cat(toolCategory));
+static cl::opt<bool> unfusedKeyValue(
+    "unfused-key-value-gradients",
+    cl::desc("With --gradient: dK and dV as two attentions, each computing "
+             "S and P, instead of one (the previous form, for A/B "
+             "measurements; no effect without --gradient)"),
+    cl::init(false), cl::cat(toolCategory));
 static cl::opt<bool> savedStatistics(
     "saved-statistics",
     cl::desc("With --gradient: the gradient program takes, after dout, "
@@ -494,6 +500,7 @@ LogicalResult raiseAndOutline(ModuleOp module) {
     flashlight::attn::AttnGradientOptions options;
     options.savedStatistics = savedStatistics;
     options.scoreCaptures = scoreCaptureGradients;
+    options.fuseKeyValue = !unfusedKeyValue;
     pm.addPass(flashlight::attn::createAttnGradient(options));
   }
   pm.addPass(flashlight::attn::createAttnExpandEmptyRows());

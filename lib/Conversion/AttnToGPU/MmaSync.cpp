@@ -434,9 +434,9 @@ SmallVector<Value> MmaSyncEmitter::valueProduct(const Fragments &p,
           c[mt][j].push_back(f ? mul(a, f) : a);
         }
     for (int64_t k = 0; k < bn / 16; ++k) {
-      SmallVector<Value> vFrag =
-          ldmatrix(valueTile, addI(vRow, idx(16 * k)), addI(vCol, idx(8 * nd)),
-                   4, /*transpose=*/true);
+      SmallVector<Value> vFrag = ldmatrix(
+          valueTile, addI(vRow, idx(16 * k)),
+          addI(vCol, idx(valueBlock.column + 8 * nd)), 4, /*transpose=*/true);
       for (int64_t mt = 0; mt < mTiles; ++mt) {
         c[mt][0] =
             mma(pFrag[mt][k], ArrayRef<Value>(vFrag).take_front(2), c[mt][0]);
@@ -512,6 +512,7 @@ MmaSyncEmitter::StepFrame MmaSyncEmitter::beginStep(OnlineStepOp step) {
   f.blocks = f.bn / 8;
   f.rows = 2 * mTiles;
   f.values = views.lookup(step.getValue());
+  f.columns = valueColumnOffsets(step.getAccState(), f.dv);
   // A whole key block (attn-tile's whole_keys): block-n keys, a constant.
   f.kn = step.getWholeKeys() ? idx(f.bn) : f.values.sizes[2];
   f.b0 = map.lookup(step.getBatchOffset());
@@ -875,7 +876,16 @@ void MmaSyncEmitter::weighAndAccumulate(StepFrame &f, unsigned r, Fragments &s,
     for (int64_t row = 0; row < f.rows; ++row)
       f.newSum[r].push_back(add(mul(f.l[r][row], alpha[row]), rowSum[row]));
   llvm::SaveAndRestore<bool> lastProduct(lastValueProduct, last);
-  f.newAcc[r] = valueProduct(s, f.acc[r], alpha, f.dv, f.bn);
+  // value_columns: the branch weighs its own block of V's columns.
+  int64_t dv = f.dv;
+  ValueBlock block;
+  if (!f.columns.empty()) {
+    dv =
+        cast<RankedTensorType>(f.step.getAccState()[r].getType()).getDimSize(3);
+    block = {f.columns[r], f.dv};
+  }
+  llvm::SaveAndRestore<ValueBlock> ownBlock(valueBlock, block);
+  f.newAcc[r] = valueProduct(s, f.acc[r], alpha, dv, f.bn);
 }
 
 void MmaSyncEmitter::updateRowMax(StepFrame &f, unsigned r, const Fragments &s,
@@ -1027,7 +1037,7 @@ LogicalResult MmaSyncEmitter::emitFinalize(OnlineFinalizeOp fin) {
 
   // Per branch, the factor of each row that turns its accumulator into
   // o_r (and the row's LSE, when asked).
-  int64_t rowCount = 2 * mTiles, accPerTile = dv / 8 * 4;
+  int64_t rowCount = 2 * mTiles;
   SmallVector<SmallVector<Value>> outScale(
       branches, SmallVector<Value>(rowCount, f32(1)));
   for (unsigned r = 0; r < branches && softmax; ++r)
@@ -1058,17 +1068,29 @@ LogicalResult MmaSyncEmitter::emitFinalize(OnlineFinalizeOp fin) {
   Type outElement = outType.getElementType();
   auto pairType = VectorType::get({2}, outElement);
   // o_r of the thread's elements, in (m16 tile, 8 columns, row half, j)
-  // order.
+  // order; with value_columns, each column block's from its branch (the
+  // others' entries null).
+  SmallVector<int64_t> columns = valueColumnOffsets(fin.getAccState(), dv);
   auto output = [&](unsigned r) {
+    int64_t first = columns.empty() ? 0 : columns[r] / 8;
+    int64_t width =
+        cast<RankedTensorType>(fin.getAccState()[r].getType()).getDimSize(3);
+    int64_t perTile = width / 8 * 4;
     SmallVector<Value> o;
     for (int64_t mt = 0; mt < mTiles; ++mt)
       for (int64_t nd = 0; nd < dv / 8; ++nd)
         for (int64_t half = 0; half < 2; ++half)
-          for (int64_t j = 0; j < 2; ++j)
-            o.push_back(
-                mul(lanes.lookup(fin.getAccState()[r])[mt * accPerTile +
-                                                       4 * nd + 2 * half + j],
-                    outScale[r][2 * mt + half]));
+          for (int64_t j = 0; j < 2; ++j) {
+            int64_t local = nd - first;
+            if (local < 0 || local >= width / 8) {
+              o.push_back(Value());
+              continue;
+            }
+            o.push_back(mul(
+                lanes.lookup(fin.getAccState()[r])[mt * perTile + 4 * local +
+                                                   2 * half + j],
+                outScale[r][2 * mt + half]));
+          }
     return o;
   };
   SmallVector<SmallVector<Value>> outputs;
@@ -1090,7 +1112,8 @@ LogicalResult MmaSyncEmitter::emitFinalize(OnlineFinalizeOp fin) {
           SmallVector<Value> o;
           for (unsigned r = 0; r < branches; ++r)
             o.push_back(outputs[r][element]);
-          Value value = o[0];
+          // Without an epilogue: o_0, or the column block's own branch.
+          Value value = *llvm::find_if(o, [](Value x) { return bool(x); });
           if (!fin.getEpilogue().empty()) {
             approximateFunctions = outElement.getIntOrFloatBitWidth() <= 16;
             value = inlineRegion(fin.getEpilogue(), o,

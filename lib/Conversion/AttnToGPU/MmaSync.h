@@ -271,6 +271,12 @@ protected:
   /// issues it ahead).
   bool lastValueProduct = true;
   std::optional<unsigned> nextScoreBranch;
+  /// While a branch of an attention with value_columns weighs its block of
+  /// V: the block's first column and the V tile's width (0: the whole
+  /// tile, every branch's).
+  struct ValueBlock {
+    int64_t column = 0, tileWidth = 0;
+  } valueBlock;
 
   //===--------------------------------------------------------------------===//
   // The step, in stages
@@ -290,6 +296,9 @@ protected:
     unsigned branches;
     /// V's head dim, keys per KV tile, its 8-key blocks, this thread's rows.
     int64_t dv, bn, blocks, rows;
+    /// value_columns: each branch's first column of V (empty: every
+    /// branch weighs all of V).
+    SmallVector<int64_t> columns;
     /// V's view, the tile's key count and (batch, head, query, key) offsets,
     /// the tensors' last query row and key.
     View values;

@@ -34,14 +34,31 @@ protected:
     return addI(lane, idx(chunk * kThreadsPerWarp));
   }
 
-  /// Loads `memref[i0, i1, i2, col]` as f32, 0 for columns >= D.
+  /// Loads `memref[i0, i1, i2, first + col]` as f32, 0 for columns >= d
+  /// (a row's block of d columns from `first`).
   Value loadColumn(Value memref, Value i0, Value i1, Value i2, Value col,
-                   int64_t d) {
+                   int64_t d, int64_t first = 0) {
     if (d % kThreadsPerWarp == 0)
-      return loadF32(memref, {i0, i1, i2, col});
-    Value clamped = minI(col, idx(d - 1));
+      return loadF32(memref, {i0, i1, i2, addI(col, idx(first))});
+    Value clamped = addI(minI(col, idx(d - 1)), idx(first));
     Value v = loadF32(memref, {i0, i1, i2, clamped});
     return select(cmpI(arith::CmpIPredicate::slt, col, idx(d)), v, f32(0));
+  }
+
+  /// Each branch's block of V's (and the output's) columns: (first, width);
+  /// the whole of them for every branch unless value_columns split them.
+  static SmallVector<std::pair<int64_t, int64_t>>
+  valueBlocks(ValueRange accState, int64_t dv) {
+    SmallVector<int64_t> columns = valueColumnOffsets(accState, dv);
+    SmallVector<std::pair<int64_t, int64_t>> blocks;
+    for (auto [r, acc] : llvm::enumerate(accState))
+      blocks.push_back(
+          columns.empty()
+              ? std::pair<int64_t, int64_t>(0, dv)
+              : std::pair<int64_t, int64_t>(
+                    columns[r],
+                    cast<RankedTensorType>(acc.getType()).getDimSize(3)));
+    return blocks;
   }
 
   /// The query row this warp owns, clamped into [0, M) so that idle warps of
@@ -134,15 +151,30 @@ protected:
             ? arith::ConstantIntOp::create(b, loc, 1, 1).getResult()
             : inlineRegion(step.getMask(), {}, indices, step.getCaptures())[0];
 
-    SmallVector<Value> v;
-    for (int64_t c = 0; c < numChunks; ++c)
-      v.push_back(loadColumn(vView.memref, vView.offsets[0], vView.offsets[1],
-                             addI(vView.offsets[2], j), column(c), dv));
+    // V's row (each branch's block of it, with value_columns).
+    SmallVector<std::pair<int64_t, int64_t>> blocks =
+        valueBlocks(step.getAccState(), dv);
+    auto valueRow = [&](int64_t first, int64_t width) {
+      SmallVector<Value> v;
+      for (int64_t c = 0; c < chunksOf(width); ++c)
+        v.push_back(loadColumn(vView.memref, vView.offsets[0], vView.offsets[1],
+                               addI(vView.offsets[2], j), column(c), width,
+                               first));
+      return v;
+    };
+    SmallVector<Value> shared;
+    if (blocks.front().second == dv)
+      shared = valueRow(0, dv);
 
     SmallVector<Value> maxOut, sumOut, accOut;
+    int64_t accAt = 0;
     for (unsigned r = 0; r < nb; ++r) {
       Value s = logits[r];
-      ValueRange acc = accIn.slice(r * numChunks, numChunks);
+      auto [first, width] = blocks[r];
+      numChunks = chunksOf(width);
+      SmallVector<Value> v = shared.empty() ? valueRow(first, width) : shared;
+      ValueRange acc = accIn.slice(accAt, numChunks);
+      accAt += numChunks;
       // p: the weight of this key; alpha: the rescale of the old state.
       Value p, alpha;
       if (softmax) {
@@ -190,6 +222,8 @@ protected:
     auto [out, outType, b0, h0] = *target;
     int64_t dv = outType.getDimSize(3);
     int64_t numChunks = chunksOf(dv);
+    SmallVector<std::pair<int64_t, int64_t>> blocks =
+        valueBlocks(fin.getAccState(), dv);
     auto [row, rowClamped] = rowOf(map.lookup(fin.getQueryOffset()), out);
     Value rowValid = cmpI(arith::CmpIPredicate::slt, row, dim(out, 2));
 
@@ -207,8 +241,8 @@ protected:
                                    : memrefOf.lookup(fin.getSinks()[r]),
             h0);
       }
-      for (int64_t c = 0; c < numChunks; ++c)
-        branchOut[r].push_back(mul(acc[c], outScale));
+      for (Value a : acc)
+        branchOut[r].push_back(mul(a, outScale));
       if (lse && r < fin.getLse().size()) {
         Value lseMemref = outputOf.lookup(fin.getLse()[r]);
         Value first = cmpI(arith::CmpIPredicate::eq, lane, idx(0));
@@ -220,6 +254,13 @@ protected:
       }
     }
 
+    if (blocks.front().second != dv) {
+      // value_columns: each branch stores its own block.
+      for (unsigned r = 0; r < nb; ++r)
+        storeBlock(out, outType.getElementType(), branchOut[r], rowValid,
+                   {b0, h0, row}, blocks[r].first, blocks[r].second);
+      return success();
+    }
     for (int64_t c = 0; c < numChunks; ++c) {
       Value d = column(c);
       Value dClamped = dv % kThreadsPerWarp ? minI(d, idx(dv - 1)) : d;
@@ -244,6 +285,28 @@ protected:
       memref::StoreOp::create(b, loc, value, out, {b0, h0, row, d});
     }
     return success();
+  }
+
+  /// Stores a row's chunks `values` into columns [first, first + width) of
+  /// `out` at `at` (b, h, row), where `rowValid`.
+  void storeBlock(Value out, Type elementType, ArrayRef<Value> values,
+                  Value rowValid, ArrayRef<Value> at, int64_t first,
+                  int64_t width) {
+    for (auto [c, element] : llvm::enumerate(values)) {
+      Value d = column(c), value = element;
+      if (elementType != value.getType())
+        value = arith::TruncFOp::create(b, loc, elementType, value);
+      Value valid = rowValid;
+      if (width % kThreadsPerWarp)
+        valid = arith::AndIOp::create(
+            b, loc, valid, cmpI(arith::CmpIPredicate::slt, d, idx(width)));
+      auto store = scf::IfOp::create(b, loc, valid);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&store.getThenRegion().front());
+      SmallVector<Value> indices(at);
+      indices.push_back(addI(d, idx(first)));
+      memref::StoreOp::create(b, loc, value, out, indices);
+    }
   }
 };
 

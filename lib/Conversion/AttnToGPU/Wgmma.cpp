@@ -1482,9 +1482,9 @@ protected:
     // Issuing the next branch's S early keeps its accumulators live through
     // this branch's softmax: where every branch's accumulators already take
     // kMaxLookaheadAccumulators registers, that spills (docs/decisions/009).
-    int64_t accumulators =
-        cast<RankedTensorType>(currentStep.getValue().getType()).getDimSize(3) *
-        currentStep.getNumBranches();
+    int64_t accumulators = 0;
+    for (Value acc : currentStep.getAccState())
+      accumulators += cast<RankedTensorType>(acc.getType()).getDimSize(3);
     if (owesValueProduct) {
       // P_{t-1} V_{t-1} runs while this warpgroup computes softmax_t: wait
       // for S_t only (groups complete in order).
@@ -1556,13 +1556,21 @@ protected:
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
     // Keys [16k, 16k + 16) are rows 16k.. of every atom (kRowBytes a row);
     // V is MN-major: atoms along D are block-n rows apart. A buffer holds
-    // whole atoms; N = Dv reads the last one's first columns only.
+    // whole atoms; N = Dv reads the last one's first columns only. A branch
+    // of value_columns starts at its block's atom (the plan keeps blocks
+    // atom-aligned on wgmma).
+    int64_t tileWidth = valueBlock.tileWidth ? valueBlock.tileWidth : dv;
+    int64_t atomBytes = bn * kRowBytes;
     Value vDesc = descriptor(
         arith::AddIOp::create(
             b, loc, valueAddress,
-            bufferBytes(bn * llvm::divideCeil(dv, atomColumns()) * kRowBytes,
-                        buffer)),
-        /*leading=*/bn * kRowBytes, /*stride=*/kAtomBlockBytes);
+            arith::AddIOp::create(
+                b, loc,
+                bufferBytes(atomBytes *
+                                llvm::divideCeil(tileWidth, atomColumns()),
+                            buffer),
+                i64(valueBlock.column / atomColumns() * atomBytes))),
+        /*leading=*/atomBytes, /*stride=*/kAtomBlockBytes);
     for (int64_t k = 0; k < bn / kProductK; ++k)
       c = registerWgmma(p.slice(4 * k, 4),
                         advance(vDesc, kProductK * kRowBytes * k), c, dv);

@@ -638,3 +638,46 @@ func.func @empty_query_length(%q: tensor<1x2x0x64xbf16>, %k: tensor<1x2x16x64xbf
       -> tensor<1x2x0x64xbf16>
   return %o : tensor<1x2x0x64xbf16>
 }
+
+// -----
+
+func.func @value_columns_sum(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x128xbf16>) -> tensor<1x2x16x128xbf16> {
+  // expected-error @+1 {{value_columns must split V's 128 columns, got widths summing to 96}}
+  %o = attn.attention q(%q, %q : tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>) k(%k, %k : tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>)
+      v(%v : tensor<1x2x16x128xbf16>) value_columns [64, 32] scale [0.125, 1.0] normalizer none
+      -> tensor<1x2x16x128xbf16>
+  return %o : tensor<1x2x16x128xbf16>
+}
+
+// -----
+
+func.func @value_columns_one_branch(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x64xbf16>) -> tensor<1x2x16x64xbf16> {
+  // expected-error @+1 {{value_columns needs one width per branch and two branches or more, got 1 for 1}}
+  %o = attn.attention q(%q : tensor<1x2x16x64xbf16>) k(%k : tensor<1x2x16x64xbf16>)
+      v(%v : tensor<1x2x16x64xbf16>) value_columns [64] scale [0.125] normalizer none
+      -> tensor<1x2x16x64xbf16>
+  return %o : tensor<1x2x16x64xbf16>
+}
+
+// -----
+
+func.func @value_columns_epilogue(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x128xbf16>) -> tensor<1x2x16x128xbf16> {
+  // expected-error @+1 {{writes each branch's block of columns (value_columns) and takes no epilogue}}
+  %o = attn.attention q(%q, %q : tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>) k(%k, %k : tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>)
+      v(%v : tensor<1x2x16x128xbf16>) value_columns [64, 64] scale [0.125, 1.0] normalizer none
+      epilogue {
+      ^bb0(%o0: f32, %o1: f32, %b: index, %h: index, %i: index, %d: index):
+        attn.yield %o0 : f32
+      } -> tensor<1x2x16x128xbf16>
+  return %o : tensor<1x2x16x128xbf16>
+}
+
+// -----
+
+func.func @narrow_accumulators(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x64xbf16>, %acc: tensor<1x2x16x16xf32>) -> tensor<1x2x16x16xf32> {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{accumulators narrower than Dv (64) must split it into one block per branch, got widths summing to 32}}
+  %r:2 = attn.online_step q(%q, %q : tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>) k(%k, %k : tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>) v(%v : tensor<1x2x16x64xbf16>)
+      acc(%acc, %acc : tensor<1x2x16x16xf32>, tensor<1x2x16x16xf32>) at(%c0, %c0, %c0, %c0) scale [0.125, 1.0] normalizer none
+  return %r#0 : tensor<1x2x16x16xf32>
+}

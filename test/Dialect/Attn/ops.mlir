@@ -133,3 +133,32 @@ func.func @online_sigmoid_two_branches(
       } -> tensor<1x2x4x8xbf16>
   return %o : tensor<1x2x4x8xbf16>
 }
+
+// -----
+
+// value_columns: each branch weighs its own block of V's columns and writes
+// the same block of the output (no epilogue); in the online form the
+// accumulators are the blocks' widths.
+// CHECK-LABEL: func.func @value_columns
+// CHECK: attn.attention {{.*}} value_columns [32, 16] scale [1.250000e-01, 1.000000e+00] normalizer none
+// CHECK: attn.online_step {{.*}} acc(%{{.*}}, %{{.*}} : tensor<1x2x4x32xf32>, tensor<1x2x4x16xf32>)
+// CHECK: attn.online_finalize acc({{.*}} : tensor<1x2x4x32xf32>, tensor<1x2x4x16xf32>) at({{.*}}) normalizer none -> tensor<1x2x4x48xbf16>
+func.func @value_columns(
+    %q: tensor<1x2x4x8xbf16>, %k: tensor<1x2x8x8xbf16>,
+    %v: tensor<1x2x8x48xbf16>, %acc1: tensor<1x2x4x32xf32>,
+    %acc2: tensor<1x2x4x16xf32>, %i0: index)
+    -> (tensor<1x2x4x48xbf16>, tensor<1x2x4x48xbf16>) {
+  %o = attn.attention q(%q, %q : tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>)
+      k(%k, %k : tensor<1x2x8x8xbf16>, tensor<1x2x8x8xbf16>)
+      v(%v : tensor<1x2x8x48xbf16>) value_columns [32, 16]
+      scale [0.125, 1.0] normalizer none -> tensor<1x2x4x48xbf16>
+  %a:2 = attn.online_step q(%q, %q : tensor<1x2x4x8xbf16>, tensor<1x2x4x8xbf16>)
+      k(%k, %k : tensor<1x2x8x8xbf16>, tensor<1x2x8x8xbf16>)
+      v(%v : tensor<1x2x8x48xbf16>)
+      acc(%acc1, %acc2 : tensor<1x2x4x32xf32>, tensor<1x2x4x16xf32>)
+      at(%i0, %i0, %i0, %i0) scale [0.125, 1.0] normalizer none
+  %f = attn.online_finalize
+      acc(%a#0, %a#1 : tensor<1x2x4x32xf32>, tensor<1x2x4x16xf32>)
+      at(%i0, %i0, %i0) normalizer none -> tensor<1x2x4x48xbf16>
+  return %o, %f : tensor<1x2x4x48xbf16>, tensor<1x2x4x48xbf16>
+}

@@ -178,6 +178,10 @@ KernelFacts::KernelFacts(Operation *attention) : op(attention) {
   };
   elementType = cast<RankedTensorType>(value.getType()).getElementType();
   valueHeadDim = shape(value)[3];
+  // With value_columns each branch accumulates its own block of V's
+  // columns: the widest block is what a branch's accumulators hold.
+  if (std::optional<ArrayRef<int64_t>> columns = attn.getValueColumns())
+    valueHeadDim = *llvm::max_element(*columns);
   smallestHeadDim = std::numeric_limits<int64_t>::max();
   for (Value v : llvm::concat<const Value>(attn.getKeys(), ValueRange(value))) {
     int64_t d = shape(v)[3];

@@ -212,8 +212,15 @@ LogicalResult verifyScoreAndMask(Operation *op, Region &score, Region &mask,
 
 /// Verifies the epilogue region.
 LogicalResult verifyEpilogue(Operation *op, Region &epilogue,
-                             unsigned numBranches, TypeRange captures) {
+                             unsigned numBranches, TypeRange captures,
+                             bool columnBlocks = false) {
   Builder b(op->getContext());
+  if (columnBlocks) {
+    if (!epilogue.empty())
+      return op->emitOpError("writes each branch's block of columns "
+                             "(value_columns) and takes no epilogue");
+    return success();
+  }
   if (numBranches > 1 && epilogue.empty())
     return op->emitOpError() << "has " << numBranches
                              << " logit branches and needs an epilogue region "
@@ -330,6 +337,24 @@ LogicalResult AttentionOp::verify() {
   if (getMeanEmptyRows() &&
       (getNormalizer() != Normalizer::softmax || !getSinks().empty()))
     return emitOpError("'mean_empty_rows' needs a softmax without sinks");
+  if (std::optional<ArrayRef<int64_t>> columns = getValueColumns()) {
+    if (columns->size() != nb || nb < 2)
+      return emitOpError() << "value_columns needs one width per branch and "
+                              "two branches or more, got "
+                           << columns->size() << " for " << nb;
+    int64_t total = 0;
+    for (int64_t w : *columns) {
+      if (w < 1)
+        return emitOpError("value_columns widths must be positive");
+      total += w;
+    }
+    if (total != dims->dv)
+      return emitOpError() << "value_columns must split V's "
+                           << dimStr(dims->dv)
+                           << " columns, got widths summing to " << total;
+    if (getMeanEmptyRows())
+      return emitOpError("'mean_empty_rows' does not take value_columns");
+  }
   return verifyLse(*this, TypeRange(getLse()), nb, getNormalizer(),
                    {dims->b, dims->hq, dims->m});
 }
@@ -347,7 +372,8 @@ LogicalResult AttentionOp::verifyRegions() {
   if (failed(verifyScoreAndMask(*this, getScore(), getMask(), getNumBranches(),
                                 captures)))
     return failure();
-  return verifyEpilogue(*this, getEpilogue(), getNumBranches(), captures);
+  return verifyEpilogue(*this, getEpilogue(), getNumBranches(), captures,
+                        getValueColumns().has_value());
 }
 
 //===----------------------------------------------------------------------===//
@@ -387,10 +413,29 @@ static LogicalResult verifyState(Operation *op, ValueRange maxState,
     if (failed(checkF32Shape(op, v.getType(), {d.b, d.hq, d.m},
                              "running sum #" + Twine(r), "[B, Hq, BM]")))
       return failure();
-  for (auto [r, v] : llvm::enumerate(accState))
-    if (failed(checkF32Shape(op, v.getType(), {d.b, d.hq, d.m, d.dv},
+  // Accumulators Dv wide, or (value_columns: two branches or more, each
+  // narrower than a static Dv) blocks that split Dv.
+  auto width = [](Value v) {
+    return cast<RankedTensorType>(v.getType()).getDimSize(3);
+  };
+  bool blocks = numBranches >= 2 && !ShapedType::isDynamic(d.dv) &&
+                llvm::all_of(accState, [&](Value v) {
+                  return !ShapedType::isDynamic(width(v)) && width(v) < d.dv;
+                });
+  int64_t total = 0;
+  for (auto [r, v] : llvm::enumerate(accState)) {
+    total += blocks ? width(v) : 0;
+    if (failed(checkF32Shape(op, v.getType(),
+                             {d.b, d.hq, d.m, blocks ? width(v) : d.dv},
                              "accumulator #" + Twine(r), "[B, Hq, BM, Dv]")))
       return failure();
+  }
+  if (blocks && total != d.dv)
+    return op->emitOpError()
+           << "accumulators narrower than Dv (" << d.dv
+           << ") must split it into one block per branch, got widths summing "
+              "to "
+           << total;
   return success();
 }
 
@@ -430,8 +475,12 @@ LogicalResult OnlineFinalizeOp::verify() {
     return emitOpError() << "accumulator #0 must have rank 4 [B, Hq, BM, Dv], "
                             "got "
                          << acc;
+  // Dv is the output's (accumulators may split it: value_columns).
+  auto out = dyn_cast<RankedTensorType>(getOutput().getType());
+  int64_t dv =
+      out && out.getRank() == 4 ? out.getDimSize(3) : acc.getDimSize(3);
   ProblemDims d{acc.getDimSize(0),    acc.getDimSize(1),    acc.getDimSize(2),
-                ShapedType::kDynamic, ShapedType::kDynamic, acc.getDimSize(3)};
+                ShapedType::kDynamic, ShapedType::kDynamic, dv};
   if (failed(verifyState(*this, getMaxState(), getSumState(), getAccState(), nb,
                          getNormalizer(), d)) ||
       failed(verifyOutput(*this, getOutput().getType(), d)) ||
@@ -451,6 +500,24 @@ void OnlineFinalizeOp::getAsmBlockArgumentNames(Region &region,
 }
 
 LogicalResult OnlineFinalizeOp::verifyRegions() {
-  return verifyEpilogue(*this, getEpilogue(), getNumBranches(),
-                        getCaptures().getTypes());
+  auto out = cast<RankedTensorType>(getOutput().getType());
+  return verifyEpilogue(
+      *this, getEpilogue(), getNumBranches(), getCaptures().getTypes(),
+      !valueColumnOffsets(getAccState(), out.getDimSize(3)).empty());
+}
+
+SmallVector<int64_t> flashlight::attn::valueColumnOffsets(ValueRange accState,
+                                                          int64_t dv) {
+  // The verifiers' rule: blocks where every accumulator is narrower.
+  SmallVector<int64_t> offsets;
+  int64_t at = 0;
+  for (Value acc : accState) {
+    int64_t w = cast<RankedTensorType>(acc.getType()).getDimSize(3);
+    if (accState.size() < 2 || ShapedType::isDynamic(w) ||
+        ShapedType::isDynamic(dv) || w >= dv)
+      return {};
+    offsets.push_back(at);
+    at += w;
+  }
+  return offsets;
 }

@@ -60,7 +60,8 @@ Value meanOfValuesWhereEmpty(OpBuilder &b, Location loc, AttentionOp op) {
   auto withLse = AttentionOp::create(
       b, loc, outType, TypeRange{lseType}, op.getQueries(), op.getKeys(),
       op.getValue(), op.getSinks(), op.getCaptures(), op.getScaleAttr(),
-      op.getNormalizerAttr());
+      op.getNormalizerAttr(), /*mean_empty_rows=*/UnitAttr(),
+      /*value_columns=*/DenseI64ArrayAttr());
   withLse.getScore().takeBody(op.getScore());
   withLse.getMask().takeBody(op.getMask());
   withLse.getEpilogue().takeBody(op.getEpilogue());

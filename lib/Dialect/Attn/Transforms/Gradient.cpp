@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "flashlight/Dialect/Attn/Analysis/ArchInfo.h"
 #include "flashlight/Dialect/Attn/Analysis/MaskScoreAnalysis.h"
 #include "flashlight/Dialect/Attn/IR/AttnOps.h"
 #include "flashlight/Dialect/Attn/Transforms/Passes.h"
@@ -343,15 +344,26 @@ void cloneMask(OpBuilder &b, const Forward &f, AttentionOp op,
     b.clone(inner, map);
 }
 
+/// What a gradient attention's score region yields per element.
+enum class Weights {
+  /// dS, and 0 for the dP branch (dQ; dK where dV is apart).
+  ScoreGradient,
+  /// P alone, one branch (dV apart).
+  Probabilities,
+  /// scale dS and P, each weighing its own block of the value's columns
+  /// (dK and dV in one attention, value_columns).
+  KeyAndValue,
+};
+
 /// The score region of a gradient attention: from the logit branches (S,
-/// and dP unless `weightsOnly`) and the row statistics (L, Delta: the last
-/// two captures for softmax), yields dS (or P, `weightsOnly`) and zero for
-/// the dP branch.
+/// and dP unless it yields P alone) and the row statistics (L, Delta: the
+/// last two captures for softmax), yields what `weights` says.
 LogicalResult buildScore(OpBuilder &b, const Forward &f, AttentionOp op,
                          ValueRange captures, bool transposed,
-                         bool weightsOnly) {
+                         Weights weights) {
   OpBuilder::InsertionGuard guard(b);
   Location loc = f.op.getLoc();
+  bool weightsOnly = weights == Weights::Probabilities;
   unsigned logits = weightsOnly ? 1 : 2;
   Block *block =
       newBlock(b, op.getScore(), regionTypes(b, logits, captures), loc);
@@ -428,6 +440,13 @@ LogicalResult buildScore(OpBuilder &b, const Forward &f, AttentionOp op,
     break;
   }
   Value dS = arith::MulFOp::create(b, loc, dT, dt);
+  if (weights == Weights::KeyAndValue) {
+    // dK = scale dS^T Q: the scale goes with the weight (no epilogue).
+    Value scaled = arith::MulFOp::create(
+        b, loc, dS, floatConst(b, loc, b.getF32Type(), f.scale));
+    YieldOp::create(b, loc, ValueRange{scaled, p});
+    return success();
+  }
   YieldOp::create(b, loc,
                   ValueRange{dS, floatConst(b, loc, b.getF32Type(), 0.0)});
   return success();
@@ -468,11 +487,14 @@ Value groupRows(OpBuilder &b, Location loc, const Forward &f, Value x) {
 }
 
 /// A gradient attention: `queries`/`keys` the logit branches, `value` what
-/// the weights multiply, `captures` the forward's plus the row statistics.
+/// the weights multiply (KeyAndValue: each branch its block of
+/// `valueColumns`), `captures` the forward's plus the row statistics.
 FailureOr<Value> gradientAttention(OpBuilder &b, const Forward &f,
                                    ValueRange queries, ValueRange keys,
                                    Value value, ValueRange captures,
-                                   Type resultElement, bool transposed) {
+                                   Type resultElement, bool transposed,
+                                   Weights weights,
+                                   ArrayRef<int64_t> valueColumns = {}) {
   Location loc = f.op.getLoc();
   auto qType = cast<RankedTensorType>(queries[0].getType());
   auto vType = cast<RankedTensorType>(value.getType());
@@ -480,19 +502,64 @@ FailureOr<Value> gradientAttention(OpBuilder &b, const Forward &f,
       RankedTensorType::get({qType.getDimSize(0), qType.getDimSize(1),
                              qType.getDimSize(2), vType.getDimSize(3)},
                             resultElement);
-  bool weightsOnly = queries.size() == 1;
   SmallVector<double> scales = {f.scale, 1.0};
   scales.resize(queries.size());
   auto op = AttentionOp::create(
       b, loc, outType, TypeRange{}, queries, keys, value, ValueRange{},
       captures, b.getDenseF64ArrayAttr(scales),
-      NormalizerAttr::get(b.getContext(), Normalizer::none));
-  if (failed(buildScore(b, f, op, captures, transposed, weightsOnly)))
+      NormalizerAttr::get(b.getContext(), Normalizer::none),
+      /*mean_empty_rows=*/UnitAttr(), /*value_columns=*/DenseI64ArrayAttr());
+  if (weights == Weights::KeyAndValue)
+    op.setValueColumns(valueColumns);
+  if (failed(buildScore(b, f, op, captures, transposed, weights)))
     return failure();
   cloneMask(b, f, op, captures, transposed);
-  if (!weightsOnly)
+  if (weights == Weights::ScoreGradient)
     buildEpilogue(b, f, op, captures);
   return op.getOutput();
+}
+
+/// Columns [first, first + width) of `x` [.., D].
+Value columnsOf(OpBuilder &b, Location loc, Value x, int64_t first,
+                int64_t width) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes = tensor::getMixedSizes(b, loc, x);
+  SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
+  offsets.back() = b.getIndexAttr(first);
+  sizes.back() = b.getIndexAttr(width);
+  return tensor::ExtractSliceOp::create(b, loc, x, offsets, sizes, strides);
+}
+
+/// dK and dV of one branch in one attention from K and V to the queries of
+/// their group: the weights scale dS and P weigh Q's and dO's columns of
+/// one value [Q | dO] (value_columns), so S = K Q^T and P are computed once
+/// for both, where dK and dV apart compute them twice. Null where the
+/// element types differ (one output holds both) or the block boundary
+/// (Q's head dim) is not a 64-column swizzle atom's, which wgmma needs.
+FailureOr<std::pair<Value, Value>>
+keyValueGradients(OpBuilder &b, const Forward &f, Value k, Value v, Value rowsQ,
+                  Value rowsDout, ValueRange captures) {
+  auto typeOf = [](Value x) { return cast<RankedTensorType>(x.getType()); };
+  Type element = typeOf(k).getElementType();
+  int64_t dqk = typeOf(rowsQ).getDimSize(3),
+          dv = typeOf(rowsDout).getDimSize(3);
+  if (llvm::any_of(
+          ValueRange{v, rowsQ, rowsDout},
+          [&](Value x) { return typeOf(x).getElementType() != element; }) ||
+      ShapedType::isDynamic(dqk) || ShapedType::isDynamic(dv) ||
+      dqk % ArchInfo::atomElements(element.getIntOrFloatBitWidth()))
+    return std::pair<Value, Value>();
+  Location loc = f.op.getLoc();
+  Value value =
+      tensor::ConcatOp::create(b, loc, /*dim=*/3, ValueRange{rowsQ, rowsDout});
+  FailureOr<Value> out = gradientAttention(
+      b, f, {k, v}, {rowsQ, rowsDout}, value, captures, element,
+      /*transposed=*/true, Weights::KeyAndValue, {dqk, dv});
+  if (failed(out))
+    return failure();
+  Value dk = columnsOf(b, loc, *out, 0, dqk);
+  return std::pair(dk, columnsOf(b, loc, *out, dqk, dv));
 }
 
 /// Delta = rowsum(dO * O) in f32, [B, Hq, M].
@@ -1053,7 +1120,8 @@ AttentionOp branchForward(OpBuilder &b, const Forward &f, Value q, Value k,
     lseTypes.push_back(lseType(f.op, f.branch));
   auto forward = AttentionOp::create(
       b, loc, branchOutputType(f.op, f.branch), lseTypes, q, k, v, sinks,
-      captures, b.getDenseF64ArrayAttr({f.scale}), f.op.getNormalizerAttr());
+      captures, b.getDenseF64ArrayAttr({f.scale}), f.op.getNormalizerAttr(),
+      /*mean_empty_rows=*/UnitAttr(), /*value_columns=*/DenseI64ArrayAttr());
   // A fresh mapping per clone: a mapped block argument is dropped from the
   // clone (Region::cloneInto), and the region is isolated from above.
   IRMapping fresh;
@@ -1115,7 +1183,8 @@ struct BranchGradient {
 FailureOr<BranchGradient> branchGradient(OpBuilder &b, const Forward &f,
                                          Value q, Value k, Value v, Value sink,
                                          Value dout, ArrayRef<Value> rowStats,
-                                         ValueRange captures) {
+                                         ValueRange captures,
+                                         bool fuseKeyValue) {
   Location loc = f.op.getLoc();
   auto elementOf = [](Value x) {
     return cast<RankedTensorType>(x.getType()).getElementType();
@@ -1126,26 +1195,37 @@ FailureOr<BranchGradient> branchGradient(OpBuilder &b, const Forward &f,
   llvm::append_range(dqCaptures, rowStats);
   FailureOr<Value> dq =
       gradientAttention(b, f, {q, dout}, {k, v}, k, dqCaptures, elementOf(q),
-                        /*transposed=*/false);
+                        /*transposed=*/false, Weights::ScoreGradient);
   if (failed(dq))
     return failure(); // Said once: dK and dV clone the same region.
-  // dK, dV: from K (and V) to the queries of its group.
+  // dK, dV: from K (and V) to the queries of its group, in one attention
+  // where they can share it.
   SmallVector<Value> kvCaptures(captures);
   for (Value s : rowStats)
     kvCaptures.push_back(groupRows(b, loc, f, s));
   Value rowsQ = groupRows(b, loc, f, q), rowsDout = groupRows(b, loc, f, dout);
-  FailureOr<Value> dk =
-      gradientAttention(b, f, {k, v}, {rowsQ, rowsDout}, rowsQ, kvCaptures,
-                        elementOf(k), /*transposed=*/true);
-  SmallVector<Value> dvCaptures(captures);
-  if (!rowStats.empty())
-    dvCaptures.push_back(kvCaptures[captures.size()]);
-  FailureOr<Value> dv =
-      gradientAttention(b, f, {k}, {rowsQ}, rowsDout, dvCaptures, elementOf(v),
-                        /*transposed=*/true);
-  if (failed(dk) || failed(dv))
+  FailureOr<std::pair<Value, Value>> fused = std::pair<Value, Value>();
+  if (fuseKeyValue)
+    fused = keyValueGradients(b, f, k, v, rowsQ, rowsDout, kvCaptures);
+  if (failed(fused))
     return failure();
-  g.dq = *dq, g.dk = *dk, g.dv = *dv;
+  g.dq = *dq;
+  if (fused->first) {
+    std::tie(g.dk, g.dv) = *fused;
+  } else {
+    FailureOr<Value> dk = gradientAttention(
+        b, f, {k, v}, {rowsQ, rowsDout}, rowsQ, kvCaptures, elementOf(k),
+        /*transposed=*/true, Weights::ScoreGradient);
+    SmallVector<Value> dvCaptures(captures);
+    if (!rowStats.empty())
+      dvCaptures.push_back(kvCaptures[captures.size()]);
+    FailureOr<Value> dv = gradientAttention(
+        b, f, {k}, {rowsQ}, rowsDout, dvCaptures, elementOf(v),
+        /*transposed=*/true, Weights::Probabilities);
+    if (failed(dk) || failed(dv))
+      return failure();
+    g.dk = *dk, g.dv = *dv;
+  }
   if (sink)
     g.dsink = sinkGradient(b, loc, sink, rowStats[0], rowStats[1]);
   return g;
@@ -1245,9 +1325,10 @@ FailureOr<Value> captureGradient(OpBuilder &b, const GradientParts &p,
 
 /// Builds `@gradient(queries..., keys..., v, sinks..., captures..., dout
 /// [, (output, lse) per branch with `saved`]) -> (dqueries..., dkeys...,
-/// dv, dsinks...)` for `op`.
+/// dv, dsinks...)` for `op`; `fuseKeyValue`: dK and dV in one attention
+/// where they can share it.
 LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
-                            bool scoreCaptures) {
+                            bool scoreCaptures, bool fuseKeyValue) {
   if (failed(checkDifferentiable(op)))
     return failure();
   Location loc = op.getLoc();
@@ -1324,9 +1405,10 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
     SmallVector<Value> rowStats;
     if (softmax)
       rowStats = {lses[r], rowDot(b, loc, branchDout, outs[r])};
-    FailureOr<BranchGradient> g = branchGradient(
-        b, forwardOf(r), queries[r], keys[r], v,
-        sinks.empty() ? Value() : sinks[r], branchDout, rowStats, captures);
+    FailureOr<BranchGradient> g =
+        branchGradient(b, forwardOf(r), queries[r], keys[r], v,
+                       sinks.empty() ? Value() : sinks[r], branchDout, rowStats,
+                       captures, fuseKeyValue);
     if (failed(g))
       return failure();
     grads.push_back(*g);
@@ -1381,7 +1463,8 @@ struct AttnGradientPass
     SmallVector<Operation *> old(module.getBody()->getOperations().size());
     llvm::transform(module.getBody()->getOperations(), old.begin(),
                     [](Operation &op) { return &op; });
-    if (failed(buildGradient(module, sole, savedStatistics, scoreCaptures)))
+    if (failed(buildGradient(module, sole, savedStatistics, scoreCaptures,
+                             fuseKeyValue)))
       return signalPassFailure();
     // The module is the gradient program alone.
     for (Operation *op : old)

@@ -64,14 +64,18 @@ void rewrite(AttentionOp op) {
   SmallVector<Value> accSizes =
       dynamicSizes(b, loc, {{q, 0}, {q, 1}, {q, 2}, {v, 3}});
 
-  // Initial state: m = -inf, l = 0, acc = 0 per branch.
+  // Initial state: m = -inf, l = 0, acc = 0 per branch (value_columns:
+  // each accumulator its branch's block of columns wide).
   SmallVector<Value> maxInit, sumInit, accInit;
+  std::optional<ArrayRef<int64_t>> columns = op.getValueColumns();
   for (unsigned r = 0; r < nb; ++r) {
     if (softmax) {
       maxInit.push_back(filledTensor(b, loc, rowShape, rowSizes,
                                      -std::numeric_limits<double>::infinity()));
       sumInit.push_back(filledTensor(b, loc, rowShape, rowSizes, 0.0));
     }
+    if (columns)
+      accShape.back() = (*columns)[r];
     accInit.push_back(filledTensor(b, loc, accShape, accSizes, 0.0));
   }
 

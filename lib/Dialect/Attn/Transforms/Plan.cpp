@@ -247,9 +247,21 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
     // takes P V's N = Dv, reading the last swizzle atom partly.
     bool producerLoop = blockN == 128 && options.decoupleWarpgroups &&
                         options.producerWarpgroup && !votes && kvLoop;
+    // value_columns: a branch's P V starts at its block's swizzle atom.
+    std::optional<ArrayRef<int64_t>> columns =
+        cast<AttentionOp>(facts.getOp()).getValueColumns();
+    int64_t atomColumns =
+        ArchInfo::atomElements(facts.getElementType().getIntOrFloatBitWidth());
+    bool blocksAligned =
+        !columns || llvm::all_of(columns->drop_back(), [&](int64_t w) {
+          return w % atomColumns == 0;
+        });
     if (blockM != 64 && blockM != 128 && blockM != 192)
       remark() << "wgmma not used: block-m " << blockM
                << " (it takes 64, 128 or 192); using mma.sync";
+    else if (!blocksAligned)
+      remark() << "wgmma not used: value_columns blocks are not whole "
+                  "64-column swizzle atoms; using mma.sync";
     else if (blockM == 192 && !producerLoop)
       return error() << "block-m 192 needs wgmma's producer warpgroup on a "
                         "dense KV loop (block-n 128, a KV loop, no block mask "

@@ -1856,7 +1856,9 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   auto op = AttentionOp::create(b, loc, outType, lseTypes, queries, keys, value,
                                 sinks, captures.getArrayRef(),
                                 b.getDenseF64ArrayAttr(scales),
-                                NormalizerAttr::get(ctx, first.normalizer));
+                                NormalizerAttr::get(ctx, first.normalizer),
+                                /*mean_empty_rows=*/UnitAttr(),
+                                /*value_columns=*/DenseI64ArrayAttr());
 
   // Builds one region: `leading` f32 args, four indices, the captures.
   auto buildRegion =

@@ -55,8 +55,12 @@ AttentionOp withLse(AttentionOp op) {
   auto fresh = AttentionOp::create(b, op.getLoc(), out, TypeRange{lse},
                                    op.getQueries(), op.getKeys(), op.getValue(),
                                    op.getSinks(), op.getCaptures(),
-                                   op.getScaleAttr(), op.getNormalizerAttr());
+                                   op.getScaleAttr(), op.getNormalizerAttr(),
+                                   /*mean_empty_rows=*/UnitAttr(),
+                                   /*value_columns=*/DenseI64ArrayAttr());
   fresh.setMeanEmptyRows(op.getMeanEmptyRows());
+  if (std::optional<ArrayRef<int64_t>> columns = op.getValueColumns())
+    fresh.setValueColumns(*columns);
   fresh->setDiscardableAttrs(op->getDiscardableAttrDictionary());
   for (auto [from, to] : llvm::zip(op->getRegions(), fresh->getRegions()))
     to.takeBody(from);

@@ -129,7 +129,8 @@ public:
   mlir::Type getElementType() const { return elementType; }
   /// Logit branches.
   unsigned getNumBranches() const { return branches; }
-  /// The smallest head dim of Q.K and V, and V's.
+  /// The smallest head dim of Q.K and V, and V's (with value_columns, the
+  /// widest branch block's: what one branch accumulates).
   int64_t getSmallestHeadDim() const { return smallestHeadDim; }
   int64_t getValueHeadDim() const { return valueHeadDim; }
   /// The head dims of Q.K summed over the branches.

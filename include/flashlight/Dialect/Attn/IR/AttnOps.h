@@ -25,6 +25,13 @@ namespace flashlight::attn {
 /// that names `pass` (passes that take a whole program: attn-gradient,
 /// attn-return-lse).
 AttentionOp getSoleAttention(mlir::ModuleOp module, llvm::StringRef pass);
+
+/// Where the accumulators `accState` ([B, Hq, BM, w_r] each) split `dv`
+/// columns of V and of the output into blocks (attn.attention's
+/// `value_columns`): each branch's first column. Empty where every
+/// accumulator is `dv` wide (every branch takes all of V).
+llvm::SmallVector<int64_t> valueColumnOffsets(mlir::ValueRange accState,
+                                              int64_t dv);
 } // namespace flashlight::attn
 
 #endif // FLASHLIGHT_DIALECT_ATTN_IR_ATTNOPS_H

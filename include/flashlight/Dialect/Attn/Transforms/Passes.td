@@ -284,7 +284,10 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
            "dO instead of recomputing the forward">,
     Option<"scoreCaptures", "score-captures", "bool", /*default=*/"false",
            "Also differentiate the captures the score region reads once, "
-           "materializing S and dP ([B, Hq, M, N] f32)">
+           "materializing S and dP ([B, Hq, M, N] f32)">,
+    Option<"fuseKeyValue", "fuse-key-value", "bool", /*default=*/"true",
+           "dK and dV in one attention (value_columns) where the head dims "
+           "allow; false: two attentions, each computing S and P">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
