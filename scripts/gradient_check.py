@@ -179,9 +179,15 @@ def cases():
 _jitted = {}
 
 
+# More flashlight-compile flags for every function, the same for fill and
+# run (the cache keys them): GRADIENT_FLAGS="--fuse-key-value-from=0"
+# checks the one-attention dK and dV at every shape of the matrix.
+FLAGS = tuple(os.environ.get("GRADIENT_FLAGS", "").split())
+
+
 def jitted(fn):
     if fn not in _jitted:
-        _jitted[fn] = flashlight.jit(fn, runtime_shapes=False)
+        _jitted[fn] = flashlight.jit(fn, runtime_shapes=False, flags=FLAGS)
     return _jitted[fn]
 
 
@@ -260,7 +266,8 @@ def run(cache, out_path):
         records.append(record)
         print(f"{name:<28} {'pass' if ok else 'FAIL'} "
               f"{record.get('errors', record.get('error'))}", flush=True)
-    return write_result(out_path, "gradient_check", records, failures)
+    return write_result(out_path, "gradient_check", records, failures,
+                        flags=list(FLAGS))
 
 
 if __name__ == "__main__":

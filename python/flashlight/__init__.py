@@ -646,6 +646,16 @@ def _run_steps(kernel, entry, args):
             t.fill_(fill)
         return t
 
+    def result(v):
+        # A kernel writes every element of its results (the GPU checks
+        # poison them with NaN to prove it): no zero fill (the backward's
+        # [Q | dO] took 0.16 ms a call to zero at B * N = 16k).
+        if kernel.poison:
+            return new(v, float("nan"))
+        info = infos[v]
+        return torch.empty(info["shape"], dtype=_torch_dtypes()[info["dtype"]],
+                           device=device)
+
     for i, a in enumerate(args):
         vals[i] = a.contiguous()
     for step in entry["steps"]:
@@ -668,7 +678,7 @@ def _run_steps(kernel, entry, args):
         elif op == "kernel":
             for r in step["results"]:
                 # Poisoned: an element the kernel skips stays NaN.
-                vals[r] = new(r, float("nan") if kernel.poison else None)
+                vals[r] = result(r)
             _launch(kernel._host_function(step["kernel"]),
                     [vals[a] for a in step["args"]], (step["grid"], 1, 1),
                     (step["block"], 1, 1), device)

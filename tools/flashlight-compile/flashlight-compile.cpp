@@ -189,6 +189,12 @@ static cl::opt<bool> unfusedKeyValue(
              "S and P, instead of one (the previous form, for A/B "
              "measurements; no effect without --gradient)"),
     cl::init(false), cl::cat(toolCategory));
+static cl::opt<int64_t> fuseKeyValueFrom(
+    "fuse-key-value-from",
+    cl::desc("With --gradient: dK and dV in one attention only where the "
+             "query and key lengths are both at least this (0: always; "
+             "attn-gradient's fuse-key-value-from)"),
+    cl::init(4096), cl::cat(toolCategory));
 static cl::opt<bool> savedStatistics(
     "saved-statistics",
     cl::desc("With --gradient: the gradient program takes, after dout, "
@@ -501,6 +507,7 @@ LogicalResult raiseAndOutline(ModuleOp module) {
     options.savedStatistics = savedStatistics;
     options.scoreCaptures = scoreCaptureGradients;
     options.fuseKeyValue = !unfusedKeyValue;
+    options.fuseKeyValueFrom = fuseKeyValueFrom;
     pm.addPass(flashlight::attn::createAttnGradient(options));
   }
   pm.addPass(flashlight::attn::createAttnExpandEmptyRows());

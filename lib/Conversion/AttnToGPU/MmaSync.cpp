@@ -761,9 +761,21 @@ void MmaSyncEmitter::emitBranchGroup(StepFrame &f,
   if (partial && f.maskBits.empty())
     maskPartialTile(f, partial);
   Fragments kept = applyScoreAndMask(f, group, s, pre);
-  for (unsigned r : group)
-    weighAndAccumulate(f, r, s[r], kept,
-                       /*last=*/g + 1 == groups.size() && r == group.back());
+  bool lastGroup = g + 1 == groups.size();
+  if (group.size() == 1) {
+    weighAndAccumulate(f, group[0], s[group[0]], kept, lastGroup);
+    return;
+  }
+  // Several branches: every weight first, then the P Vs back to back.
+  SmallVector<SmallVector<Value>> alpha;
+  SmallVector<const Fragments *> weights;
+  for (unsigned r : group) {
+    alpha.push_back(weigh(f, r, s[r], kept));
+    weights.push_back(&s[r]);
+  }
+  groupWeighed(weights, f.bn);
+  for (auto [i, r] : llvm::enumerate(group))
+    accumulate(f, r, s[r], alpha[i], lastGroup && r == group.back());
 }
 
 SmallVector<IRMapping> MmaSyncEmitter::scoreRegionInputs(const StepFrame &f) {
@@ -868,6 +880,12 @@ MmaSyncEmitter::applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
 
 void MmaSyncEmitter::weighAndAccumulate(StepFrame &f, unsigned r, Fragments &s,
                                         const Fragments &kept, bool last) {
+  SmallVector<Value> alpha = weigh(f, r, s, kept);
+  accumulate(f, r, s, alpha, last);
+}
+
+SmallVector<Value> MmaSyncEmitter::weigh(StepFrame &f, unsigned r, Fragments &s,
+                                         const Fragments &kept) {
   SmallVector<Value> alpha(f.rows, Value()), offset;
   if (f.softmax)
     updateRowMax(f, r, s, alpha, offset);
@@ -875,6 +893,11 @@ void MmaSyncEmitter::weighAndAccumulate(StepFrame &f, unsigned r, Fragments &s,
   if (f.softmax)
     for (int64_t row = 0; row < f.rows; ++row)
       f.newSum[r].push_back(add(mul(f.l[r][row], alpha[row]), rowSum[row]));
+  return alpha;
+}
+
+void MmaSyncEmitter::accumulate(StepFrame &f, unsigned r, const Fragments &s,
+                                ArrayRef<Value> alpha, bool last) {
   llvm::SaveAndRestore<bool> lastProduct(lastValueProduct, last);
   // value_columns: the branch weighs its own block of V's columns.
   int64_t dv = f.dv;

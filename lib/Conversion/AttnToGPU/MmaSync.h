@@ -380,8 +380,17 @@ protected:
   Fragments applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
                               MutableArrayRef<Fragments> s,
                               ArrayRef<IRMapping> pre);
-  /// Branch r's weights, its new row max and sum (softmax) and
-  /// O = alpha O + P V; `last`: the step's last P V.
+  /// Branch r's weights in `s`, its new row max and sum (softmax); returns
+  /// the rows' rescale alpha (null: 1).
+  SmallVector<Value> weigh(StepFrame &f, unsigned r, Fragments &s,
+                           const Fragments &kept);
+  /// O = alpha O + P V of branch r; `last`: the step's last P V.
+  void accumulate(StepFrame &f, unsigned r, const Fragments &s,
+                  ArrayRef<Value> alpha, bool last);
+  /// Runs once a group's weights are all computed, before its P Vs
+  /// (several branches: `weights` in branch order).
+  virtual void groupWeighed(ArrayRef<const Fragments *> weights, int64_t bn) {}
+  /// weigh then accumulate, one branch.
   void weighAndAccumulate(StepFrame &f, unsigned r, Fragments &s,
                           const Fragments &kept, bool last);
   /// Softmax: branch r's new row max and the rescale `alpha` of each row,

@@ -1577,14 +1577,38 @@ protected:
     return c;
   }
 
+  /// P's A fragments for one wgmma, 4 registers per 16 keys.
+  SmallVector<Value> packedWeights(const Fragments &weights, int64_t bn) {
+    Fragments pFrag = packWeights(weights, bn);
+    SmallVector<Value> p;
+    for (const SmallVector<Value> &k : pFrag[0])
+      llvm::append_range(p, k);
+    return p;
+  }
+
+  /// A group's weights, converted before its first P V: written while a
+  /// P V is in flight (ping-pong leaves it so), the next P V's registers
+  /// make ptxas serialize every wgmma of the kernel (C7513; the backward's
+  /// dK and dV in one kernel ran 1.7-2x slower).
+  SmallVector<SmallVector<Value>> packedAhead;
+  void groupWeighed(ArrayRef<const Fragments *> weights, int64_t bn) override {
+    if (pipelinedN)
+      return;
+    for (const Fragments *w : weights)
+      packedAhead.push_back(packedWeights(*w, bn));
+  }
+
   SmallVector<Value> valueProduct(const Fragments &weights, ArrayRef<Value> acc,
                                   ArrayRef<Value> alpha, int64_t dv,
                                   int64_t bn) override {
     if (!pipelinedN) {
-      Fragments pFrag = packWeights(weights, bn);
       SmallVector<Value> p;
-      for (const SmallVector<Value> &k : pFrag[0])
-        llvm::append_range(p, k);
+      if (!packedAhead.empty()) {
+        p = packedAhead.front();
+        packedAhead.erase(packedAhead.begin());
+      } else {
+        p = packedWeights(weights, bn);
+      }
       // With a producer, the step's softmaxes have read its staged tiles
       // (and its S products K) by the last P V: release them before it, so
       // that the producer's copies of the tile after next into that buffer

@@ -1,4 +1,5 @@
 // RUN: flashlight-opt %s --split-input-file --verify-diagnostics --attn-gradient | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --verify-diagnostics --attn-gradient="fuse-key-value-from=16" | FileCheck %s --check-prefix=FUSED
 
 // Soft-capped causal GQA (4 query heads over 2 KV heads): the forward again
 // with its LSE, Delta = rowsum(dO * O), then dQ, dK and dV as attentions.
@@ -182,24 +183,25 @@ func.func @sink_gate(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v:
 
 // -----
 
-// Head dims of whole 64-column atoms: dK and dV in one attention from K and
-// V to the queries, its value [Q | dO] and value_columns: scale dS weighs
-// Q's columns (dK), P dO's (dV); the two gradients are its column blocks.
+// Head dims of whole 64-column atoms, lengths from fuse-key-value-from: dK
+// and dV in one attention from K and V to the queries, its value [Q | dO]
+// and value_columns: scale dS weighs Q's columns (dK), P dO's (dV); the two
+// gradients are its column blocks. Shorter (the default's 4096): two.
 // CHECK-LABEL: func.func @gradient(
-// CHECK-SAME: -> (tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>)
-// CHECK: %[[DQ:.+]] = attn.attention q(%arg0, %arg3
-// CHECK: %[[QDO:.+]] = tensor.concat dim(3) %arg0, %arg3 : (tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>) -> tensor<1x2x16x128xbf16>
-// CHECK: %[[KV:.+]] = attn.attention q(%arg1, %arg2 {{.*}} k(%arg0, %arg3 {{.*}} v(%[[QDO]] : tensor<1x2x16x128xbf16>) captures({{.*}}) value_columns [64, 64] scale [1.250000e-01, 1.000000e+00] normalizer none score {
-// CHECK: %[[P:.+]] = math.exp2
-// CHECK: %[[SCALE:.+]] = arith.constant 1.250000e-01 : f32
-// CHECK-NEXT: %[[SDS:.+]] = arith.mulf %{{.*}}, %[[SCALE]]
-// CHECK-NEXT: attn.yield %[[SDS]], %[[P]] : f32, f32
-// CHECK: } mask {
-// CHECK-NOT: epilogue
-// CHECK: } -> tensor<1x2x16x128xbf16>
-// CHECK: %[[DK:.+]] = tensor.extract_slice %[[KV]][0, 0, 0, 0] [1, 2, 16, 64] [1, 1, 1, 1]
-// CHECK: %[[DV:.+]] = tensor.extract_slice %[[KV]][0, 0, 0, 64] [1, 2, 16, 64] [1, 1, 1, 1]
-// CHECK: return %[[DQ]], %[[DK]], %[[DV]]
+// CHECK-NOT: value_columns
+// CHECK: return
+// FUSED: %[[QDO:.+]] = tensor.concat dim(3) %arg0, %arg3 : (tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>) -> tensor<1x2x16x128xbf16>
+// FUSED: %[[KV:.+]] = attn.attention q(%arg1, %arg2 {{.*}} k(%arg0, %arg3 {{.*}} v(%[[QDO]] : tensor<1x2x16x128xbf16>) captures({{.*}}) value_columns [64, 64] scale [1.250000e-01, 1.000000e+00] normalizer none score {
+// FUSED: %[[P:.+]] = math.exp2
+// FUSED: %[[SCALE:.+]] = arith.constant 1.250000e-01 : f32
+// FUSED-NEXT: %[[SDS:.+]] = arith.mulf %{{.*}}, %[[SCALE]]
+// FUSED-NEXT: attn.yield %[[SDS]], %[[P]] : f32, f32
+// FUSED: } mask {
+// FUSED-NOT: epilogue
+// FUSED: } -> tensor<1x2x16x128xbf16>
+// FUSED: %[[DK:.+]] = tensor.extract_slice %[[KV]][0, 0, 0, 0] [1, 2, 16, 64] [1, 1, 1, 1]
+// FUSED: %[[DV:.+]] = tensor.extract_slice %[[KV]][0, 0, 0, 64] [1, 2, 16, 64] [1, 1, 1, 1]
+// FUSED: return %{{.*}}, %[[DK]], %[[DV]] : tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>
 func.func @causal_d64(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x64xbf16>) -> tensor<1x2x16x64xbf16> {
   %o = attn.attention q(%q : tensor<1x2x16x64xbf16>) k(%k : tensor<1x2x16x64xbf16>) v(%v : tensor<1x2x16x64xbf16>) scale [0.125] normalizer softmax
     mask {

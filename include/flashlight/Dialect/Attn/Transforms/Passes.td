@@ -287,7 +287,12 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
            "materializing S and dP ([B, Hq, M, N] f32)">,
     Option<"fuseKeyValue", "fuse-key-value", "bool", /*default=*/"true",
            "dK and dV in one attention (value_columns) where the head dims "
-           "allow; false: two attentions, each computing S and P">
+           "allow; false: two attentions, each computing S and P">,
+    Option<"fuseKeyValueFrom", "fuse-key-value-from", "int64_t",
+           /*default=*/"4096",
+           "With fuse-key-value: only where the query and key lengths are "
+           "both at least this (below, copying [Q | dO] and the two "
+           "gradients out costs more than the kernel saves)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
