@@ -430,6 +430,24 @@ TEST_CASE("reference applies the mask region and sigmoid", "[reference]") {
   CHECK(out[0].data[0] == Approx(1.0 / (1.0 + std::exp(-0.5))));
 }
 
+TEST_CASE("reference value_columns: each branch writes its own columns",
+          "[reference]") {
+  // Two branches on the same Q and K, scales 0.5 and 1, no normalizer:
+  // branch 0 weighs V's column 0, branch 1 column 1.
+  json p = program("none", nullptr);
+  p["branches"] = 2;
+  p["scale"] = {0.5, 1.0};
+  p["queries"] = {0, 0};
+  p["keys"] = {1, 1};
+  p["num_lse"] = 0;
+  p["value_columns"] = {1, 1};
+  KernelManifest m = manifestFrom(tinyManifest(p));
+  std::vector<HostTensor> out = evaluateReference(m, tinyInputs(), {0});
+  // Row 0: q.k = (1, 2, 0); V = [[1, 2], [3, 4], [5, 6]].
+  CHECK(out[0].data[0] == Approx(0.5 * 1 + 1.0 * 3)); // 0.5 q.k . V[:, 0]
+  CHECK(out[0].data[1] == Approx(1.0 * 2 + 2.0 * 4)); // q.k . V[:, 1]
+}
+
 TEST_CASE("without a driver, the runtime says so", "[runtime]") {
   try {
     CudaDriver::get();
