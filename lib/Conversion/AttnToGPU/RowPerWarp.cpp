@@ -261,29 +261,22 @@ protected:
                    {b0, h0, row}, blocks[r].first, blocks[r].second);
       return success();
     }
+    // The epilogue combines the branches at each of the row's columns.
+    SmallVector<Value> values;
     for (int64_t c = 0; c < numChunks; ++c) {
       Value d = column(c);
       Value dClamped = dv % kThreadsPerWarp ? minI(d, idx(dv - 1)) : d;
       SmallVector<Value> outs;
       for (unsigned r = 0; r < nb; ++r)
         outs.push_back(branchOut[r][c]);
-      Value value = fin.getEpilogue().empty()
-                        ? outs[0]
-                        : inlineRegion(fin.getEpilogue(), outs,
-                                       {b0, h0, rowClamped, dClamped},
-                                       fin.getCaptures())[0];
-      Type elementType = outType.getElementType();
-      if (elementType != value.getType())
-        value = arith::TruncFOp::create(b, loc, elementType, value);
-      Value valid = rowValid;
-      if (dv % kThreadsPerWarp)
-        valid = arith::AndIOp::create(
-            b, loc, valid, cmpI(arith::CmpIPredicate::slt, d, idx(dv)));
-      auto store = scf::IfOp::create(b, loc, valid);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&store.getThenRegion().front());
-      memref::StoreOp::create(b, loc, value, out, {b0, h0, row, d});
+      values.push_back(fin.getEpilogue().empty()
+                           ? outs[0]
+                           : inlineRegion(fin.getEpilogue(), outs,
+                                          {b0, h0, rowClamped, dClamped},
+                                          fin.getCaptures())[0]);
     }
+    storeBlock(out, outType.getElementType(), values, rowValid, {b0, h0, row},
+               0, dv);
     return success();
   }
 
