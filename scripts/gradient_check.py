@@ -183,11 +183,15 @@ _jitted = {}
 # run (the cache keys them): GRADIENT_FLAGS="--fuse-key-value-from=0"
 # checks the one-attention dK and dV at every shape of the matrix.
 FLAGS = tuple(os.environ.get("GRADIENT_FLAGS", "").split())
+# The archs compiled (and so run): GRADIENT_ARCHS=sm_80 checks the mma.sync
+# kernels on a Hopper GPU (their PTX through the driver's JIT).
+ARCHS = tuple(a for a in os.environ.get("GRADIENT_ARCHS", "").split(",") if a) or \
+    flashlight._jit.DEFAULT_ARCHS
 
 
 def jitted(fn):
     if fn not in _jitted:
-        _jitted[fn] = flashlight.jit(fn, runtime_shapes=False, flags=FLAGS)
+        _jitted[fn] = flashlight.jit(fn, runtime_shapes=False, flags=FLAGS, archs=ARCHS)
     return _jitted[fn]
 
 
@@ -267,7 +271,7 @@ def run(cache, out_path):
         print(f"{name:<28} {'pass' if ok else 'FAIL'} "
               f"{record.get('errors', record.get('error'))}", flush=True)
     return write_result(out_path, "gradient_check", records, failures,
-                        flags=list(FLAGS))
+                        flags=list(FLAGS), archs=list(ARCHS))
 
 
 if __name__ == "__main__":
