@@ -531,12 +531,25 @@ Value columnsOf(OpBuilder &b, Location loc, Value x, int64_t first,
   return tensor::ExtractSliceOp::create(b, loc, x, offsets, sizes, strides);
 }
 
+/// Whether dK and dV of one branch can be one attention: one element type
+/// (one output holds both) and Q's head dim whole 64-column swizzle atoms
+/// (wgmma starts the second block's P V at an atom).
+bool fusesKeyValue(Value k, Value v, Value rowsQ, Value rowsDout) {
+  auto typeOf = [](Value x) { return cast<RankedTensorType>(x.getType()); };
+  Type element = typeOf(k).getElementType();
+  int64_t dqk = typeOf(rowsQ).getDimSize(3),
+          dv = typeOf(rowsDout).getDimSize(3);
+  return llvm::all_of(
+             ValueRange{v, rowsQ, rowsDout},
+             [&](Value x) { return typeOf(x).getElementType() == element; }) &&
+         !ShapedType::isDynamic(dqk) && !ShapedType::isDynamic(dv) &&
+         dqk % ArchInfo::atomElements(element.getIntOrFloatBitWidth()) == 0;
+}
+
 /// dK and dV of one branch in one attention from K and V to the queries of
-/// their group: the weights scale dS and P weigh Q's and dO's columns of
-/// one value [Q | dO] (value_columns), so S = K Q^T and P are computed once
-/// for both, where dK and dV apart compute them twice. Null where the
-/// element types differ (one output holds both) or the block boundary
-/// (Q's head dim) is not a 64-column swizzle atom's, which wgmma needs.
+/// their group (where fusesKeyValue): the weights scale dS and P weigh Q's
+/// and dO's columns of one value [Q | dO] (value_columns), so S = K Q^T and
+/// P are computed once for both, where dK and dV apart compute them twice.
 FailureOr<std::pair<Value, Value>>
 keyValueGradients(OpBuilder &b, const Forward &f, Value k, Value v, Value rowsQ,
                   Value rowsDout, ValueRange captures) {
@@ -544,12 +557,6 @@ keyValueGradients(OpBuilder &b, const Forward &f, Value k, Value v, Value rowsQ,
   Type element = typeOf(k).getElementType();
   int64_t dqk = typeOf(rowsQ).getDimSize(3),
           dv = typeOf(rowsDout).getDimSize(3);
-  if (llvm::any_of(
-          ValueRange{v, rowsQ, rowsDout},
-          [&](Value x) { return typeOf(x).getElementType() != element; }) ||
-      ShapedType::isDynamic(dqk) || ShapedType::isDynamic(dv) ||
-      dqk % ArchInfo::atomElements(element.getIntOrFloatBitWidth()))
-    return std::pair<Value, Value>();
   Location loc = f.op.getLoc();
   Value value =
       tensor::ConcatOp::create(b, loc, /*dim=*/3, ValueRange{rowsQ, rowsDout});
@@ -1204,13 +1211,12 @@ FailureOr<BranchGradient> branchGradient(OpBuilder &b, const Forward &f,
   for (Value s : rowStats)
     kvCaptures.push_back(groupRows(b, loc, f, s));
   Value rowsQ = groupRows(b, loc, f, q), rowsDout = groupRows(b, loc, f, dout);
-  FailureOr<std::pair<Value, Value>> fused = std::pair<Value, Value>();
-  if (fuseKeyValue)
-    fused = keyValueGradients(b, f, k, v, rowsQ, rowsDout, kvCaptures);
-  if (failed(fused))
-    return failure();
   g.dq = *dq;
-  if (fused->first) {
+  if (fuseKeyValue && fusesKeyValue(k, v, rowsQ, rowsDout)) {
+    FailureOr<std::pair<Value, Value>> fused =
+        keyValueGradients(b, f, k, v, rowsQ, rowsDout, kvCaptures);
+    if (failed(fused))
+      return failure();
     std::tie(g.dk, g.dv) = *fused;
   } else {
     FailureOr<Value> dk = gradientAttention(
