@@ -3,6 +3,7 @@
 
     bench/backward.py fill CACHE                # where the compiler is
     bench/backward.py run CACHE OUT.json [--lengths 2048,8192]
+                      [--compare] [--flags "--fuse-key-value-from=0"]
 
 Vanilla and causal attention (B * N = 16k, H * D = 2048, bf16, [B, H, N, D])
 at D = 64 / 128, N = 2k / 8k; at N = 2k against torch.compile of the same
@@ -144,10 +145,17 @@ _jitted = {}
 PREVIOUS = {"flashlight_unfused": ("--unfused-key-value-gradients",)}
 
 
+# More flashlight-compile flags for system `flashlight` (`--flags`: an
+# experiment, e.g. --fuse-key-value-from=0); part of the cache key, so fill
+# and run take the same.
+FLAGS = []
+
+
 def jitted(variant, system="flashlight"):
     if (variant, system) not in _jitted:
         _jitted[variant, system] = flashlight.jit(
-            PROGRAMS[variant], runtime_shapes=False, flags=PREVIOUS.get(system, ()))
+            PROGRAMS[variant], runtime_shapes=False,
+            flags=tuple(PREVIOUS.get(system, FLAGS)))
     return _jitted[variant, system]
 
 
@@ -312,7 +320,8 @@ def run(cache, out_path, lengths, only=None, variants=None, profile=False,
 def write(out_path, records):
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
-              "command": "bench/backward.py fill CACHE (build); bench/backward.py run CACHE OUT",
+              "command": "bench/backward.py fill CACHE (build); bench/backward.py "
+                         + " ".join(sys.argv[1:]),
               "records": records}
     with open(out_path, "w") as f:
         json.dump(result, f, indent=1)
@@ -331,7 +340,11 @@ if __name__ == "__main__":
     parser.add_argument("--compare", action="store_true",
                         help="Flashlight against its previous gradient form "
                              "(PREVIOUS), alternating rounds, no peers")
+    parser.add_argument("--flags", default="",
+                        help="more flashlight-compile flags (space-separated) for "
+                             "system flashlight, at fill and run alike")
     a = parser.parse_args()
+    FLAGS.extend(a.flags.split())
     lengths = [int(x) for x in a.lengths.split(",")]
     if a.mode == "fill":
         fill(a.cache, lengths, a.variants and a.variants.split(","), a.compare)

@@ -2,7 +2,8 @@
 # The GPU check of flashlight-run --entry: the user's whole function (the
 # manifest entry's steps: projections on cuBLAS, norms and elementwise
 # kernels, the attention kernels) for every program of the real-world corpus
-# (test/Corpus) that has such steps.
+# (test/Corpus) that has such steps, and two gradient programs whose dK and
+# dV are one attention (copy steps around it).
 #
 #   scripts/entry-check.sh prepare DIR      # here (needs the build)
 #   scripts/entry-check.sh run DIR OUT.json # on the GPU machine (driver only)
@@ -37,6 +38,15 @@ if [ "$mode" = prepare ]; then
     if ! grep -q '"steps"' "$out/$name.json"; then rm -rf "$out"; continue; fi
     cp "$(dirname "$program")/$name".*.bin "$out/" 2>/dev/null || true
     rm -f "$out"/*.mlir "$out"/*.ptx
+  done
+  # Gradient programs with dK and dV in one attention: their [Q | dO] and
+  # the slices out of it are copy steps (cuMemcpy2D in a Fast run).
+  for example in attention_sink differential; do
+    name=${example}_gradient_fused
+    "$build/bin/flashlight-compile" "$root/examples/$example.mlir" --gradient \
+      --fuse-key-value-from=0 --head-dim=64 -o "$dir/kernels/$name" \
+      --name="$name" --arch=${ARCHS:-sm_90a} >/dev/null
+    rm -f "$dir/kernels/$name"/*.mlir "$dir/kernels/$name"/*.ptx
   done
   echo "entry-check: $(ls "$dir/kernels" | wc -l) programs with entry steps in $dir"
   exit 0

@@ -32,6 +32,7 @@ std::string flashlight::runtime::driverSymbol(const std::string &name) {
       {"cuMemcpyDtoH", "cuMemcpyDtoH_v2"},
       {"cuMemsetD8", "cuMemsetD8_v2"},
       {"cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync_v2"},
+      {"cuMemcpy2DAsync", "cuMemcpy2DAsync_v2"},
       {"cuEventElapsedTime", "cuEventElapsedTime_v2"},
       {"cuEventDestroy", "cuEventDestroy_v2"},
   };
@@ -70,6 +71,7 @@ CudaDriver load() {
   FL_RESOLVE(cuMemsetD8);
   FL_RESOLVE(cuMemsetD8Async);
   FL_RESOLVE(cuMemcpyDtoDAsync);
+  FL_RESOLVE(cuMemcpy2DAsync);
   FL_RESOLVE(cuLaunchKernel);
   FL_RESOLVE(cuEventCreate);
   FL_RESOLVE(cuEventRecord);

@@ -253,6 +253,9 @@ void EntryProgram::runKernelStep(const json &step, EntryMode mode, bool poison,
       cuda.check(
           cuda.cuMemsetD8Async(buffer(r), 0xff, bytesOf(values[r]), stream),
           "cuMemsetD8Async");
+  if (mode == EntryMode::Fast && step.contains("copy") &&
+      runCopyStep(step, stream))
+    return;
   if (mode == EntryMode::Fast && step.contains("einsum")) {
     // result = init + a b, on cuBLAS where it takes the product.
     std::string why;
@@ -299,6 +302,81 @@ void EntryProgram::runKernelStep(const json &step, EntryMode mode, bool poison,
                                                         computeCapability));
   host->launch(step.at("kernel"), step.at("grid"), step.at("block"), ptrs,
                shapes, stream);
+}
+
+namespace {
+/// The product of `shape`'s extents from `dim` on.
+size_t extentFrom(const std::vector<int64_t> &shape, size_t dim) {
+  size_t n = 1;
+  for (size_t d = dim; d < shape.size(); ++d)
+    n *= shape[d];
+  return n;
+}
+} // namespace
+
+bool EntryProgram::runCopyStep(const json &step, CUstream stream) {
+  const json &copy = step.at("copy");
+  std::vector<size_t> sources;
+  for (const json &s : copy.at("sources"))
+    sources.push_back(valueId(s, values.size(), "copy step"));
+  size_t to = valueId(step.at("results").at(0), values.size(), "copy step");
+  std::vector<int64_t> out = shapeOf(to);
+  size_t elements = extentFrom(out, 0);
+  if (elements == 0)
+    return true;
+  size_t element = bytesOf(values[to]) / elements;
+  // Each part: rows of `width` bytes, `srcPitch` apart in the source and
+  // `dstPitch` apart in the result, starting `srcX` / `dstX` bytes in.
+  struct Part {
+    size_t source, srcX, srcPitch, dstX, dstPitch, width, rows;
+  };
+  std::vector<Part> parts;
+  std::string kind = copy.at("kind");
+  if (kind == "concat") {
+    size_t dim = copy.at("dim");
+    size_t offset = 0, rows = elements / extentFrom(out, dim);
+    for (size_t s : sources) {
+      std::vector<int64_t> in = shapeOf(s);
+      size_t width = extentFrom(in, dim) * element;
+      parts.push_back(
+          {s, 0, width, offset, extentFrom(out, dim) * element, width, rows});
+      offset += width;
+    }
+  } else if (kind == "slice" && sources.size() == 1) {
+    std::vector<int64_t> in = shapeOf(sources[0]);
+    std::vector<int64_t> offsets = copy.at("offsets"), sizes = copy.at("sizes");
+    // One sliced dim `k` (the first whose extent changes); every later one
+    // whole: a 2-D box.
+    size_t k = 0;
+    while (k < in.size() && sizes[k] == in[k])
+      ++k;
+    if (k == in.size())
+      k = 0;
+    for (size_t d = k + 1; d < in.size(); ++d)
+      if (sizes[d] != in[d])
+        return false;
+    size_t inner = extentFrom(in, k + 1) * element;
+    parts.push_back({sources[0], size_t(offsets[k]) * inner, in[k] * inner, 0,
+                     sizes[k] * inner, sizes[k] * inner,
+                     extentFrom(in, 0) / extentFrom(in, k)});
+  } else {
+    return false;
+  }
+  CudaDriver &cuda = CudaDriver::get();
+  for (const Part &p : parts) {
+    CudaMemcpy2D m;
+    m.srcMemoryType = m.dstMemoryType = kDeviceMemory;
+    m.srcDevice = buffer(p.source);
+    m.srcXInBytes = p.srcX;
+    m.srcPitch = p.srcPitch;
+    m.dstDevice = buffer(to);
+    m.dstXInBytes = p.dstX;
+    m.dstPitch = p.dstPitch;
+    m.WidthInBytes = p.width;
+    m.Height = p.rows;
+    cuda.check(cuda.cuMemcpy2DAsync(&m, stream), "cuMemcpy2DAsync");
+  }
+  return true;
 }
 
 void EntryProgram::runAttentionStep(const json &step, EntryMode mode,

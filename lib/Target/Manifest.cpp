@@ -279,6 +279,24 @@ json tensorInfo(func::FuncOp func, unsigned index) {
   return info;
 }
 
+/// A kernel step's `copy` (HostToGPU's flashlight.copy): its kind and
+/// parameters, and its sources as value ids (`args`: the step's).
+json copyStep(DictionaryAttr copy, const json &args) {
+  json step = {{"kind", cast<StringAttr>(copy.get("kind")).str()}};
+  for (NamedAttribute field : copy) {
+    StringRef name = field.getName().strref();
+    if (auto list = dyn_cast<DenseI64ArrayAttr>(field.getValue())) {
+      json values = json::array();
+      for (int64_t v : list.asArrayRef())
+        values.push_back(name == "sources" ? args.at(v) : json(v));
+      step[name.str()] = values;
+    } else if (auto number = dyn_cast<IntegerAttr>(field.getValue())) {
+      step[name.str()] = number.getInt();
+    }
+  }
+  return step;
+}
+
 /// What the host function's marks say about its results: the inputs a
 /// gradient program's results are the gradients of (attn-gradient), the
 /// result that is the attention's log-sum-exp (attn-return-lse).
@@ -464,6 +482,8 @@ FailureOr<json> flashlight::describeHostSteps(
           {"results", created}};
       if (auto einsum = generic->getAttrOfType<StringAttr>("flashlight.einsum"))
         step["einsum"] = einsum.str();
+      if (auto copy = generic->getAttrOfType<DictionaryAttr>("flashlight.copy"))
+        step["copy"] = copyStep(copy, *args);
     } else if (auto call = dyn_cast<func::CallOp>(op)) {
       FailureOr<json> args = idsOf(&op, call.getOperands());
       if (failed(args))

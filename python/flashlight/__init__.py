@@ -656,23 +656,35 @@ def _run_steps(kernel, entry, args):
         return torch.empty(info["shape"], dtype=_torch_dtypes()[info["dtype"]],
                            device=device)
 
+    # An empty tensor is made (zeroed) where a step first reads it: a copy
+    # step's destination never is.
+    deferred = set()
+
+    def val(v):
+        if v in deferred:
+            deferred.discard(v)
+            vals[v] = new(v)
+        return vals[v]
+
     for i, a in enumerate(args):
         vals[i] = a.contiguous()
     for step in entry["steps"]:
         op = step["op"]
         if op == "empty":
-            vals[step["result"]] = new(step["result"])
+            deferred.add(step["result"])
+        elif op == "kernel" and "copy" in step:
+            vals[step["results"][0]] = _copy(step["copy"], [val(v) for v in step["copy"]["sources"]])
         elif op == "constant":
             info = dict(infos[step["result"]], file=step["file"])
             vals[step["result"]] = _load_constant(kernel, info, device)
         elif op == "reshape":
             shape = infos[step["result"]]["shape"]
-            vals[step["result"]] = vals[step["source"]].reshape(shape)
+            vals[step["result"]] = val(step["source"]).reshape(shape)
         elif op == "kernel" and "einsum" in step:
             # A contraction (a projection, a matmul): a library GEMM
             # (cuBLAS through torch.einsum) instead of the simple kernel,
             # in the accumulator's type, added to the initial value.
-            a, b, init = (vals[i] for i in step["args"][:3])
+            a, b, init = (val(i) for i in step["args"][:3])
             acc = init.dtype
             vals[step["results"][0]] = init + torch.einsum(step["einsum"], a.to(acc), b.to(acc))
         elif op == "kernel":
@@ -680,18 +692,33 @@ def _run_steps(kernel, entry, args):
                 # Poisoned: an element the kernel skips stays NaN.
                 vals[r] = result(r)
             _launch(kernel._host_function(step["kernel"]),
-                    [vals[a] for a in step["args"]], (step["grid"], 1, 1),
+                    [val(a) for a in step["args"]], (step["grid"], 1, 1),
                     (step["block"], 1, 1), device)
         elif op == "attention":
             attention = kernel._attention(step.get("attention", 0))
-            outs = attention(*[vals[a] for a in step["args"]])
+            outs = attention(*[val(a) for a in step["args"]])
             outs = outs if isinstance(outs, tuple) else (outs,)
             for r, o in zip(step["results"], outs):
                 vals[r] = o
         else:
             raise RuntimeError(f"unknown step {op!r} in {kernel.manifest['name']}")
-    results = [vals[r] for r in entry["results"]]
+    results = [val(r) for r in entry["results"]]
     return results[0] if len(results) == 1 else tuple(results)
+
+
+def _copy(copy, sources):
+    """A kernel step that only moves data (its `copy`: HostToGPU's
+    flashlight.copy), with torch's copies instead of the reference kernel."""
+    import torch
+
+    if copy["kind"] == "concat":
+        return torch.cat(sources, dim=copy["dim"])
+    if copy["kind"] == "slice":
+        x = sources[0]
+        for d, (offset, size) in enumerate(zip(copy["offsets"], copy["sizes"])):
+            x = x.narrow(d, offset, size)
+        return x.contiguous()
+    raise RuntimeError(f"unknown copy {copy['kind']!r}")
 
 
 def _layout_plan(index, rank):

@@ -412,6 +412,18 @@ def _run_steps(manifest, directory, manifest_path, args):
         elif op == "reshape":
             vals[step["result"]] = jnp.reshape(vals[step["source"]],
                                                infos[step["result"]]["shape"])
+        elif op == "kernel" and "copy" in step:
+            # Data movement (HostToGPU's flashlight.copy): XLA's own ops.
+            copy = step["copy"]
+            sources = [vals[v] for v in copy["sources"]]
+            if copy["kind"] == "concat":
+                moved = jnp.concatenate(sources, axis=copy["dim"])
+            elif copy["kind"] == "slice":
+                moved = jax.lax.slice(sources[0], copy["offsets"],
+                                      [o + n for o, n in zip(copy["offsets"], copy["sizes"])])
+            else:
+                raise RuntimeError(f"flashlight.jax: unknown copy {copy['kind']!r}")
+            vals[step["results"][0]] = moved
         elif op == "kernel" and "einsum" in step:
             a, b, init = (vals[i] for i in step["args"][:3])
             vals[step["results"][0]] = init + jnp.einsum(

@@ -207,5 +207,30 @@ class JaxJit(unittest.TestCase):
         self.assertEqual(sorted(calls), ["0", "1", "2"], text[-2000:])
 
 
+@unittest.skipUnless(HAS_JAX, "needs JAX")
+class CopySteps(unittest.TestCase):
+    """flashlight.jax runs a kernel step marked `copy` as XLA's concatenate
+    and slice (on the CPU too), never as its kernel's custom call."""
+
+    def test_concat_and_slices(self):
+        import jax
+        import numpy as np
+
+        sys.path.insert(0, os.path.dirname(__file__))
+        from test_runtime import COPY_ENTRY
+
+        import flashlight.jax as fj
+
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((2, 3, 4)).astype(np.float32)
+        b = rng.standard_normal((2, 3, 2)).astype(np.float32)
+        c, s, t = jax.jit(lambda x, y: fj._run_steps({"entry": COPY_ENTRY}, ".", "copies.json",
+                                                     [x, y]))(a, b)
+        want = np.concatenate([a, b], axis=2)
+        np.testing.assert_array_equal(np.asarray(c), want)
+        np.testing.assert_array_equal(np.asarray(s), want[:, 1:3, 4:6])
+        np.testing.assert_array_equal(np.asarray(t), a)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -163,6 +163,55 @@ class ExportAliasing(unittest.TestCase):
         self.assertTrue({"q", "k", "v"} <= refs, refs)
 
 
+# An entry of copy steps only (HostToGPU's flashlight.copy, as the gradient
+# program's [Q | dO] and its dK, dV slices): inputs a [2, 3, 4], b [2, 3, 2];
+# c = concat(a, b, dim 2), then c[:, 1:3, 4:6] and c[:, :, 0:4]. Each kernel
+# step names a kernel no runtime may launch: the copy must run natively.
+COPY_ENTRY = {
+    "inputs": [{"dtype": "f32", "shape": [2, 3, 4]}, {"dtype": "f32", "shape": [2, 3, 2]}],
+    "values": [{"dtype": "f32", "shape": s} for s in
+               ([2, 3, 4], [2, 3, 2], [2, 3, 6], [2, 3, 6], [2, 3, 6], [2, 2, 2], [2, 2, 2],
+                [2, 3, 4], [2, 3, 4])],
+    "steps": [
+        {"op": "empty", "result": 2},
+        {"op": "kernel", "kernel": "absent", "grid": 1, "block": 1, "args": [2, 3, 0, 1],
+         "results": [3], "copy": {"kind": "concat", "dim": 2, "sources": [0, 1]}},
+        {"op": "empty", "result": 5},
+        {"op": "kernel", "kernel": "absent", "grid": 1, "block": 1, "args": [5, 6, 3],
+         "results": [6], "copy": {"kind": "slice", "offsets": [0, 1, 4],
+                                  "sizes": [2, 2, 2], "sources": [3]}},
+        {"op": "empty", "result": 7},
+        {"op": "kernel", "kernel": "absent", "grid": 1, "block": 1, "args": [7, 8, 3],
+         "results": [8], "copy": {"kind": "slice", "offsets": [0, 0, 0],
+                                  "sizes": [2, 3, 4], "sources": [3]}},
+    ],
+    "results": [3, 6, 8],
+}
+
+
+@unittest.skipUnless(HAS_TORCH, "needs PyTorch")
+class CopySteps(unittest.TestCase):
+    """The torch runtime runs a kernel step marked `copy` with torch's
+    copies (CPU tensors do), never its kernel."""
+
+    def test_concat_and_slices(self):
+        import torch
+
+        class Stub:
+            poison = False
+
+            def _host_function(self, name):
+                raise AssertionError(f"launched kernel {name} of a copy step")
+
+        a, b = torch.randn(2, 3, 4), torch.randn(2, 3, 2)
+        c, s, t = flashlight._run_steps(Stub(), COPY_ENTRY, [a, b])
+        want = torch.cat([a, b], dim=2)
+        self.assertTrue(torch.equal(c, want))
+        self.assertTrue(torch.equal(s, want[:, 1:3, 4:6]))
+        self.assertTrue(torch.equal(t, a))
+        self.assertTrue(s.is_contiguous() and t.is_contiguous())
+
+
 @unittest.skipUnless(HAS_TORCH, "needs PyTorch")
 class RuntimeStrides(unittest.TestCase):
     """Which layouts a kernel with runtime strides takes as they are (the

@@ -34,6 +34,26 @@ struct CudaError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// cuda.h's CUDA_MEMCPY2D (the _v2 layout): a pitched 2-D copy.
+struct CudaMemcpy2D {
+  size_t srcXInBytes = 0, srcY = 0;
+  int srcMemoryType = 0;
+  const void *srcHost = nullptr;
+  CUdeviceptr srcDevice = 0;
+  void *srcArray = nullptr;
+  size_t srcPitch = 0;
+  size_t dstXInBytes = 0, dstY = 0;
+  int dstMemoryType = 0;
+  void *dstHost = nullptr;
+  CUdeviceptr dstDevice = 0;
+  void *dstArray = nullptr;
+  size_t dstPitch = 0;
+  size_t WidthInBytes = 0, Height = 0;
+};
+static_assert(sizeof(CudaMemcpy2D) == 128, "CUDA_MEMCPY2D's layout");
+/// CU_MEMORYTYPE_DEVICE.
+constexpr int kDeviceMemory = 2;
+
 /// The driver entry points Flashlight uses.
 struct CudaDriver {
   CUresult (*cuInit)(unsigned);
@@ -56,6 +76,7 @@ struct CudaDriver {
   CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
   CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
   CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuMemcpy2DAsync)(const CudaMemcpy2D *, CUstream);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                              unsigned, unsigned, unsigned, CUstream, void **,
                              void **);

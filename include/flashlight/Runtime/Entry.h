@@ -70,6 +70,10 @@ private:
                      CUstream stream);
   void runAttentionStep(const nlohmann::json &step, EntryMode mode,
                         CUstream stream);
+  /// A kernel step that only moves data (its `copy`: a concat, or a slice
+  /// of one dim) as pitched driver copies; false where it is of another
+  /// form, for the step's kernel to run.
+  bool runCopyStep(const nlohmann::json &step, CUstream stream);
   /// Attention `k` of the program: its manifest for this device and, for
   /// Fast runs, its loaded kernel.
   const KernelManifest &attentionManifest(size_t k);

@@ -68,10 +68,13 @@ func.func @sum_of_squares(%x: tensor<12x256xf32>) -> tensor<12xf32> {
 
 // A slice reads its source in the kernel, at offset + index * stride;
 // concats select the part each index falls in, every part read at a clamped
-// index.
+// index. The concat is marked as a copy of its parts (parameters 2 and 3 of
+// its kernel) for runtimes to move natively; the strided slice is not.
 // CHECK-LABEL: func.func @slice_concat
-// CHECK: linalg.generic {{.*}}flashlight.kernel = "host0"
-// CHECK: linalg.generic {{.*}}flashlight.kernel = "host1"
+// CHECK: linalg.generic
+// CHECK-NOT: flashlight.copy
+// CHECK-SAME: flashlight.kernel = "host0"
+// CHECK: linalg.generic {{.*}}flashlight.copy = {dim = 0 : i64, kind = "concat", sources = array<i64: 2, 3>}{{.*}}flashlight.kernel = "host1"
 // CHECK: gpu.func @host0(%{{.*}}: memref<3xf32>, %{{.*}}: memref<3xf32>, %[[SRC:.+]]: memref<8xf32>)
 // CHECK: %[[I:.+]] = arith.muli %{{.*}}, %c2 : index
 // CHECK: %[[AT:.+]] = arith.addi %c1, %[[I]] : index
@@ -86,6 +89,17 @@ func.func @slice_concat(%x: tensor<8xf32>, %y: tensor<4xf32>) -> tensor<7xf32> {
   %s = tensor.extract_slice %x[1] [3] [2] : tensor<8xf32> to tensor<3xf32>
   %c = tensor.concat dim(0) %s, %y : (tensor<3xf32>, tensor<4xf32>) -> tensor<7xf32>
   return %c : tensor<7xf32>
+}
+
+// -----
+
+// A unit-stride slice is marked as a copy of its source (its kernel's
+// parameter 2), with its offsets and sizes.
+// CHECK-LABEL: func.func @column_slice
+// CHECK: linalg.generic {{.*}}flashlight.copy = {kind = "slice", offsets = array<i64: 0, 2>, sizes = array<i64: 4, 3>, sources = array<i64: 2>}
+func.func @column_slice(%x: tensor<4x8xf32>) -> tensor<4x3xf32> {
+  %s = tensor.extract_slice %x[0, 2] [4, 3] [1, 1] : tensor<4x8xf32> to tensor<4x3xf32>
+  return %s : tensor<4x3xf32>
 }
 
 // -----
