@@ -192,9 +192,9 @@ static cl::opt<bool> unfusedKeyValue(
 static cl::opt<int64_t> fuseKeyValueFrom(
     "fuse-key-value-from",
     cl::desc("With --gradient: dK and dV in one attention only where the "
-             "query and key lengths are both at least this (0: always; "
-             "attn-gradient's fuse-key-value-from)"),
-    cl::init(4096), cl::cat(toolCategory));
+             "query and key lengths are both at least this times the head "
+             "dim / 64 (0: always; attn-gradient's fuse-key-value-from)"),
+    cl::init(2048), cl::cat(toolCategory));
 static cl::opt<bool> savedStatistics(
     "saved-statistics",
     cl::desc("With --gradient: the gradient program takes, after dout, "

@@ -1469,18 +1469,23 @@ struct AttnGradientPass
     SmallVector<Operation *> old(module.getBody()->getOperations().size());
     llvm::transform(module.getBody()->getOperations(), old.begin(),
                     [](Operation &op) { return &op; });
-    // dK and dV in one attention where it pays: its value [Q | dO] and the
-    // two gradients are copied on the reference path (~0.4 ms a call at
-    // B * N = 16k), which the kernel's saving (S and P once) exceeds from
-    // N = 4096 (H200: 1.01-1.18x at 4k, 1.12-1.27x at 8k; causal at 2k
-    // 0.86-0.94x).
+    // dK and dV in one attention where it pays: its loop computes S and P
+    // once for both, but carries accumulators 2 Dqk wide and copies
+    // [Q | dO] in and the two gradients out. Same-run A/B (H200, decision
+    // 024): with 64-column heads 1.10-1.14x from N = 2048; with 128-column
+    // ones 1.12x (vanilla) but 0.89x (causal) at 2048, 1.17-1.22x from
+    // 4096: the length scales with the head dim.
     auto length = [](Value x, int64_t dim) {
       return cast<RankedTensorType>(x.getType()).getDimSize(dim);
     };
+    Value queries = sole.getQueries()[0];
     int64_t shortest =
-        std::min(length(sole.getQueries()[0], 2), length(sole.getKeys()[0], 2));
+        std::min(length(queries, 2), length(sole.getKeys()[0], 2));
+    // Per 64 columns of Q's head dim (one bf16 swizzle atom).
+    int64_t from =
+        fuseKeyValueFrom * std::max<int64_t>(1, length(queries, 3) / 64);
     bool fuse = fuseKeyValue && !ShapedType::isDynamic(shortest) &&
-                shortest >= fuseKeyValueFrom;
+                shortest >= from;
     if (failed(
             buildGradient(module, sole, savedStatistics, scoreCaptures, fuse)))
       return signalPassFailure();

@@ -289,10 +289,11 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
            "dK and dV in one attention (value_columns) where the head dims "
            "allow; false: two attentions, each computing S and P">,
     Option<"fuseKeyValueFrom", "fuse-key-value-from", "int64_t",
-           /*default=*/"4096",
+           /*default=*/"2048",
            "With fuse-key-value: only where the query and key lengths are "
-           "both at least this (below, copying [Q | dO] and the two "
-           "gradients out costs more than the kernel saves)">
+           "both at least this times Q's head dim / 64 (below, the loop is "
+           "too short for the fused kernel's wider accumulators and its "
+           "copies)">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
