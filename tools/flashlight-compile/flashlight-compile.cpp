@@ -622,6 +622,7 @@ FailureOr<json> describeProgram(ModuleOp module,
   PassManager hostPM(ctx);
   configure(hostPM);
   hostPM.addPass(flashlight::createHostFuse());
+  hostPM.addPass(flashlight::createHostSplitReductions());
   hostPM.addPass(flashlight::createHostToGPU());
   if (failed(hostPM.run(*hostModule)))
     return failure();

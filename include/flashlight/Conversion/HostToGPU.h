@@ -37,6 +37,18 @@ hostKernelParams(mlir::linalg::GenericOp generic);
 void cloneForKernel(mlir::OpBuilder &b, mlir::Operation &op,
                     mlir::IRMapping &map);
 
+/// How the accumulators of `generic` combine, when each yields
+/// `combine(acc, term)` with an associative f32 `combine` (add, mul, max,
+/// min) and a term that reads no accumulator (a sum of squares, a row max,
+/// a table's gradient): the combining ops, in accumulator order; none
+/// otherwise. Such a reduction may run in any order and be split.
+std::optional<llvm::SmallVector<mlir::Operation *>>
+reductionCombiners(mlir::linalg::GenericOp generic);
+
+/// The identity of a combining op of reductionCombiners (0, 1, -inf, inf).
+mlir::Value combinerIdentity(mlir::OpBuilder &b, mlir::Location loc,
+                             mlir::Operation *combiner);
+
 } // namespace flashlight
 
 #endif // FLASHLIGHT_CONVERSION_HOSTTOGPU_H

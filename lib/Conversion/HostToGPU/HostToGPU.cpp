@@ -342,18 +342,16 @@ LogicalResult concatToGeneric(IRRewriter &rewriter, tensor::ConcatOp concat) {
   return success();
 }
 
-/// How the accumulators of a generic with one reduction loop of at least
-/// `kMinWarpReduction` iterations combine, when each yields `combine(acc,
-/// term)` with an associative f32 `combine` and a term that reads no
-/// accumulator (a norm's sum of squares, a row max): the combining ops, in
-/// accumulator order; none otherwise. A warp then shares each row.
+/// A generic with one reduction loop of at least `kMinWarpReduction`
+/// iterations whose accumulators combine associatively
+/// (reductionCombiners): its combining ops; none otherwise. A warp then
+/// shares each row.
 constexpr int64_t kMinWarpReduction = 64;
 std::optional<SmallVector<Operation *>>
 rowCombiners(linalg::GenericOp generic) {
-  SmallVector<utils::IteratorType> iters = generic.getIteratorTypesArray();
   SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
   std::optional<int64_t> reduced;
-  for (auto [d, it] : llvm::enumerate(iters))
+  for (auto [d, it] : llvm::enumerate(generic.getIteratorTypesArray()))
     if (it != utils::IteratorType::parallel) {
       if (reduced)
         return std::nullopt;
@@ -362,6 +360,13 @@ rowCombiners(linalg::GenericOp generic) {
   if (!reduced || ShapedType::isDynamic(ranges[*reduced]) ||
       ranges[*reduced] < kMinWarpReduction)
     return std::nullopt;
+  return flashlight::reductionCombiners(generic);
+}
+
+} // namespace
+
+std::optional<SmallVector<Operation *>>
+flashlight::reductionCombiners(linalg::GenericOp generic) {
   Block &body = generic.getRegion().front();
   ValueRange accs = body.getArguments().take_back(generic.getNumDpsInits());
   SmallVector<Operation *> combiners;
@@ -397,8 +402,8 @@ rowCombiners(linalg::GenericOp generic) {
   return combiners;
 }
 
-/// The identity of a combining op of rowCombiners.
-Value combinerIdentity(OpBuilder &b, Location loc, Operation *combiner) {
+Value flashlight::combinerIdentity(OpBuilder &b, Location loc,
+                                   Operation *combiner) {
   double inf = std::numeric_limits<double>::infinity();
   double value = isa<arith::AddFOp>(combiner)                         ? 0.0
                  : isa<arith::MulFOp>(combiner)                       ? 1.0
@@ -406,6 +411,8 @@ Value combinerIdentity(OpBuilder &b, Location loc, Operation *combiner) {
                                                                       : inf;
   return arith::ConstantOp::create(b, loc, b.getF32FloatAttr(value));
 }
+
+namespace {
 
 /// The kernel of one generic.
 class KernelBuilder {
@@ -528,7 +535,7 @@ SmallVector<Value> KernelBuilder::reduceInWarp(OpBuilder &b,
   SmallVector<Value> start;
   for (auto [acc, combiner] : llvm::zip(accs, combiners))
     start.push_back(arith::SelectOp::create(
-        b, loc, first, acc, combinerIdentity(b, loc, combiner)));
+        b, loc, first, acc, flashlight::combinerIdentity(b, loc, combiner)));
   auto loop = scf::ForOp::create(
       b, loc, lane, arith::ConstantIndexOp::create(b, loc, ranges[d]),
       arith::ConstantIndexOp::create(b, loc, kWarpSize), start,
