@@ -685,8 +685,7 @@ def _run_steps(kernel, entry, args):
             # (cuBLAS through torch.einsum) instead of the simple kernel,
             # in the accumulator's type, added to the initial value.
             a, b, init = (val(i) for i in step["args"][:3])
-            acc = init.dtype
-            vals[step["results"][0]] = init + torch.einsum(step["einsum"], a.to(acc), b.to(acc))
+            vals[step["results"][0]] = init + _einsum(step["einsum"], a, b, init.dtype)
         elif op == "kernel":
             for r in step["results"]:
                 # Poisoned: an element the kernel skips stays NaN.
@@ -704,6 +703,26 @@ def _run_steps(kernel, entry, args):
             raise RuntimeError(f"unknown step {op!r} in {kernel.manifest['name']}")
     results = [val(r) for r in entry["results"]]
     return results[0] if len(results) == 1 else tuple(results)
+
+
+def _einsum(equation, a, b, acc):
+    """`equation` of `a` and `b` widened to `acc`. 16-bit float operands
+    widened to f32 are exact in TF32 (its 10 mantissa bits hold f16's and
+    bf16's), so their f32 products run on TF32 tensor cores, the products
+    exact and the sums in f32 as before (score-capture gradients' S and dP:
+    two [B, H, N, N] products a call)."""
+    import torch
+
+    narrow = (torch.float16, torch.bfloat16)
+    if acc != torch.float32 or a.dtype not in narrow or b.dtype not in narrow:
+        return torch.einsum(equation, a.to(acc), b.to(acc))
+    matmul = torch.backends.cuda.matmul
+    before = matmul.fp32_precision
+    matmul.fp32_precision = "tf32"
+    try:
+        return torch.einsum(equation, a.to(acc), b.to(acc))
+    finally:
+        matmul.fp32_precision = before
 
 
 def _copy(copy, sources):
