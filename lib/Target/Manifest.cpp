@@ -482,6 +482,8 @@ FailureOr<json> flashlight::describeHostSteps(
           {"results", created}};
       if (auto einsum = generic->getAttrOfType<StringAttr>("flashlight.einsum"))
         step["einsum"] = einsum.str();
+      if (auto fill = generic->getAttrOfType<FloatAttr>("flashlight.fill"))
+        step["fill"] = fill.getValueAsDouble();
       if (auto copy = generic->getAttrOfType<DictionaryAttr>("flashlight.copy"))
         step["copy"] = copyStep(copy, *args);
     } else if (auto call = dyn_cast<func::CallOp>(op)) {

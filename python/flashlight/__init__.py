@@ -656,14 +656,16 @@ def _run_steps(kernel, entry, args):
         return torch.empty(info["shape"], dtype=_torch_dtypes()[info["dtype"]],
                            device=device)
 
-    # An empty tensor is made (zeroed) where a step first reads it: a copy
-    # step's destination never is.
-    deferred = set()
+    # An empty tensor (zeros) or a filled one (a kernel step marked `fill`)
+    # is made where a step first reads it: a copy's destination never is,
+    # nor a contraction's zero initial value.
+    deferred = {}
 
     def val(v):
         if v in deferred:
-            deferred.discard(v)
-            vals[v] = new(v)
+            info = infos[v]
+            vals[v] = torch.full(info["shape"], deferred.pop(v),
+                                 dtype=_torch_dtypes()[info["dtype"]], device=device)
         return vals[v]
 
     for i, a in enumerate(args):
@@ -671,7 +673,9 @@ def _run_steps(kernel, entry, args):
     for step in entry["steps"]:
         op = step["op"]
         if op == "empty":
-            deferred.add(step["result"])
+            deferred[step["result"]] = 0
+        elif op == "kernel" and "fill" in step:
+            deferred[step["results"][0]] = step["fill"]
         elif op == "kernel" and "copy" in step:
             vals[step["results"][0]] = _copy(step["copy"], [val(v) for v in step["copy"]["sources"]])
         elif op == "constant":
@@ -684,8 +688,12 @@ def _run_steps(kernel, entry, args):
             # A contraction (a projection, a matmul): a library GEMM
             # (cuBLAS through torch.einsum) instead of the simple kernel,
             # in the accumulator's type, added to the initial value.
-            a, b, init = (val(i) for i in step["args"][:3])
-            vals[step["results"][0]] = init + _einsum(step["einsum"], a, b, init.dtype)
+            a, b = val(step["args"][0]), val(step["args"][1])
+            init, dtype = step["args"][2], _torch_dtypes()[infos[step["args"][2]]["dtype"]]
+            product = _einsum(step["einsum"], a, b, dtype)
+            # Into zeros (a fill not made yet): the product itself.
+            vals[step["results"][0]] = (product if deferred.get(init, None) == 0
+                                        else val(init) + product)
         elif op == "kernel":
             for r in step["results"]:
                 # Poisoned: an element the kernel skips stays NaN.

@@ -412,6 +412,9 @@ def _run_steps(manifest, directory, manifest_path, args):
         elif op == "reshape":
             vals[step["result"]] = jnp.reshape(vals[step["source"]],
                                                infos[step["result"]]["shape"])
+        elif op == "kernel" and "fill" in step:
+            info = infos[step["results"][0]]
+            vals[step["results"][0]] = jnp.full(info["shape"], step["fill"], _dtype(info["dtype"]))
         elif op == "kernel" and "copy" in step:
             # Data movement (HostToGPU's flashlight.copy): XLA's own ops.
             copy = step["copy"]

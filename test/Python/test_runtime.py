@@ -191,8 +191,8 @@ COPY_ENTRY = {
 
 @unittest.skipUnless(HAS_TORCH, "needs PyTorch")
 class CopySteps(unittest.TestCase):
-    """The torch runtime runs a kernel step marked `copy` with torch's
-    copies (CPU tensors do), never its kernel."""
+    """The torch runtime runs a kernel step marked `copy` or `fill` with
+    torch's own ops (CPU tensors do), never its kernel."""
 
     def test_concat_and_slices(self):
         import torch
@@ -210,6 +210,42 @@ class CopySteps(unittest.TestCase):
         self.assertTrue(torch.equal(s, want[:, 1:3, 4:6]))
         self.assertTrue(torch.equal(t, a))
         self.assertTrue(s.is_contiguous() and t.is_contiguous())
+
+    def test_fills_and_contractions_into_zeros(self):
+        import torch
+
+        class Stub:
+            poison = False
+
+            def _host_function(self, name):
+                raise AssertionError(f"launched kernel {name} of a fill step")
+
+        # value 2 = fill 0 -> c = 2 + a b^T (no add of the zeros); value 5 =
+        # fill 1.5 -> d = 5 + a b^T (the fill made where read).
+        f32 = lambda *shape: {"dtype": "f32", "shape": list(shape)}  # noqa: E731
+        entry = {
+            "inputs": [f32(2, 3, 4), f32(2, 5, 4)],
+            "values": [f32(2, 3, 4), f32(2, 5, 4), f32(2, 3, 5), f32(2, 3, 5), f32(2, 3, 5),
+                       f32(2, 3, 5), f32(2, 3, 5), f32(2, 3, 5)],
+            "steps": [
+                {"op": "empty", "result": 2},
+                {"op": "kernel", "kernel": "absent", "grid": 1, "block": 1, "args": [2, 3],
+                 "results": [3], "fill": 0.0},
+                {"op": "kernel", "kernel": "absent", "grid": 1, "block": 1,
+                 "args": [0, 1, 3, 4], "results": [4], "einsum": "abc,adc->abd"},
+                {"op": "empty", "result": 5},
+                {"op": "kernel", "kernel": "absent", "grid": 1, "block": 1, "args": [5, 6],
+                 "results": [6], "fill": 1.5},
+                {"op": "kernel", "kernel": "absent", "grid": 1, "block": 1,
+                 "args": [0, 1, 6, 7], "results": [7], "einsum": "abc,adc->abd"},
+            ],
+            "results": [4, 7],
+        }
+        a, b = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
+        c, d = flashlight._run_steps(Stub(), entry, [a, b])
+        want = torch.einsum("abc,adc->abd", a, b)
+        torch.testing.assert_close(c, want)
+        torch.testing.assert_close(d, want + 1.5)
 
 
 @unittest.skipUnless(HAS_TORCH, "needs PyTorch")

@@ -109,9 +109,9 @@ void splitReduction(RewriterBase &rewriter, linalg::GenericOp generic,
   for (int64_t d = 0; d < numLoops; ++d)
     if (split.parallelized[d])
       partialIters[d] = utils::IteratorType::parallel;
-  auto partial = linalg::GenericOp::create(
-      rewriter, loc, init.getType(), generic.getInputs(), init, maps,
-      partialIters);
+  auto partial =
+      linalg::GenericOp::create(rewriter, loc, init.getType(),
+                                generic.getInputs(), init, maps, partialIters);
   rewriter.cloneRegionBefore(generic.getRegion(), partial.getRegion(),
                              partial.getRegion().end());
 
@@ -121,16 +121,13 @@ void splitReduction(RewriterBase &rewriter, linalg::GenericOp generic,
   SmallVector<AffineExpr> resultExprs;
   for (AffineExpr e : generic.getIndexingMapsArray().back().getResults()) {
     int64_t d = cast<AffineDimExpr>(e).getPosition();
-    resultExprs.push_back(
-        getAffineDimExpr(llvm::find(split.partialDims, d) -
-                             split.partialDims.begin(),
-                         ctx));
+    resultExprs.push_back(getAffineDimExpr(
+        llvm::find(split.partialDims, d) - split.partialDims.begin(), ctx));
   }
   SmallVector<utils::IteratorType> finalIters;
   for (int64_t d : split.partialDims)
-    finalIters.push_back(split.parallelized[d]
-                             ? utils::IteratorType::reduction
-                             : utils::IteratorType::parallel);
+    finalIters.push_back(split.parallelized[d] ? utils::IteratorType::reduction
+                                               : utils::IteratorType::parallel);
   auto final = linalg::GenericOp::create(
       rewriter, loc, generic.getResultTypes(), partial.getResult(0),
       generic.getOutputs(),

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/SetVector.h"
 
@@ -136,6 +137,29 @@ std::optional<std::string> einsumOf(linalg::GenericOp generic) {
       text += char('a' + cast<AffineDimExpr>(e).getPosition());
   }
   return text;
+}
+
+/// The constant a generic writes to every element of its single float
+/// result (a generalized `linalg.fill`: parallel loops, no tensor read, the
+/// body yielding a constant scalar), if it is one. Runtimes then make the
+/// tensor where it is read, and a contraction into zeros skips its add.
+std::optional<double> fillValueOf(linalg::GenericOp generic) {
+  if (generic.getNumResults() != 1 || generic.getNumReductionLoops() != 0 ||
+      !isa<FloatType>(getElementTypeOrSelf(generic.getResult(0).getType())))
+    return std::nullopt;
+  for (Value in : generic.getInputs())
+    if (isa<ShapedType>(in.getType()))
+      return std::nullopt;
+  Value yielded = generic.getRegion().front().getTerminator()->getOperand(0);
+  if (auto arg = dyn_cast<BlockArgument>(yielded);
+      arg && arg.getArgNumber() < generic.getNumDpsInputs())
+    yielded = generic.getInputs()[arg.getArgNumber()];
+  FloatAttr value;
+  // Finite only: a manifest (JSON) has no infinities.
+  if (!matchPattern(yielded, m_Constant(&value)) ||
+      !std::isfinite(value.getValueAsDouble()))
+    return std::nullopt;
+  return value.getValueAsDouble();
 }
 
 bool hasAttention(func::FuncOp func) {
@@ -772,6 +796,8 @@ struct HostToGPU : flashlight::impl::HostToGPUBase<HostToGPU> {
                          b.getI64IntegerAttr(flashlight::kHostBlockSize));
         if (std::optional<std::string> einsum = einsumOf(generic))
           generic->setAttr("flashlight.einsum", b.getStringAttr(*einsum));
+        if (std::optional<double> fill = fillValueOf(generic))
+          generic->setAttr("flashlight.fill", b.getF64FloatAttr(*fill));
       }
     }
   }

@@ -223,3 +223,24 @@ func.func @squares(%x: tensor<4x8xf32>, %init: tensor<4xf32>) -> tensor<4xf32> {
   } -> tensor<4xf32>
   return %r : tensor<4xf32>
 }
+
+// -----
+
+// A generic writing one finite constant everywhere (a generalized fill) is
+// marked with its value, for runtimes to make the tensor where it is read
+// (and a contraction into zeros to skip its add); -inf is not (a manifest
+// has no infinities).
+// CHECK-LABEL: func.func @fills
+// CHECK: linalg.generic {{.*}}flashlight.fill = 0.000000e+00 : f64
+// CHECK: linalg.generic
+// CHECK-NOT: flashlight.fill
+// CHECK-SAME: flashlight.kernel
+func.func @fills() -> (tensor<4x8xf32>, tensor<4xf32>) {
+  %z = arith.constant 0.0 : f32
+  %n = arith.constant 0xFF800000 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %a = linalg.fill ins(%z : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e1 = tensor.empty() : tensor<4xf32>
+  %b = linalg.fill ins(%n : f32) outs(%e1 : tensor<4xf32>) -> tensor<4xf32>
+  return %a, %b : tensor<4x8xf32>, tensor<4xf32>
+}
