@@ -450,6 +450,12 @@ public:
 private:
   SmallVector<Value> emitBody(OpBuilder &b, ArrayRef<Value> idx,
                               ValueRange accs);
+  /// The body once per value of the bucket dim (all of them in this
+  /// thread, each with its own accumulators, in value-major order), or
+  /// once where there is none. What does not depend on the bucket is
+  /// emitted alike in every copy and merged by CSE.
+  SmallVector<Value> emitBodies(OpBuilder &b, SmallVector<Value> &idx,
+                                ValueRange accs);
   /// The reductions as loops in this thread, carrying the accumulators
   /// (`idx`'s reduction entries are set while emitting, 0 after).
   SmallVector<Value> reduceInThread(OpBuilder &b, SmallVector<Value> &idx,
@@ -471,7 +477,47 @@ private:
   std::string name;
   IRMapping captured;
   SmallVector<Value> inputs, inits, results;
+  /// bucketDim's loop, if any, and its extent.
+  std::optional<int64_t> bucket;
+  int64_t buckets = 1;
 };
+
+/// The parallel loop of a reduction generic whose index the body only
+/// compares for equality (a table's entry against the bucket a term falls
+/// in: `select(bucket(i, j) == t, term, 0)`), with at most
+/// `kMaxBuckets` values: one thread then takes every value, so that the
+/// term is computed once per step instead of once per entry.
+constexpr int64_t kMaxBuckets = 32;
+std::optional<int64_t> bucketDim(linalg::GenericOp generic) {
+  if (generic.getNumReductionLoops() == 0)
+    return std::nullopt;
+  SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+  SmallVector<utils::IteratorType> iters = generic.getIteratorTypesArray();
+  std::optional<int64_t> found;
+  for (auto index : generic.getRegion().front().getOps<linalg::IndexOp>()) {
+    int64_t d = index.getDim();
+    if (iters[d] != utils::IteratorType::parallel ||
+        ShapedType::isDynamic(ranges[d]) || ranges[d] > kMaxBuckets ||
+        (found && *found != d))
+      continue;
+    bool compared =
+        !index->use_empty() &&
+        llvm::all_of(index->getUsers(), [](Operation *user) {
+          auto cmp = dyn_cast<arith::CmpIOp>(user);
+          return cmp && cmp.getPredicate() == arith::CmpIPredicate::eq;
+        });
+    if (compared)
+      found = d;
+  }
+  // Only where no input is read at the bucket (each copy would load its
+  // own element: nothing to share).
+  if (found)
+    for (AffineMap map : generic.getIndexingMapsArray())
+      if (map != generic.getIndexingMapsArray().back() &&
+          map.isFunctionOfDim(*found))
+        return std::nullopt;
+  return found;
+}
 
 SmallVector<Value> KernelBuilder::elementAt(OpBuilder &b, AffineMap map,
                                             ArrayRef<Value> idx) {
@@ -515,6 +561,21 @@ SmallVector<Value> KernelBuilder::emitBody(OpBuilder &b, ArrayRef<Value> idx,
   return yielded;
 }
 
+SmallVector<Value> KernelBuilder::emitBodies(OpBuilder &b,
+                                             SmallVector<Value> &idx,
+                                             ValueRange accs) {
+  if (!bucket)
+    return emitBody(b, idx, accs);
+  unsigned perCopy = accs.size() / buckets;
+  SmallVector<Value> yielded;
+  for (int64_t k = 0; k < buckets; ++k) {
+    idx[*bucket] = arith::ConstantIndexOp::create(b, generic.getLoc(), k);
+    llvm::append_range(yielded,
+                       emitBody(b, idx, accs.slice(k * perCopy, perCopy)));
+  }
+  return yielded;
+}
+
 SmallVector<Value> KernelBuilder::reduceInThread(OpBuilder &b,
                                                  SmallVector<Value> &idx,
                                                  ValueRange accs) {
@@ -528,7 +589,7 @@ SmallVector<Value> KernelBuilder::reduceInThread(OpBuilder &b,
   std::function<SmallVector<Value>(OpBuilder &, unsigned, ValueRange)> nest =
       [&](OpBuilder &nb, unsigned level, ValueRange carried) {
         if (level == reductions.size())
-          return emitBody(nb, idx, carried);
+          return emitBodies(nb, idx, carried);
         int64_t d = reductions[level];
         auto loop = scf::ForOp::create(
             nb, loc, arith::ConstantIndexOp::create(nb, loc, 0),
@@ -557,19 +618,23 @@ SmallVector<Value> KernelBuilder::reduceInWarp(OpBuilder &b,
       d = i;
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   SmallVector<Value> start;
-  for (auto [acc, combiner] : llvm::zip(accs, combiners))
+  // Accumulators per bucket value, each with its output's combiner.
+  auto combinerOf = [&](size_t a) { return combiners[a % combiners.size()]; };
+  for (auto [a, acc] : llvm::enumerate(accs))
     start.push_back(arith::SelectOp::create(
-        b, loc, first, acc, flashlight::combinerIdentity(b, loc, combiner)));
+        b, loc, first, acc,
+        flashlight::combinerIdentity(b, loc, combinerOf(a))));
   auto loop = scf::ForOp::create(
       b, loc, lane, arith::ConstantIndexOp::create(b, loc, ranges[d]),
       arith::ConstantIndexOp::create(b, loc, kWarpSize), start,
       [&](OpBuilder &lb, Location l, Value iv, ValueRange args) {
         idx[d] = iv;
-        scf::YieldOp::create(lb, l, emitBody(lb, idx, args));
+        scf::YieldOp::create(lb, l, emitBodies(lb, idx, args));
       });
   idx[d] = zero;
   SmallVector<Value> values;
-  for (auto [value, combiner] : llvm::zip(loop.getResults(), combiners)) {
+  for (auto [a, value] : llvm::enumerate(loop.getResults())) {
+    Operation *combiner = combinerOf(a);
     Value x = value;
     for (int32_t offset = kWarpSize / 2; offset > 0; offset /= 2) {
       Value other = gpu::ShuffleOp::create(b, loc, x, offset, kWarpSize,
@@ -603,6 +668,12 @@ FailureOr<int64_t> KernelBuilder::build() {
   for (auto [r, it] : llvm::zip(ranges, iters))
     if (it == utils::IteratorType::parallel)
       points *= r;
+  // A bucket dim's values are taken by each thread (or warp), not spread.
+  bucket = bucketDim(generic);
+  if (bucket) {
+    buckets = ranges[*bucket];
+    points /= buckets;
+  }
 
   OpBuilder b(ctx);
   b.setInsertionPointToEnd(module.getBody());
@@ -693,7 +764,7 @@ FailureOr<int64_t> KernelBuilder::build() {
   Value rest = linear;
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   for (int64_t d = ranges.size() - 1; d >= 0; --d) {
-    if (iters[d] != utils::IteratorType::parallel) {
+    if (iters[d] != utils::IteratorType::parallel || d == bucket) {
       idx[d] = zero;
       continue;
     }
@@ -702,10 +773,18 @@ FailureOr<int64_t> KernelBuilder::build() {
     rest = arith::DivUIOp::create(b, loc, rest, size);
   }
   SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+  // The accumulators, per bucket value (one value without a bucket dim).
+  auto atBucket = [&](int64_t k) {
+    if (bucket)
+      idx[*bucket] = arith::ConstantIndexOp::create(b, loc, k);
+  };
   SmallVector<Value> accs;
-  for (auto [k, init] : llvm::enumerate(inits))
-    accs.push_back(memref::LoadOp::create(b, loc, init,
-                                          elementAt(b, maps[numIn + k], idx)));
+  for (int64_t k = 0; k < buckets; ++k) {
+    atBucket(k);
+    for (auto [j, init] : llvm::enumerate(inits))
+      accs.push_back(memref::LoadOp::create(
+          b, loc, init, elementAt(b, maps[numIn + j], idx)));
+  }
   Value first =
       combiners
           ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, zero)
@@ -718,9 +797,12 @@ FailureOr<int64_t> KernelBuilder::build() {
     auto store = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
     b.setInsertionPointToStart(store.thenBlock());
   }
-  for (auto [k, out] : llvm::enumerate(results))
-    memref::StoreOp::create(b, loc, values[k], out,
-                            elementAt(b, maps[numIn + k], idx));
+  for (int64_t k = 0; k < buckets; ++k) {
+    atBucket(k);
+    for (auto [j, out] : llvm::enumerate(results))
+      memref::StoreOp::create(b, loc, values[k * results.size() + j], out,
+                              elementAt(b, maps[numIn + j], idx));
+  }
   int64_t pointsPerBlock = flashlight::kHostBlockSize / perPoint;
   return (points + pointsPerBlock - 1) / pointsPerBlock;
 }

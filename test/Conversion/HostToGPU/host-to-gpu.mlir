@@ -244,3 +244,37 @@ func.func @fills() -> (tensor<4x8xf32>, tensor<4xf32>) {
   %b = linalg.fill ins(%n : f32) outs(%e1 : tensor<4xf32>) -> tensor<4xf32>
   return %a, %b : tensor<4x8xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A table's gradient: out[h, t] sums the terms whose bucket (j mod 4) is t.
+// The bucket dim t is only compared with: each thread takes all 4 values
+// of t (4 accumulators, 4 stores; 2 threads: one block), so that a term
+// is computed once per step and not once per entry.
+// CHECK-LABEL: func.func @buckets
+// CHECK: linalg.generic {{.*}}flashlight.grid = 1 : i64
+// CHECK: gpu.func @host0(
+// CHECK: scf.for {{.*}} iter_args({{.*}}, {{.*}}, {{.*}}, {{.*}}) -> (f32, f32, f32, f32)
+// CHECK-COUNT-4: arith.cmpi eq
+// CHECK: scf.yield
+// CHECK-COUNT-4: memref.store
+// CHECK-NOT: memref.store
+// CHECK: gpu.return
+#x = affine_map<(h, j, t) -> (h, j)>
+#o = affine_map<(h, j, t) -> (h, t)>
+func.func @buckets(%x: tensor<2x16xf32>, %init: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %r = linalg.generic {indexing_maps = [#x, #o], iterator_types = ["parallel", "reduction", "parallel"]} ins(%x : tensor<2x16xf32>) outs(%init : tensor<2x4xf32>) {
+  ^bb0(%v: f32, %acc: f32):
+    %j = linalg.index 1 : index
+    %t = linalg.index 2 : index
+    %c4 = arith.constant 4 : index
+    %bucket = arith.remui %j, %c4 : index
+    %hit = arith.cmpi eq, %bucket, %t : index
+    %e = math.exp %v : f32
+    %term = arith.select %hit, %e, %zero : f32
+    %sum = arith.addf %acc, %term : f32
+    linalg.yield %sum : f32
+  } -> tensor<2x4xf32>
+  return %r : tensor<2x4xf32>
+}
