@@ -10,7 +10,9 @@
 #ifndef FLASHLIGHT_CONVERSION_HOSTTOGPU_H
 #define FLASHLIGHT_CONVERSION_HOSTTOGPU_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/IRMapping.h"
 
 namespace flashlight {
@@ -36,6 +38,10 @@ hostKernelParams(mlir::linalg::GenericOp generic);
 /// lowering passes a wider one as it is, which reads garbage).
 void cloneForKernel(mlir::OpBuilder &b, mlir::Operation &op,
                     mlir::IRMapping &map);
+
+/// The reference path's functions of `module`: those with a body and no
+/// `attn` operation (the host passes work on these only).
+llvm::SmallVector<mlir::func::FuncOp> hostFunctions(mlir::ModuleOp module);
 
 /// How the accumulators of `generic` combine, when each yields
 /// `combine(acc, term)` with an associative f32 `combine` (add, mul, max,

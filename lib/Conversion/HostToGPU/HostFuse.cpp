@@ -1,5 +1,6 @@
 //===- HostFuse.cpp - Fuse the reference path's elementwise chains -------===//
 
+#include "flashlight/Conversion/HostToGPU.h"
 #include "flashlight/Conversion/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -32,13 +33,7 @@ struct HostFusePass : flashlight::impl::HostFuseBase<HostFusePass> {
       return isElementwise(producer) && isElementwise(fused->getOwner()) &&
              producer->hasOneUse();
     };
-    for (auto func : getOperation().getOps<func::FuncOp>()) {
-      bool attention = false;
-      func.walk([&](Operation *op) {
-        attention |= op->getName().getDialectNamespace() == "attn";
-      });
-      if (attention || func.isExternal())
-        continue;
+    for (func::FuncOp func : flashlight::hostFunctions(getOperation())) {
       RewritePatternSet patterns(&getContext());
       linalg::populateElementwiseOpsFusionPatterns(patterns, control);
       if (failed(applyPatternsGreedily(func, std::move(patterns))))

@@ -148,13 +148,7 @@ struct HostSplitReductionsPass
   using HostSplitReductionsBase::HostSplitReductionsBase;
   void runOnOperation() override {
     IRRewriter rewriter(&getContext());
-    for (auto func : getOperation().getOps<func::FuncOp>()) {
-      bool attention = false;
-      func.walk([&](Operation *op) {
-        attention |= op->getName().getDialectNamespace() == "attn";
-      });
-      if (attention || func.isExternal())
-        continue;
+    for (func::FuncOp func : flashlight::hostFunctions(getOperation())) {
       // The final reductions may qualify again: until none does.
       for (bool changed = true; changed;) {
         changed = false;

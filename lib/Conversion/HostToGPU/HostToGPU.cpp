@@ -162,14 +162,6 @@ std::optional<double> fillValueOf(linalg::GenericOp generic) {
   return value.getValueAsDouble();
 }
 
-bool hasAttention(func::FuncOp func) {
-  bool found = false;
-  func.walk([&](Operation *op) {
-    found |= op->getName().getDialectNamespace() == "attn";
-  });
-  return found;
-}
-
 RankedTensorType staticTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && t.hasStaticShape() ? t : RankedTensorType();
@@ -388,6 +380,19 @@ rowCombiners(linalg::GenericOp generic) {
 }
 
 } // namespace
+
+SmallVector<func::FuncOp> flashlight::hostFunctions(ModuleOp module) {
+  SmallVector<func::FuncOp> hosts;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    bool attention = false;
+    func.walk([&](Operation *op) {
+      attention |= op->getName().getDialectNamespace() == "attn";
+    });
+    if (!func.isExternal() && !attention)
+      hosts.push_back(func);
+  }
+  return hosts;
+}
 
 std::optional<SmallVector<Operation *>>
 flashlight::reductionCombiners(linalg::GenericOp generic) {
@@ -811,10 +816,7 @@ struct HostToGPU : flashlight::impl::HostToGPUBase<HostToGPU> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = module.getContext();
-    SmallVector<func::FuncOp> hosts;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal() && !hasAttention(func))
-        hosts.push_back(func);
+    SmallVector<func::FuncOp> hosts = flashlight::hostFunctions(module);
     if (hosts.empty())
       return;
     IRRewriter rewriter(ctx);

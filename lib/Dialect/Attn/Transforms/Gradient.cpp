@@ -1484,8 +1484,8 @@ struct AttnGradientPass
     // Per 64 columns of Q's head dim (one bf16 swizzle atom).
     int64_t from =
         fuseKeyValueFrom * std::max<int64_t>(1, length(queries, 3) / 64);
-    bool fuse = fuseKeyValue && !ShapedType::isDynamic(shortest) &&
-                shortest >= from;
+    bool fuse =
+        fuseKeyValue && !ShapedType::isDynamic(shortest) && shortest >= from;
     if (failed(
             buildGradient(module, sole, savedStatistics, scoreCaptures, fuse)))
       return signalPassFailure();
