@@ -9,6 +9,7 @@ include "Attn/AttnInterfaces.td"
 include "mlir/IR/OpAsmInterface.td"
 include "mlir/IR/OpBase.td"
 include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/ParallelCombiningOpInterface.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 class Attn_Op<string mnemonic, list<Trait> traits = []>
@@ -22,7 +23,8 @@ def Attn_F32Tensor : RankedTensorOf<[F32]>;
 //===----------------------------------------------------------------------===//
 
 def Attn_AttentionOp : Attn_Op<"attention", [
-    AttrSizedOperandSegments, IsolatedFromAbove, RecursiveMemoryEffects,
+    AttrSizedOperandSegments, AttrSizedResultSegments, IsolatedFromAbove,
+    RecursiveMemoryEffects,
     Attn_ScoreProgramOpInterface,
     DeclareOpInterfaceMethods<OpAsmOpInterface, ["getAsmBlockArgumentNames"]>
     ]> {
@@ -71,6 +73,16 @@ def Attn_AttentionOp : Attn_Op<"attention", [
       different values (the backward's dK and dV: weights dS and P, values
       Q and dO side by side). No epilogue then: each branch writes its own
       columns.
+    * `key_side` (optional, normalizer `none` or `sigmoid`): branch `r`'s
+      weights, transposed, times its queries, one row per key:
+      `key_side[b,h/g,j,c] = sum over the g heads of the group and i of
+      p_r[b,h,i,j] * Q_r[b,h,i,c]` (`[B,Hkv,N,Dqk_r]`, f32). With the
+      weights the gradient's dS (rows are keys, columns queries), this is
+      the gradient of the queries, computed from the same weights as the
+      keys' (FlashAttention's backward structure). Every row adds to every
+      key's row, so a code generator accumulates it across blocks
+      (atomically); the weights must be final per element, hence no
+      softmax.
     * `mean_empty_rows` (softmax without sinks): a row whose keys are all
       masked yields the mean of V over all keys instead of 0. This is what a
       program computes when its mask fills with a finite constant
@@ -114,11 +126,13 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     DenseF64ArrayAttr:$scale,
     Attn_NormalizerAttr:$normalizer,
     UnitAttr:$mean_empty_rows,
-    OptionalAttr<DenseI64ArrayAttr>:$value_columns
+    OptionalAttr<DenseI64ArrayAttr>:$value_columns,
+    OptionalAttr<I64Attr>:$key_side_branch
   );
   let results = (outs
     RankedTensorOf<[AnyFloat]>:$output,
-    Variadic<Attn_F32Tensor>:$lse
+    Variadic<Attn_F32Tensor>:$lse,
+    Optional<Attn_F32Tensor>:$key_side
   );
   let regions = (region
     MaxSizedRegion<1>:$score,
@@ -133,12 +147,14 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     (`sinks` `(` $sinks^ `:` type($sinks) `)`)?
     (`captures` `(` $captures^ `:` type($captures) `)`)?
     (`value_columns` $value_columns^)?
+    (`key_side` $key_side_branch^)?
     `scale` $scale
     `normalizer` `` $normalizer
     (`score` $score^)?
     (`mask` $mask^)?
     (`epilogue` $epilogue^)?
-    attr-dict `->` type(results)
+    attr-dict `->` custom<AttentionResults>(type($output), type($lse),
+        type($key_side), ref($key_side_branch))
   }];
 
   let extraClassDeclaration = [{
@@ -181,10 +197,16 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
     * `none`: state `acc_r` only; `acc' = acc + s.V`.
 
     `max`/`sum` are `[B,Hq,BM]` f32, `acc` is `[B,Hq,BM,Dv]` f32. The results
-    are the new state in operand order (`max...`, `sum...`, `acc...`).
+    are the new state in operand order (`max...`, `sum...`, `acc...`, then
+    `key_side`).
     Accumulators narrower than `Dv` (two or more branches, their widths
     summing to `Dv`) are `attn.attention`'s `value_columns`: branch `r`
     multiplies its weights by its own block of V's columns.
+
+    `key_side` (with `key_side_branch`, `attn.attention`'s `key_side`): the
+    step adds branch `r`'s weights, transposed, times its query block to
+    rows `k0 ..` of a `[1,1,N,Dqk_r]` f32 tensor (the block's contribution
+    to every key of its KV head), and returns it after the state.
 
     `whole_keys` says that the key block holds its full static block of keys
     at run time, all below the key length, though its type's extent is
@@ -199,6 +221,7 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
     Variadic<Attn_F32Tensor>:$maxState,
     Variadic<Attn_F32Tensor>:$sumState,
     Variadic<Attn_F32Tensor>:$accState,
+    Optional<Attn_F32Tensor>:$keySide,
     Index:$batchOffset,
     Index:$headOffset,
     Index:$queryOffset,
@@ -206,7 +229,8 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
     Variadic<AnyRankedTensor>:$captures,
     DenseF64ArrayAttr:$scale,
     Attn_NormalizerAttr:$normalizer,
-    UnitAttr:$wholeKeys
+    UnitAttr:$wholeKeys,
+    OptionalAttr<I64Attr>:$key_side_branch
   );
   let results = (outs Variadic<Attn_F32Tensor>:$newState);
   let regions = (region MaxSizedRegion<1>:$score, MaxSizedRegion<1>:$mask);
@@ -218,6 +242,7 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
     (`max` `(` $maxState^ `:` type($maxState) `)`)?
     (`sum` `(` $sumState^ `:` type($sumState) `)`)?
     `acc` `(` $accState `:` type($accState) `)`
+    (`key_side` $key_side_branch^ `(` $keySide `:` type($keySide) `)`)?
     `at` `(` $batchOffset `,` $headOffset `,` $queryOffset `,` $keyOffset `)`
     (`captures` `(` $captures^ `:` type($captures) `)`)?
     `scale` $scale
@@ -231,6 +256,8 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
   let extraClassDeclaration = [{
     /// Number of logit branches (one per query/key pair).
     unsigned getNumBranches() { return getQueries().size(); }
+    /// The new online state (max, sum, acc), without the key-side tensor.
+    ::mlir::ValueRange getStateResults();
   }];
 
   let hasVerifier = 1;
@@ -293,6 +320,34 @@ def Attn_OnlineFinalizeOp : Attn_Op<"online_finalize", [
 
   let hasVerifier = 1;
   let hasRegionVerifier = 1;
+}
+
+def Attn_ParallelAccumulateOp : Attn_Op<"parallel_accumulate", [
+    DeclareOpInterfaceMethods<ParallelCombiningOpInterface>]> {
+  let summary = "Add an iteration's contribution to a result of scf.forall";
+  let description = [{
+    In the `scf.forall.in_parallel` terminator of an `scf.forall`: adds
+    `source` (`[1,1,N,D]` f32, one iteration's contribution) to the rows of
+    `dest` (a shared output of the loop, `[B,H,N,D]`) at batch `b` and head
+    `h`: `dest[b,h,:,:] += source[0,0,:,:]`. Iterations that add to the
+    same rows combine by addition, in no particular order: the
+    `key_side` of a tiled `attn.attention`, to which every query tile
+    contributes.
+
+    ```mlir
+    scf.forall.in_parallel {
+      attn.parallel_accumulate %part into %ks at(%b, %h)
+          : tensor<1x1x128x64xf32> into tensor<2x4x128x64xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Attn_F32Tensor:$source, Attn_F32Tensor:$dest,
+                       Index:$batch, Index:$head);
+  let assemblyFormat = [{
+    $source `into` $dest `at` `(` $batch `,` $head `)` attr-dict `:`
+    type($source) `into` type($dest)
+  }];
+  let hasVerifier = 1;
 }
 
 def Attn_YieldOp : Attn_Op<"yield", [

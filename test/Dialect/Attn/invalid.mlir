@@ -67,7 +67,7 @@ func.func @unknown_normalizer(%q: tensor<1x2x16x8xf16>, %k: tensor<1x2x16x8xf16>
 // At least one branch (only expressible in generic form).
 func.func @no_query(%v: tensor<1x2x16x8xf16>) -> tensor<1x2x16x8xf16> {
   // expected-error @+1 {{expects at least one query tensor}}
-  %o = "attn.attention"(%v) <{normalizer = #attn<normalizer softmax>, operandSegmentSizes = array<i32: 0, 0, 1, 0, 0>, scale = array<f64>}> ({}, {}, {}) : (tensor<1x2x16x8xf16>) -> tensor<1x2x16x8xf16>
+  %o = "attn.attention"(%v) <{normalizer = #attn<normalizer softmax>, operandSegmentSizes = array<i32: 0, 0, 1, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0>, scale = array<f64>}> ({}, {}, {}) : (tensor<1x2x16x8xf16>) -> tensor<1x2x16x8xf16>
   return %o : tensor<1x2x16x8xf16>
 }
 
@@ -680,4 +680,43 @@ func.func @narrow_accumulators(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64x
   %r:2 = attn.online_step q(%q, %q : tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>) k(%k, %k : tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>) v(%v : tensor<1x2x16x64xbf16>)
       acc(%acc, %acc : tensor<1x2x16x16xf32>, tensor<1x2x16x16xf32>) at(%c0, %c0, %c0, %c0) scale [0.125, 1.0] normalizer none
   return %r#0 : tensor<1x2x16x16xf32>
+}
+
+// -----
+
+func.func @key_side_softmax(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x64xbf16>) -> tensor<1x2x16x64xf32> {
+  // expected-error @+1 {{key_side needs weights that are final per element (normalizer none or sigmoid), not softmax}}
+  %o, %ks = attn.attention q(%q : tensor<1x2x16x64xbf16>) k(%k : tensor<1x2x16x64xbf16>)
+      v(%v : tensor<1x2x16x64xbf16>) key_side 0 scale [0.125] normalizer softmax
+      -> tensor<1x2x16x64xbf16>, tensor<1x2x16x64xf32>
+  return %ks : tensor<1x2x16x64xf32>
+}
+
+// -----
+
+func.func @key_side_branch(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x64xbf16>) -> tensor<1x2x16x64xf32> {
+  // expected-error @+1 {{key_side branch 1 is not one of its 1 branches}}
+  %o, %ks = attn.attention q(%q : tensor<1x2x16x64xbf16>) k(%k : tensor<1x2x16x64xbf16>)
+      v(%v : tensor<1x2x16x64xbf16>) key_side 1 scale [0.125] normalizer none
+      -> tensor<1x2x16x64xbf16>, tensor<1x2x16x64xf32>
+  return %ks : tensor<1x2x16x64xf32>
+}
+
+// -----
+
+func.func @key_side_shape(%q: tensor<1x4x16x64xbf16>, %k: tensor<1x2x24x64xbf16>, %v: tensor<1x2x24x64xbf16>) -> tensor<1x4x24x64xf32> {
+  // expected-error @+1 {{key_side dim 1 is 4, expected 2 [B, Hkv, N, Dqk]}}
+  %o, %ks = attn.attention q(%q : tensor<1x4x16x64xbf16>) k(%k : tensor<1x2x24x64xbf16>)
+      v(%v : tensor<1x2x24x64xbf16>) key_side 0 scale [0.125] normalizer none
+      -> tensor<1x4x16x64xbf16>, tensor<1x4x24x64xf32>
+  return %ks : tensor<1x4x24x64xf32>
+}
+
+// -----
+
+func.func @parallel_accumulate_outside(%a: tensor<1x1x16x64xf32>, %d: tensor<1x2x16x64xf32>) {
+  %c0 = arith.constant 0 : index
+  // expected-error @+1 {{must be in the in_parallel terminator of a parallel loop}}
+  attn.parallel_accumulate %a into %d at(%c0, %c0) : tensor<1x1x16x64xf32> into tensor<1x2x16x64xf32>
+  return
 }

@@ -162,3 +162,34 @@ func.func @value_columns(
       at(%i0, %i0, %i0) normalizer none -> tensor<1x2x4x48xbf16>
   return %o, %f : tensor<1x2x4x48xbf16>, tensor<1x2x4x48xbf16>
 }
+
+// -----
+
+// The key-side product of branch 0 (normalizer none): one more result,
+// [B, Hkv, N, Dqk] f32, after the output; and the tiled form's parts, the
+// step's key_side operand and the loop's parallel_accumulate.
+// CHECK-LABEL: func @key_side
+// CHECK: attn.attention {{.*}} key_side 0 scale [5.000000e-01] normalizer none -> tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>
+// CHECK: attn.online_step {{.*}} acc(%{{.*}} : tensor<1x1x16x16xf32>) key_side 0(%{{.*}} : tensor<1x1x48x16xf32>) at(
+// CHECK: attn.parallel_accumulate %{{.*}} into %{{.*}} at(%{{.*}}, %{{.*}}) : tensor<1x1x48x16xf32> into tensor<1x2x48x16xf32>
+func.func @key_side(%q: tensor<1x4x32x16xbf16>, %k: tensor<1x2x48x16xbf16>,
+    %v: tensor<1x2x48x16xbf16>, %qt: tensor<1x1x16x16xbf16>,
+    %kt: tensor<1x1x16x16xbf16>, %vt: tensor<1x1x16x16xbf16>,
+    %acc: tensor<1x1x16x16xf32>, %part: tensor<1x1x48x16xf32>,
+    %i: index) -> (tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>) {
+  %o, %ks = attn.attention q(%q : tensor<1x4x32x16xbf16>) k(%k : tensor<1x2x48x16xbf16>)
+      v(%v : tensor<1x2x48x16xbf16>) key_side 0 scale [0.5] normalizer none
+      -> tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>
+  %s:2 = attn.online_step q(%qt : tensor<1x1x16x16xbf16>) k(%kt : tensor<1x1x16x16xbf16>)
+      v(%vt : tensor<1x1x16x16xbf16>) acc(%acc : tensor<1x1x16x16xf32>)
+      key_side 0(%part : tensor<1x1x48x16xf32>) at(%i, %i, %i, %i)
+      scale [0.5] normalizer none
+  %r = scf.forall (%h) in (2) shared_outs(%dest = %ks) -> (tensor<1x2x48x16xf32>) {
+    %c0 = arith.constant 0 : index
+    scf.forall.in_parallel {
+      attn.parallel_accumulate %s#1 into %dest at(%c0, %h)
+          : tensor<1x1x48x16xf32> into tensor<1x2x48x16xf32>
+    }
+  }
+  return %o, %r : tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>
+}

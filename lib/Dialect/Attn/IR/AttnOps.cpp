@@ -16,6 +16,39 @@ using namespace flashlight::attn;
 
 #include "flashlight/Dialect/Attn/IR/AttnInterfaces.cpp.inc"
 
+using namespace mlir;
+
+/// The results' types as one list: the output, the log-sum-exp tensors, and
+/// last the key side where the op has a `key_side` branch.
+static ParseResult parseAttentionResults(OpAsmParser &parser, Type &output,
+                                         SmallVectorImpl<Type> &lse,
+                                         Type &keySide, IntegerAttr branch) {
+  SmallVector<Type> types;
+  if (parser.parseTypeList(types))
+    return failure();
+  if (types.empty() || (branch && types.size() < 2))
+    return parser.emitError(parser.getCurrentLocation())
+           << "expected the output type" << (branch ? " and the key side's" : "");
+  output = types.front();
+  ArrayRef<Type> rest = ArrayRef<Type>(types).drop_front();
+  if (branch) {
+    keySide = rest.back();
+    rest = rest.drop_back();
+  }
+  llvm::append_range(lse, rest);
+  return success();
+}
+
+static void printAttentionResults(OpAsmPrinter &printer, Operation *,
+                                  Type output, TypeRange lse, Type keySide,
+                                  IntegerAttr) {
+  printer << output;
+  for (Type t : lse)
+    printer << ", " << t;
+  if (keySide)
+    printer << ", " << keySide;
+}
+
 #define GET_OP_CLASSES
 #include "flashlight/Dialect/Attn/IR/AttnOps.cpp.inc"
 
@@ -294,6 +327,33 @@ LogicalResult verifyScale(Operation *op, ArrayRef<double> scale,
                            << "), got " << scale.size();
 }
 
+/// Verifies a key-side product (`key_side_branch` with its tensor `type`,
+/// if any): normalizer `none` or `sigmoid` (weights final per element), a
+/// branch of the program, `[B?, H?, N?, Dqk_r]` f32 (`dims`: the expected
+/// sizes, dynamic where the op does not fix them).
+LogicalResult verifyKeySide(Operation *op, std::optional<uint64_t> branch,
+                            Type type, ValueRange queries,
+                            Normalizer normalizer,
+                            ArrayRef<int64_t> leadingDims) {
+  if (branch.has_value() != static_cast<bool>(type))
+    return op->emitOpError("a key_side branch and its key_side tensor go "
+                           "together");
+  if (!branch)
+    return success();
+  if (*branch >= queries.size())
+    return op->emitOpError() << "key_side branch " << *branch
+                             << " is not one of its " << queries.size()
+                             << " branches";
+  if (normalizer == Normalizer::softmax)
+    return op->emitOpError("key_side needs weights that are final per "
+                           "element (normalizer none or sigmoid), not "
+                           "softmax");
+  SmallVector<int64_t> shape(leadingDims);
+  shape.push_back(
+      cast<RankedTensorType>(queries[*branch].getType()).getDimSize(3));
+  return checkF32Shape(op, type, shape, "key_side", "[B, Hkv, N, Dqk]");
+}
+
 /// Which of the three region signatures a region has.
 enum class RegionKind { Score, Mask, Epilogue };
 
@@ -355,6 +415,11 @@ LogicalResult AttentionOp::verify() {
     if (getMeanEmptyRows())
       return emitOpError("'mean_empty_rows' does not take value_columns");
   }
+  Value keySide = getKeySide();
+  if (failed(verifyKeySide(*this, getKeySideBranch(),
+                           keySide ? keySide.getType() : Type(), getQueries(),
+                           getNormalizer(), {dims->b, dims->hkv, dims->n})))
+    return failure();
   return verifyLse(*this, TypeRange(getLse()), nb, getNormalizer(),
                    {dims->b, dims->hq, dims->m});
 }
@@ -386,6 +451,8 @@ LogicalResult OnlineStepOp::inferReturnTypes(
   for (ValueRange group :
        {adaptor.getMaxState(), adaptor.getSumState(), adaptor.getAccState()})
     llvm::append_range(inferredReturnTypes, group.getTypes());
+  if (Value keySide = adaptor.getKeySide())
+    inferredReturnTypes.push_back(keySide.getType());
   return success();
 }
 
@@ -446,8 +513,22 @@ LogicalResult OnlineStepOp::verify() {
     return failure();
   if (failed(verifyScale(*this, getScale(), getNumBranches())))
     return failure();
+  // The key-side tensor holds every key of the step's KV head (the step adds
+  // its block's rows at the key offset).
+  Value keySide = getKeySide();
+  if (failed(verifyKeySide(*this, getKeySideBranch(),
+                           keySide ? keySide.getType() : Type(), getQueries(),
+                           getNormalizer(),
+                           SmallVector<int64_t>(3, ShapedType::kDynamic))))
+    return failure();
   return verifyState(*this, getMaxState(), getSumState(), getAccState(),
                      getNumBranches(), getNormalizer(), *dims);
+}
+
+/// The step's new state without its key-side tensor.
+ValueRange OnlineStepOp::getStateResults() {
+  ValueRange results = getNewState();
+  return getKeySide() ? results.drop_back() : results;
 }
 
 void OnlineStepOp::getAsmBlockArgumentNames(Region &region,
@@ -504,6 +585,40 @@ LogicalResult OnlineFinalizeOp::verifyRegions() {
   return verifyEpilogue(
       *this, getEpilogue(), getNumBranches(), getCaptures().getTypes(),
       !valueColumnOffsets(getAccState(), out.getDimSize(3)).empty());
+}
+
+//===----------------------------------------------------------------------===//
+// ParallelAccumulateOp
+//===----------------------------------------------------------------------===//
+
+LogicalResult ParallelAccumulateOp::verify() {
+  if (!isa_and_nonnull<InParallelOpInterface>((*this)->getParentOp()))
+    return emitOpError("must be in the in_parallel terminator of a parallel "
+                       "loop");
+  auto source = cast<RankedTensorType>(getSource().getType());
+  auto dest = cast<RankedTensorType>(getDest().getType());
+  if (source.getRank() != 4 || dest.getRank() != 4)
+    return emitOpError() << "adds rank-4 tensors, got " << source << " into "
+                         << dest;
+  if (!dimsCompatible(source.getDimSize(0), 1) ||
+      !dimsCompatible(source.getDimSize(1), 1))
+    return emitOpError() << "adds one batch and head's rows [1, 1, N, D], got "
+                         << source;
+  for (int64_t d = 2; d < 4; ++d)
+    if (!dimsCompatible(source.getDimSize(d), dest.getDimSize(d)))
+      return emitOpError() << "source dim " << d << " is "
+                           << dimStr(source.getDimSize(d)) << ", the rows of "
+                           << dest << " have " << dimStr(dest.getDimSize(d));
+  return success();
+}
+
+MutableOperandRange ParallelAccumulateOp::getUpdatedDestinations() {
+  return getDestMutable();
+}
+
+Operation *ParallelAccumulateOp::getIteratingParent() {
+  Operation *terminator = (*this)->getParentOp();
+  return terminator ? terminator->getParentOp() : nullptr;
 }
 
 SmallVector<int64_t> flashlight::attn::valueColumnOffsets(ValueRange accState,

@@ -505,10 +505,11 @@ FailureOr<Value> gradientAttention(OpBuilder &b, const Forward &f,
   SmallVector<double> scales = {f.scale, 1.0};
   scales.resize(queries.size());
   auto op = AttentionOp::create(
-      b, loc, outType, TypeRange{}, queries, keys, value, ValueRange{},
+      b, loc, outType, TypeRange{}, /*key_side=*/Type(), queries, keys, value, ValueRange{},
       captures, b.getDenseF64ArrayAttr(scales),
       NormalizerAttr::get(b.getContext(), Normalizer::none),
-      /*mean_empty_rows=*/UnitAttr(), /*value_columns=*/DenseI64ArrayAttr());
+      /*mean_empty_rows=*/UnitAttr(), /*value_columns=*/DenseI64ArrayAttr(),
+      /*key_side_branch=*/IntegerAttr());
   if (weights == Weights::KeyAndValue)
     op.setValueColumns(valueColumns);
   if (failed(buildScore(b, f, op, captures, transposed, weights)))
@@ -1126,9 +1127,10 @@ AttentionOp branchForward(OpBuilder &b, const Forward &f, Value q, Value k,
   if (f.normalizer == Normalizer::softmax)
     lseTypes.push_back(lseType(f.op, f.branch));
   auto forward = AttentionOp::create(
-      b, loc, branchOutputType(f.op, f.branch), lseTypes, q, k, v, sinks,
+      b, loc, branchOutputType(f.op, f.branch), lseTypes, /*key_side=*/Type(), q, k, v, sinks,
       captures, b.getDenseF64ArrayAttr({f.scale}), f.op.getNormalizerAttr(),
-      /*mean_empty_rows=*/UnitAttr(), /*value_columns=*/DenseI64ArrayAttr());
+      /*mean_empty_rows=*/UnitAttr(), /*value_columns=*/DenseI64ArrayAttr(),
+      /*key_side_branch=*/IntegerAttr());
   // A fresh mapping per clone: a mapped block argument is dropped from the
   // clone (Region::cloneInto), and the region is isolated from above.
   IRMapping fresh;

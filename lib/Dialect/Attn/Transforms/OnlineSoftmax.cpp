@@ -79,26 +79,43 @@ void rewrite(AttentionOp op) {
     accInit.push_back(filledTensor(b, loc, accShape, accSizes, 0.0));
   }
 
+  // The key-side product starts at 0 ([B, Hkv, N, Dqk_r]).
+  Value keySideInit;
+  if (std::optional<uint64_t> r = op.getKeySideBranch()) {
+    Value k = op.getKeys()[*r];
+    auto kType = cast<RankedTensorType>(k.getType());
+    keySideInit = filledTensor(
+        b, loc, kType.getShape(),
+        dynamicSizes(b, loc, {{k, 0}, {k, 1}, {k, 2}, {op.getQueries()[*r], 3}}),
+        0.0);
+  }
+
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  auto step = OnlineStepOp::create(b, loc, op.getQueries(), op.getKeys(), v,
-                                   maxInit, sumInit, accInit, zero, zero, zero,
-                                   zero, op.getCaptures(), op.getScaleAttr(),
-                                   op.getNormalizerAttr());
+  auto step = OnlineStepOp::create(
+      b, loc, op.getQueries(), op.getKeys(), v, maxInit, sumInit, accInit,
+      keySideInit, zero, zero, zero, zero, op.getCaptures(), op.getScaleAttr(),
+      op.getNormalizerAttr(), /*whole_keys=*/UnitAttr(),
+      op.getKeySideBranchAttr());
   cloneRegion(op.getScore(), step.getScore());
   cloneRegion(op.getMask(), step.getMask());
 
   // The step's results are the new state, in operand order.
-  ValueRange state = step.getNewState();
+  ValueRange state = step.getStateResults();
   unsigned stats = softmax ? nb : 0;
+  SmallVector<Type> finalized = {op.getOutput().getType()};
+  llvm::append_range(finalized, op.getLse().getTypes());
   auto finalize = OnlineFinalizeOp::create(
-      b, loc, op.getResultTypes(), state.take_front(stats),
+      b, loc, finalized, state.take_front(stats),
       state.slice(stats, stats), state.take_back(nb), op.getSinks(), zero, zero,
       zero, op.getCaptures(), op.getNormalizerAttr());
   cloneRegion(op.getEpilogue(), finalize.getEpilogue());
   // The kernel plan goes with the finalize, which attn-tile rewrites.
   if (Attribute plan = op->getAttr(kKernelPlanAttrName))
     finalize->setAttr(kKernelPlanAttrName, plan);
-  b.replaceOp(op, finalize.getResults());
+  SmallVector<Value> results(finalize.getResults());
+  if (keySideInit)
+    results.push_back(step.getNewState().back());
+  b.replaceOp(op, results);
 }
 
 struct AttnOnlineSoftmaxPass

@@ -141,7 +141,7 @@ FailureOr<OnlineStepOp> wholeTensorStep(OnlineFinalizeOp fin) {
                                                    fin.getSumState().size() +
                                                    fin.getAccState().size());
   auto step = state.front().getDefiningOp<OnlineStepOp>();
-  if (!step || ValueRange(step.getNewState()) != state ||
+  if (!step || step.getStateResults() != state ||
       !isZero(step.getBatchOffset()) || !isZero(step.getHeadOffset()) ||
       !isZero(step.getQueryOffset()) || !isZero(step.getKeyOffset()) ||
       !isZero(fin.getBatchOffset()) || !isZero(fin.getHeadOffset()) ||
@@ -154,14 +154,19 @@ FailureOr<OnlineStepOp> wholeTensorStep(OnlineFinalizeOp fin) {
   for (Value v : llvm::concat<Value>(step.getSumState(), step.getAccState()))
     if (!isFilledWith(v, 0.0))
       return fin.emitError("attn-tile expects a zero initial state");
+  if (Value keySide = step.getKeySide(); keySide && !isFilledWith(keySide, 0.0))
+    return fin.emitError("attn-tile expects a zero initial key_side");
   return step;
 }
 
 /// After `loop`: the tile's finalize of its final state, inserted into the
-/// forall's outputs at (bIdx, hIdx, q0) for `rows` rows.
+/// forall's outputs at (bIdx, hIdx, q0) for `rows` rows; with a key-side
+/// product (the loop's last result), added to the forall's last output at
+/// (bIdx, hKV).
 void finalizeTile(IRRewriter &b, Location loc, OnlineFinalizeOp fin,
                   scf::ForallOp forall, scf::ForOp loop, unsigned stats,
-                  Value bIdx, Value hIdx, Value q0, Value rows) {
+                  bool keySide, Value bIdx, Value hIdx, Value hKV, Value q0,
+                  Value rows) {
   unsigned nb = fin.getAccState().size();
   b.setInsertionPointAfter(loop);
   SmallVector<Type> tileTypes;
@@ -175,8 +180,8 @@ void finalizeTile(IRRewriter &b, Location loc, OnlineFinalizeOp fin,
   ValueRange last = loop.getResults();
   auto tileFin = OnlineFinalizeOp::create(
       b, loc, tileTypes, last.take_front(stats), last.slice(stats, stats),
-      last.take_back(nb), fin.getSinks(), bIdx, hIdx, q0, fin.getCaptures(),
-      fin.getNormalizerAttr());
+      last.slice(2 * stats, nb), fin.getSinks(), bIdx, hIdx, q0,
+      fin.getCaptures(), fin.getNormalizerAttr());
   IRMapping mapping;
   fin.getEpilogue().cloneInto(&tileFin.getEpilogue(), mapping);
 
@@ -195,6 +200,9 @@ void finalizeTile(IRRewriter &b, Location loc, OnlineFinalizeOp fin,
     tensor::ParallelInsertSliceOp::create(b, loc, tileResult, dest, offsets,
                                           sizes, strides);
   }
+  if (keySide)
+    ParallelAccumulateOp::create(b, loc, last.back(),
+                                 forall.getRegionIterArgs().back(), bIdx, hKV);
 }
 
 /// Tiles `fin` and its step as `plan` says; the loop nest carries the plan.
@@ -231,6 +239,10 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
     outs.push_back(tensor::EmptyOp::create(b, loc, type.getShape(),
                                            type.getElementType(), dyn));
   }
+  // The key-side product starts at 0; every query tile adds to it.
+  Value keySide = step.getKeySide();
+  if (keySide)
+    outs.push_back(keySide);
 
   // (b, h, query tile) map to GPU blocks (z, y, x).
   MLIRContext *ctx = b.getContext();
@@ -278,6 +290,21 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
       failed(initFor(step.getSumState(), 0.0)) ||
       failed(initFor(step.getAccState(), 0.0)))
     return fin.emitError("attn-tile needs a static value head dim");
+  // The tile's own key-side contribution, every key of its KV head: its
+  // steps add their key blocks' rows.
+  if (keySide) {
+    auto type = cast<RankedTensorType>(keySide.getType());
+    SmallVector<Value> dyn;
+    if (type.isDynamicDim(2))
+      dyn.push_back(keys);
+    if (type.isDynamicDim(3))
+      return fin.emitError("attn-tile needs a static key_side head dim");
+    Value empty = tensor::EmptyOp::create(
+        b, loc, {1, 1, type.getDimSize(2), type.getDimSize(3)}, b.getF32Type(),
+        dyn);
+    Value zeroF = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
+    init.push_back(linalg::FillOp::create(b, loc, zeroF, empty).getResult(0));
+  }
 
   // The KV loop over tiles aligned to block-n, within the mask's bounds.
   auto [kvLo, kvHi] = bounds.range(m, q0, q1, keys);
@@ -297,8 +324,10 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   auto emitStep = [&](OpBuilder &builder, Location l, bool withMask) {
     auto tiled = OnlineStepOp::create(
         builder, l, qTiles, kTiles, vTile, carried.take_front(stats),
-        carried.slice(stats, stats), carried.take_back(nb), bIdx, hIdx, q0, k0,
-        step.getCaptures(), step.getScaleAttr(), step.getNormalizerAttr());
+        carried.slice(stats, stats), carried.slice(2 * stats, nb),
+        keySide ? carried.back() : Value(), bIdx, hIdx, q0, k0,
+        step.getCaptures(), step.getScaleAttr(), step.getNormalizerAttr(),
+        /*whole_keys=*/UnitAttr(), step.getKeySideBranchAttr());
     IRMapping mapping;
     step.getScore().cloneInto(&tiled.getScore(), mapping);
     if (withMask)
@@ -346,8 +375,14 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   scf::YieldOp::create(b, loc, next);
 
   // Normalize the tile and insert it into the outputs.
-  finalizeTile(b, loc, fin, forall, loop, stats, bIdx, hIdx, q0, rows);
-  b.replaceOp(fin, forall.getResults());
+  finalizeTile(b, loc, fin, forall, loop, stats, static_cast<bool>(keySide),
+               bIdx, hIdx, hKV, q0, rows);
+  ValueRange results = forall.getResults();
+  if (keySide) {
+    b.replaceAllUsesWith(step.getNewState().back(), results.back());
+    results = results.drop_back();
+  }
+  b.replaceOp(fin, results);
   b.eraseOp(step);
   return success();
 }

@@ -115,3 +115,28 @@ func.func @runtime_lengths(%q: tensor<?x2x?x16xf16>, %k: tensor<?x2x?x16xf16>,
          } -> tensor<?x2x?x16xf16>
   return %o : tensor<?x2x?x16xf16>
 }
+
+// -----
+
+// A key-side product (normalizer none): the forall's last output starts at
+// 0; each query tile carries its own [1, 1, N, D] contribution, zero at
+// first, through the KV loop (every step adds its key block's rows) and adds
+// it to its KV head's rows (h / 2 with GQA) in the terminator.
+// CHECK-LABEL: func @key_side_is_accumulated_per_tile
+// CHECK: %[[ZERO:.*]] = linalg.fill {{.*}} -> tensor<1x2x48x16xf32>
+// CHECK: scf.forall (%{{.*}}, %[[H:.*]], %{{.*}}) in (1, 4, 8) shared_outs(%{{.*}}, %[[KS:.*]] = %[[ZERO]])
+// CHECK: %[[HKV:.*]] = arith.divui %[[H]], %c2
+// CHECK: %[[PART:.*]] = linalg.fill {{.*}} -> tensor<1x1x48x16xf32>
+// CHECK: %[[LOOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %[[CARRIED:.*]] = %[[PART]])
+// CHECK: attn.online_step {{.*}} key_side 0(%[[CARRIED]] : tensor<1x1x48x16xf32>)
+// CHECK: attn.online_finalize acc(%[[LOOP]]#0
+// CHECK: scf.forall.in_parallel
+// CHECK: attn.parallel_accumulate %[[LOOP]]#1 into %[[KS]] at(%{{.*}}, %[[HKV]])
+func.func @key_side_is_accumulated_per_tile(%q: tensor<1x4x32x16xbf16>,
+    %k: tensor<1x2x48x16xbf16>, %v: tensor<1x2x48x16xbf16>)
+    -> (tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>) {
+  %o, %ks = attn.attention q(%q : tensor<1x4x32x16xbf16>) k(%k : tensor<1x2x48x16xbf16>)
+      v(%v : tensor<1x2x48x16xbf16>) key_side 0 scale [0.5] normalizer none
+      -> tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>
+  return %o, %ks : tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>
+}
