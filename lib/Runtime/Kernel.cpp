@@ -6,6 +6,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <sstream>
 
 using namespace flashlight::runtime;
@@ -125,6 +126,7 @@ KernelManifest KernelManifest::parse(const std::string &text,
       ParamInfo info;
       info.name = p.at("name");
       info.output = p.at("direction") == "out";
+      info.zero = info.output && p.value("zero", false);
       info.dtype = p.at("dtype");
       info.shape = p.at("shape").get<std::vector<int64_t>>();
       if (p.contains("extents"))
@@ -560,6 +562,15 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
   for (size_t i = 0; i < manifest.params.size(); ++i)
     appendDescriptor(words, pointers[i], shapes[i]);
   CudaDriver &cuda = CudaDriver::get();
+  // Outputs the kernel adds to start at 0 (also where no block runs).
+  for (size_t i = 0; i < manifest.params.size(); ++i)
+    if (const ParamInfo &p = manifest.params[i]; p.zero)
+      cuda.check(cuda.cuMemsetD8Async(
+                     pointers[i], 0,
+                     std::accumulate(shapes[i].begin(), shapes[i].end(),
+                                     dtypeSize(p.dtype), std::multiplies<>()),
+                     stream),
+                 "cuMemsetD8Async");
   std::array<unsigned, 3> grid = manifest.launchGrid(
       shapes, manifest.persistent ? multiprocessorCount() : 0);
   if (grid[0] == 0 || grid[1] == 0 || grid[2] == 0)

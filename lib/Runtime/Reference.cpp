@@ -338,20 +338,26 @@ flashlight::runtime::evaluateReference(const KernelManifest &manifest,
   int64_t Hkv = v.shape[1], N = v.shape[2], Dv = v.shape[3];
   int64_t group = Hq / Hkv;
 
-  // Outputs in manifest order: out [B,Hq,M,Dv], lse_r [B,Hq,M].
+  // The key-side product's branch, -1 without one.
+  int ksBranch = p.value("key_side_branch", -1);
+  int64_t ksD = ksBranch < 0 ? 0 : tensorAt(tensors, qIdx[ksBranch]).shape[3];
+
+  // Outputs in manifest order: out [B,Hq,M,Dv], lse_r [B,Hq,M], key_side
+  // [B,Hkv,N,Dqk] (a sum over every row: zeros first).
   std::vector<HostTensor> outs;
   std::vector<HostTensor *> lse(nb, nullptr);
-  HostTensor *out = nullptr;
+  HostTensor *out = nullptr, *keySide = nullptr;
   for (const ParamInfo &param : manifest.params) {
     if (!param.output)
       continue;
     HostTensor t;
-    t.shape = param.name == "out" ? std::vector<int64_t>{B, Hq, M, Dv}
-                                  : std::vector<int64_t>{B, Hq, M};
+    t.shape = param.name == "out"        ? std::vector<int64_t>{B, Hq, M, Dv}
+              : param.name == "key_side" ? std::vector<int64_t>{B, Hkv, N, ksD}
+                                         : std::vector<int64_t>{B, Hq, M};
     int64_t n = 1;
     for (int64_t d : t.shape)
       n *= d;
-    t.data.assign(size_t(n), NAN);
+    t.data.assign(size_t(n), param.name == "key_side" ? 0.0 : NAN);
     outs.push_back(std::move(t));
   }
   size_t pos = 0;
@@ -360,6 +366,8 @@ flashlight::runtime::evaluateReference(const KernelManifest &manifest,
       continue;
     if (param.name == "out")
       out = &outs[pos];
+    else if (param.name == "key_side")
+      keySide = &outs[pos];
     else if (param.name.rfind("lse", 0) == 0)
       lse.at(std::stoi(param.name.substr(3))) = &outs[pos];
     ++pos;
@@ -367,7 +375,9 @@ flashlight::runtime::evaluateReference(const KernelManifest &manifest,
   if (!out)
     throw ManifestError("reference: manifest has no 'out' parameter");
 
-  std::vector<int64_t> todo = rows;
+  // Every key's row of the key side sums over every query row: a sample of
+  // rows cannot check it.
+  std::vector<int64_t> todo = keySide ? std::vector<int64_t>() : rows;
   if (todo.empty())
     for (int64_t i = 0; i < M; ++i)
       todo.push_back(i);
@@ -447,6 +457,12 @@ flashlight::runtime::evaluateReference(const KernelManifest &manifest,
             if (weight[j] != 0)
               for (int64_t d = 0; d < Dv; ++d)
                 o[r][d] += weight[j] * at4(v, b, hk, j, d);
+          // key_side[b, hk, j, c] += p_r[j] * Q_r[b, h, i, c]
+          if (keySide && r == ksBranch)
+            for (int64_t j = 0; j < N; ++j)
+              for (int64_t c = 0; weight[j] != 0 && c < ksD; ++c)
+                keySide->data[size_t(((b * Hkv + hk) * N + j) * ksD + c)] +=
+                    weight[j] * at4(tensorAt(tensors, qIdx[r]), b, h, i, c);
           if (lse[r])
             lse[r]->data[size_t((b * Hq + h) * M + i)] = lseValue;
         }

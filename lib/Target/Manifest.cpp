@@ -168,6 +168,8 @@ json flashlight::describeParams(func::FuncOp func) {
       for (auto [r, lse] : llvm::enumerate(op.getLse()))
         if (v == lse)
           roles[numArgs + i] = "lse" + std::to_string(r);
+      if (v && v == op.getKeySide())
+        roles[numArgs + i] = "key_side";
     }
   }
   json params = json::array();
@@ -183,6 +185,9 @@ json flashlight::describeParams(func::FuncOp func) {
                       {"strides", stridesOf(tensor.getShape())}});
     if (!tensor.hasStaticShape())
       params.back()["extents"] = extentSymbols(func, i);
+    // Every block adds to the key-side product: the launcher zeroes it.
+    if (roles[i] == "key_side")
+      params.back()["zero"] = true;
   }
   return params;
 }
@@ -226,6 +231,8 @@ FailureOr<json> flashlight::exportProgram(func::FuncOp func) {
                {"epilogue", *epilogue}};
   if (std::optional<ArrayRef<int64_t>> columns = op.getValueColumns())
     program["value_columns"] = std::vector<int64_t>(*columns);
+  if (std::optional<uint64_t> branch = op.getKeySideBranch())
+    program["key_side_branch"] = *branch;
   return program;
 }
 

@@ -182,6 +182,8 @@ def _check_manifest(m, path):
             bad(f"params[{i}] ({p['name']}): direction must be 'in' or 'out'")
         if p.get("dtype") not in _DTYPE_NAMES:
             bad(f"params[{i}] ({p['name']}): unknown dtype {p.get('dtype')!r}")
+        if "zero" in p and (p["zero"] is not True or p["direction"] != "out"):
+            bad(f"params[{i}] ({p['name']}): 'zero' is true, on an output")
         if not shape_ok(p.get("shape"), p.get("extents")):
             bad(f"params[{i}] ({p['name']}): shape must be a list of non-negative "
                 "integers, or -1 where 'extents' names the dim")
@@ -412,6 +414,9 @@ class Kernel:
         if self.poison:  # checks: an element the kernel skips stays NaN
             for o in outputs:
                 o.fill_(float("nan"))
+        for o, p in zip(outputs, self.outputs):
+            if p.get("zero"):  # the kernel adds to it (a key-side product)
+                o.zero_()
         tensors = list(inputs) + outputs
         if block_mask is not None:
             tensors.append(block_mask)

@@ -195,6 +195,13 @@ static cl::opt<int64_t> fuseKeyValueFrom(
              "query and key lengths are both at least this times the head "
              "dim / 64 (0: always; attn-gradient's fuse-key-value-from)"),
     cl::init(2048), cl::cat(toolCategory));
+static cl::opt<bool> fusedQueryGradient(
+    "fused-query-gradient",
+    cl::desc("With --gradient: where dK and dV are one attention, dQ from "
+             "its key-side product (S and dP once for all three, dQ "
+             "accumulated across blocks) instead of an attention of its own "
+             "(attn-gradient's fuse-query)"),
+    cl::init(false), cl::cat(toolCategory));
 static cl::opt<bool> savedStatistics(
     "saved-statistics",
     cl::desc("With --gradient: the gradient program takes, after dout, "
@@ -508,6 +515,7 @@ LogicalResult raiseAndOutline(ModuleOp module) {
     options.scoreCaptures = scoreCaptureGradients;
     options.fuseKeyValue = !unfusedKeyValue;
     options.fuseKeyValueFrom = fuseKeyValueFrom;
+    options.fuseQuery = fusedQueryGradient;
     pm.addPass(flashlight::attn::createAttnGradient(options));
   }
   pm.addPass(flashlight::attn::createAttnExpandEmptyRows());

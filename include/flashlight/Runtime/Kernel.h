@@ -36,6 +36,9 @@ size_t dtypeSize(const std::string &dtype);
 struct ParamInfo {
   std::string name;
   bool output = false;
+  /// An output the kernel adds to (a key-side product): zeroed before each
+  /// launch.
+  bool zero = false;
   std::string dtype;
   /// -1 for a dynamic dimension.
   std::vector<int64_t> shape;

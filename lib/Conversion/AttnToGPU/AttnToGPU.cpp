@@ -123,6 +123,21 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
   for (Operation &op : forall.getTerminator().getYieldingOps()) {
     if (!outputs)
       break;
+    // The key-side product: the launcher zeroes its output (the manifest
+    // says so), which must be what the forall starts from.
+    if (auto acc = dyn_cast<ParallelAccumulateOp>(op)) {
+      unsigned result =
+          cast<BlockArgument>(acc.getDest()).getArgNumber() - forall.getRank();
+      auto fill = forall.getOutputs()[result].getDefiningOp<linalg::FillOp>();
+      FloatAttr zero;
+      if (!fill || !matchPattern(fill.value(), m_Constant(&zero)) ||
+          !zero.getValue().isZero())
+        return acc.emitError("attn-to-gpu: a key-side product must start "
+                             "from zeros");
+      emitter.keySideOut = kernel.getArgument(numArgs + result);
+      emitter.markKeySide(func);
+      continue;
+    }
     auto insert = cast<tensor::ParallelInsertSliceOp>(op);
     auto dest = cast<BlockArgument>(insert.getDest());
     unsigned result = dest.getArgNumber() - forall.getRank();

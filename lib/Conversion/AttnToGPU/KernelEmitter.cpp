@@ -281,7 +281,7 @@ SmallVector<Value> KernelEmitter::flatten(ValueRange values) {
 void KernelEmitter::distribute(ValueRange values, ValueRange flat) {
   unsigned pos = 0;
   for (Value v : values) {
-    int64_t n = laneCount(v.getType());
+    int64_t n = lanesOf(v);
     lanes[v] = SmallVector<Value>(flat.slice(pos, n));
     pos += n;
   }
@@ -323,6 +323,8 @@ LogicalResult KernelEmitter::convertOp(Operation &op) {
   if (isa<tensor::EmptyOp>(op))
     return success();
   if (auto fill = dyn_cast<linalg::FillOp>(op)) {
+    if (keySide.contains(fill.getResult(0)))
+      return success();
     Value value = map.lookupOrNull(fill.value());
     if (!value)
       return op.emitError("attn-to-gpu: fill with a non-constant value");
@@ -420,8 +422,8 @@ LogicalResult KernelEmitter::convertFor(scf::ForOp loop) {
 
 LogicalResult KernelEmitter::convertIf(scf::IfOp branch) {
   SmallVector<Type> types;
-  for (Type t : branch.getResultTypes())
-    types.append(laneCount(t), b.getF32Type());
+  for (Value result : branch.getResults())
+    types.append(lanesOf(result), b.getF32Type());
   auto newIf =
       scf::IfOp::create(b, loc, types, map.lookup(branch.getCondition()),
                         /*withElseRegion=*/true);
@@ -437,4 +439,57 @@ LogicalResult KernelEmitter::convertIf(scf::IfOp branch) {
   }
   distribute(branch.getResults(), newIf.getResults());
   return success();
+}
+
+void KernelEmitter::markKeySide(Operation *root) {
+  SmallVector<Value> work;
+  root->walk([&](Operation *op) {
+    if (auto step = dyn_cast<OnlineStepOp>(op); step && step.getKeySide()) {
+      work.push_back(step.getKeySide());
+      work.push_back(step.getNewState().back());
+    }
+    if (auto acc = dyn_cast<ParallelAccumulateOp>(op))
+      work.push_back(acc.getSource());
+  });
+  // A loop's init, iteration argument, yielded value and result, and a
+  // branch's yielded values and result, are one carried tensor.
+  auto visitLoop = [&](scf::ForOp loop, unsigned i) {
+    work.append({loop.getInitArgs()[i], loop.getRegionIterArgs()[i],
+                 loop.getResult(i),
+                 loop.getBody()->getTerminator()->getOperand(i)});
+  };
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    if (!keySide.insert(v).second)
+      continue;
+    if (auto arg = dyn_cast<BlockArgument>(v)) {
+      Operation *parent = arg.getOwner()->getParentOp();
+      if (auto loop = dyn_cast<scf::ForOp>(parent); loop && arg.getArgNumber())
+        visitLoop(loop, arg.getArgNumber() - 1);
+      if (auto forall = dyn_cast<scf::ForallOp>(parent);
+          forall && arg.getArgNumber() >= forall.getRank())
+        work.push_back(
+            forall.getOutputs()[arg.getArgNumber() - forall.getRank()]);
+    } else if (auto loop = v.getDefiningOp<scf::ForOp>()) {
+      visitLoop(loop, cast<OpResult>(v).getResultNumber());
+    } else if (auto branch = v.getDefiningOp<scf::IfOp>()) {
+      unsigned i = cast<OpResult>(v).getResultNumber();
+      work.append({branch.thenYield().getOperand(i),
+                   branch.elseYield().getOperand(i)});
+    }
+    for (OpOperand &use : v.getUses()) {
+      Operation *user = use.getOwner();
+      if (auto acc = dyn_cast<ParallelAccumulateOp>(user))
+        work.push_back(acc.getDest());
+      if (auto yield = dyn_cast<scf::YieldOp>(user)) {
+        if (auto loop = dyn_cast<scf::ForOp>(yield->getParentOp()))
+          visitLoop(loop, use.getOperandNumber());
+        if (auto branch = dyn_cast<scf::IfOp>(yield->getParentOp()))
+          work.push_back(branch.getResult(use.getOperandNumber()));
+      }
+      if (auto loop = dyn_cast<scf::ForOp>(user);
+          loop && use.getOperandNumber() >= loop.getNumControlOperands())
+        visitLoop(loop, use.getOperandNumber() - loop.getNumControlOperands());
+    }
+  }
 }

@@ -79,9 +79,24 @@ public:
   /// current one (which of Q's two buffers it uses, and their phases).
   Value workIndex;
 
+  /// The key-side product's output (attn.attention's `key_side`), which the
+  /// launcher zeroes and every block adds to; null without one.
+  Value keySideOut;
+  /// Marks the tensors that carry a key-side contribution in `root` (the
+  /// steps' key_side operands and results, the loops and branches that
+  /// carry them, their zero fills, the forall's shared output): they hold
+  /// no per-thread values, since each step adds to `keySideOut` directly.
+  void markKeySide(Operation *root);
+
 protected:
   /// Per-thread values a state tensor (or a register-held tile) takes.
   virtual int64_t laneCount(Type stateType) = 0;
+  /// laneCount of `v`'s type; none for a key-side tensor.
+  int64_t lanesOf(Value v) {
+    return keySide.contains(v) ? 0 : laneCount(v.getType());
+  }
+  /// markKeySide's tensors.
+  DenseSet<Value> keySide;
   /// Called for every slice of an argument (`sliced`, a tensor of rank 4)
   /// once its view is known: stage it (registers, shared memory) as the
   /// code generator needs.

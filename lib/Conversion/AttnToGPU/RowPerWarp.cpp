@@ -100,7 +100,6 @@ protected:
     Value k0 = map.lookup(step.getKeyOffset());
     auto [row, rowClamped] = rowOf(map.lookup(step.getQueryOffset()),
                                    views.lookup(step.getQueries()[0]).memref);
-    (void)row;
 
     SmallVector<Value> init = flatten(step->getOperands().slice(
         step.getMaxState().getBeginOperandIndex(),
@@ -202,6 +201,8 @@ protected:
         Value old = alpha ? mul(acc[c], alpha) : acc[c];
         accOut.push_back(add(old, mul(p, v[c])));
       }
+      if (keySideOut && step.getKeySideBranch() == r)
+        addKeySide(step, r, p, row, kv);
     }
     SmallVector<Value> next = maxOut;
     llvm::append_range(next, sumOut);
@@ -210,6 +211,31 @@ protected:
     b.setInsertionPointAfter(keyLoop);
     distribute(step.getNewState(), keyLoop.getResults());
     return success();
+  }
+
+  /// The key-side product: key_side[b, hkv, kv, c] += p * Q_r[row, c] for
+  /// this warp's row (if it is one) and columns. Every row of every block
+  /// adds to the key's row: atomics.
+  void addKeySide(OnlineStepOp step, unsigned r, Value p, Value row,
+                  Value kv) {
+    View qView = views.lookup(step.getQueries()[r]);
+    View kView = views.lookup(step.getKeys()[r]);
+    int64_t dqk =
+        cast<RankedTensorType>(step.getQueries()[r].getType()).getDimSize(3);
+    SmallVector<Value> q = lanes.lookup(step.getQueries()[r]);
+    Value rowValid = cmpI(arith::CmpIPredicate::slt, row, dim(qView.memref, 2));
+    for (int64_t c = 0; c < chunksOf(dqk); ++c) {
+      Value col = column(c), valid = rowValid;
+      if (dqk % kThreadsPerWarp)
+        valid = arith::AndIOp::create(
+            b, loc, valid, cmpI(arith::CmpIPredicate::slt, col, idx(dqk)));
+      auto add = scf::IfOp::create(b, loc, valid);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&add.getThenRegion().front());
+      memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addf,
+                                  mul(p, q[c]), keySideOut,
+                                  {kView.offsets[0], kView.offsets[1], kv, col});
+    }
   }
 
   /// Normalizes the state, applies the epilogue and stores the rows.

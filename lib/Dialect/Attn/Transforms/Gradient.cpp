@@ -488,28 +488,38 @@ Value groupRows(OpBuilder &b, Location loc, const Forward &f, Value x) {
 
 /// A gradient attention: `queries`/`keys` the logit branches, `value` what
 /// the weights multiply (KeyAndValue: each branch its block of
-/// `valueColumns`), `captures` the forward's plus the row statistics.
+/// `valueColumns`), `captures` the forward's plus the row statistics. With
+/// `keySide`, the S branch's key-side product too (its weights, transposed,
+/// times its queries: with KeyAndValue's scale dS^T, dQ), stored there.
 FailureOr<Value> gradientAttention(OpBuilder &b, const Forward &f,
                                    ValueRange queries, ValueRange keys,
                                    Value value, ValueRange captures,
                                    Type resultElement, bool transposed,
                                    Weights weights,
-                                   ArrayRef<int64_t> valueColumns = {}) {
+                                   ArrayRef<int64_t> valueColumns = {},
+                                   Value *keySide = nullptr) {
   Location loc = f.op.getLoc();
   auto qType = cast<RankedTensorType>(queries[0].getType());
+  auto kType = cast<RankedTensorType>(keys[0].getType());
   auto vType = cast<RankedTensorType>(value.getType());
   auto outType =
       RankedTensorType::get({qType.getDimSize(0), qType.getDimSize(1),
                              qType.getDimSize(2), vType.getDimSize(3)},
                             resultElement);
+  Type keySideType;
+  if (keySide)
+    keySideType = RankedTensorType::get(
+        {kType.getDimSize(0), kType.getDimSize(1), kType.getDimSize(2),
+         qType.getDimSize(3)},
+        b.getF32Type());
   SmallVector<double> scales = {f.scale, 1.0};
   scales.resize(queries.size());
   auto op = AttentionOp::create(
-      b, loc, outType, TypeRange{}, /*key_side=*/Type(), queries, keys, value, ValueRange{},
-      captures, b.getDenseF64ArrayAttr(scales),
+      b, loc, outType, TypeRange{}, keySideType, queries, keys, value,
+      ValueRange{}, captures, b.getDenseF64ArrayAttr(scales),
       NormalizerAttr::get(b.getContext(), Normalizer::none),
       /*mean_empty_rows=*/UnitAttr(), /*value_columns=*/DenseI64ArrayAttr(),
-      /*key_side_branch=*/IntegerAttr());
+      /*key_side_branch=*/keySide ? b.getI64IntegerAttr(0) : IntegerAttr());
   if (weights == Weights::KeyAndValue)
     op.setValueColumns(valueColumns);
   if (failed(buildScore(b, f, op, captures, transposed, weights)))
@@ -517,7 +527,49 @@ FailureOr<Value> gradientAttention(OpBuilder &b, const Forward &f,
   cloneMask(b, f, op, captures, transposed);
   if (weights == Weights::ScoreGradient)
     buildEpilogue(b, f, op, captures);
+  if (keySide)
+    *keySide = op.getKeySide();
   return op.getOutput();
+}
+
+/// `x` [B, Hkv, g M, ...] (f32) as [B, Hq, M, ...] in `element`: groupRows'
+/// inverse, then rounded.
+Value ungroupRows(OpBuilder &b, Location loc, const Forward &f, Value x,
+                  Type element) {
+  auto type = cast<RankedTensorType>(x.getType());
+  if (f.group != 1) {
+    SmallVector<int64_t> shape(type.getShape());
+    SmallVector<int64_t> split = {shape[0], shape[1], f.group,
+                                  shape[2] / f.group};
+    llvm::append_range(split, ArrayRef<int64_t>(shape).drop_front(3));
+    SmallVector<ReassociationIndices> expand = {{0}, {1}, {2, 3}};
+    for (int64_t d = 4; d < int64_t(split.size()); ++d)
+      expand.push_back({d});
+    Value expanded = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get(split, type.getElementType()), x, expand);
+    SmallVector<ReassociationIndices> collapse = {{0}, {1, 2}, {3}};
+    for (int64_t d = 4; d < int64_t(split.size()); ++d)
+      collapse.push_back({d});
+    x = tensor::CollapseShapeOp::create(b, loc, expanded, collapse);
+    type = cast<RankedTensorType>(x.getType());
+  }
+  if (type.getElementType() == element)
+    return x;
+  AffineMap all = b.getMultiDimIdentityMap(type.getRank());
+  return linalg::GenericOp::create(
+             b, loc, type.clone(element), x,
+             tensor::EmptyOp::create(b, loc, type.getShape(), element)
+                 .getResult(),
+             {all, all},
+             SmallVector<utils::IteratorType>(type.getRank(),
+                                              utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               linalg::YieldOp::create(
+                   nb, l,
+                   ValueRange{arith::TruncFOp::create(nb, l, element, args[0])
+                                  .getResult()});
+             })
+      .getResult(0);
 }
 
 /// Columns [first, first + width) of `x` [.., D].
@@ -553,7 +605,8 @@ bool fusesKeyValue(Value k, Value v, Value rowsQ, Value rowsDout) {
 /// P are computed once for both, where dK and dV apart compute them twice.
 FailureOr<std::pair<Value, Value>>
 keyValueGradients(OpBuilder &b, const Forward &f, Value k, Value v, Value rowsQ,
-                  Value rowsDout, ValueRange captures) {
+                  Value rowsDout, ValueRange captures,
+                  Value *keySide = nullptr) {
   auto typeOf = [](Value x) { return cast<RankedTensorType>(x.getType()); };
   Type element = typeOf(k).getElementType();
   int64_t dqk = typeOf(rowsQ).getDimSize(3),
@@ -563,7 +616,7 @@ keyValueGradients(OpBuilder &b, const Forward &f, Value k, Value v, Value rowsQ,
       tensor::ConcatOp::create(b, loc, /*dim=*/3, ValueRange{rowsQ, rowsDout});
   FailureOr<Value> out = gradientAttention(
       b, f, {k, v}, {rowsQ, rowsDout}, value, captures, element,
-      /*transposed=*/true, Weights::KeyAndValue, {dqk, dv});
+      /*transposed=*/true, Weights::KeyAndValue, {dqk, dv}, keySide);
   if (failed(out))
     return failure();
   Value dk = columnsOf(b, loc, *out, 0, dqk);
@@ -1192,34 +1245,43 @@ struct BranchGradient {
 FailureOr<BranchGradient> branchGradient(OpBuilder &b, const Forward &f,
                                          Value q, Value k, Value v, Value sink,
                                          Value dout, ArrayRef<Value> rowStats,
-                                         ValueRange captures,
-                                         bool fuseKeyValue) {
+                                         ValueRange captures, bool fuseKeyValue,
+                                         bool fuseQuery) {
   Location loc = f.op.getLoc();
   auto elementOf = [](Value x) {
     return cast<RankedTensorType>(x.getType()).getElementType();
   };
   BranchGradient g;
-  // dQ: from Q (and dO) to K (and V), K the value.
-  SmallVector<Value> dqCaptures(captures);
-  llvm::append_range(dqCaptures, rowStats);
-  FailureOr<Value> dq =
-      gradientAttention(b, f, {q, dout}, {k, v}, k, dqCaptures, elementOf(q),
-                        /*transposed=*/false, Weights::ScoreGradient);
-  if (failed(dq))
-    return failure(); // Said once: dK and dV clone the same region.
+  // (Q's and dO's element types and head dims are their rows'.)
+  bool fused = fuseKeyValue && fusesKeyValue(k, v, q, dout);
+  // dQ: from Q (and dO) to K (and V), K the value; or (fuseQuery) the
+  // key-side product of the one attention computing dK and dV.
+  if (!fused || !fuseQuery) {
+    SmallVector<Value> dqCaptures(captures);
+    llvm::append_range(dqCaptures, rowStats);
+    FailureOr<Value> dq =
+        gradientAttention(b, f, {q, dout}, {k, v}, k, dqCaptures, elementOf(q),
+                          /*transposed=*/false, Weights::ScoreGradient);
+    if (failed(dq))
+      return failure(); // Said once: dK and dV clone the same region.
+    g.dq = *dq;
+  }
   // dK, dV: from K (and V) to the queries of its group, in one attention
   // where they can share it.
   SmallVector<Value> kvCaptures(captures);
   for (Value s : rowStats)
     kvCaptures.push_back(groupRows(b, loc, f, s));
   Value rowsQ = groupRows(b, loc, f, q), rowsDout = groupRows(b, loc, f, dout);
-  g.dq = *dq;
-  if (fuseKeyValue && fusesKeyValue(k, v, rowsQ, rowsDout)) {
-    FailureOr<std::pair<Value, Value>> fused =
-        keyValueGradients(b, f, k, v, rowsQ, rowsDout, kvCaptures);
-    if (failed(fused))
+  if (fused) {
+    Value keySide;
+    FailureOr<std::pair<Value, Value>> kv =
+        keyValueGradients(b, f, k, v, rowsQ, rowsDout, kvCaptures,
+                          fuseQuery ? &keySide : nullptr);
+    if (failed(kv))
       return failure();
-    std::tie(g.dk, g.dv) = *fused;
+    std::tie(g.dk, g.dv) = *kv;
+    if (fuseQuery)
+      g.dq = ungroupRows(b, loc, f, keySide, elementOf(q));
   } else {
     FailureOr<Value> dk = gradientAttention(
         b, f, {k, v}, {rowsQ, rowsDout}, rowsQ, kvCaptures, elementOf(k),
@@ -1336,7 +1398,8 @@ FailureOr<Value> captureGradient(OpBuilder &b, const GradientParts &p,
 /// dv, dsinks...)` for `op`; `fuseKeyValue`: dK and dV in one attention
 /// where they can share it.
 LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
-                            bool scoreCaptures, bool fuseKeyValue) {
+                            bool scoreCaptures, bool fuseKeyValue,
+                            bool fuseQuery) {
   if (failed(checkDifferentiable(op)))
     return failure();
   Location loc = op.getLoc();
@@ -1416,7 +1479,7 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
     FailureOr<BranchGradient> g =
         branchGradient(b, forwardOf(r), queries[r], keys[r], v,
                        sinks.empty() ? Value() : sinks[r], branchDout, rowStats,
-                       captures, fuseKeyValue);
+                       captures, fuseKeyValue, fuseQuery);
     if (failed(g))
       return failure();
     grads.push_back(*g);
@@ -1489,7 +1552,8 @@ struct AttnGradientPass
     bool fuse =
         fuseKeyValue && !ShapedType::isDynamic(shortest) && shortest >= from;
     if (failed(
-            buildGradient(module, sole, savedStatistics, scoreCaptures, fuse)))
+            buildGradient(module, sole, savedStatistics, scoreCaptures, fuse,
+                          fuseQuery)))
       return signalPassFailure();
     // The module is the gradient program alone.
     for (Operation *op : old)

@@ -200,6 +200,12 @@ FailureOr<KernelPlanAttr> Planner::referencePlan() {
 FailureOr<KernelPlanAttr> Planner::plan() {
   if (!options.tensorCores)
     return referencePlan();
+  if (auto op = dyn_cast<AttentionOp>(facts.getOp()); op && op.getKeySide()) {
+    remark() << "tensor-core path not taken: the key-side product (key_side) "
+                "has no tensor-core code generator yet; using the reference "
+                "kernel";
+    return referencePlan();
+  }
   // Rule 1: the tiles the structure prefers, then the overrides.
   bool wgmma = arch.hasWgmma && options.wgmma;
   bool producer = options.producerWarpgroup && options.decoupleWarpgroups;

@@ -293,7 +293,11 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
            "With fuse-key-value: only where the query and key lengths are "
            "both at least this times Q's head dim / 64 (below, the loop is "
            "too short for the fused kernel's wider accumulators and its "
-           "copies)">
+           "copies)">,
+    Option<"fuseQuery", "fuse-query", "bool", /*default=*/"false",
+           "Where dK and dV are one attention: dQ from its key-side product "
+           "(FlashAttention's backward: S and dP once for all three, dQ "
+           "accumulated across blocks) instead of an attention of its own">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
