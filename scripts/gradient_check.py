@@ -226,9 +226,20 @@ def frozen(shapes):
             if not isinstance(spec[1], int) and spec[1] == "frozen"}
 
 
+# The programs checked (GRADIENT_VARIANTS=vanilla,causal_gqa: those whose
+# names start so; fill and run take the same), else all.
+VARIANTS = tuple(v for v in os.environ.get("GRADIENT_VARIANTS", "").split(",") if v)
+
+
+def selected():
+    """cases() with their seeds, GRADIENT_VARIANTS's only."""
+    return [(seed, case) for seed, case in enumerate(cases())
+            if not VARIANTS or case[0].split(" ")[0] in VARIANTS]
+
+
 def fill(cache):
     os.environ["FLASHLIGHT_CACHE"] = cache
-    for seed, (name, fn, shapes) in enumerate(cases()):
+    for seed, (name, fn, shapes) in selected():
         xs = [x.requires_grad_() if x.is_floating_point() and i not in frozen(shapes) else x
               for i, x in enumerate(make_inputs(shapes, "cpu", seed))]
         jitted(fn)(*xs)  # compiles the forward and the gradient program
@@ -245,7 +256,7 @@ def run(cache, out_path):
     os.environ["FLASHLIGHT_COMPILE"] = "/nonexistent"  # the cache must serve
     flashlight.Kernel.poison = True
     records, failures = [], 0
-    for seed, (name, fn, shapes) in enumerate(cases()):
+    for seed, (name, fn, shapes) in selected():
         xs = make_inputs(shapes, "cuda", seed)
         floats = [i for i, x in enumerate(xs)
                   if x.is_floating_point() and i not in frozen(shapes)]
@@ -271,7 +282,8 @@ def run(cache, out_path):
         print(f"{name:<28} {'pass' if ok else 'FAIL'} "
               f"{record.get('errors', record.get('error'))}", flush=True)
     return write_result(out_path, "gradient_check", records, failures,
-                        flags=list(FLAGS), archs=list(ARCHS))
+                        flags=list(FLAGS), archs=list(ARCHS),
+                        variants=list(VARIANTS))
 
 
 if __name__ == "__main__":

@@ -326,6 +326,10 @@ struct MmaTiles {
   /// kernel's steps: every step's score region reads the same).
   SmallVector<Value, 2> staged;
   SmallVector<tensor::ExtractOp, 2> stagedReads;
+  /// wgmma with a key-side product: one [64, block-n] weights tile per
+  /// consumer warpgroup (swizzled, as a V tile), which the key-side product
+  /// reads as its MN-major A operand; else null.
+  Value keySideWeights;
 };
 
 /// A block mask (BlockMask.cpp): an i8 buffer [B', H', M tiles, N tiles]

@@ -762,7 +762,8 @@ void MmaSyncEmitter::emitBranchGroup(StepFrame &f,
     maskPartialTile(f, partial);
   Fragments kept = applyScoreAndMask(f, group, s, pre);
   bool lastGroup = g + 1 == groups.size();
-  if (group.size() == 1) {
+  std::optional<unsigned> keySide = keySideIn(f, group);
+  if (group.size() == 1 && !keySide) {
     weighAndAccumulate(f, group[0], s[group[0]], kept, lastGroup);
     return;
   }
@@ -774,8 +775,12 @@ void MmaSyncEmitter::emitBranchGroup(StepFrame &f,
     weights.push_back(&s[r]);
   }
   groupWeighed(weights, f.bn);
+  if (keySide)
+    stageKeySide(f, s[*keySide]);
   for (auto [i, r] : llvm::enumerate(group))
     accumulate(f, r, s[r], alpha[i], lastGroup && r == group.back());
+  if (keySide)
+    keySideProduct(f, *keySide);
 }
 
 SmallVector<IRMapping> MmaSyncEmitter::scoreRegionInputs(const StepFrame &f) {

@@ -390,6 +390,22 @@ protected:
   /// Runs once a group's weights are all computed, before its P Vs
   /// (several branches: `weights` in branch order).
   virtual void groupWeighed(ArrayRef<const Fragments *> weights, int64_t bn) {}
+  /// The key-side product (attn.online_step's key_side) of branch r's
+  /// weights `w`, in two halves: stageKeySide once the weights are
+  /// computed (before the P Vs), keySideProduct after the group's P Vs are
+  /// issued. The wgmma generator's; the plan takes no other tensor-core
+  /// generator for it.
+  virtual void stageKeySide(StepFrame &f, const Fragments &w) {}
+  virtual void keySideProduct(StepFrame &f, unsigned r) {}
+  /// The step's key-side branch if it is in `group`.
+  std::optional<unsigned> keySideIn(const StepFrame &f,
+                                    ArrayRef<unsigned> group) {
+    std::optional<uint64_t> r =
+        OnlineStepOp(f.step).getKeySideBranch();
+    if (!keySideOut || !r || !llvm::is_contained(group, unsigned(*r)))
+      return std::nullopt;
+    return unsigned(*r);
+  }
   /// weigh then accumulate, one branch.
   void weighAndAccumulate(StepFrame &f, unsigned r, Fragments &s,
                           const Fragments &kept, bool last);

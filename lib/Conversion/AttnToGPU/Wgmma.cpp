@@ -94,12 +94,17 @@ public:
     for (Value tile : queryTiles)
       queryAddresses.push_back(address(tile));
     valueAddress = address(valueTile);
+    keySideTile = tiles.keySideWeights;
+    if (keySideTile)
+      keySideAddress = address(keySideTile);
   }
 
 protected:
   /// The tiles' shared-memory addresses, one K and Q tile per branch.
   SmallVector<Value, 2> keyAddresses, queryAddresses;
   Value valueAddress;
+  /// MmaTiles::keySideWeights and its address (null without a key side).
+  Value keySideTile, keySideAddress;
   /// Software-pipelined KV loop (0: off; else block-n): a step issues
   /// S_t = Q K_t^T, then the P V of tile t - 1, and computes softmax_t while
   /// that P V runs. Tile t's V is copied one step after its K.
@@ -1575,6 +1580,124 @@ protected:
       c = registerWgmma(p.slice(4 * k, 4),
                         advance(vDesc, kProductK * kRowBytes * k), c, dv);
     return c;
+  }
+
+  //===--------------------------------------------------------------------===//
+  // The key-side product
+  //===--------------------------------------------------------------------===//
+
+  /// This warpgroup's weights `w` (rows: its 64 query rows; columns: the
+  /// tile's keys) into its buffer of the key-side tile, in 16 bits, as a V
+  /// tile holds keys' rows. Rows past the query length weigh 0: their Q
+  /// rows are zero-filled, but their weights may be anything (a score of 0
+  /// against a row statistic), and a NaN would reach every key.
+  void stageKeySide(StepFrame &f, const Fragments &w) override {
+    Type element = elementType();
+    int64_t atoms = llvm::divideCeil(f.bn, atomColumns());
+    Value bufferLines = mulI(warpgroup(), kGroupRows * atoms);
+    Value groupRow = addI(mulI(arith::RemUIOp::create(
+                                   b, loc, warp, idx(ArchInfo::kWarpsPerWarpgroup)),
+                               16),
+                          group());
+    Value firstRow = addI(f.q0, mulI(warpgroup(), kGroupRows));
+    auto pairType = VectorType::get({2}, b.getF32Type());
+    for (int64_t nb = 0; nb < f.bn / 8; ++nb)
+      for (int64_t half = 0; half < 2; ++half) {
+        Value row = addI(groupRow, idx(8 * half));
+        Value lo = w[0][nb][2 * half], hi = w[0][nb][2 * half + 1];
+        if (!alignedLengths) {
+          Value inside = cmpI(arith::CmpIPredicate::sle, addI(firstRow, row),
+                              f.lastRow);
+          lo = select(inside, lo, f32(0));
+          hi = select(inside, hi, f32(0));
+        }
+        Value pair = vector::FromElementsOp::create(b, loc, pairType,
+                                                    ValueRange{lo, hi});
+        pair = arith::TruncFOp::create(
+            b, loc, VectorType::get({2}, element), pair);
+        Value col = addI(idx(8 * nb), mulI(quad(), 2));
+        vector::StoreOp::create(
+            b, loc, pair, keySideTile,
+            layout.indices(b, loc, kGroupRows, row, col, bufferLines),
+            /*nontemporal=*/false,
+            llvm::Align(element.getIntOrFloatBitWidth() / 4));
+      }
+    // wgmma reads the tile through the async proxy.
+    copies::fenceToAsyncProxy(b, loc);
+  }
+
+  /// key_side[b, h, k0 + j, c] += sum over this warpgroup's rows i of
+  /// W[i, j] Q_r[i, c]: per 64 keys and 64 columns, one m64n64 product of
+  /// the staged weights (MN-major A: keys contiguous) and the warpgroup's
+  /// rows of Q_r's tile (MN-major B, as V in P V), then atomic adds (every
+  /// query tile adds to every key's row).
+  void keySideProduct(StepFrame &f, unsigned r) override {
+    namedBarrier(groupId(1), kGroupThreads);
+    int64_t dqk =
+        cast<RankedTensorType>(f.step.getQueries()[r].getType()).getDimSize(3);
+    int64_t atoms = llvm::divideCeil(f.bn, atomColumns());
+    int64_t queryAtoms = llvm::divideCeil(dqk, atomColumns());
+    int64_t queryRows =
+        cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) / queryAtoms /
+        queryBuffers;
+    Value rowsOffset = mulI(warpgroup(), kGroupRows * kRowBytes);
+    if (queryBuffer)
+      rowsOffset = addI(rowsOffset,
+                        mulI(queryBuffer, queryRows * queryAtoms * kRowBytes));
+    auto asI64 = [&](Value x) {
+      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), x);
+    };
+    Value weights = arith::AddIOp::create(
+        b, loc, keySideAddress,
+        asI64(mulI(warpgroup(), kGroupRows * atoms * kRowBytes)));
+    Value rows =
+        arith::AddIOp::create(b, loc, queryAddresses[r], asI64(rowsOffset));
+    int64_t n = std::min<int64_t>(dqk, atomColumns());
+    for (int64_t mc = 0; mc < atoms; ++mc)
+      for (int64_t nc = 0; nc < dqk / n; ++nc) {
+        Value aDesc = descriptor(
+            arith::AddIOp::create(b, loc, weights,
+                                  i64(mc * kGroupRows * kRowBytes)),
+            kGroupRows * kRowBytes, kAtomBlockBytes);
+        Value bDesc = descriptor(
+            arith::AddIOp::create(b, loc, rows,
+                                  i64(nc * queryRows * kRowBytes)),
+            queryRows * kRowBytes, kAtomBlockBytes);
+        Value acc = LLVM::PoisonOp::create(b, loc, accumulatorType(n / 2));
+        NVVM::WgmmaFenceAlignedOp::create(b, loc);
+        for (int64_t k = 0; k < kGroupRows / kProductK; ++k)
+          acc = wgmma::sharedProduct(
+              b, loc, advance(aDesc, k * kProductK * kRowBytes),
+              advance(bDesc, k * kProductK * kRowBytes), acc, n, elementType(),
+              /*accumulate=*/k > 0, /*transposed=*/true);
+        finishProducts();
+        addKeySideChunk(f, unpack(acc, n / 2), mc * atomColumns(), nc * n);
+      }
+  }
+
+  /// Atomically adds an m64nN accumulator (`acc`, n / 2 per thread) to the
+  /// key-side output at keys k0 + `key0` .., columns `col0` ...
+  void addKeySideChunk(StepFrame &f, ArrayRef<Value> acc, int64_t key0,
+                       int64_t col0) {
+    Value groupRow = addI(mulI(arith::RemUIOp::create(
+                                   b, loc, warp, idx(ArchInfo::kWarpsPerWarpgroup)),
+                               16),
+                          group());
+    Value keys = dim(keySideOut, 2);
+    for (int64_t half = 0; half < 2; ++half) {
+      Value key = addI(addI(f.k0, idx(key0 + 8 * half)), groupRow);
+      auto inside =
+          scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, key, keys));
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(&inside.getThenRegion().front());
+      for (int64_t nb = 0; nb < int64_t(acc.size()) / 4; ++nb)
+        for (int64_t i = 2 * half; i < 2 * half + 2; ++i) {
+          Value col = addI(idx(col0 + 8 * nb + i % 2), mulI(quad(), 2));
+          memref::AtomicRMWOp::create(
+              b, loc, arith::AtomicRMWKind::addf, acc[4 * nb + i], keySideOut,
+              {f.values.offsets[0], f.values.offsets[1], key, col});
+        }
+    }
   }
 
   /// P's A fragments for one wgmma, 4 registers per 16 keys.

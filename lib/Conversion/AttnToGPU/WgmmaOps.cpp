@@ -116,7 +116,7 @@ Value wgmma::registerProduct(OpBuilder &b, Location loc, ArrayRef<Value> a,
 
 Value wgmma::sharedProduct(OpBuilder &b, Location loc, Value aDesc, Value bDesc,
                            Value acc, int64_t n, Type element,
-                           bool accumulate) {
+                           bool accumulate, bool transposed) {
   // m64: a warpgroup's rows; k16 for 16-bit operands.
   constexpr int64_t k = 16;
   return NVVM::WgmmaMmaAsyncOp::create(
@@ -124,7 +124,8 @@ Value wgmma::sharedProduct(OpBuilder &b, Location loc, Value aDesc, Value bDesc,
       NVVM::MMAShapeAttr::get(b.getContext(), ArchInfo::kWarpgroupRows, n, k),
       wgmmaType(element), wgmmaType(element), NVVM::WGMMATypes::f32,
       accumulate ? NVVM::WGMMAScaleOut::one : NVVM::WGMMAScaleOut::zero,
-      NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one, NVVM::MMALayout::row,
-      NVVM::MMALayout::col,
+      NVVM::WGMMAScaleIn::one, NVVM::WGMMAScaleIn::one,
+      transposed ? NVVM::MMALayout::col : NVVM::MMALayout::row,
+      transposed ? NVVM::MMALayout::row : NVVM::MMALayout::col,
       /*satfinite=*/nullptr);
 }

@@ -53,10 +53,12 @@ Value fragmentAsI32(OpBuilder &b, Location loc, Value reg);
 Value registerProduct(OpBuilder &b, Location loc, ArrayRef<Value> a,
                       Value bDesc, Value acc, int64_t n, Type element);
 
-/// One m64nNk16 product with both operands from shared memory, K-major:
-/// acc (or zero with `accumulate` false) + A B, uncommitted.
+/// One m64nNk16 product with both operands from shared memory, K-major
+/// (or, `transposed`, both MN-major: A stored [K, M] and B [K, N], M and N
+/// contiguous): acc (or zero with `accumulate` false) + A B, uncommitted.
 Value sharedProduct(OpBuilder &b, Location loc, Value aDesc, Value bDesc,
-                    Value acc, int64_t n, Type element, bool accumulate);
+                    Value acc, int64_t n, Type element, bool accumulate,
+                    bool transposed = false);
 
 } // namespace flashlight::attn_to_gpu::wgmma
 

@@ -147,6 +147,16 @@ SharedMemory layoutSharedMemory(const KernelFacts &facts, bool wgmma,
   if (queryInSmem)
     for (Value query : op.getQueries())
       smem.bytes += tileBytes(query, blockM, queryAhead ? 2 : 1);
+  // The key-side product's weights: a [64, block-n] tile per consumer
+  // warpgroup (wgmma).
+  if (wgmma && op.getKeySide()) {
+    int64_t bits = cast<RankedTensorType>(op.getQueries()[0].getType())
+                       .getElementTypeBitWidth();
+    auto [lines, columns] = ArchInfo::stagingTileShape(
+        /*swizzled=*/true, ArchInfo::kWarpgroupRows, blockN,
+        blockM / ArchInfo::kWarpgroupRows, bits);
+    smem.bytes += lines * columns * bits / 8;
+  }
   if (loop == LoopForm::mbarrier)
     smem.bytes += ArchInfo::mbarrierCount(producer, queryAhead) * 8;
   if (int64_t terms = facts.getRelativeTermCount())
@@ -200,10 +210,10 @@ FailureOr<KernelPlanAttr> Planner::referencePlan() {
 FailureOr<KernelPlanAttr> Planner::plan() {
   if (!options.tensorCores)
     return referencePlan();
-  if (auto op = dyn_cast<AttentionOp>(facts.getOp()); op && op.getKeySide()) {
+  if (auto op = dyn_cast<AttentionOp>(facts.getOp());
+      op && op.getKeySide() && !(arch.hasWgmma && options.wgmma)) {
     remark() << "tensor-core path not taken: the key-side product (key_side) "
-                "has no tensor-core code generator yet; using the reference "
-                "kernel";
+                "is on wgmma (sm_90a) only; using the reference kernel";
     return referencePlan();
   }
   // Rule 1: the tiles the structure prefers, then the overrides.
@@ -276,6 +286,11 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
       generator = Generator::wgmma;
   }
   bool wgmma = generator == Generator::wgmma;
+  if (!wgmma && cast<AttentionOp>(facts.getOp()).getKeySide()) {
+    remark() << "tensor-core path not taken: the key-side product (key_side) "
+                "is on wgmma only; using the reference kernel";
+    return referencePlan();
+  }
 
   // Rule 3: query rows per warp. mma.sync: 32 (two m16 tiles) on 128-row
   // tiles of one branch, else 16; Q stays in shared memory where its A
