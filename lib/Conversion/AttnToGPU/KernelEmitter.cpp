@@ -278,6 +278,15 @@ SmallVector<Value> KernelEmitter::flatten(ValueRange values) {
   return flat;
 }
 
+SmallVector<Value> KernelEmitter::flattenInits(scf::ForOp loop) {
+  SmallVector<Value> flat;
+  for (auto [init, arg] :
+       llvm::zip_equal(loop.getInitArgs(), loop.getRegionIterArgs()))
+    if (!keySide.contains(arg))
+      llvm::append_range(flat, lanes.lookup(init));
+  return flat;
+}
+
 void KernelEmitter::distribute(ValueRange values, ValueRange flat) {
   unsigned pos = 0;
   for (Value v : values) {
@@ -323,8 +332,6 @@ LogicalResult KernelEmitter::convertOp(Operation &op) {
   if (isa<tensor::EmptyOp>(op))
     return success();
   if (auto fill = dyn_cast<linalg::FillOp>(op)) {
-    if (keySide.contains(fill.getResult(0)))
-      return success();
     Value value = map.lookupOrNull(fill.value());
     if (!value)
       return op.emitError("attn-to-gpu: fill with a non-constant value");
@@ -400,7 +407,7 @@ Value KernelEmitter::materialize(OpFoldResult ofr) {
 }
 
 LogicalResult KernelEmitter::convertFor(scf::ForOp loop) {
-  SmallVector<Value> init = flatten(loop.getInitArgs());
+  SmallVector<Value> init = flattenInits(loop);
   auto newLoop = scf::ForOp::create(b, loc, map.lookup(loop.getLowerBound()),
                                     map.lookup(loop.getUpperBound()),
                                     map.lookup(loop.getStep()), init);
@@ -453,9 +460,10 @@ void KernelEmitter::markKeySide(Operation *root) {
   });
   // A loop's init, iteration argument, yielded value and result, and a
   // branch's yielded values and result, are one carried tensor.
+  // (Not the loop's init, a zero fill that CSE may share with a state's:
+  // flattenInits skips it by its iteration argument.)
   auto visitLoop = [&](scf::ForOp loop, unsigned i) {
-    work.append({loop.getInitArgs()[i], loop.getRegionIterArgs()[i],
-                 loop.getResult(i),
+    work.append({loop.getRegionIterArgs()[i], loop.getResult(i),
                  loop.getBody()->getTerminator()->getOperand(i)});
   };
   while (!work.empty()) {
@@ -466,10 +474,6 @@ void KernelEmitter::markKeySide(Operation *root) {
       Operation *parent = arg.getOwner()->getParentOp();
       if (auto loop = dyn_cast<scf::ForOp>(parent); loop && arg.getArgNumber())
         visitLoop(loop, arg.getArgNumber() - 1);
-      if (auto forall = dyn_cast<scf::ForallOp>(parent);
-          forall && arg.getArgNumber() >= forall.getRank())
-        work.push_back(
-            forall.getOutputs()[arg.getArgNumber() - forall.getRank()]);
     } else if (auto loop = v.getDefiningOp<scf::ForOp>()) {
       visitLoop(loop, cast<OpResult>(v).getResultNumber());
     } else if (auto branch = v.getDefiningOp<scf::IfOp>()) {
@@ -487,9 +491,6 @@ void KernelEmitter::markKeySide(Operation *root) {
         if (auto branch = dyn_cast<scf::IfOp>(yield->getParentOp()))
           work.push_back(branch.getResult(use.getOperandNumber()));
       }
-      if (auto loop = dyn_cast<scf::ForOp>(user);
-          loop && use.getOperandNumber() >= loop.getNumControlOperands())
-        visitLoop(loop, use.getOperandNumber() - loop.getNumControlOperands());
     }
   }
 }

@@ -84,8 +84,8 @@ public:
   Value keySideOut;
   /// Marks the tensors that carry a key-side contribution in `root` (the
   /// steps' key_side operands and results, the loops and branches that
-  /// carry them, their zero fills, the forall's shared output): they hold
-  /// no per-thread values, since each step adds to `keySideOut` directly.
+  /// carry them): they hold no per-thread values, since each step adds to
+  /// `keySideOut` directly.
   void markKeySide(Operation *root);
 
 protected:
@@ -263,6 +263,10 @@ protected:
 
   /// Flattens the per-lane values of `values`.
   SmallVector<Value> flatten(ValueRange values);
+  /// Flattens `loop`'s init values, but those of key-side iteration
+  /// arguments: their init is a zero fill, which CSE may share with a
+  /// state's (same type), so the argument, not the value, decides.
+  SmallVector<Value> flattenInits(scf::ForOp loop);
 
   /// Distributes `flat` over `values` by their lane counts.
   void distribute(ValueRange values, ValueRange flat);

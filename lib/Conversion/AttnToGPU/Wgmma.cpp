@@ -659,7 +659,7 @@ protected:
     firstKeptTile =
         nextKeptTile(arith::DivUIOp::create(b, loc, lb, idx(bn)), endTile);
 
-    SmallVector<Value> init = flatten(loop.getInitArgs());
+    SmallVector<Value> init = flattenInits(loop);
     size_t stateSize = init.size();
     init.push_back(idx(0));
     // With mbarriers, the number of kept tiles visited so far says which
@@ -1228,7 +1228,7 @@ protected:
     Value lb = map.lookup(loop.getLowerBound());
     Value ub = map.lookup(loop.getUpperBound());
     Value stepSize = map.lookup(loop.getStep());
-    SmallVector<Value> init = flatten(loop.getInitArgs());
+    SmallVector<Value> init = flattenInits(loop);
     auto ifAny = scf::IfOp::create(b, loc, TypeRange(ValueRange(init)),
                                    cmpI(arith::CmpIPredicate::slt, lb, ub),
                                    /*withElseRegion=*/true);
