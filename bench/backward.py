@@ -343,8 +343,14 @@ if __name__ == "__main__":
     parser.add_argument("--flags", default="",
                         help="more flashlight-compile flags (space-separated) for "
                              "system flashlight, at fill and run alike")
+    parser.add_argument("--previous", default=None,
+                        help="with --compare: the previous form's flags "
+                             "(default: " + " ".join(PREVIOUS["flashlight_unfused"]) +
+                             "; '' for the default compile)")
     a = parser.parse_args()
     FLAGS.extend(a.flags.split())
+    if a.previous is not None:
+        PREVIOUS["flashlight_unfused"] = tuple(a.previous.split())
     lengths = [int(x) for x in a.lengths.split(",")]
     if a.mode == "fill":
         fill(a.cache, lengths, a.variants and a.variants.split(","), a.compare)

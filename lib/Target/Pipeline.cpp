@@ -86,8 +86,10 @@ void flashlight::buildGPUToPTXPipeline(OpPassManager &pm,
 
   GpuNVVMAttachTargetOptions target;
   target.chip = options.chip;
-  // PTX ISA 8.0: what sm_90a needs, and assembled by CUDA 12+ ptxas.
-  target.features = "+ptx80";
+  // PTX ISA 8.0: what sm_90a needs, and assembled by CUDA 12+ ptxas; 8.1
+  // on sm_90a for red.global.add.v4.f32 (the key-side product's adds; CUDA
+  // 12.1+ ptxas).
+  target.features = options.chip == "sm_90a" ? "+ptx81" : "+ptx80";
   target.optLevel = 3;
   if (!options.libdevice.empty())
     target.linkLibs.push_back(options.libdevice);

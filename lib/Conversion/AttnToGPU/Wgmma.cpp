@@ -1676,27 +1676,70 @@ protected:
   }
 
   /// Atomically adds an m64nN accumulator (`acc`, n / 2 per thread) to the
-  /// key-side output at keys k0 + `key0` .., columns `col0` ...
+  /// key-side output at keys k0 + `key0` .., columns `col0` ..: four
+  /// columns per red.global.add.v4.f32. A thread holds two columns of rows
+  /// g and g + 8 per 8-column block; the lanes of a pair (quad lanes 2p and
+  /// 2p + 1) swap halves, so that the even one adds four columns of row g
+  /// and the odd one of row g + 8: a quarter of the scalar adds, which the
+  /// L2 serves per request.
   void addKeySideChunk(StepFrame &f, ArrayRef<Value> acc, int64_t key0,
                        int64_t col0) {
     Value groupRow = addI(mulI(arith::RemUIOp::create(
                                    b, loc, warp, idx(ArchInfo::kWarpsPerWarpgroup)),
                                16),
                           group());
-    Value keys = dim(keySideOut, 2);
-    for (int64_t half = 0; half < 2; ++half) {
-      Value key = addI(addI(f.k0, idx(key0 + 8 * half)), groupRow);
-      auto inside =
-          scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::slt, key, keys));
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&inside.getThenRegion().front());
-      for (int64_t nb = 0; nb < int64_t(acc.size()) / 4; ++nb)
-        for (int64_t i = 2 * half; i < 2 * half + 2; ++i) {
-          Value col = addI(idx(col0 + 8 * nb + i % 2), mulI(quad(), 2));
-          memref::AtomicRMWOp::create(
-              b, loc, arith::AtomicRMWKind::addf, acc[4 * nb + i], keySideOut,
-              {f.values.offsets[0], f.values.offsets[1], key, col});
-        }
+    Value odd = cmpI(arith::CmpIPredicate::eq,
+                     arith::RemUIOp::create(b, loc, lane, idx(2)), idx(1));
+    Value row = addI(groupRow, select(odd, idx(8), idx(0)));
+    Value key = addI(addI(f.k0, idx(key0)), row);
+    // The pair's first column: 2 * (quad rounded down to even).
+    Value col = addI(idx(col0), mulI(arith::DivUIOp::create(b, loc, quad(),
+                                                            idx(2)),
+                                     4));
+    auto meta =
+        memref::ExtractStridedMetadataOp::create(b, loc, keySideOut);
+    auto elementAt = [&](Value i, unsigned d) {
+      return arith::MulIOp::create(b, loc, i, meta.getStrides()[d]);
+    };
+    Value offset = addI(
+        addI(addI(meta.getOffset(), elementAt(f.values.offsets[0], 0)),
+             elementAt(f.values.offsets[1], 1)),
+        addI(elementAt(key, 2), col));
+    Value base = arith::IndexCastUIOp::create(
+        b, loc, b.getI64Type(),
+        memref::ExtractAlignedPointerAsIndexOp::create(b, loc, keySideOut));
+    Value address = arith::AddIOp::create(
+        b, loc, base,
+        arith::IndexCastUIOp::create(b, loc, b.getI64Type(), mulI(offset, 4)));
+    // The swaps run in every lane, before the guard.
+    SmallVector<SmallVector<Value>> quads;
+    for (int64_t nb = 0; nb < int64_t(acc.size()) / 4; ++nb) {
+      ArrayRef<Value> a = acc.slice(4 * nb, 4);
+      SmallVector<Value> sent = {select(odd, a[0], a[2]),
+                                 select(odd, a[1], a[3])};
+      SmallVector<Value> got;
+      for (Value x : sent)
+        got.push_back(gpu::ShuffleOp::create(b, loc, x, 1, kThreadsPerWarp,
+                                             gpu::ShuffleMode::XOR)
+                          .getShuffleResult());
+      quads.push_back({select(odd, got[0], a[0]), select(odd, got[1], a[1]),
+                       select(odd, a[2], got[0]), select(odd, a[3], got[1])});
+    }
+    auto inside = scf::IfOp::create(
+        b, loc, cmpI(arith::CmpIPredicate::slt, key, dim(keySideOut, 2)));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&inside.getThenRegion().front());
+    for (auto [nb, values] : llvm::enumerate(quads)) {
+      SmallVector<Value> operands = {
+          arith::AddIOp::create(b, loc, address, i64(8 * nb * 4))};
+      llvm::append_range(operands, values);
+      LLVM::InlineAsmOp::create(
+          b, loc, TypeRange(), operands,
+          "red.global.add.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f",
+          /*has_side_effects=*/true, /*is_align_stack=*/false,
+          LLVM::tailcallkind::TailCallKind::None,
+          LLVM::AsmDialectAttr::get(b.getContext(), LLVM::AsmDialect::AD_ATT),
+          /*operand_attrs=*/ArrayAttr());
     }
   }
 
