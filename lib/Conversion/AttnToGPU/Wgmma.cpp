@@ -1670,8 +1670,17 @@ protected:
               b, loc, advance(aDesc, k * kProductK * kRowBytes),
               advance(bDesc, k * kProductK * kRowBytes), acc, n, elementType(),
               /*accumulate=*/k > 0, /*transposed=*/true);
-        finishProducts();
+        NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
+        // Ping-pong: the step's products are issued; the other warpgroup
+        // takes a turn while this one waits and adds, and hands it back for
+        // the next S (every warpgroup takes two turns a step alike).
+        bool handOver = turnOpen;
+        if (handOver)
+          endTurn();
+        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
         addKeySideChunk(f, unpack(acc, n / 2), mc * atomColumns(), nc * n);
+        if (handOver)
+          turnSync(groupId(0), /*arrive=*/false);
       }
   }
 
