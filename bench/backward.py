@@ -142,7 +142,7 @@ def extra_inputs(variant, B, H, N, D, generator):
 _jitted = {}
 # The A/B of one gradient-program change in the same process
 # (`--compare`): the previous form's flashlight-compile flags.
-PREVIOUS = {"flashlight_unfused": ("--unfused-key-value-gradients",)}
+PREVIOUS = {"flashlight_previous": ("--unfused-key-value-gradients",)}
 
 
 # More flashlight-compile flags for system `flashlight` (`--flags`: an
@@ -189,10 +189,10 @@ def systems(variant, compare=False):
     the previous form and this one in alternating rounds (A B B A) before
     the peers."""
     if compare:
-        return {"flashlight_unfused#1": jitted(variant, "flashlight_unfused"),
+        return {"flashlight_previous#1": jitted(variant, "flashlight_previous"),
                 "flashlight#1": jitted(variant),
                 "flashlight#2": jitted(variant),
-                "flashlight_unfused#2": jitted(variant, "flashlight_unfused")}
+                "flashlight_previous#2": jitted(variant, "flashlight_previous")}
     if variant in BEYOND:
         return {"flashlight": jitted(variant), "compile": torch.compile(PROGRAMS[variant])}
     import torch.nn.functional as F
@@ -345,12 +345,12 @@ if __name__ == "__main__":
                              "system flashlight, at fill and run alike")
     parser.add_argument("--previous", default=None,
                         help="with --compare: the previous form's flags "
-                             "(default: " + " ".join(PREVIOUS["flashlight_unfused"]) +
+                             "(default: " + " ".join(PREVIOUS["flashlight_previous"]) +
                              "; '' for the default compile)")
     a = parser.parse_args()
     FLAGS.extend(a.flags.split())
     if a.previous is not None:
-        PREVIOUS["flashlight_unfused"] = tuple(a.previous.split())
+        PREVIOUS["flashlight_previous"] = tuple(a.previous.split())
     lengths = [int(x) for x in a.lengths.split(",")]
     if a.mode == "fill":
         fill(a.cache, lengths, a.variants and a.variants.split(","), a.compare)

@@ -478,8 +478,8 @@ void KernelEmitter::markKeySide(Operation *root) {
       visitLoop(loop, cast<OpResult>(v).getResultNumber());
     } else if (auto branch = v.getDefiningOp<scf::IfOp>()) {
       unsigned i = cast<OpResult>(v).getResultNumber();
-      work.append({branch.thenYield().getOperand(i),
-                   branch.elseYield().getOperand(i)});
+      work.append(
+          {branch.thenYield().getOperand(i), branch.elseYield().getOperand(i)});
     }
     for (OpOperand &use : v.getUses()) {
       Operation *user = use.getOwner();

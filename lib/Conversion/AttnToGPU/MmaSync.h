@@ -400,8 +400,7 @@ protected:
   /// The step's key-side branch if it is in `group`.
   std::optional<unsigned> keySideIn(const StepFrame &f,
                                     ArrayRef<unsigned> group) {
-    std::optional<uint64_t> r =
-        OnlineStepOp(f.step).getKeySideBranch();
+    std::optional<uint64_t> r = OnlineStepOp(f.step).getKeySideBranch();
     if (!keySideOut || !r || !llvm::is_contained(group, unsigned(*r)))
       return std::nullopt;
     return unsigned(*r);

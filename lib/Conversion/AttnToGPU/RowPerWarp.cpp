@@ -216,8 +216,7 @@ protected:
   /// The key-side product: key_side[b, hkv, kv, c] += p * Q_r[row, c] for
   /// this warp's row (if it is one) and columns. Every row of every block
   /// adds to the key's row: atomics.
-  void addKeySide(OnlineStepOp step, unsigned r, Value p, Value row,
-                  Value kv) {
+  void addKeySide(OnlineStepOp step, unsigned r, Value p, Value row, Value kv) {
     View qView = views.lookup(step.getQueries()[r]);
     View kView = views.lookup(step.getKeys()[r]);
     int64_t dqk =
@@ -232,9 +231,9 @@ protected:
       auto add = scf::IfOp::create(b, loc, valid);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(&add.getThenRegion().front());
-      memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addf,
-                                  mul(p, q[c]), keySideOut,
-                                  {kView.offsets[0], kView.offsets[1], kv, col});
+      memref::AtomicRMWOp::create(
+          b, loc, arith::AtomicRMWKind::addf, mul(p, q[c]), keySideOut,
+          {kView.offsets[0], kView.offsets[1], kv, col});
     }
   }
 

@@ -1595,10 +1595,11 @@ protected:
     Type element = elementType();
     int64_t atoms = llvm::divideCeil(f.bn, atomColumns());
     Value bufferLines = mulI(warpgroup(), kGroupRows * atoms);
-    Value groupRow = addI(mulI(arith::RemUIOp::create(
-                                   b, loc, warp, idx(ArchInfo::kWarpsPerWarpgroup)),
-                               16),
-                          group());
+    Value groupRow =
+        addI(mulI(arith::RemUIOp::create(b, loc, warp,
+                                         idx(ArchInfo::kWarpsPerWarpgroup)),
+                  16),
+             group());
     Value firstRow = addI(f.q0, mulI(warpgroup(), kGroupRows));
     auto pairType = VectorType::get({2}, b.getF32Type());
     for (int64_t nb = 0; nb < f.bn / 8; ++nb)
@@ -1606,15 +1607,15 @@ protected:
         Value row = addI(groupRow, idx(8 * half));
         Value lo = w[0][nb][2 * half], hi = w[0][nb][2 * half + 1];
         if (!alignedLengths) {
-          Value inside = cmpI(arith::CmpIPredicate::sle, addI(firstRow, row),
-                              f.lastRow);
+          Value inside =
+              cmpI(arith::CmpIPredicate::sle, addI(firstRow, row), f.lastRow);
           lo = select(inside, lo, f32(0));
           hi = select(inside, hi, f32(0));
         }
         Value pair = vector::FromElementsOp::create(b, loc, pairType,
                                                     ValueRange{lo, hi});
-        pair = arith::TruncFOp::create(
-            b, loc, VectorType::get({2}, element), pair);
+        pair = arith::TruncFOp::create(b, loc, VectorType::get({2}, element),
+                                       pair);
         Value col = addI(idx(8 * nb), mulI(quad(), 2));
         vector::StoreOp::create(
             b, loc, pair, keySideTile,
@@ -1655,14 +1656,14 @@ protected:
     int64_t n = std::min<int64_t>(dqk, atomColumns());
     for (int64_t mc = 0; mc < atoms; ++mc)
       for (int64_t nc = 0; nc < dqk / n; ++nc) {
-        Value aDesc = descriptor(
-            arith::AddIOp::create(b, loc, weights,
-                                  i64(mc * kGroupRows * kRowBytes)),
-            kGroupRows * kRowBytes, kAtomBlockBytes);
-        Value bDesc = descriptor(
-            arith::AddIOp::create(b, loc, rows,
-                                  i64(nc * queryRows * kRowBytes)),
-            queryRows * kRowBytes, kAtomBlockBytes);
+        Value aDesc =
+            descriptor(arith::AddIOp::create(b, loc, weights,
+                                             i64(mc * kGroupRows * kRowBytes)),
+                       kGroupRows * kRowBytes, kAtomBlockBytes);
+        Value bDesc =
+            descriptor(arith::AddIOp::create(b, loc, rows,
+                                             i64(nc * queryRows * kRowBytes)),
+                       queryRows * kRowBytes, kAtomBlockBytes);
         Value acc = LLVM::PoisonOp::create(b, loc, accumulatorType(n / 2));
         NVVM::WgmmaFenceAlignedOp::create(b, loc);
         for (int64_t k = 0; k < kGroupRows / kProductK; ++k)
@@ -1670,17 +1671,10 @@ protected:
               b, loc, advance(aDesc, k * kProductK * kRowBytes),
               advance(bDesc, k * kProductK * kRowBytes), acc, n, elementType(),
               /*accumulate=*/k > 0, /*transposed=*/true);
-        NVVM::WgmmaGroupSyncAlignedOp::create(b, loc);
-        // Ping-pong: the step's products are issued; the other warpgroup
-        // takes a turn while this one waits and adds, and hands it back for
-        // the next S (every warpgroup takes two turns a step alike).
-        bool handOver = turnOpen;
-        if (handOver)
-          endTurn();
-        NVVM::WgmmaWaitGroupSyncOp::create(b, loc, 0);
+        // (Ping-pong: the turn stays with this warpgroup while it waits and
+        // adds: docs/decisions/021.)
+        finishProducts();
         addKeySideChunk(f, unpack(acc, n / 2), mc * atomColumns(), nc * n);
-        if (handOver)
-          turnSync(groupId(0), /*arrive=*/false);
       }
   }
 
@@ -1693,27 +1687,26 @@ protected:
   /// L2 serves per request.
   void addKeySideChunk(StepFrame &f, ArrayRef<Value> acc, int64_t key0,
                        int64_t col0) {
-    Value groupRow = addI(mulI(arith::RemUIOp::create(
-                                   b, loc, warp, idx(ArchInfo::kWarpsPerWarpgroup)),
-                               16),
-                          group());
+    Value groupRow =
+        addI(mulI(arith::RemUIOp::create(b, loc, warp,
+                                         idx(ArchInfo::kWarpsPerWarpgroup)),
+                  16),
+             group());
     Value odd = cmpI(arith::CmpIPredicate::eq,
                      arith::RemUIOp::create(b, loc, lane, idx(2)), idx(1));
     Value row = addI(groupRow, select(odd, idx(8), idx(0)));
     Value key = addI(addI(f.k0, idx(key0)), row);
     // The pair's first column: 2 * (quad rounded down to even).
-    Value col = addI(idx(col0), mulI(arith::DivUIOp::create(b, loc, quad(),
-                                                            idx(2)),
-                                     4));
-    auto meta =
-        memref::ExtractStridedMetadataOp::create(b, loc, keySideOut);
+    Value col = addI(idx(col0),
+                     mulI(arith::DivUIOp::create(b, loc, quad(), idx(2)), 4));
+    auto meta = memref::ExtractStridedMetadataOp::create(b, loc, keySideOut);
     auto elementAt = [&](Value i, unsigned d) {
       return arith::MulIOp::create(b, loc, i, meta.getStrides()[d]);
     };
-    Value offset = addI(
-        addI(addI(meta.getOffset(), elementAt(f.values.offsets[0], 0)),
-             elementAt(f.values.offsets[1], 1)),
-        addI(elementAt(key, 2), col));
+    Value offset =
+        addI(addI(addI(meta.getOffset(), elementAt(f.values.offsets[0], 0)),
+                  elementAt(f.values.offsets[1], 1)),
+             addI(elementAt(key, 2), col));
     Value base = arith::IndexCastUIOp::create(
         b, loc, b.getI64Type(),
         memref::ExtractAlignedPointerAsIndexOp::create(b, loc, keySideOut));

@@ -115,8 +115,8 @@ Value wgmma::registerProduct(OpBuilder &b, Location loc, ArrayRef<Value> a,
 }
 
 Value wgmma::sharedProduct(OpBuilder &b, Location loc, Value aDesc, Value bDesc,
-                           Value acc, int64_t n, Type element,
-                           bool accumulate, bool transposed) {
+                           Value acc, int64_t n, Type element, bool accumulate,
+                           bool transposed) {
   // m64: a warpgroup's rows; k16 for 16-bit operands.
   constexpr int64_t k = 16;
   return NVVM::WgmmaMmaAsyncOp::create(

@@ -28,7 +28,8 @@ static ParseResult parseAttentionResults(OpAsmParser &parser, Type &output,
     return failure();
   if (types.empty() || (branch && types.size() < 2))
     return parser.emitError(parser.getCurrentLocation())
-           << "expected the output type" << (branch ? " and the key side's" : "");
+           << "expected the output type"
+           << (branch ? " and the key side's" : "");
   output = types.front();
   ArrayRef<Type> rest = ArrayRef<Type>(types).drop_front();
   if (branch) {
@@ -341,9 +342,9 @@ LogicalResult verifyKeySide(Operation *op, std::optional<uint64_t> branch,
   if (!branch)
     return success();
   if (*branch >= queries.size())
-    return op->emitOpError() << "key_side branch " << *branch
-                             << " is not one of its " << queries.size()
-                             << " branches";
+    return op->emitOpError()
+           << "key_side branch " << *branch << " is not one of its "
+           << queries.size() << " branches";
   if (normalizer == Normalizer::softmax)
     return op->emitOpError("key_side needs weights that are final per "
                            "element (normalizer none or sigmoid), not "

@@ -508,10 +508,10 @@ FailureOr<Value> gradientAttention(OpBuilder &b, const Forward &f,
                             resultElement);
   Type keySideType;
   if (keySide)
-    keySideType = RankedTensorType::get(
-        {kType.getDimSize(0), kType.getDimSize(1), kType.getDimSize(2),
-         qType.getDimSize(3)},
-        b.getF32Type());
+    keySideType =
+        RankedTensorType::get({kType.getDimSize(0), kType.getDimSize(1),
+                               kType.getDimSize(2), qType.getDimSize(3)},
+                              b.getF32Type());
   SmallVector<double> scales = {f.scale, 1.0};
   scales.resize(queries.size());
   auto op = AttentionOp::create(
@@ -1180,8 +1180,9 @@ AttentionOp branchForward(OpBuilder &b, const Forward &f, Value q, Value k,
   if (f.normalizer == Normalizer::softmax)
     lseTypes.push_back(lseType(f.op, f.branch));
   auto forward = AttentionOp::create(
-      b, loc, branchOutputType(f.op, f.branch), lseTypes, /*key_side=*/Type(), q, k, v, sinks,
-      captures, b.getDenseF64ArrayAttr({f.scale}), f.op.getNormalizerAttr(),
+      b, loc, branchOutputType(f.op, f.branch), lseTypes, /*key_side=*/Type(),
+      q, k, v, sinks, captures, b.getDenseF64ArrayAttr({f.scale}),
+      f.op.getNormalizerAttr(),
       /*mean_empty_rows=*/UnitAttr(), /*value_columns=*/DenseI64ArrayAttr(),
       /*key_side_branch=*/IntegerAttr());
   // A fresh mapping per clone: a mapped block argument is dropped from the
@@ -1551,9 +1552,8 @@ struct AttnGradientPass
         fuseKeyValueFrom * std::max<int64_t>(1, length(queries, 3) / 64);
     bool fuse =
         fuseKeyValue && !ShapedType::isDynamic(shortest) && shortest >= from;
-    if (failed(
-            buildGradient(module, sole, savedStatistics, scoreCaptures, fuse,
-                          fuseQuery)))
+    if (failed(buildGradient(module, sole, savedStatistics, scoreCaptures, fuse,
+                             fuseQuery)))
       return signalPassFailure();
     // The module is the gradient program alone.
     for (Operation *op : old)

@@ -86,7 +86,8 @@ void rewrite(AttentionOp op) {
     auto kType = cast<RankedTensorType>(k.getType());
     keySideInit = filledTensor(
         b, loc, kType.getShape(),
-        dynamicSizes(b, loc, {{k, 0}, {k, 1}, {k, 2}, {op.getQueries()[*r], 3}}),
+        dynamicSizes(b, loc,
+                     {{k, 0}, {k, 1}, {k, 2}, {op.getQueries()[*r], 3}}),
         0.0);
   }
 
@@ -105,9 +106,9 @@ void rewrite(AttentionOp op) {
   SmallVector<Type> finalized = {op.getOutput().getType()};
   llvm::append_range(finalized, op.getLse().getTypes());
   auto finalize = OnlineFinalizeOp::create(
-      b, loc, finalized, state.take_front(stats),
-      state.slice(stats, stats), state.take_back(nb), op.getSinks(), zero, zero,
-      zero, op.getCaptures(), op.getNormalizerAttr());
+      b, loc, finalized, state.take_front(stats), state.slice(stats, stats),
+      state.take_back(nb), op.getSinks(), zero, zero, zero, op.getCaptures(),
+      op.getNormalizerAttr());
   cloneRegion(op.getEpilogue(), finalize.getEpilogue());
   // The kernel plan goes with the finalize, which attn-tile rewrites.
   if (Attribute plan = op->getAttr(kKernelPlanAttrName))

@@ -1853,12 +1853,12 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   if (!lseSiblings.empty())
     lseTypes.push_back(
         RankedTensorType::get({roles.B, roles.Hq, roles.M}, b.getF32Type()));
-  auto op = AttentionOp::create(b, loc, outType, lseTypes, /*key_side=*/Type(), queries, keys, value,
-                                sinks, captures.getArrayRef(),
-                                b.getDenseF64ArrayAttr(scales),
-                                NormalizerAttr::get(ctx, first.normalizer),
-                                /*mean_empty_rows=*/UnitAttr(),
-                                /*value_columns=*/DenseI64ArrayAttr(),
+  auto op = AttentionOp::create(
+      b, loc, outType, lseTypes, /*key_side=*/Type(), queries, keys, value,
+      sinks, captures.getArrayRef(), b.getDenseF64ArrayAttr(scales),
+      NormalizerAttr::get(ctx, first.normalizer),
+      /*mean_empty_rows=*/UnitAttr(),
+      /*value_columns=*/DenseI64ArrayAttr(),
       /*key_side_branch=*/IntegerAttr());
 
   // Builds one region: `leading` f32 args, four indices, the captures.
