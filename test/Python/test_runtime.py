@@ -61,6 +61,17 @@ class ManifestChecks(unittest.TestCase):
     def test_valid_manifest_passes_the_checks(self):
         flashlight._check_manifest(tiny_manifest(), "tiny.json")
 
+    def test_zero_is_a_flag_of_outputs(self):
+        # An output the kernel adds to (a key-side product) says "zero": true.
+        m = tiny_manifest()
+        m["params"][1]["zero"] = True
+        flashlight._check_manifest(m, "m.json")
+        m["params"][1]["zero"] = 1
+        self.expect(m, "'zero' is true, on an output")
+        m = tiny_manifest()
+        m["params"][0]["zero"] = True
+        self.expect(m, "(q0): 'zero' is true, on an output")
+
     def test_missing_params(self):
         m = tiny_manifest()
         del m["params"]
