@@ -1627,13 +1627,20 @@ protected:
     copies::fenceToAsyncProxy(b, loc);
   }
 
-  /// key_side[b, h, k0 + j, c] += sum over this warpgroup's rows i of
+  /// key_side[b, h, k0 + j, c] += sum over the block's rows i of
   /// W[i, j] Q_r[i, c]: per 64 keys and 64 columns, one m64n64 product of
-  /// the staged weights (MN-major A: keys contiguous) and the warpgroup's
-  /// rows of Q_r's tile (MN-major B, as V in P V), then atomic adds (every
-  /// query tile adds to every key's row).
+  /// the staged weights (MN-major A: keys contiguous) and Q_r's rows
+  /// (MN-major B, as V in P V), then atomic adds (every query tile adds to
+  /// every key's row). Without ping-pong the warpgroups meet (a barrier
+  /// among the consumers) and split the chunks, each summing over every
+  /// warpgroup's rows: half the adds of each adding its own rows' (with
+  /// ping-pong, each warpgroup does so alone, in its turn).
   void keySideProduct(StepFrame &f, unsigned r) override {
-    namedBarrier(groupId(1), kGroupThreads);
+    bool shared = !pingPong && consumerGroups > 1;
+    if (shared)
+      barrier();
+    else
+      namedBarrier(groupId(1), kGroupThreads);
     int64_t dqk =
         cast<RankedTensorType>(f.step.getQueries()[r].getType()).getDimSize(3);
     int64_t atoms = llvm::divideCeil(f.bn, atomColumns());
@@ -1641,41 +1648,63 @@ protected:
     int64_t queryRows =
         cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) / queryAtoms /
         queryBuffers;
-    Value rowsOffset = mulI(warpgroup(), kGroupRows * kRowBytes);
-    if (queryBuffer)
-      rowsOffset = addI(rowsOffset,
-                        mulI(queryBuffer, queryRows * queryAtoms * kRowBytes));
     auto asI64 = [&](Value x) {
       return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), x);
     };
+    // The first row's weights buffer and Q row (this warpgroup's, or the
+    // block's first).
+    Value firstGroup = shared ? idx(0) : warpgroup();
+    Value rowsOffset = mulI(firstGroup, kGroupRows * kRowBytes);
+    if (queryBuffer)
+      rowsOffset = addI(rowsOffset,
+                        mulI(queryBuffer, queryRows * queryAtoms * kRowBytes));
+    int64_t bufferBytes = kGroupRows * atoms * kRowBytes;
     Value weights = arith::AddIOp::create(
-        b, loc, keySideAddress,
-        asI64(mulI(warpgroup(), kGroupRows * atoms * kRowBytes)));
+        b, loc, keySideAddress, asI64(mulI(firstGroup, bufferBytes)));
     Value rows =
         arith::AddIOp::create(b, loc, queryAddresses[r], asI64(rowsOffset));
     int64_t n = std::min<int64_t>(dqk, atomColumns());
-    for (int64_t mc = 0; mc < atoms; ++mc)
-      for (int64_t nc = 0; nc < dqk / n; ++nc) {
-        Value aDesc =
-            descriptor(arith::AddIOp::create(b, loc, weights,
-                                             i64(mc * kGroupRows * kRowBytes)),
-                       kGroupRows * kRowBytes, kAtomBlockBytes);
-        Value bDesc =
-            descriptor(arith::AddIOp::create(b, loc, rows,
-                                             i64(nc * queryRows * kRowBytes)),
-                       queryRows * kRowBytes, kAtomBlockBytes);
-        Value acc = LLVM::PoisonOp::create(b, loc, accumulatorType(n / 2));
-        NVVM::WgmmaFenceAlignedOp::create(b, loc);
-        for (int64_t k = 0; k < kGroupRows / kProductK; ++k)
-          acc = wgmma::sharedProduct(
-              b, loc, advance(aDesc, k * kProductK * kRowBytes),
-              advance(bDesc, k * kProductK * kRowBytes), acc, n, elementType(),
-              /*accumulate=*/k > 0, /*transposed=*/true);
-        // (Ping-pong: the turn stays with this warpgroup while it waits and
-        // adds: docs/decisions/021.)
-        finishProducts();
-        addKeySideChunk(f, unpack(acc, n / 2), mc * atomColumns(), nc * n);
+    int64_t steps = (shared ? consumerGroups : 1) * kGroupRows / kProductK;
+    int64_t stepsPerBuffer = kGroupRows / kProductK;
+    int64_t chunks = atoms * (dqk / n);
+    for (int64_t c = 0; c < chunks; ++c) {
+      int64_t mc = c / (dqk / n), nc = c % (dqk / n);
+      std::optional<OpBuilder::InsertionGuard> inGroupGuard;
+      if (shared) {
+        auto mine = scf::IfOp::create(
+            b, loc,
+            cmpI(arith::CmpIPredicate::eq, warpgroup(),
+                 idx(c % consumerGroups)));
+        inGroupGuard.emplace(b);
+        b.setInsertionPointToStart(&mine.getThenRegion().front());
       }
+      Value aDesc = descriptor(
+          arith::AddIOp::create(b, loc, weights,
+                                i64(mc * kGroupRows * kRowBytes)),
+          kGroupRows * kRowBytes, kAtomBlockBytes);
+      Value bDesc = descriptor(
+          arith::AddIOp::create(b, loc, rows, i64(nc * queryRows * kRowBytes)),
+          queryRows * kRowBytes, kAtomBlockBytes);
+      Value acc = LLVM::PoisonOp::create(b, loc, accumulatorType(n / 2));
+      NVVM::WgmmaFenceAlignedOp::create(b, loc);
+      // k16 steps over the rows: 64 a weights buffer, consecutive in Q's.
+      for (int64_t k = 0; k < steps; ++k) {
+        int64_t aBytes = k / stepsPerBuffer * bufferBytes +
+                         k % stepsPerBuffer * kProductK * kRowBytes;
+        acc = wgmma::sharedProduct(
+            b, loc, advance(aDesc, aBytes),
+            advance(bDesc, k * kProductK * kRowBytes), acc, n, elementType(),
+            /*accumulate=*/k > 0, /*transposed=*/true);
+      }
+      // (Ping-pong: the turn stays with this warpgroup while it waits and
+      // adds: docs/decisions/021.)
+      finishProducts();
+      addKeySideChunk(f, unpack(acc, n / 2), mc * atomColumns(), nc * n);
+    }
+    // Every warpgroup's products have read the weights before any
+    // overwrites its buffer with the next step's.
+    if (shared)
+      barrier();
   }
 
   /// Atomically adds an m64nN accumulator (`acc`, n / 2 per thread) to the
