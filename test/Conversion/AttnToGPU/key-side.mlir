@@ -1,5 +1,6 @@
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=128 block-n=64 overlap-softmax=false decouple-warpgroups=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s
-// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=128 block-n=128" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s --check-prefix=PINGPONG
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=128 block-n=128" 2>&1 | FileCheck %s --check-prefix=TURNS
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=64 block-n=128" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s --check-prefix=ONE
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_80" 2>&1 | FileCheck %s --check-prefix=SM80
 
 // The key-side product on wgmma: the kernel takes the key side as its last
@@ -23,15 +24,18 @@
 // CHECK: gpu.shuffle xor
 // CHECK: red.global.add.v4.f32 [$0], {$1, $2, $3, $4};
 // CHECK: gpu.barrier
-// With ping-pong (a producer warpgroup, 128-key tiles) each warpgroup
-// multiplies its own 64 rows' weights in its turn (four k16 steps per
-// chunk, two chunks of 64 keys), after a barrier of its 128 threads.
-// PINGPONG-LABEL: gpu.func @key_side
-// PINGPONG: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
-// PINGPONG-COUNT-4: nvvm.wgmma.mma_async {{.*}} A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
-// PINGPONG: red.global.add.v4.f32
-// PINGPONG-COUNT-4: nvvm.wgmma.mma_async {{.*}} A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
-// PINGPONG: red.global.add.v4.f32
+// A producer warpgroup's plan takes no turns (ping-pong) with a key side:
+// the warpgroups meet every step.
+// TURNS: producer = true, loop = mbarrier, ping_pong = false
+// One consumer warpgroup multiplies its own 64 rows' weights (four k16
+// steps per chunk, two chunks of 64 keys), after a barrier of its 128
+// threads.
+// ONE-LABEL: gpu.func @key_side
+// ONE: nvvm.barrier id = %{{.*}} number_of_threads = %c128_i32
+// ONE-COUNT-4: nvvm.wgmma.mma_async {{.*}} A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// ONE: red.global.add.v4.f32
+// ONE-COUNT-4: nvvm.wgmma.mma_async {{.*}} A[<bf16>, <one>, <col>], B[<bf16>, <one>, <row>]
+// ONE: red.global.add.v4.f32
 // On sm_80 (mma.sync) the plan takes the reference kernel and says why.
 // SM80: remark: tensor-core path not taken: the key-side product (key_side) is on wgmma (sm_90a) only; using the reference kernel
 func.func @key_side(%q: tensor<1x2x256x64xbf16>, %k: tensor<1x2x256x64xbf16>, %v: tensor<1x2x256x64xbf16>) -> (tensor<1x2x256x64xbf16>, tensor<1x2x256x64xf32>) {

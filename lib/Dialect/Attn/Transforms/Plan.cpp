@@ -340,7 +340,11 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   bool decoupled = wgmma && options.decoupleWarpgroups && !pipelined &&
                    (!votes || blockMask) && blockM >= 128 && kvLoop;
   bool producer = decoupled && options.producerWarpgroup && !blockMask;
-  bool pingPong = producer && options.pingPong;
+  // A key-side product is summed over every warpgroup's rows, which meet
+  // once its weights are staged: no turns (half the atomic adds measured
+  // 1.13-1.38x the per-warpgroup sums in turns; docs/decisions/024).
+  bool pingPong = producer && options.pingPong &&
+                  !cast<AttentionOp>(facts.getOp()).getKeySide();
   LoopForm loop = pipelined   ? LoopForm::pipelined
                   : decoupled ? LoopForm::mbarrier
                               : LoopForm::barrier;
