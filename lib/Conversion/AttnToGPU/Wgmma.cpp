@@ -1631,12 +1631,12 @@ protected:
   /// W[i, j] Q_r[i, c]: per 64 keys and 64 columns, one m64n64 product of
   /// the staged weights (MN-major A: keys contiguous) and Q_r's rows
   /// (MN-major B, as V in P V), then atomic adds (every query tile adds to
-  /// every key's row). Without ping-pong the warpgroups meet (a barrier
-  /// among the consumers) and split the chunks, each summing over every
-  /// warpgroup's rows: half the adds of each adding its own rows' (with
-  /// ping-pong, each warpgroup does so alone, in its turn).
+  /// every key's row). Several consumer warpgroups meet (a barrier among
+  /// them: the plan takes no ping-pong turns here) and split the chunks,
+  /// each summing over every warpgroup's rows: half the adds of each
+  /// adding its own rows' (docs/decisions/024).
   void keySideProduct(StepFrame &f, unsigned r) override {
-    bool shared = !pingPong && consumerGroups > 1;
+    bool shared = consumerGroups > 1;
     if (shared)
       barrier();
     else
@@ -1659,8 +1659,8 @@ protected:
       rowsOffset = addI(rowsOffset,
                         mulI(queryBuffer, queryRows * queryAtoms * kRowBytes));
     int64_t bufferBytes = kGroupRows * atoms * kRowBytes;
-    Value weights = arith::AddIOp::create(
-        b, loc, keySideAddress, asI64(mulI(firstGroup, bufferBytes)));
+    Value weights = arith::AddIOp::create(b, loc, keySideAddress,
+                                          asI64(mulI(firstGroup, bufferBytes)));
     Value rows =
         arith::AddIOp::create(b, loc, queryAddresses[r], asI64(rowsOffset));
     int64_t n = std::min<int64_t>(dqk, atomColumns());
@@ -1671,17 +1671,17 @@ protected:
       int64_t mc = c / (dqk / n), nc = c % (dqk / n);
       std::optional<OpBuilder::InsertionGuard> inGroupGuard;
       if (shared) {
-        auto mine = scf::IfOp::create(
-            b, loc,
-            cmpI(arith::CmpIPredicate::eq, warpgroup(),
-                 idx(c % consumerGroups)));
+        auto mine =
+            scf::IfOp::create(b, loc,
+                              cmpI(arith::CmpIPredicate::eq, warpgroup(),
+                                   idx(c % consumerGroups)));
         inGroupGuard.emplace(b);
         b.setInsertionPointToStart(&mine.getThenRegion().front());
       }
-      Value aDesc = descriptor(
-          arith::AddIOp::create(b, loc, weights,
-                                i64(mc * kGroupRows * kRowBytes)),
-          kGroupRows * kRowBytes, kAtomBlockBytes);
+      Value aDesc =
+          descriptor(arith::AddIOp::create(b, loc, weights,
+                                           i64(mc * kGroupRows * kRowBytes)),
+                     kGroupRows * kRowBytes, kAtomBlockBytes);
       Value bDesc = descriptor(
           arith::AddIOp::create(b, loc, rows, i64(nc * queryRows * kRowBytes)),
           queryRows * kRowBytes, kAtomBlockBytes);
@@ -1691,13 +1691,11 @@ protected:
       for (int64_t k = 0; k < steps; ++k) {
         int64_t aBytes = k / stepsPerBuffer * bufferBytes +
                          k % stepsPerBuffer * kProductK * kRowBytes;
-        acc = wgmma::sharedProduct(
-            b, loc, advance(aDesc, aBytes),
-            advance(bDesc, k * kProductK * kRowBytes), acc, n, elementType(),
-            /*accumulate=*/k > 0, /*transposed=*/true);
+        acc = wgmma::sharedProduct(b, loc, advance(aDesc, aBytes),
+                                   advance(bDesc, k * kProductK * kRowBytes),
+                                   acc, n, elementType(),
+                                   /*accumulate=*/k > 0, /*transposed=*/true);
       }
-      // (Ping-pong: the turn stays with this warpgroup while it waits and
-      // adds: docs/decisions/021.)
       finishProducts();
       addKeySideChunk(f, unpack(acc, n / 2), mc * atomColumns(), nc * n);
     }
