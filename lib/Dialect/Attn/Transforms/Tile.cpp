@@ -75,6 +75,23 @@ Value tileState(OpBuilder &b, Location loc, RankedTensorType type, Value rows,
   return linalg::FillOp::create(b, loc, scalar, empty).getResult(0);
 }
 
+/// A query tile's key-side contribution at first: zeros, [1, 1, N, D] for
+/// the whole key side `keySide` [B, Hkv, N, D] (`keys`: N); null where D is
+/// dynamic.
+Value keySideTileState(OpBuilder &b, Location loc, Value keySide, Value keys) {
+  auto type = cast<RankedTensorType>(keySide.getType());
+  if (type.isDynamicDim(3))
+    return nullptr;
+  SmallVector<Value> dyn;
+  if (type.isDynamicDim(2))
+    dyn.push_back(keys);
+  Value empty = tensor::EmptyOp::create(
+      b, loc, {1, 1, type.getDimSize(2), type.getDimSize(3)}, b.getF32Type(),
+      dyn);
+  Value zero = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
+  return linalg::FillOp::create(b, loc, zero, empty).getResult(0);
+}
+
 /// `tensor.extract_slice %t[b, h, start, 0] [1, 1, len, D]`.
 Value sliceRows(OpBuilder &b, Location loc, Value t, Value batch, Value head,
                 Value start, Value len) {
@@ -293,17 +310,10 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   // The tile's own key-side contribution, every key of its KV head: its
   // steps add their key blocks' rows.
   if (keySide) {
-    auto type = cast<RankedTensorType>(keySide.getType());
-    SmallVector<Value> dyn;
-    if (type.isDynamicDim(2))
-      dyn.push_back(keys);
-    if (type.isDynamicDim(3))
+    Value part = keySideTileState(b, loc, keySide, keys);
+    if (!part)
       return fin.emitError("attn-tile needs a static key_side head dim");
-    Value empty = tensor::EmptyOp::create(
-        b, loc, {1, 1, type.getDimSize(2), type.getDimSize(3)}, b.getF32Type(),
-        dyn);
-    Value zeroF = arith::ConstantOp::create(b, loc, b.getF32FloatAttr(0.0));
-    init.push_back(linalg::FillOp::create(b, loc, zeroF, empty).getResult(0));
+    init.push_back(part);
   }
 
   // The KV loop over tiles aligned to block-n, within the mask's bounds.
