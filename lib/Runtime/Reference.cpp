@@ -302,6 +302,49 @@ double at4(const HostTensor &t, int64_t a, int64_t b, int64_t c, int64_t d) {
   return t.data[((a * s[1] + b) * s[2] + c) * s[3] + d];
 }
 
+/// The reference's outputs in manifest order and which is which: out
+/// [B, Hq, M, Dv], lse_r [B, Hq, M] (NaN until written), key_side
+/// [B, Hkv, N, Dqk] (a sum over every row: zeros first).
+struct ReferenceOutputs {
+  std::vector<HostTensor> tensors;
+  HostTensor *out = nullptr, *keySide = nullptr;
+  std::vector<HostTensor *> lse;
+};
+
+ReferenceOutputs allocateOutputs(const KernelManifest &manifest, int nb,
+                                 const std::vector<int64_t> &outShape,
+                                 const std::vector<int64_t> &keySideShape) {
+  ReferenceOutputs r;
+  r.lse.assign(nb, nullptr);
+  std::vector<int64_t> rowShape(outShape.begin(), outShape.end() - 1);
+  for (const ParamInfo &param : manifest.params) {
+    if (!param.output)
+      continue;
+    HostTensor t;
+    t.shape = param.name == "out"        ? outShape
+              : param.name == "key_side" ? keySideShape
+                                         : rowShape;
+    int64_t n = 1;
+    for (int64_t d : t.shape)
+      n *= d;
+    t.data.assign(size_t(n), param.name == "key_side" ? 0.0 : NAN);
+    r.tensors.push_back(std::move(t));
+  }
+  size_t pos = 0;
+  for (const ParamInfo &param : manifest.params) {
+    if (!param.output)
+      continue;
+    if (param.name == "out")
+      r.out = &r.tensors[pos];
+    else if (param.name == "key_side")
+      r.keySide = &r.tensors[pos];
+    else if (param.name.rfind("lse", 0) == 0)
+      r.lse.at(std::stoi(param.name.substr(3))) = &r.tensors[pos];
+    ++pos;
+  }
+  return r;
+}
+
 } // namespace
 
 std::vector<HostTensor>
@@ -342,36 +385,10 @@ flashlight::runtime::evaluateReference(const KernelManifest &manifest,
   int ksBranch = p.value("key_side_branch", -1);
   int64_t ksD = ksBranch < 0 ? 0 : tensorAt(tensors, qIdx[ksBranch]).shape[3];
 
-  // Outputs in manifest order: out [B,Hq,M,Dv], lse_r [B,Hq,M], key_side
-  // [B,Hkv,N,Dqk] (a sum over every row: zeros first).
-  std::vector<HostTensor> outs;
-  std::vector<HostTensor *> lse(nb, nullptr);
-  HostTensor *out = nullptr, *keySide = nullptr;
-  for (const ParamInfo &param : manifest.params) {
-    if (!param.output)
-      continue;
-    HostTensor t;
-    t.shape = param.name == "out"        ? std::vector<int64_t>{B, Hq, M, Dv}
-              : param.name == "key_side" ? std::vector<int64_t>{B, Hkv, N, ksD}
-                                         : std::vector<int64_t>{B, Hq, M};
-    int64_t n = 1;
-    for (int64_t d : t.shape)
-      n *= d;
-    t.data.assign(size_t(n), param.name == "key_side" ? 0.0 : NAN);
-    outs.push_back(std::move(t));
-  }
-  size_t pos = 0;
-  for (const ParamInfo &param : manifest.params) {
-    if (!param.output)
-      continue;
-    if (param.name == "out")
-      out = &outs[pos];
-    else if (param.name == "key_side")
-      keySide = &outs[pos];
-    else if (param.name.rfind("lse", 0) == 0)
-      lse.at(std::stoi(param.name.substr(3))) = &outs[pos];
-    ++pos;
-  }
+  ReferenceOutputs result =
+      allocateOutputs(manifest, nb, {B, Hq, M, Dv}, {B, Hkv, N, ksD});
+  std::vector<HostTensor *> &lse = result.lse;
+  HostTensor *out = result.out, *keySide = result.keySide;
   if (!out)
     throw ManifestError("reference: manifest has no 'out' parameter");
 
@@ -481,5 +498,5 @@ flashlight::runtime::evaluateReference(const KernelManifest &manifest,
           out->data[size_t(((b * Hq + h) * M + i) * Dv + d)] = value;
         }
       }
-  return outs;
+  return std::move(result.tensors);
 }
