@@ -222,6 +222,26 @@ void finalizeTile(IRRewriter &b, Location loc, OnlineFinalizeOp fin,
                                  forall.getRegionIterArgs().back(), bIdx, hKV);
 }
 
+/// The forall's shared outputs: the full output and LSE tensors (empty),
+/// then the key side's initial zeros where there is one (every query tile
+/// adds to it).
+SmallVector<Value> destinations(IndexMath &m, OnlineFinalizeOp fin, Value q,
+                                Value v, Value keySide) {
+  SmallVector<Value> outs;
+  for (Value result : fin.getResults()) {
+    auto type = cast<RankedTensorType>(result.getType());
+    SmallVector<Value> dyn;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (type.isDynamicDim(d))
+        dyn.push_back(m.dim(d < 3 ? q : v, d));
+    outs.push_back(tensor::EmptyOp::create(m.b, m.loc, type.getShape(),
+                                           type.getElementType(), dyn));
+  }
+  if (keySide)
+    outs.push_back(keySide);
+  return outs;
+}
+
 /// Tiles `fin` and its step as `plan` says; the loop nest carries the plan.
 LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   int64_t blockM = plan.getBlockM(), blockN = plan.getBlockN();
@@ -245,21 +265,8 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   Value bm = m.c(blockM), bn = m.c(blockN);
   Value numTiles = m.ceilDiv(rowsTotal, bm);
 
-  // Destinations: the full output and LSE tensors.
-  SmallVector<Value> outs;
-  for (Value result : fin.getResults()) {
-    auto type = cast<RankedTensorType>(result.getType());
-    SmallVector<Value> dyn;
-    for (int64_t d = 0; d < type.getRank(); ++d)
-      if (type.isDynamicDim(d))
-        dyn.push_back(m.dim(d < 3 ? q : v, d));
-    outs.push_back(tensor::EmptyOp::create(b, loc, type.getShape(),
-                                           type.getElementType(), dyn));
-  }
-  // The key-side product starts at 0; every query tile adds to it.
   Value keySide = step.getKeySide();
-  if (keySide)
-    outs.push_back(keySide);
+  SmallVector<Value> outs = destinations(m, fin, q, v, keySide);
 
   // (b, h, query tile) map to GPU blocks (z, y, x).
   MLIRContext *ctx = b.getContext();
