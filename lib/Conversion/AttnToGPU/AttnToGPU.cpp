@@ -499,6 +499,9 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                     b.getI64IntegerAttr(smem.requested()));
     // cp.async copies 16 bytes, and the output is stored in element pairs.
     kernel->setAttr("flashlight.pointer_alignment", b.getI64IntegerAttr(16));
+    if (!wgmma && step.getKeySide())
+      return func.emitError("attn-to-gpu: mma.sync has no key-side product "
+                            "(attn-plan takes the reference kernel for it)");
     emitter = wgmma ? createWgmmaEmitter(b, loc, tiles, plan, mask)
                     : createMmaSyncEmitter(b, loc, tiles, plan, mask);
   } else {

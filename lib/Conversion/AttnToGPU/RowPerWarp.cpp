@@ -223,18 +223,26 @@ protected:
         cast<RankedTensorType>(step.getQueries()[r].getType()).getDimSize(3);
     SmallVector<Value> q = lanes.lookup(step.getQueries()[r]);
     Value rowValid = cmpI(arith::CmpIPredicate::slt, row, dim(qView.memref, 2));
-    for (int64_t c = 0; c < chunksOf(dqk); ++c) {
-      Value col = column(c), valid = rowValid;
-      if (dqk % kThreadsPerWarp)
-        valid = arith::AndIOp::create(
-            b, loc, valid, cmpI(arith::CmpIPredicate::slt, col, idx(dqk)));
-      auto add = scf::IfOp::create(b, loc, valid);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&add.getThenRegion().front());
-      memref::AtomicRMWOp::create(
-          b, loc, arith::AtomicRMWKind::addf, mul(p, q[c]), keySideOut,
-          {kView.offsets[0], kView.offsets[1], kv, col});
-    }
+    for (int64_t c = 0; c < chunksOf(dqk); ++c)
+      inColumn(rowValid, c, dqk, [&](Value col) {
+        memref::AtomicRMWOp::create(
+            b, loc, arith::AtomicRMWKind::addf, mul(p, q[c]), keySideOut,
+            {kView.offsets[0], kView.offsets[1], kv, col});
+      });
+  }
+
+  /// Runs `body` (given the column) where `rowValid` and chunk `c`'s column
+  /// is below `width`.
+  void inColumn(Value rowValid, int64_t c, int64_t width,
+                function_ref<void(Value)> body) {
+    Value col = column(c), valid = rowValid;
+    if (width % kThreadsPerWarp)
+      valid = arith::AndIOp::create(
+          b, loc, valid, cmpI(arith::CmpIPredicate::slt, col, idx(width)));
+    auto inside = scf::IfOp::create(b, loc, valid);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&inside.getThenRegion().front());
+    body(col);
   }
 
   /// Normalizes the state, applies the epilogue and stores the rows.
@@ -311,19 +319,14 @@ protected:
                   Value rowValid, ArrayRef<Value> at, int64_t first,
                   int64_t width) {
     for (auto [c, element] : llvm::enumerate(values)) {
-      Value d = column(c), value = element;
+      Value value = element;
       if (elementType != value.getType())
         value = arith::TruncFOp::create(b, loc, elementType, value);
-      Value valid = rowValid;
-      if (width % kThreadsPerWarp)
-        valid = arith::AndIOp::create(
-            b, loc, valid, cmpI(arith::CmpIPredicate::slt, d, idx(width)));
-      auto store = scf::IfOp::create(b, loc, valid);
-      OpBuilder::InsertionGuard guard(b);
-      b.setInsertionPointToStart(&store.getThenRegion().front());
-      SmallVector<Value> indices(at);
-      indices.push_back(addI(d, idx(first)));
-      memref::StoreOp::create(b, loc, value, out, indices);
+      inColumn(rowValid, c, width, [&](Value d) {
+        SmallVector<Value> indices(at);
+        indices.push_back(addI(d, idx(first)));
+        memref::StoreOp::create(b, loc, value, out, indices);
+      });
     }
   }
 };

@@ -1586,6 +1586,15 @@ protected:
   // The key-side product
   //===--------------------------------------------------------------------===//
 
+  /// This thread's first accumulator row among its warpgroup's 64 (the
+  /// other is 8 below).
+  Value rowInGroup() {
+    return addI(mulI(arith::RemUIOp::create(b, loc, warp,
+                                            idx(ArchInfo::kWarpsPerWarpgroup)),
+                     16),
+                group());
+  }
+
   /// This warpgroup's weights `w` (rows: its 64 query rows; columns: the
   /// tile's keys) into its buffer of the key-side tile, in 16 bits, as a V
   /// tile holds keys' rows. Rows past the query length weigh 0: their Q
@@ -1595,11 +1604,7 @@ protected:
     Type element = elementType();
     int64_t atoms = llvm::divideCeil(f.bn, atomColumns());
     Value bufferLines = mulI(warpgroup(), kGroupRows * atoms);
-    Value groupRow =
-        addI(mulI(arith::RemUIOp::create(b, loc, warp,
-                                         idx(ArchInfo::kWarpsPerWarpgroup)),
-                  16),
-             group());
+    Value groupRow = rowInGroup();
     Value firstRow = addI(f.q0, mulI(warpgroup(), kGroupRows));
     auto pairType = VectorType::get({2}, b.getF32Type());
     for (int64_t nb = 0; nb < f.bn / 8; ++nb)
@@ -1714,11 +1719,7 @@ protected:
   /// L2 serves per request.
   void addKeySideChunk(StepFrame &f, ArrayRef<Value> acc, int64_t key0,
                        int64_t col0) {
-    Value groupRow =
-        addI(mulI(arith::RemUIOp::create(b, loc, warp,
-                                         idx(ArchInfo::kWarpsPerWarpgroup)),
-                  16),
-             group());
+    Value groupRow = rowInGroup();
     Value odd = cmpI(arith::CmpIPredicate::eq,
                      arith::RemUIOp::create(b, loc, lane, idx(2)), idx(1));
     Value row = addI(groupRow, select(odd, idx(8), idx(0)));

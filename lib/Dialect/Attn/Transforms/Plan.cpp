@@ -210,12 +210,6 @@ FailureOr<KernelPlanAttr> Planner::referencePlan() {
 FailureOr<KernelPlanAttr> Planner::plan() {
   if (!options.tensorCores)
     return referencePlan();
-  if (auto op = dyn_cast<AttentionOp>(facts.getOp());
-      op && op.getKeySide() && !(arch.hasWgmma && options.wgmma)) {
-    remark() << "tensor-core path not taken: the key-side product (key_side) "
-                "is on wgmma (sm_90a) only; using the reference kernel";
-    return referencePlan();
-  }
   // Rule 1: the tiles the structure prefers, then the overrides.
   bool wgmma = arch.hasWgmma && options.wgmma;
   bool producer = options.producerWarpgroup && options.decoupleWarpgroups;
@@ -288,7 +282,7 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   bool wgmma = generator == Generator::wgmma;
   if (!wgmma && cast<AttentionOp>(facts.getOp()).getKeySide()) {
     remark() << "tensor-core path not taken: the key-side product (key_side) "
-                "is on wgmma only; using the reference kernel";
+                "is on wgmma (sm_90a) only; using the reference kernel";
     return referencePlan();
   }
 
