@@ -140,6 +140,11 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
       copies, which complete on the tile's full mbarrier), through a tensor
       map per copied tensor that the launcher encodes and passes after the
       other parameters; printed only when true.
+    * `bulk_key_side`: the key-side product's sums reach the `key_side`
+      output as bulk tensor reductions (`cp.reduce.async.bulk.tensor` add,
+      one thread per consumer warpgroup issuing them from a swizzled f32
+      staging tile, through a tensor map of the output) instead of
+      per-thread atomic adds; printed only when true.
   }];
   let parameters = (ins
     EnumParameter<Attn_Generator>:$generator,
@@ -162,7 +167,8 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
     Attn_OptionalPlanFlag:$aligned_lengths,
     Attn_OptionalPlanFlag:$persistent,
     Attn_OptionalPlanFlag:$query_ahead,
-    Attn_OptionalPlanFlag:$tma
+    Attn_OptionalPlanFlag:$tma,
+    Attn_OptionalPlanFlag:$bulk_key_side
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{

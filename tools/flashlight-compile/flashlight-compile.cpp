@@ -171,6 +171,12 @@ static cl::opt<bool>
                  "it) with TMA on sm_90a where the plan allows; =false keeps "
                  "cp.async"),
         cl::init(true), cl::cat(toolCategory));
+static cl::opt<bool> bulkKeySide(
+    "bulk-key-side",
+    cl::desc("With wgmma, a key-side product's sums (the fused-query "
+             "gradient's dQ) reach its output as TMA bulk reductions; "
+             "=false keeps per-thread atomic adds"),
+    cl::init(true), cl::cat(toolCategory));
 static cl::opt<bool> branchLookahead(
     "branch-lookahead",
     cl::desc("With wgmma and several logit branches: issue the next "
@@ -285,7 +291,8 @@ json planJson(flashlight::attn::KernelPlanAttr plan) {
           {"runtime_strides", plan.getRuntimeStrides()},
           {"persistent", plan.getPersistent()},
           {"query_ahead", plan.getQueryAhead()},
-          {"tma", plan.getTma()}};
+          {"tma", plan.getTma()},
+          {"bulk_key_side", plan.getBulkKeySide()}};
 }
 
 /// `name` as a PTX identifier ([A-Za-z_][A-Za-z0-9_]*): other characters
@@ -1143,6 +1150,7 @@ int main(int argc, char **argv) {
   plan.staticStrides = staticStrides;
   plan.persistent = persistent;
   plan.tma = tma;
+  plan.bulkKeySide = bulkKeySide;
   if (explain) {
     PassManager pm(&context);
     pm.addPass(flashlight::attn::createAttnExplain());

@@ -342,15 +342,16 @@ MmaTiles layoutTiles(SharedMemoryPlan &smem, OpBuilder &b, OnlineStepOp step,
     for (Value query : step.getQueries())
       tiles.queries.push_back(
           smem.tile(query, plan.getBlockM(), plan.getQueryAhead() ? 2 : 1));
-  // The key-side product's weights (before the barriers: swizzled tiles
-  // stay 1024-byte aligned).
+  // The key-side product's weights, a buffer per consumer warpgroup (before
+  // the barriers: swizzled tiles and TMA boxes stay 1024-byte aligned).
   if (step.getKeySide() && wgmma) {
-    Type element =
-        cast<RankedTensorType>(step.getQueries()[0].getType()).getElementType();
-    auto [lines, columns] = ArchInfo::stagingTileShape(
-        /*swizzled=*/true, ArchInfo::kWarpgroupRows, plan.getBlockN(),
-        plan.getConsumerGroups(), element.getIntOrFloatBitWidth());
-    tiles.keySideWeights = smem.carve({lines, columns}, element);
+    auto query = cast<RankedTensorType>(step.getQueries()[0].getType());
+    int64_t bits = query.getElementTypeBitWidth();
+    int64_t lines = ArchInfo::keySideLines(
+        plan.getBlockN(), query.getDimSize(3), bits, plan.getBulkKeySide());
+    tiles.keySideWeights = smem.carve(
+        {plan.getConsumerGroups() * lines, ArchInfo::atomElements(bits)},
+        query.getElementType());
   }
   if (plan.getLoop() == LoopForm::mbarrier)
     tiles.barriers = smem.carve(

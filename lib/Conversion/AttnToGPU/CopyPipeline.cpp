@@ -71,6 +71,25 @@ void copies::tensorCopy(OpBuilder &b, Location loc, Value dst, Value tensorMap,
       NVVM::CTAGroupKindAttr(), Value());
 }
 
+void copies::tensorReduceAdd(OpBuilder &b, Location loc, Value src,
+                             Value tensorMap, ValueRange coordinates) {
+  Value shared = LLVM::IntToPtrOp::create(
+      b, loc, LLVM::LLVMPointerType::get(b.getContext(), 3), src);
+  NVVM::CpAsyncBulkTensorReduceOp::create(
+      b, loc, tensorMap, shared, NVVM::TMAReduxKind::ADD,
+      NVVM::TMAStoreMode::TILE, coordinates, /*l2CacheHint=*/Value());
+}
+
+void copies::commitBulkGroup(OpBuilder &b, Location loc) {
+  NVVM::CpAsyncBulkCommitGroupOp::create(b, loc);
+}
+
+void copies::waitBulkGroups(OpBuilder &b, Location loc, int32_t pending,
+                            bool reads) {
+  NVVM::CpAsyncBulkWaitGroupOp::create(b, loc, b.getI32IntegerAttr(pending),
+                                       reads ? b.getUnitAttr() : UnitAttr());
+}
+
 void copies::arriveExpectingBytes(OpBuilder &b, Location loc, Value barrier,
                                   int64_t bytes) {
   NVVM::MBarrierArriveExpectTxOp::create(

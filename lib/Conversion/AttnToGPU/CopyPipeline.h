@@ -59,6 +59,23 @@ void arriveWhenCopiesLand(OpBuilder &b, Location loc, Value barrier);
 void tensorCopy(OpBuilder &b, Location loc, Value dst, Value tensorMap,
                 ValueRange coordinates, Value barrier);
 
+/// One bulk tensor reduction (TMA, sm_90): adds the box at `src` (a
+/// shared-window address, i64, laid out as the tensor map's swizzle says)
+/// into the tensor of `tensorMap` at `coordinates` (innermost dim first,
+/// i32), element by element; parts of the box outside the tensor are not
+/// written. Tracked by this thread's bulk async-groups (commitBulkGroup).
+void tensorReduceAdd(OpBuilder &b, Location loc, Value src, Value tensorMap,
+                     ValueRange coordinates);
+
+/// Commits this thread's bulk operations since the last commit as one
+/// bulk async-group.
+void commitBulkGroup(OpBuilder &b, Location loc);
+
+/// Waits until at most `pending` of this thread's bulk async-groups are in
+/// flight; `reads` only until they have read their sources (which may
+/// then be overwritten).
+void waitBulkGroups(OpBuilder &b, Location loc, int32_t pending, bool reads);
+
 /// This thread arrives on `barrier` and adds `bytes` to the transactions
 /// its current phase waits for (the bulk copies that complete on it).
 void arriveExpectingBytes(OpBuilder &b, Location loc, Value barrier,

@@ -80,7 +80,8 @@ public:
         pingPong(plan.getPingPong()),
         registerSplit(plan.getProducerRegisters(), plan.getConsumerRegisters()),
         consumerGroups(plan.getConsumerGroups()),
-        producerCopiesQuery(plan.getQueryAhead()), tma(plan.getTma()) {
+        producerCopiesQuery(plan.getQueryAhead()), tma(plan.getTma()),
+        bulkKeySide(plan.getBulkKeySide()) {
     fmaReciprocals = true;
     queryBuffers = producerCopiesQuery ? 2 : 1;
     // Tile addresses in the shared window, once at the kernel's start.
@@ -95,8 +96,11 @@ public:
       queryAddresses.push_back(address(tile));
     valueAddress = address(valueTile);
     keySideTile = tiles.keySideWeights;
-    if (keySideTile)
+    if (keySideTile) {
       keySideAddress = address(keySideTile);
+      keySideLines = cast<MemRefType>(keySideTile.getType()).getDimSize(0) /
+                     consumerGroups;
+    }
   }
 
 protected:
@@ -105,6 +109,9 @@ protected:
   Value valueAddress;
   /// MmaTiles::keySideWeights and its address (null without a key side).
   Value keySideTile, keySideAddress;
+  /// 128-byte lines of a consumer warpgroup's buffer of keySideTile
+  /// (ArchInfo::keySideLines).
+  int64_t keySideLines = 0;
   /// Software-pipelined KV loop (0: off; else block-n): a step issues
   /// S_t = Q K_t^T, then the P V of tile t - 1, and computes softmax_t while
   /// that P V runs. Tile t's V is copied one step after its K.
@@ -171,8 +178,13 @@ protected:
   /// copies complete on the tile's full barrier (one arrival: that
   /// thread's, which also says how many bytes to expect).
   bool tma;
-  /// The tensor-map parameters added so far: (memref argument, box rows).
-  SmallVector<std::tuple<Value, int64_t, Value>> tensorMaps;
+  /// The plan's bulk_key_side: the key-side product's chunks are staged in
+  /// f32 in the warpgroup's buffer of the weights tile and added to the
+  /// output by one thread's bulk tensor reductions.
+  bool bulkKeySide;
+  /// The tensor-map parameters added so far: (memref argument, box rows,
+  /// box columns, parameter).
+  SmallVector<std::tuple<Value, int64_t, int64_t, Value>> tensorMaps;
   /// Ping-pong: the named barrier of warpgroup `g`'s turn (after the
   /// warpgroups' own, 1..3, and the consumers' 5 with three of them).
   Value turnBarrier(Value g) {
@@ -920,13 +932,16 @@ protected:
   }
 
   /// The tensor map of kernel argument `memref` (a tensor whose innermost
-  /// dim is contiguous) for boxes of `rows` rows and one swizzle atom of
-  /// columns: a parameter after the others, which flashlight.tensor_maps
-  /// lists (param: the memref's index, box: columns and rows) for the
-  /// manifest and flashlight-tensor-map-params.
-  FailureOr<Value> tensorMap(Value memref, int64_t rows) {
-    for (auto &[listed, boxRows, param] : tensorMaps)
-      if (listed == memref && boxRows == rows)
+  /// dim is contiguous) for boxes of `rows` rows and `columns` columns (0:
+  /// one swizzle atom of 16-bit elements; a box row is at most the 128-byte
+  /// swizzle span): a parameter after the others, which
+  /// flashlight.tensor_maps lists (param: the memref's index, box: columns
+  /// and rows) for the manifest and flashlight-tensor-map-params.
+  FailureOr<Value> tensorMap(Value memref, int64_t rows, int64_t columns = 0) {
+    if (!columns)
+      columns = atomColumns();
+    for (auto &[listed, boxRows, boxColumns, param] : tensorMaps)
+      if (listed == memref && boxRows == rows && boxColumns == columns)
         return param;
     auto arg = dyn_cast<BlockArgument>(memref);
     auto kernel =
@@ -945,9 +960,9 @@ protected:
       llvm::append_range(listed, old);
     listed.push_back(b.getDictionaryAttr(
         {b.getNamedAttr("param", b.getI64IntegerAttr(arg.getArgNumber())),
-         b.getNamedAttr("box", b.getI64ArrayAttr({atomColumns(), rows}))}));
+         b.getNamedAttr("box", b.getI64ArrayAttr({columns, rows}))}));
     kernel->setAttr("flashlight.tensor_maps", b.getArrayAttr(listed));
-    tensorMaps.push_back({memref, rows, param});
+    tensorMaps.push_back({memref, rows, columns, param});
     return param;
   }
 
@@ -1175,6 +1190,10 @@ protected:
   LogicalResult emitFinalize(OnlineFinalizeOp fin) override {
     if (side == Side::Producer)
       return success();
+    // The key side's last bulk reductions complete before the block's
+    // shared memory (their source) goes away.
+    if (keySideTile && bulkKeySide)
+      inGroupLeader([&] { copies::waitBulkGroups(b, loc, 0, false); });
     return MmaSyncEmitter::emitFinalize(fin);
   }
 
@@ -1601,9 +1620,11 @@ protected:
   /// rows are zero-filled, but their weights may be anything (a score of 0
   /// against a row statistic), and a NaN would reach every key.
   void stageKeySide(StepFrame &f, const Fragments &w) override {
+    // Bulk adds: the last step's reductions have read this buffer.
+    if (bulkKeySide)
+      waitKeySideReads();
     Type element = elementType();
-    int64_t atoms = llvm::divideCeil(f.bn, atomColumns());
-    Value bufferLines = mulI(warpgroup(), kGroupRows * atoms);
+    Value bufferLines = mulI(warpgroup(), keySideLines);
     Value groupRow = rowInGroup();
     Value firstRow = addI(f.q0, mulI(warpgroup(), kGroupRows));
     auto pairType = VectorType::get({2}, b.getF32Type());
@@ -1635,45 +1656,24 @@ protected:
   /// key_side[b, h, k0 + j, c] += sum over the block's rows i of
   /// W[i, j] Q_r[i, c]: per 64 keys and 64 columns, one m64n64 product of
   /// the staged weights (MN-major A: keys contiguous) and Q_r's rows
-  /// (MN-major B, as V in P V), then atomic adds (every query tile adds to
-  /// every key's row). Several consumer warpgroups meet (a barrier among
-  /// them: the plan takes no ping-pong turns here) and split the chunks,
-  /// each summing over every warpgroup's rows: half the adds of each
-  /// adding its own rows' (docs/decisions/024).
+  /// (MN-major B, as V in P V), then adds (every query tile adds to every
+  /// key's row): bulk tensor reductions (bulkKeySide) or atomic adds.
+  /// Several consumer warpgroups meet (a barrier among them: the plan takes
+  /// no ping-pong turns here) and split the chunks, each summing over every
+  /// warpgroup's rows: half the adds of each adding its own rows'
+  /// (docs/decisions/024).
   void keySideProduct(StepFrame &f, unsigned r) override {
     bool shared = consumerGroups > 1;
     if (shared)
       barrier();
     else
       namedBarrier(groupId(1), kGroupThreads);
-    int64_t dqk =
-        cast<RankedTensorType>(f.step.getQueries()[r].getType()).getDimSize(3);
-    int64_t atoms = llvm::divideCeil(f.bn, atomColumns());
-    int64_t queryAtoms = llvm::divideCeil(dqk, atomColumns());
-    int64_t queryRows =
-        cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) / queryAtoms /
-        queryBuffers;
-    auto asI64 = [&](Value x) {
-      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), x);
-    };
-    // The first row's weights buffer and Q row (this warpgroup's, or the
-    // block's first).
-    Value firstGroup = shared ? idx(0) : warpgroup();
-    Value rowsOffset = mulI(firstGroup, kGroupRows * kRowBytes);
-    if (queryBuffer)
-      rowsOffset = addI(rowsOffset,
-                        mulI(queryBuffer, queryRows * queryAtoms * kRowBytes));
-    int64_t bufferBytes = kGroupRows * atoms * kRowBytes;
-    Value weights = arith::AddIOp::create(b, loc, keySideAddress,
-                                          asI64(mulI(firstGroup, bufferBytes)));
-    Value rows =
-        arith::AddIOp::create(b, loc, queryAddresses[r], asI64(rowsOffset));
-    int64_t n = std::min<int64_t>(dqk, atomColumns());
-    int64_t steps = (shared ? consumerGroups : 1) * kGroupRows / kProductK;
-    int64_t stepsPerBuffer = kGroupRows / kProductK;
-    int64_t chunks = atoms * (dqk / n);
-    for (int64_t c = 0; c < chunks; ++c) {
-      int64_t mc = c / (dqk / n), nc = c % (dqk / n);
+    KeySideChunks k = keySideChunks(f, r);
+    if (bulkKeySide) {
+      bulkKeySideAdds(f, k);
+      return;
+    }
+    for (int64_t c = 0; c < k.count; ++c) {
       std::optional<OpBuilder::InsertionGuard> inGroupGuard;
       if (shared) {
         auto mine =
@@ -1683,26 +1683,10 @@ protected:
         inGroupGuard.emplace(b);
         b.setInsertionPointToStart(&mine.getThenRegion().front());
       }
-      Value aDesc =
-          descriptor(arith::AddIOp::create(b, loc, weights,
-                                           i64(mc * kGroupRows * kRowBytes)),
-                     kGroupRows * kRowBytes, kAtomBlockBytes);
-      Value bDesc = descriptor(
-          arith::AddIOp::create(b, loc, rows, i64(nc * queryRows * kRowBytes)),
-          queryRows * kRowBytes, kAtomBlockBytes);
-      Value acc = LLVM::PoisonOp::create(b, loc, accumulatorType(n / 2));
-      NVVM::WgmmaFenceAlignedOp::create(b, loc);
-      // k16 steps over the rows: 64 a weights buffer, consecutive in Q's.
-      for (int64_t k = 0; k < steps; ++k) {
-        int64_t aBytes = k / stepsPerBuffer * bufferBytes +
-                         k % stepsPerBuffer * kProductK * kRowBytes;
-        acc = wgmma::sharedProduct(b, loc, advance(aDesc, aBytes),
-                                   advance(bDesc, k * kProductK * kRowBytes),
-                                   acc, n, elementType(),
-                                   /*accumulate=*/k > 0, /*transposed=*/true);
-      }
+      int64_t mc = c / k.perAtom, nc = c % k.perAtom;
+      Value acc = keySideChunkProduct(k, idx(mc), idx(nc));
       finishProducts();
-      addKeySideChunk(f, unpack(acc, n / 2), mc * atomColumns(), nc * n);
+      addKeySideChunk(f, unpack(acc, k.n / 2), mc * atomColumns(), nc * k.n);
     }
     // Every warpgroup's products have read the weights before any
     // overwrites its buffer with the next step's.
@@ -1710,23 +1694,234 @@ protected:
       barrier();
   }
 
-  /// Atomically adds an m64nN accumulator (`acc`, n / 2 per thread) to the
-  /// key-side output at keys k0 + `key0` .., columns `col0` ..: four
-  /// columns per red.global.add.v4.f32. A thread holds two columns of rows
-  /// g and g + 8 per 8-column block; the lanes of a pair (quad lanes 2p and
-  /// 2p + 1) swap halves, so that the even one adds four columns of row g
-  /// and the odd one of row g + 8: a quarter of the scalar adds, which the
-  /// L2 serves per request.
-  void addKeySideChunk(StepFrame &f, ArrayRef<Value> acc, int64_t key0,
-                       int64_t col0) {
-    Value groupRow = rowInGroup();
+  /// Where a step's key-side chunks come from: `count` chunks of 64 keys by
+  /// `n` columns, `perAtom` of them per 64 keys; the first weights buffer
+  /// and Q row summed over (this warpgroup's, or with several, the block's
+  /// first), `steps` k16 products over the rows.
+  struct KeySideChunks {
+    int64_t n, count, perAtom, steps, queryRows;
+    Value weights, rows;
+  };
+  KeySideChunks keySideChunks(StepFrame &f, unsigned r) {
+    bool shared = consumerGroups > 1;
+    int64_t dqk =
+        cast<RankedTensorType>(f.step.getQueries()[r].getType()).getDimSize(3);
+    int64_t atoms = llvm::divideCeil(f.bn, atomColumns());
+    int64_t queryAtoms = llvm::divideCeil(dqk, atomColumns());
+    KeySideChunks k;
+    k.queryRows = cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) /
+                  queryAtoms / queryBuffers;
+    auto asI64 = [&](Value x) {
+      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), x);
+    };
+    Value firstGroup = shared ? idx(0) : warpgroup();
+    Value rowsOffset = mulI(firstGroup, kGroupRows * kRowBytes);
+    if (queryBuffer)
+      rowsOffset = addI(
+          rowsOffset, mulI(queryBuffer, k.queryRows * queryAtoms * kRowBytes));
+    k.weights = arith::AddIOp::create(
+        b, loc, keySideAddress,
+        asI64(mulI(firstGroup, keySideLines * kRowBytes)));
+    k.rows =
+        arith::AddIOp::create(b, loc, queryAddresses[r], asI64(rowsOffset));
+    k.n = std::min<int64_t>(dqk, atomColumns());
+    k.steps = (shared ? consumerGroups : 1) * kGroupRows / kProductK;
+    k.perAtom = dqk / k.n;
+    k.count = atoms * k.perAtom;
+    return k;
+  }
+
+  /// Issues chunk (`mc`, `nc`) of the key-side product (keys mc * 64 ..,
+  /// columns nc * n ..): k16 steps over the rows, 64 a weights buffer,
+  /// consecutive in Q's. Its accumulator struct, not waited for.
+  Value keySideChunkProduct(const KeySideChunks &k, Value mc, Value nc) {
+    auto asI64 = [&](Value x) {
+      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), x);
+    };
+    int64_t bufferBytes = keySideLines * kRowBytes;
+    int64_t stepsPerBuffer = kGroupRows / kProductK;
+    Value aDesc = descriptor(
+        arith::AddIOp::create(b, loc, k.weights,
+                              asI64(mulI(mc, kGroupRows * kRowBytes))),
+        kGroupRows * kRowBytes, kAtomBlockBytes);
+    Value bDesc = descriptor(
+        arith::AddIOp::create(b, loc, k.rows,
+                              asI64(mulI(nc, k.queryRows * kRowBytes))),
+        k.queryRows * kRowBytes, kAtomBlockBytes);
+    Value acc = LLVM::PoisonOp::create(b, loc, accumulatorType(k.n / 2));
+    NVVM::WgmmaFenceAlignedOp::create(b, loc);
+    for (int64_t s = 0; s < k.steps; ++s) {
+      int64_t aBytes = s / stepsPerBuffer * bufferBytes +
+                       s % stepsPerBuffer * kProductK * kRowBytes;
+      acc = wgmma::sharedProduct(b, loc, advance(aDesc, aBytes),
+                                 advance(bDesc, s * kProductK * kRowBytes), acc,
+                                 k.n, elementType(),
+                                 /*accumulate=*/s > 0, /*transposed=*/true);
+    }
+    return acc;
+  }
+
+  /// The bulk form of the key-side adds: this warpgroup's chunks (every
+  /// consumerGroups-th from its index; the plan splits them evenly) are
+  /// issued back to back and waited for once; after a barrier (every
+  /// product has read the weights) each is stored in f32 into this
+  /// warpgroup's buffer, as 64-row by 32-column boxes in TMA's 128-byte
+  /// swizzle (conflict-free 16-byte stores), and one thread adds the boxes
+  /// to the output with bulk tensor reductions, which complete while the
+  /// next step runs (stageKeySide waits for their reads).
+  void bulkKeySideAdds(StepFrame &f, const KeySideChunks &k) {
+    int64_t mine = k.count / consumerGroups;
+    SmallVector<std::pair<Value, Value>> places;
+    SmallVector<Value> accs;
+    for (int64_t i = 0; i < mine; ++i) {
+      Value c = addI(warpgroup(), idx(i * consumerGroups));
+      places.push_back({arith::DivUIOp::create(b, loc, c, idx(k.perAtom)),
+                        arith::RemUIOp::create(b, loc, c, idx(k.perAtom))});
+      accs.push_back(
+          keySideChunkProduct(k, places.back().first, places.back().second));
+    }
+    finishProducts();
+    if (consumerGroups > 1)
+      barrier();
+    else
+      namedBarrier(groupId(1), kGroupThreads);
+    for (int64_t i = 0; i < mine; ++i) {
+      if (i > 0)
+        waitKeySideReads();
+      storeKeySideChunk(unpack(accs[i], k.n / 2));
+      copies::fenceToAsyncProxy(b, loc);
+      namedBarrier(groupId(1), kGroupThreads);
+      auto [mc, nc] = places[i];
+      inGroupLeader([&] { reduceKeySideChunk(f, k.n, mc, nc); });
+    }
+  }
+
+  /// Runs `body` in the first thread of each consumer warpgroup (the one
+  /// that issues and waits for the key side's bulk reductions).
+  void inGroupLeader(function_ref<void()> body) {
+    Value first = arith::AndIOp::create(
+        b, loc, cmpI(arith::CmpIPredicate::eq, lane, idx(0)),
+        cmpI(arith::CmpIPredicate::eq,
+             arith::RemUIOp::create(b, loc, warp,
+                                    idx(ArchInfo::kWarpsPerWarpgroup)),
+             idx(0)));
+    auto ifFirst = scf::IfOp::create(b, loc, first);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+    body();
+  }
+
+  /// Bulk adds: this warpgroup's buffer is free again once its leader's
+  /// reductions have read it.
+  void waitKeySideReads() {
+    inGroupLeader([&] { copies::waitBulkGroups(b, loc, 0, /*reads=*/true); });
+    namedBarrier(groupId(1), kGroupThreads);
+  }
+
+  /// Stores an m64nN f32 accumulator (`acc`, n / 2 per thread) into this
+  /// warpgroup's buffer as n / 32 boxes of 64 rows by 32 columns, 16-byte
+  /// chunk j of row r at j ^ (r % 8) (TMA's 128-byte swizzle): after the
+  /// lane-pair swap a thread stores four columns per 8-column block.
+  void storeKeySideChunk(ArrayRef<Value> acc) {
+    PairedColumns p = pairColumns(acc);
+    auto asI64 = [&](Value x) {
+      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), x);
+    };
+    Value buffer = arith::AddIOp::create(
+        b, loc, keySideAddress,
+        asI64(mulI(warpgroup(), keySideLines * kRowBytes)));
+    Value rowPhase = arith::RemUIOp::create(b, loc, p.row, idx(8));
+    Value rowBytes = mulI(p.row, kRowBytes);
+    auto vectorType = VectorType::get({4}, b.getF32Type());
+    auto sharedPtr = LLVM::LLVMPointerType::get(b.getContext(), 3);
+    for (auto [nb, values] : llvm::enumerate(p.quads)) {
+      // Column 8 nb + p.col of a 32-column box: box nb / 4, chunk
+      // 2 (nb % 4) + p.col / 4.
+      int64_t box = nb / 4;
+      Value chunk = addI(idx(2 * (nb % 4)),
+                         arith::DivUIOp::create(b, loc, p.col, idx(4)));
+      Value swizzled = arith::XOrIOp::create(b, loc, chunk, rowPhase);
+      Value offset = addI(addI(idx(box * kGroupRows * kRowBytes), rowBytes),
+                          mulI(swizzled, 16));
+      Value at = LLVM::IntToPtrOp::create(
+          b, loc, sharedPtr,
+          arith::AddIOp::create(b, loc, buffer, asI64(offset)).getResult());
+      Value vector = vector::FromElementsOp::create(b, loc, vectorType, values);
+      LLVM::StoreOp::create(b, loc, vector, at, /*alignment=*/16);
+    }
+  }
+
+  /// The leader's bulk reductions of this warpgroup's staged chunk (keys
+  /// mc * 64 .., columns nc * n ..) into the key side, one per 32-column
+  /// box, committed as one group. Keys past the output's rows are not
+  /// written (the tensor map's bounds).
+  void reduceKeySideChunk(StepFrame &f, int64_t n, Value mc, Value nc) {
+    FailureOr<Value> map = tensorMap(keySideOut, kGroupRows, 32);
+    assert(succeeded(map) && "the key side is a kernel parameter");
+    auto asI64 = [&](Value x) {
+      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), x);
+    };
+    auto i32Of = [&](Value index) -> Value {
+      return arith::IndexCastUIOp::create(b, loc, b.getI32Type(), index);
+    };
+    Value buffer = arith::AddIOp::create(
+        b, loc, keySideAddress,
+        asI64(mulI(warpgroup(), keySideLines * kRowBytes)));
+    Value key = i32Of(addI(f.k0, mulI(mc, kGroupRows)));
+    for (int64_t box = 0; box < n / 32; ++box) {
+      Value col = i32Of(addI(mulI(nc, n), idx(32 * box)));
+      copies::tensorReduceAdd(
+          b, loc,
+          arith::AddIOp::create(b, loc, buffer,
+                                i64(box * kGroupRows * kRowBytes)),
+          *map,
+          {col, key, i32Of(f.values.offsets[1]), i32Of(f.values.offsets[0])});
+    }
+    copies::commitBulkGroup(b, loc);
+  }
+
+  /// An m64nN accumulator after the lane-pair swap: a thread holds two
+  /// columns of rows g and g + 8 per 8-column block; the lanes of a pair
+  /// (quad lanes 2p and 2p + 1) swap halves, so that the even one holds
+  /// four columns of row g and the odd one of row g + 8. `row`: the
+  /// thread's row among the warpgroup's 64; `col`: its first column in
+  /// each 8-column block (0 or 4); `quads`: its four values per block.
+  struct PairedColumns {
+    Value row, col;
+    SmallVector<SmallVector<Value>> quads;
+  };
+  PairedColumns pairColumns(ArrayRef<Value> acc) {
+    PairedColumns p;
     Value odd = cmpI(arith::CmpIPredicate::eq,
                      arith::RemUIOp::create(b, loc, lane, idx(2)), idx(1));
-    Value row = addI(groupRow, select(odd, idx(8), idx(0)));
-    Value key = addI(addI(f.k0, idx(key0)), row);
-    // The pair's first column: 2 * (quad rounded down to even).
-    Value col = addI(idx(col0),
-                     mulI(arith::DivUIOp::create(b, loc, quad(), idx(2)), 4));
+    p.row = addI(rowInGroup(), select(odd, idx(8), idx(0)));
+    p.col = mulI(arith::DivUIOp::create(b, loc, quad(), idx(2)), 4);
+    for (int64_t nb = 0; nb < int64_t(acc.size()) / 4; ++nb) {
+      ArrayRef<Value> a = acc.slice(4 * nb, 4);
+      SmallVector<Value> sent = {select(odd, a[0], a[2]),
+                                 select(odd, a[1], a[3])};
+      SmallVector<Value> got;
+      for (Value x : sent)
+        got.push_back(gpu::ShuffleOp::create(b, loc, x, 1, kThreadsPerWarp,
+                                             gpu::ShuffleMode::XOR)
+                          .getShuffleResult());
+      p.quads.push_back({select(odd, got[0], a[0]), select(odd, got[1], a[1]),
+                         select(odd, a[2], got[0]), select(odd, a[3], got[1])});
+    }
+    return p;
+  }
+
+  /// Atomically adds an m64nN accumulator (`acc`, n / 2 per thread) to the
+  /// key-side output at keys k0 + `key0` .., columns `col0` ..: four
+  /// columns per red.global.add.v4.f32 after the lane-pair swap
+  /// (pairColumns): a quarter of the scalar adds, which the L2 serves per
+  /// request.
+  void addKeySideChunk(StepFrame &f, ArrayRef<Value> acc, int64_t key0,
+                       int64_t col0) {
+    // The swaps run in every lane, before the guard.
+    PairedColumns p = pairColumns(acc);
+    Value key = addI(addI(f.k0, idx(key0)), p.row);
+    Value col = addI(idx(col0), p.col);
     auto meta = memref::ExtractStridedMetadataOp::create(b, loc, keySideOut);
     auto elementAt = [&](Value i, unsigned d) {
       return arith::MulIOp::create(b, loc, i, meta.getStrides()[d]);
@@ -1741,25 +1936,11 @@ protected:
     Value address = arith::AddIOp::create(
         b, loc, base,
         arith::IndexCastUIOp::create(b, loc, b.getI64Type(), mulI(offset, 4)));
-    // The swaps run in every lane, before the guard.
-    SmallVector<SmallVector<Value>> quads;
-    for (int64_t nb = 0; nb < int64_t(acc.size()) / 4; ++nb) {
-      ArrayRef<Value> a = acc.slice(4 * nb, 4);
-      SmallVector<Value> sent = {select(odd, a[0], a[2]),
-                                 select(odd, a[1], a[3])};
-      SmallVector<Value> got;
-      for (Value x : sent)
-        got.push_back(gpu::ShuffleOp::create(b, loc, x, 1, kThreadsPerWarp,
-                                             gpu::ShuffleMode::XOR)
-                          .getShuffleResult());
-      quads.push_back({select(odd, got[0], a[0]), select(odd, got[1], a[1]),
-                       select(odd, a[2], got[0]), select(odd, a[3], got[1])});
-    }
     auto inside = scf::IfOp::create(
         b, loc, cmpI(arith::CmpIPredicate::slt, key, dim(keySideOut, 2)));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&inside.getThenRegion().front());
-    for (auto [nb, values] : llvm::enumerate(quads)) {
+    for (auto [nb, values] : llvm::enumerate(p.quads)) {
       SmallVector<Value> operands = {
           arith::AddIOp::create(b, loc, address, i64(8 * nb * 4))};
       llvm::append_range(operands, values);

@@ -51,7 +51,8 @@ KernelPlanAttr KernelPlanAttr::getReference(MLIRContext *context,
              /*shared_memory=*/0, /*min_blocks=*/0,
              /*producer_registers=*/0, /*consumer_registers=*/0, runtimeStrides,
              /*aligned_lengths=*/false, /*persistent=*/false,
-             /*query_ahead=*/false, /*tma=*/false);
+             /*query_ahead=*/false, /*tma=*/false,
+             /*bulk_key_side=*/false);
 }
 
 AttentionOp flashlight::attn::getSoleAttention(ModuleOp module,

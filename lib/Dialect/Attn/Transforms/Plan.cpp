@@ -113,6 +113,25 @@ Tiles fittedTiles(const KernelFacts &facts, Tiles tiles, int64_t budget) {
   return tiles;
 }
 
+/// Whether a key-side product's sums can be added by bulk tensor
+/// reductions (the plan's bulk_key_side): its 64 x 64 f32 chunks (64 x 32
+/// at dqk = 32; whole 32-column TMA boxes) split evenly over the consumer
+/// warpgroups, each staging one at a time in its buffer of the weights
+/// tile. Atomic adds otherwise.
+bool bulkKeySideFits(const KernelFacts &facts, int64_t blockN,
+                     int64_t consumerGroups) {
+  auto op = cast<AttentionOp>(facts.getOp());
+  if (!op.getKeySide() || consumerGroups == 0)
+    return false;
+  int64_t dqk =
+      cast<RankedTensorType>(op.getQueries()[0].getType()).getDimSize(3);
+  int64_t columns = std::min<int64_t>(dqk, 64);
+  if (columns % 32 || dqk % columns || blockN % ArchInfo::kWarpgroupRows)
+    return false;
+  int64_t chunks = blockN / ArchInfo::kWarpgroupRows * (dqk / columns);
+  return chunks % consumerGroups == 0;
+}
+
 /// The shared memory a tensor-core kernel lays out (attn-to-gpu's
 /// SharedMemoryPlan, in its order).
 struct SharedMemory {
@@ -129,7 +148,7 @@ SharedMemory layoutSharedMemory(const KernelFacts &facts, bool wgmma,
                                 int64_t blockM, int64_t blockN,
                                 int64_t warpRows, int64_t warps,
                                 bool queryInSmem, LoopForm loop, bool producer,
-                                bool queryAhead) {
+                                bool queryAhead, bool bulkKeySide) {
   auto op = cast<AttentionOp>(facts.getOp());
   auto tileBytes = [&](Value of, int64_t rows, int64_t buffers) {
     auto type = cast<RankedTensorType>(of.getType());
@@ -148,14 +167,14 @@ SharedMemory layoutSharedMemory(const KernelFacts &facts, bool wgmma,
     for (Value query : op.getQueries())
       smem.bytes += tileBytes(query, blockM, queryAhead ? 2 : 1);
   // The key-side product's weights: a [64, block-n] tile per consumer
-  // warpgroup (wgmma).
+  // warpgroup (wgmma), which with bulk adds also stages its f32 sums.
   if (wgmma && op.getKeySide()) {
-    int64_t bits = cast<RankedTensorType>(op.getQueries()[0].getType())
-                       .getElementTypeBitWidth();
-    auto [lines, columns] = ArchInfo::stagingTileShape(
-        /*swizzled=*/true, ArchInfo::kWarpgroupRows, blockN,
-        blockM / ArchInfo::kWarpgroupRows, bits);
-    smem.bytes += lines * columns * bits / 8;
+    auto query = cast<RankedTensorType>(op.getQueries()[0].getType());
+    smem.bytes +=
+        blockM / ArchInfo::kWarpgroupRows *
+        ArchInfo::keySideLines(blockN, query.getDimSize(3),
+                               query.getElementTypeBitWidth(), bulkKeySide) *
+        ArchInfo::kSwizzleBytes;
   }
   if (loop == LoopForm::mbarrier)
     smem.bytes += ArchInfo::mbarrierCount(producer, queryAhead) * 8;
@@ -379,10 +398,12 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
                     facts.getKeyHeadDimSum() == 64 && dv == 64;
   bool persistent = evenWork && (consumerGroups == 3 || queryAhead);
   // Rule 8: shared memory.
+  bool bulkKeySide = wgmma && options.bulkKeySide &&
+                     bulkKeySideFits(facts, blockN, consumerGroups);
   SharedMemory smem =
       layoutSharedMemory(facts, wgmma, blockM, blockN, warpRows,
                          threads / ArchInfo::kThreadsPerWarp, queryInSmem, loop,
-                         producer, queryAhead);
+                         producer, queryAhead, bulkKeySide);
   // Rule 9: the producer warpgroup copies with TMA, one thread issuing a
   // tile's copies (docs/decisions/026), unless reads are staged with K
   // (those copies are per thread, bounds-tested per chunk).
@@ -393,7 +414,7 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
       queryInSmem, smem.stagedReads, smem.bytes, minBlocks, producerRegisters,
       consumerRegisters, !options.staticStrides,
       facts.getOp()->hasAttr(kAlignedLengthsAttrName), persistent, queryAhead,
-      tma);
+      tma, bulkKeySide);
 }
 
 struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {
@@ -421,7 +442,8 @@ struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {
                             branchLookahead,
                             staticStrides,
                             persistent,
-                            tma};
+                            tma,
+                            bulkKeySide};
     WalkResult result = getOperation()->walk([&](AttentionOp op) {
       KernelFacts facts(op);
       FailureOr<KernelPlanAttr> plan = Planner{facts, *info, options}.plan();

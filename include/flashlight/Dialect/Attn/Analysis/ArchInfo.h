@@ -11,6 +11,7 @@
 
 #include "llvm/ADT/StringRef.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -64,6 +65,21 @@ struct ArchInfo {
       return {rows, d + 8};
     int64_t atom = atomElements(elementBits);
     return {buffers * rows * ((d + atom - 1) / atom), atom};
+  }
+
+  /// 128-byte lines of one consumer warpgroup's buffer of the key-side
+  /// tile (wgmma): its [64, block-n] 16-bit weights, and with bulk adds
+  /// (the plan's bulk_key_side) at least one f32 staging chunk of 64 keys
+  /// by min(dqk, 64) columns, which the buffer holds once the chunk
+  /// products have read the weights.
+  static int64_t keySideLines(int64_t blockN, int64_t dqk, int64_t elementBits,
+                              bool bulk) {
+    int64_t atom = atomElements(elementBits);
+    int64_t weights = kWarpgroupRows * ((blockN + atom - 1) / atom);
+    int64_t staging =
+        bulk ? kWarpgroupRows * std::min<int64_t>(dqk, 64) * 4 / kSwizzleBytes
+             : 0;
+    return std::max(weights, staging);
   }
 
   /// The chip, as `--arch` names it (sm_80, ..., sm_90a).

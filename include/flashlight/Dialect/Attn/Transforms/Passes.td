@@ -84,6 +84,9 @@ def AttnPlan : Pass<"attn-plan"> {
     Option<"tma", "tma", "bool", /*default=*/"true",
            "The producer warpgroup copies with TMA (sm_90a) where its tiles "
            "allow">,
+    Option<"bulkKeySide", "bulk-key-side", "bool", /*default=*/"true",
+           "With wgmma, the key-side product's sums are added to its output "
+           "by bulk tensor reductions (TMA) instead of atomic adds">,
   ];
 }
 
