@@ -222,7 +222,9 @@ def cached_compile(graph_dir, graph_file, *, archs=DEFAULT_ARCHS, flags=(), cach
                 return os.path.join(entry, "program.json"), True
             _raise_refusal(entry)
         raise CompileError(f"no flashlight-compile here and no cached kernel {key} in "
-                           f"{cache}: fill the cache where the compiler is and copy it")
+                           f"{cache} (flags {' '.join(extra['flags']) or 'none'}, archs "
+                           f"{','.join(archs)}): fill the cache where the compiler is and "
+                           "copy it")
     entry = os.path.join(cache, key, compiler_id(compiler))
     manifest = os.path.join(entry, "program.json")
     if os.path.exists(manifest):

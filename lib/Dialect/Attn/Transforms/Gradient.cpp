@@ -1538,18 +1538,21 @@ struct AttnGradientPass
     // dK and dV in one attention where it pays: its loop computes S and P
     // once for both, but carries accumulators 2 Dqk wide and copies
     // [Q | dO] in and the two gradients out. Same-run A/B (H200, decision
-    // 024): with 64-column heads 1.10-1.14x from N = 2048; with 128-column
-    // ones 1.12x (vanilla) but 0.89x (causal) at 2048, 1.17-1.22x from
-    // 4096: the length scales with the head dim.
+    // 024): with 64-column heads 1.07-1.19x from N = 2048; with 128-column
+    // ones 1.08-1.16x (vanilla) but 0.88-0.90x (causal) at 2048, 1.13-1.26x
+    // from 4096: where a mask leaves part of each key's loop away, the
+    // length scales with the head dim.
     auto length = [](Value x, int64_t dim) {
       return cast<RankedTensorType>(x.getType()).getDimSize(dim);
     };
     Value queries = sole.getQueries()[0];
     int64_t shortest =
         std::min(length(queries, 2), length(sole.getKeys()[0], 2));
-    // Per 64 columns of Q's head dim (one bf16 swizzle atom).
+    // Masked: per 64 columns of Q's head dim (one bf16 swizzle atom).
     int64_t from =
-        fuseKeyValueFrom * std::max<int64_t>(1, length(queries, 3) / 64);
+        sole.getMask().empty()
+            ? fuseKeyValueFrom
+            : fuseKeyValueFrom * std::max<int64_t>(1, length(queries, 3) / 64);
     bool fuse =
         fuseKeyValue && !ShapedType::isDynamic(shortest) && shortest >= from;
     if (failed(buildGradient(module, sole, savedStatistics, scoreCaptures, fuse,
