@@ -32,14 +32,20 @@ int64_t ParamInfo::numElements() const {
   return n;
 }
 
-/// A manifest's `tensor_maps` entry: per map its parameter and box
-/// ([columns, rows]).
+/// A manifest's `tensor_maps` entry: per map its parameter, box
+/// ([columns, rows]) and swizzle (bytes: 128, the default, or 0).
 static std::vector<TensorMapInfo> tensorMapsOf(const json &listed) {
   std::vector<TensorMapInfo> maps;
-  for (const json &t : listed)
+  for (const json &t : listed) {
+    int64_t swizzle = t.value("swizzle", int64_t(128));
+    if (swizzle != 0 && swizzle != 128)
+      throw ManifestError("a tensor map's swizzle must be 0 or 128 bytes, "
+                          "not " +
+                          std::to_string(swizzle));
     maps.push_back({t.at("param").get<size_t>(),
                     t.at("box").at(0).get<unsigned>(),
-                    t.at("box").at(1).get<unsigned>()});
+                    t.at("box").at(1).get<unsigned>(), swizzle == 128});
+  }
   return maps;
 }
 

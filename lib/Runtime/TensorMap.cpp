@@ -22,8 +22,8 @@ int tensorMapDataType(const std::string &dtype) {
 /// cuda.h: CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
 /// CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE
 /// (elements outside the tensor read as zero).
-constexpr int kInterleaveNone = 0, kSwizzle128B = 3, kL2Promotion256B = 3,
-              kOutOfBoundsZero = 0;
+constexpr int kInterleaveNone = 0, kSwizzleNone = 0, kSwizzle128B = 3,
+              kL2Promotion256B = 3, kOutOfBoundsZero = 0;
 
 } // namespace
 
@@ -61,8 +61,9 @@ TensorMap flashlight::runtime::encodeTensorMap(
   TensorMap map;
   CUresult result = cuda.cuTensorMapEncodeTiled(
       &map, dataType, unsigned(rank), reinterpret_cast<void *>(pointer), dims,
-      byteStrides, box, elementStrides, kInterleaveNone, kSwizzle128B,
-      kL2Promotion256B, kOutOfBoundsZero);
+      byteStrides, box, elementStrides, kInterleaveNone,
+      info.swizzled ? kSwizzle128B : kSwizzleNone, kL2Promotion256B,
+      kOutOfBoundsZero);
   if (result != 0) {
     std::string text = "(";
     for (size_t d = 0; d < rank; ++d)

@@ -539,11 +539,11 @@ def _multiprocessors(device):
 _TENSOR_MAP_DTYPES = {"float16": 6, "float32": 7, "bfloat16": 9}
 
 
-def _encode_tensor_map(t, box, name):
+def _encode_tensor_map(t, box, name, swizzle=128):
     """The 128 bytes of a TMA tensor map (CUtensorMap) of `t` (innermost dim
-    contiguous) with boxes `box` ([columns, rows]), the 128-byte swizzle,
-    zeros outside the tensor; a ValueError naming `name` where the driver
-    refuses it."""
+    contiguous) with boxes `box` ([columns, rows]), the 128-byte swizzle
+    (`swizzle` 0: none), zeros outside the tensor; a ValueError naming
+    `name` where the driver refuses it."""
     drv = _get_driver()
     dtype = str(t.dtype).replace("torch.", "")
     if dtype not in _TENSOR_MAP_DTYPES or not 2 <= t.dim() <= 5:
@@ -566,7 +566,7 @@ def _encode_tensor_map(t, box, name):
         ctypes.c_uint(rank), ctypes.c_void_p(t.data_ptr()),
         (ctypes.c_uint64 * rank)(*dims), (ctypes.c_uint64 * max(rank - 1, 1))(*strides),
         (ctypes.c_uint32 * rank)(*boxes), (ctypes.c_uint32 * rank)(*([1] * rank)),
-        ctypes.c_int(0), ctypes.c_int(3), ctypes.c_int(3), ctypes.c_int(0))
+        ctypes.c_int(0), ctypes.c_int(3 if swizzle else 0), ctypes.c_int(3), ctypes.c_int(0))
     if result != 0:
         raise ValueError(f"{name}: the driver refused its TMA tensor map (error {result}, "
                          f"strides {tuple(t.stride())}): strides and the pointer must be "
@@ -581,14 +581,14 @@ _tensor_maps = {}
 _TENSOR_MAP_CACHE_SIZE = 512
 
 
-def _cached_tensor_map(t, box, name):
-    key = (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, box[0], box[1])
+def _cached_tensor_map(t, box, name, swizzle=128):
+    key = (t.data_ptr(), tuple(t.shape), t.stride(), t.dtype, box[0], box[1], swizzle)
     found = _tensor_maps.get(key)
     if found is None:
         if len(_tensor_maps) >= _TENSOR_MAP_CACHE_SIZE:
             _tensor_maps.clear()
         found = _tensor_maps[key] = ctypes.create_string_buffer(
-            _encode_tensor_map(t, box, name), 128)
+            _encode_tensor_map(t, box, name, swizzle), 128)
     return found
 
 
@@ -621,7 +621,8 @@ def _launch(function, tensors, grid, block, device, shared=0, tensor_maps=(), na
     base = ctypes.addressof(values)
     addresses = list(range(base, base + 8 * len(words), 8))
     maps = [_cached_tensor_map(tensors[m["param"]], m["box"],
-                               names[m["param"]] if names else f"parameter {m['param']}")
+                               names[m["param"]] if names else f"parameter {m['param']}",
+                               m.get("swizzle", 128))
             for m in tensor_maps]
     addresses += [ctypes.addressof(m) for m in maps]
     args = (ctypes.c_void_p * len(addresses))(*addresses)

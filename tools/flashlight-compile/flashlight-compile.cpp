@@ -739,12 +739,17 @@ FailureOr<json> kernelInfo(ModuleOp kernels, StringRef name, StringRef chip,
             kernel->getAttrOfType<IntegerAttr>("flashlight.pointer_alignment"))
       pointerAlignment = bytes.getInt();
     if (auto maps = kernel->getAttrOfType<ArrayAttr>("flashlight.tensor_maps"))
-      for (auto map : maps.getAsRange<DictionaryAttr>())
-        tensorMaps.push_back(
-            {{"param", map.getAs<IntegerAttr>("param").getInt()},
-             {"box", llvm::map_to_vector(
-                         map.getAs<ArrayAttr>("box").getAsRange<IntegerAttr>(),
-                         [](IntegerAttr a) { return a.getInt(); })}});
+      for (auto map : maps.getAsRange<DictionaryAttr>()) {
+        json entry = {
+            {"param", map.getAs<IntegerAttr>("param").getInt()},
+            {"box", llvm::map_to_vector(
+                        map.getAs<ArrayAttr>("box").getAsRange<IntegerAttr>(),
+                        [](IntegerAttr a) { return a.getInt(); })}};
+        // Without the 128-byte swizzle (the launchers' default).
+        if (auto swizzle = map.getAs<IntegerAttr>("swizzle"))
+          entry["swizzle"] = swizzle.getInt();
+        tensorMaps.push_back(entry);
+      }
     if (auto known = kernel.getKnownBlockSizeAttr())
       block = {known[0], known[1], known[2]};
     plan = kernel->getAttrOfType<flashlight::attn::KernelPlanAttr>(

@@ -294,6 +294,7 @@ TEST_CASE("a TMA kernel's tensor maps come from its arch's entry",
   CHECK(hopper.tensorMaps[1].param == 2);
   CHECK(hopper.tensorMaps[1].boxColumns == 64);
   CHECK(hopper.tensorMaps[1].boxRows == 128);
+  CHECK(hopper.tensorMaps[1].swizzled);
   std::optional<KernelManifest> aligned = hopper.alignedVariant();
   REQUIRE(aligned);
   CHECK(aligned->tensorMaps.size() == 1);
@@ -307,6 +308,17 @@ TEST_CASE("a TMA kernel's tensor maps come from its arch's entry",
   m["archs"]["sm_90a"]["tensor_maps"] = {{{"param", 1}, {"box", {64, 512}}}};
   CHECK_THROWS_AS(manifestFrom(m).forArtifact("tiny.sm_90a.cubin"),
                   ManifestError);
+  // A staged row's map: no swizzle ("swizzle": 0); another width is an
+  // error.
+  m["archs"]["sm_90a"]["tensor_maps"] = {
+      {{"param", 1}, {"box", {128, 1}}, {"swizzle", 0}}};
+  KernelManifest rows = manifestFrom(m).forArtifact("tiny.sm_90a.cubin");
+  REQUIRE(rows.tensorMaps.size() == 1);
+  CHECK_FALSE(rows.tensorMaps[0].swizzled);
+  m["archs"]["sm_90a"]["tensor_maps"] = {
+      {{"param", 1}, {"box", {128, 1}}, {"swizzle", 64}}};
+  CHECK_THROWS_WITH(manifestFrom(m).forArtifact("tiny.sm_90a.cubin"),
+                    Catch::Contains("swizzle must be 0 or 128"));
 }
 
 TEST_CASE("lengths whole tiles divide take the aligned kernel's geometry",

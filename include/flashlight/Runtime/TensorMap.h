@@ -21,11 +21,14 @@
 namespace flashlight::runtime {
 
 /// One tensor map a kernel takes: of parameter `param`, boxes of
-/// `boxColumns` (the innermost dim, one 128-byte swizzle atom) by
-/// `boxRows` (the next dim); the outer dims' boxes are 1.
+/// `boxColumns` (the innermost dim; with the 128-byte swizzle, at most 128
+/// bytes) by `boxRows` (the next dim); the outer dims' boxes are 1.
+/// `swizzled`: the 128-byte swizzle (the manifest's default), else none
+/// (its `"swizzle": 0`).
 struct TensorMapInfo {
   size_t param = 0;
   unsigned boxColumns = 0, boxRows = 0;
+  bool swizzled = true;
 };
 
 /// A CUtensorMap's bytes, aligned as the driver requires.

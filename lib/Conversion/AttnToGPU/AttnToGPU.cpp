@@ -287,6 +287,10 @@ public:
         atom);
   }
 
+  /// The next buffer starts at a multiple of `alignment` bytes from the
+  /// (swizzle-aligned) start.
+  void align(int64_t alignment) { bytes = llvm::alignTo(bytes, alignment); }
+
   /// The next buffer of `shape` `element`s.
   Value carve(ArrayRef<int64_t> shape, Type element) {
     auto type =
@@ -378,6 +382,7 @@ MmaTiles layoutTiles(SharedMemoryPlan &smem, OpBuilder &b, OnlineStepOp step,
     int64_t row = stagedRowBytes(read, plan.getBlockN());
     int64_t rows = stagedPerQuery(read) ? plan.getBlockM() : 1;
     tiles.stagedReads.push_back(read);
+    smem.align(ArchInfo::kStagedTileAlignment);
     tiles.staged.push_back(
         smem.carve({2 * rows, row * 8 / read.getType().getIntOrFloatBitWidth()},
                    read.getType()));

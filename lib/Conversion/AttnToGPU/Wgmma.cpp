@@ -183,8 +183,8 @@ protected:
   /// output by one thread's bulk tensor reductions.
   bool bulkKeySide;
   /// The tensor-map parameters added so far: (memref argument, box rows,
-  /// box columns, parameter).
-  SmallVector<std::tuple<Value, int64_t, int64_t, Value>> tensorMaps;
+  /// box columns, 128-byte swizzle, parameter).
+  SmallVector<std::tuple<Value, int64_t, int64_t, bool, Value>> tensorMaps;
   /// Ping-pong: the named barrier of warpgroup `g`'s turn (after the
   /// warpgroups' own, 1..3, and the consumers' 5 with three of them).
   Value turnBarrier(Value g) {
@@ -302,11 +302,20 @@ protected:
   /// the block) into buffer `buffer` of `tile`, 16 bytes a copy; chunks past
   /// the tensor's rows or columns are zero-filled (a row holds whole chunks:
   /// stagedTileReads).
-  void stageRead(tensor::ExtractOp read, Value tile, Value k0, Value buffer) {
+  /// Where a staged read's tiles come from: the captured tensor, this
+  /// block's indices of its outer dims (batch, head or constants) and the
+  /// first row (Q's first row, or the read's uniform row index).
+  struct StagedOrigin {
+    Value memref;
+    SmallVector<Value> outer;
+    Value firstRow;
+  };
+  StagedOrigin stagedOrigin(tensor::ExtractOp read) {
     auto step = read->getParentOfType<OnlineStepOp>();
     unsigned numLeading = step.getNumBranches();
     auto arg = cast<BlockArgument>(read.getTensor());
-    Value memref = memrefOf.lookup(
+    StagedOrigin o;
+    o.memref = memrefOf.lookup(
         step.getCaptures()[arg.getArgNumber() - numLeading - 4]);
     // A batch, head or constant index's value for this block.
     auto uniform = [&](Value index) -> Value {
@@ -315,11 +324,16 @@ protected:
       return queryView
           .offsets[cast<BlockArgument>(index).getArgNumber() - numLeading];
     };
-    SmallVector<Value> at = llvm::map_to_vector(
-        read.getIndices().drop_back(2), [&](Value i) { return uniform(i); });
-    bool perQuery = stagedPerQuery(read);
-    Value firstRow = perQuery ? queryView.offsets[2]
-                              : uniform(read.getIndices().drop_back().back());
+    o.outer = llvm::map_to_vector(read.getIndices().drop_back(2),
+                                  [&](Value i) { return uniform(i); });
+    o.firstRow = stagedPerQuery(read)
+                     ? queryView.offsets[2]
+                     : uniform(read.getIndices().drop_back().back());
+    return o;
+  }
+
+  void stageRead(tensor::ExtractOp read, Value tile, Value k0, Value buffer) {
+    auto [memref, at, firstRow] = stagedOrigin(read);
     auto tileType = cast<MemRefType>(tile.getType());
     int64_t perChunk = kChunkBytes * 8 / tileType.getElementTypeBitWidth();
     int64_t rows = tileType.getDimSize(0) / 2, cols = tileType.getDimSize(1);
@@ -937,11 +951,13 @@ protected:
   /// swizzle span): a parameter after the others, which
   /// flashlight.tensor_maps lists (param: the memref's index, box: columns
   /// and rows) for the manifest and flashlight-tensor-map-params.
-  FailureOr<Value> tensorMap(Value memref, int64_t rows, int64_t columns = 0) {
+  FailureOr<Value> tensorMap(Value memref, int64_t rows, int64_t columns = 0,
+                             bool swizzled = true) {
     if (!columns)
       columns = atomColumns();
-    for (auto &[listed, boxRows, boxColumns, param] : tensorMaps)
-      if (listed == memref && boxRows == rows && boxColumns == columns)
+    for (auto &[listed, boxRows, boxColumns, boxSwizzled, param] : tensorMaps)
+      if (listed == memref && boxRows == rows && boxColumns == columns &&
+          boxSwizzled == swizzled)
         return param;
     auto arg = dyn_cast<BlockArgument>(memref);
     auto kernel =
@@ -958,11 +974,14 @@ protected:
     SmallVector<Attribute> listed;
     if (auto old = kernel->getAttrOfType<ArrayAttr>("flashlight.tensor_maps"))
       llvm::append_range(listed, old);
-    listed.push_back(b.getDictionaryAttr(
-        {b.getNamedAttr("param", b.getI64IntegerAttr(arg.getArgNumber())),
-         b.getNamedAttr("box", b.getI64ArrayAttr({columns, rows}))}));
+    SmallVector<NamedAttribute> entry = {
+        b.getNamedAttr("param", b.getI64IntegerAttr(arg.getArgNumber())),
+        b.getNamedAttr("box", b.getI64ArrayAttr({columns, rows}))};
+    if (!swizzled)
+      entry.push_back(b.getNamedAttr("swizzle", b.getI64IntegerAttr(0)));
+    listed.push_back(b.getDictionaryAttr(entry));
     kernel->setAttr("flashlight.tensor_maps", b.getArrayAttr(listed));
-    tensorMaps.push_back({memref, rows, columns, param});
+    tensorMaps.push_back({memref, rows, columns, swizzled, param});
     return param;
   }
 
@@ -1004,7 +1023,8 @@ protected:
   }
 
   /// TMA: the K tiles of every branch at row `k0` into buffer `buffer`,
-  /// after announcing their bytes on K's full barrier.
+  /// and the staged reads' one-row tiles with them, after announcing their
+  /// bytes on K's full barrier.
   LogicalResult copyKeysByTensorMap(Value k0, Value buffer) {
     Value full = barrierAt(0, buffer);
     int64_t bytes = 0;
@@ -1012,6 +1032,8 @@ protected:
       int64_t d = cast<MemRefType>(view.memref.getType()).getDimSize(3);
       bytes += tileBytes(tile, d);
     }
+    for (Value tile : stagedTiles)
+      bytes += stagedRowBytes(tile);
     copies::arriveExpectingBytes(b, loc, full, bytes);
     for (auto [i, view] : llvm::enumerate(keyViews)) {
       View at = view;
@@ -1021,6 +1043,42 @@ protected:
                                  tileRows(keyTiles[i], d), d, full)))
         return failure();
     }
+    for (auto [read, tile] : llvm::zip_equal(stagedReads, stagedTiles))
+      if (failed(copyStagedRowByTensorMap(read, tile, k0, buffer, full)))
+        return failure();
+    return success();
+  }
+
+  /// Bytes of one buffer of a one-row staged tile.
+  static int64_t stagedRowBytes(Value tile) {
+    auto type = cast<MemRefType>(tile.getType());
+    return type.getDimSize(1) * type.getElementTypeBitWidth() / 8;
+  }
+
+  /// TMA: the one-row staged tile of `read` at key `k0` (block-n columns of
+  /// its uniform row) into buffer `buffer` of `tile`, one unswizzled box
+  /// (the tile's rows are plain: stagedColumn leaves row 0's columns in
+  /// place); columns past the tensor read as zeros, as the per-thread
+  /// copies' zero fill.
+  LogicalResult copyStagedRowByTensorMap(tensor::ExtractOp read, Value tile,
+                                         Value k0, Value buffer, Value full) {
+    auto [memref, outer, row] = stagedOrigin(read);
+    int64_t columns = cast<MemRefType>(tile.getType()).getDimSize(1);
+    FailureOr<Value> map =
+        tensorMap(memref, /*rows=*/1, columns, /*swizzled=*/false);
+    if (failed(map))
+      return failure();
+    auto i32Of = [&](Value index) -> Value {
+      return arith::IndexCastUIOp::create(b, loc, b.getI32Type(), index);
+    };
+    // Coordinates innermost first: the key, the row, then the outer dims.
+    SmallVector<Value> coordinates = {i32Of(k0), i32Of(row)};
+    for (Value index : llvm::reverse(outer))
+      coordinates.push_back(i32Of(index));
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, tile);
+    Value dst = arith::IndexCastUIOp::create(
+        b, loc, b.getI64Type(), addI(base, mulI(buffer, stagedRowBytes(tile))));
+    copies::tensorCopy(b, loc, dst, *map, coordinates, full);
     return success();
   }
 

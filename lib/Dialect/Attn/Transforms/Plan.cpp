@@ -136,6 +136,8 @@ bool bulkKeySideFits(const KernelFacts &facts, int64_t blockN,
 /// SharedMemoryPlan, in its order).
 struct SharedMemory {
   int64_t stagedReads = 0;
+  /// Whether a staged read is a [block-m, block-n] tile (not one row).
+  bool stagedPerQuery = false;
   int64_t bytes = 0;
 };
 
@@ -185,11 +187,14 @@ SharedMemory layoutSharedMemory(const KernelFacts &facts, bool wgmma,
     for (tensor::ExtractOp read : facts.getStagedReads()) {
       int64_t row = stagedRowBytes(read, blockN);
       int64_t rows = stagedPerQuery(read) ? blockM : 1;
-      if (smem.bytes + 2 * rows * row + ArchInfo::kSwizzleAlignment >
+      // Staged tiles start at 128-byte boundaries (TMA's destinations).
+      int64_t at = llvm::alignTo(smem.bytes, ArchInfo::kStagedTileAlignment);
+      if (at + 2 * rows * row + ArchInfo::kSwizzleAlignment >
           ArchInfo::kHopperSharedMemory)
         break;
       ++smem.stagedReads;
-      smem.bytes += 2 * rows * row;
+      smem.stagedPerQuery |= rows > 1;
+      smem.bytes = at + 2 * rows * row;
     }
   // Swizzled tiles start at the next 1024-byte boundary past the base.
   if (wgmma)
@@ -405,9 +410,10 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
                          threads / ArchInfo::kThreadsPerWarp, queryInSmem, loop,
                          producer, queryAhead, bulkKeySide);
   // Rule 9: the producer warpgroup copies with TMA, one thread issuing a
-  // tile's copies (docs/decisions/026), unless reads are staged with K
-  // (those copies are per thread, bounds-tested per chunk).
-  bool tma = producer && options.tma && smem.stagedReads == 0;
+  // tile's copies (docs/decisions/026), staged one-row reads (a gradient's
+  // row statistics, a key bias) a box each; not with [block-m, block-n]
+  // staged tiles (their copies are per thread, bounds-tested per chunk).
+  bool tma = producer && options.tma && !smem.stagedPerQuery;
   return KernelPlanAttr::get(
       facts.getOp()->getContext(), generator, blockM, blockN, warpRows,
       consumerGroups, producer, loop, pingPong, lookahead, sparsity,

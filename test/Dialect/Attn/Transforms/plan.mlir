@@ -302,10 +302,13 @@ func.func @f32_inputs(%q: tensor<1x2x64x64xf32>, %k: tensor<1x2x64x64xf32>,
 
 // Rule 7: a pair bias read at (b, h, i, j) is staged with K on wgmma (one
 // read, its [128, 128] tile double-buffered: 65536 bytes beyond the Q, K and
-// V tiles' 163840, the producer loop's 8 mbarriers' 64 and the 1024 of
-// alignment); mma.sync gathers it.
+// V tiles' 163840, the producer loop's 8 mbarriers' 64, 64 more to start the
+// staged tile at 128 bytes and the 1024 of alignment); mma.sync gathers it.
+// A [block-m, block-n] staged tile keeps the producer on per-thread copies
+// (no tma).
 // H100-LABEL: func.func @pair_bias
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} staged_reads = 1, shared_memory = 230464,
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} staged_reads = 1, shared_memory = 230528,
+// H100-NOT: tma = true
 // A100-LABEL: func.func @pair_bias
 // A100: #attn.kernel_plan<generator = mma_sync, {{.*}} staged_reads = 0,
 func.func @pair_bias(%q: tensor<1x2x512x128xbf16>, %k: tensor<1x2x512x128xbf16>,

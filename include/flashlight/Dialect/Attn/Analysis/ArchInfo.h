@@ -42,6 +42,8 @@ struct ArchInfo {
   static constexpr int64_t kPortableSharedMemory = 166912;
   /// sm_90's (227 KB): what sm_90a-only kernels may add for staged tiles.
   static constexpr int64_t kHopperSharedMemory = 232448;
+  /// Staged score-read tiles start at this alignment (TMA's destinations).
+  static constexpr int64_t kStagedTileAlignment = 128;
   /// Dynamic shared memory a block of this chip's kernels may use: the
   /// tensor-core tiles must fit (each chip's kernel is planned apart).
   int64_t sharedMemory() const {
