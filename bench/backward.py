@@ -40,6 +40,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 sys.path.insert(0, os.path.dirname(__file__))
 import flashlight  # noqa: E402
+from timing import timed  # noqa: E402
 
 VARIANTS = ("vanilla", "causal", "differential", "sigmoid", "sinks", "alibi_learned",
             "t5_table", "evoformer")
@@ -262,8 +263,6 @@ def breakdown(call, ms, calls=20):
 
 def run(cache, out_path, lengths, only=None, variants=None, profile=False,
         compare=False):
-    from triton.testing import do_bench
-
     # The backward is timed with the graph retained: compiled graphs
     # (FlexAttention) must not donate their buffers to it.
     import torch._functorch.config
@@ -299,8 +298,8 @@ def run(cache, out_path, lengths, only=None, variants=None, profile=False,
                     out = fn(*xs)
                     grads = torch.autograd.grad(out, xs, dout, retain_graph=True)
                     err = max(rel(a, b) for a, b in zip(grads, ref_grads))
-                    ms = do_bench(lambda: torch.autograd.grad(out, xs, dout, retain_graph=True),
-                                  warmup=50, rep=300)
+                    ms = timed(lambda: torch.autograd.grad(out, xs, dout, retain_graph=True),
+                               warmup=50, rep=300)
                 except Exception as e:  # noqa: BLE001 - a peer that cannot run
                     print(f"{variant} d{D} n{N} {name}: {type(e).__name__}: {str(e)[:200]}")
                     continue

@@ -36,10 +36,10 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.attention.flex_attention import create_block_mask, flex_attention
-from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import flashlight  # noqa: E402
+from timing import timed  # noqa: E402
 from peers import fa4_func  # noqa: E402
 
 torch._dynamo.config.recompile_limit = 10_000
@@ -174,7 +174,7 @@ def run_config(kernels, variant, D, N, records, compare=()):
             rel = ((out.float() - reference).norm() / reference.norm()).item()
             if name.startswith("flashlight") and not rel <= 2e-2:
                 raise RuntimeError(f"flashlight output differs from flex: {rel:.3e}")
-            ms = do_bench(fn, warmup=25, rep=100, return_mode="median")
+            ms = timed(fn, warmup=25, rep=100, return_mode="median")
         except Exception as e:  # a backend that cannot run this case
             print(f"  {variant} D={D} N={N} {name}: {type(e).__name__}: {str(e)[:120]}")
             if name.startswith("flashlight"):

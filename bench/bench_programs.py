@@ -80,8 +80,8 @@ def _err(e):
 
 def _timer(device):
     if device == "cuda":
-        from triton.testing import do_bench
-        return lambda fn: do_bench(fn, warmup=25, rep=100, return_mode="median")
+        from timing import timed
+        return lambda fn: timed(fn, warmup=25, rep=100, return_mode="median")
 
     def cpu_bench(fn, reps=3):  # --device cpu smoke runs: no Triton needed
         fn()

@@ -43,10 +43,10 @@ import sys
 import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
-from triton.testing import do_bench
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import flashlight  # noqa: E402
+from timing import timed as bench_timed  # noqa: E402
 from peers import fa4_func  # noqa: E402
 
 
@@ -137,12 +137,12 @@ def run_config(kernels, variant, D, N, records, compare=()):
     order = [name for name in checked if name == "flashlight" or name in builds]
     for round_order in ([order, order[::-1]] if builds else [order]):
         for name in round_order:
-            timed[name].append(do_bench(systems[name], warmup=25, rep=100,
-                                        return_mode="median"))
+            timed[name].append(bench_timed(systems[name], warmup=25, rep=100,
+                                           return_mode="median"))
     for name in checked:
         if not timed[name]:
-            timed[name].append(do_bench(systems[name], warmup=25, rep=100,
-                                        return_mode="median"))
+            timed[name].append(bench_timed(systems[name], warmup=25, rep=100,
+                                           return_mode="median"))
     for name, rel in checked.items():
         ms = sum(timed[name]) / len(timed[name])
         records.append({"variant": variant, "D": D, "Dv": Dv, "N": N, "B": B, "H": H,
