@@ -134,8 +134,9 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
           !zero.getValue().isZero())
         return acc.emitError("attn-to-gpu: a key-side product must start "
                              "from zeros");
-      emitter.keySideOut = kernel.getArgument(numArgs + result);
-      emitter.markKeySide(func);
+      if (failed(
+              emitter.setKeySide(kernel.getArgument(numArgs + result), func)))
+        return failure();
       continue;
     }
     auto insert = cast<tensor::ParallelInsertSliceOp>(op);

@@ -82,6 +82,15 @@ public:
   /// The key-side product's output (attn.attention's `key_side`), which the
   /// launcher zeroes and every block adds to; null without one.
   Value keySideOut;
+  /// Sets keySideOut to the kernel parameter `out` and marks the tensors
+  /// that carry a key-side contribution in `root` (markKeySide). A
+  /// generator that adds otherwise than per element prepares its means
+  /// here (wgmma's bulk adds: the output's tensor map).
+  virtual LogicalResult setKeySide(Value out, Operation *root) {
+    keySideOut = out;
+    markKeySide(root);
+    return success();
+  }
   /// Marks the tensors that carry a key-side contribution in `root` (the
   /// steps' key_side operands and results, the loops and branches that
   /// carry them): they hold no per-thread values, since each step adds to

@@ -1854,6 +1854,22 @@ protected:
     }
   }
 
+  /// With bulk adds, the key side's tensor map (64-row by 32-column f32
+  /// boxes), a parameter from here on.
+  LogicalResult setKeySide(Value out, Operation *root) override {
+    if (failed(MmaSyncEmitter::setKeySide(out, root)))
+      return failure();
+    if (!bulkKeySide)
+      return success();
+    FailureOr<Value> map = tensorMap(keySideOut, kGroupRows, 32);
+    if (failed(map))
+      return failure();
+    keySideMap = *map;
+    return success();
+  }
+  /// The key side's tensor map (bulkKeySide).
+  Value keySideMap;
+
   /// Runs `body` in the first thread of each consumer warpgroup (the one
   /// that issues and waits for the key side's bulk reductions).
   void inGroupLeader(function_ref<void()> body) {
@@ -1914,8 +1930,6 @@ protected:
   /// box, committed as one group. Keys past the output's rows are not
   /// written (the tensor map's bounds).
   void reduceKeySideChunk(StepFrame &f, int64_t n, Value mc, Value nc) {
-    FailureOr<Value> map = tensorMap(keySideOut, kGroupRows, 32);
-    assert(succeeded(map) && "the key side is a kernel parameter");
     auto asI64 = [&](Value x) {
       return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), x);
     };
@@ -1932,7 +1946,7 @@ protected:
           b, loc,
           arith::AddIOp::create(b, loc, buffer,
                                 i64(box * kGroupRows * kRowBytes)),
-          *map,
+          keySideMap,
           {col, key, i32Of(f.values.offsets[1]), i32Of(f.values.offsets[0])});
     }
     copies::commitBulkGroup(b, loc);
