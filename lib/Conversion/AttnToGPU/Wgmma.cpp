@@ -1001,13 +1001,10 @@ protected:
         b, loc, tile,
         arith::IndexCastUIOp::create(b, loc, b.getI64Type(),
                                      mulI(buffer, atoms * atomBytes)));
-    auto i32Of = [&](Value index) -> Value {
-      return arith::IndexCastUIOp::create(b, loc, b.getI32Type(), index);
-    };
     // Coordinates innermost first: column, row, then the outer dims.
-    SmallVector<Value> coordinates = {Value(), i32Of(view.offsets[2])};
+    SmallVector<Value> coordinates = {Value(), toI32(view.offsets[2])};
     for (int64_t dim = 1; dim >= 0; --dim)
-      coordinates.push_back(i32Of(view.offsets[dim]));
+      coordinates.push_back(toI32(view.offsets[dim]));
     for (int64_t a = 0; a < atoms; ++a) {
       coordinates[0] = i32(int32_t(a * atomColumns()));
       copies::tensorCopy(
@@ -1068,13 +1065,10 @@ protected:
         tensorMap(memref, /*rows=*/1, columns, /*swizzled=*/false);
     if (failed(map))
       return failure();
-    auto i32Of = [&](Value index) -> Value {
-      return arith::IndexCastUIOp::create(b, loc, b.getI32Type(), index);
-    };
     // Coordinates innermost first: the key, the row, then the outer dims.
-    SmallVector<Value> coordinates = {i32Of(k0), i32Of(row)};
+    SmallVector<Value> coordinates = {toI32(k0), toI32(row)};
     for (Value index : llvm::reverse(outer))
-      coordinates.push_back(i32Of(index));
+      coordinates.push_back(toI32(index));
     Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, tile);
     Value dst = arith::IndexCastUIOp::create(
         b, loc, b.getI64Type(), addI(base, mulI(buffer, stagedRowBytes(tile))));
@@ -1461,6 +1455,14 @@ protected:
   Value i64(int64_t v) {
     return arith::ConstantIntOp::create(b, loc, b.getI64Type(), v);
   }
+  /// An index as an i64 (a shared-window address) or an i32 (a TMA
+  /// coordinate).
+  Value toI64(Value index) {
+    return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), index);
+  }
+  Value toI32(Value index) {
+    return arith::IndexCastUIOp::create(b, loc, b.getI32Type(), index);
+  }
 
   /// The wgmma layer (WgmmaOps.h) at this emitter's builder and location.
   Value descriptor(Value address, int64_t leading, int64_t stride) {
@@ -1769,9 +1771,6 @@ protected:
     KeySideChunks k;
     k.queryRows = cast<MemRefType>(queryTiles[r].getType()).getDimSize(0) /
                   queryAtoms / queryBuffers;
-    auto asI64 = [&](Value x) {
-      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), x);
-    };
     Value firstGroup = shared ? idx(0) : warpgroup();
     Value rowsOffset = mulI(firstGroup, kGroupRows * kRowBytes);
     if (queryBuffer)
@@ -1779,9 +1778,9 @@ protected:
           rowsOffset, mulI(queryBuffer, k.queryRows * queryAtoms * kRowBytes));
     k.weights = arith::AddIOp::create(
         b, loc, keySideAddress,
-        asI64(mulI(firstGroup, keySideLines * kRowBytes)));
+        toI64(mulI(firstGroup, keySideLines * kRowBytes)));
     k.rows =
-        arith::AddIOp::create(b, loc, queryAddresses[r], asI64(rowsOffset));
+        arith::AddIOp::create(b, loc, queryAddresses[r], toI64(rowsOffset));
     k.n = std::min<int64_t>(dqk, atomColumns());
     k.steps = (shared ? consumerGroups : 1) * kGroupRows / kProductK;
     k.perAtom = dqk / k.n;
@@ -1793,18 +1792,15 @@ protected:
   /// columns nc * n ..): k16 steps over the rows, 64 a weights buffer,
   /// consecutive in Q's. Its accumulator struct, not waited for.
   Value keySideChunkProduct(const KeySideChunks &k, Value mc, Value nc) {
-    auto asI64 = [&](Value x) {
-      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), x);
-    };
     int64_t bufferBytes = keySideLines * kRowBytes;
     int64_t stepsPerBuffer = kGroupRows / kProductK;
     Value aDesc = descriptor(
         arith::AddIOp::create(b, loc, k.weights,
-                              asI64(mulI(mc, kGroupRows * kRowBytes))),
+                              toI64(mulI(mc, kGroupRows * kRowBytes))),
         kGroupRows * kRowBytes, kAtomBlockBytes);
     Value bDesc = descriptor(
         arith::AddIOp::create(b, loc, k.rows,
-                              asI64(mulI(nc, k.queryRows * kRowBytes))),
+                              toI64(mulI(nc, k.queryRows * kRowBytes))),
         k.queryRows * kRowBytes, kAtomBlockBytes);
     Value acc = LLVM::PoisonOp::create(b, loc, accumulatorType(k.n / 2));
     NVVM::WgmmaFenceAlignedOp::create(b, loc);
@@ -1898,12 +1894,9 @@ protected:
   /// lane-pair swap a thread stores four columns per 8-column block.
   void storeKeySideChunk(ArrayRef<Value> acc) {
     PairedColumns p = pairColumns(acc);
-    auto asI64 = [&](Value x) {
-      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), x);
-    };
     Value buffer = arith::AddIOp::create(
         b, loc, keySideAddress,
-        asI64(mulI(warpgroup(), keySideLines * kRowBytes)));
+        toI64(mulI(warpgroup(), keySideLines * kRowBytes)));
     Value rowPhase = arith::RemUIOp::create(b, loc, p.row, idx(8));
     Value rowBytes = mulI(p.row, kRowBytes);
     auto vectorType = VectorType::get({4}, b.getF32Type());
@@ -1919,7 +1912,7 @@ protected:
                           mulI(swizzled, 16));
       Value at = LLVM::IntToPtrOp::create(
           b, loc, sharedPtr,
-          arith::AddIOp::create(b, loc, buffer, asI64(offset)).getResult());
+          arith::AddIOp::create(b, loc, buffer, toI64(offset)).getResult());
       Value vector = vector::FromElementsOp::create(b, loc, vectorType, values);
       LLVM::StoreOp::create(b, loc, vector, at, /*alignment=*/16);
     }
@@ -1930,24 +1923,18 @@ protected:
   /// box, committed as one group. Keys past the output's rows are not
   /// written (the tensor map's bounds).
   void reduceKeySideChunk(StepFrame &f, int64_t n, Value mc, Value nc) {
-    auto asI64 = [&](Value x) {
-      return arith::IndexCastUIOp::create(b, loc, b.getI64Type(), x);
-    };
-    auto i32Of = [&](Value index) -> Value {
-      return arith::IndexCastUIOp::create(b, loc, b.getI32Type(), index);
-    };
     Value buffer = arith::AddIOp::create(
         b, loc, keySideAddress,
-        asI64(mulI(warpgroup(), keySideLines * kRowBytes)));
-    Value key = i32Of(addI(f.k0, mulI(mc, kGroupRows)));
+        toI64(mulI(warpgroup(), keySideLines * kRowBytes)));
+    Value key = toI32(addI(f.k0, mulI(mc, kGroupRows)));
     for (int64_t box = 0; box < n / 32; ++box) {
-      Value col = i32Of(addI(mulI(nc, n), idx(32 * box)));
+      Value col = toI32(addI(mulI(nc, n), idx(32 * box)));
       copies::tensorReduceAdd(
           b, loc,
           arith::AddIOp::create(b, loc, buffer,
                                 i64(box * kGroupRows * kRowBytes)),
           keySideMap,
-          {col, key, i32Of(f.values.offsets[1]), i32Of(f.values.offsets[0])});
+          {col, key, toI32(f.values.offsets[1]), toI32(f.values.offsets[0])});
     }
     copies::commitBulkGroup(b, loc);
   }
