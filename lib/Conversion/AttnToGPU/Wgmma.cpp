@@ -1781,7 +1781,7 @@ protected:
         toI64(mulI(firstGroup, keySideLines * kRowBytes)));
     k.rows =
         arith::AddIOp::create(b, loc, queryAddresses[r], toI64(rowsOffset));
-    k.n = std::min<int64_t>(dqk, atomColumns());
+    k.n = ArchInfo::keySideChunkColumns(dqk);
     k.steps = (shared ? consumerGroups : 1) * kGroupRows / kProductK;
     k.perAtom = dqk / k.n;
     k.count = atoms * k.perAtom;

@@ -125,7 +125,7 @@ bool bulkKeySideFits(const KernelFacts &facts, int64_t blockN,
     return false;
   int64_t dqk =
       cast<RankedTensorType>(op.getQueries()[0].getType()).getDimSize(3);
-  int64_t columns = std::min<int64_t>(dqk, 64);
+  int64_t columns = ArchInfo::keySideChunkColumns(dqk);
   if (columns % 32 || dqk % columns || blockN % ArchInfo::kWarpgroupRows)
     return false;
   int64_t chunks = blockN / ArchInfo::kWarpgroupRows * (dqk / columns);

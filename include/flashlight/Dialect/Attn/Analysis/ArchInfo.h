@@ -69,6 +69,12 @@ struct ArchInfo {
     return {buffers * rows * ((d + atom - 1) / atom), atom};
   }
 
+  /// Columns of one key-side chunk (wgmma's m64nN product per 64 keys):
+  /// the head dim up to one 16-bit swizzle atom.
+  static constexpr int64_t keySideChunkColumns(int64_t dqk) {
+    return dqk < 64 ? dqk : 64;
+  }
+
   /// 128-byte lines of one consumer warpgroup's buffer of the key-side
   /// tile (wgmma): its [64, block-n] 16-bit weights, and with bulk adds
   /// (the plan's bulk_key_side) at least one f32 staging chunk of 64 keys
@@ -79,7 +85,7 @@ struct ArchInfo {
     int64_t atom = atomElements(elementBits);
     int64_t weights = kWarpgroupRows * ((blockN + atom - 1) / atom);
     int64_t staging =
-        bulk ? kWarpgroupRows * std::min<int64_t>(dqk, 64) * 4 / kSwizzleBytes
+        bulk ? kWarpgroupRows * keySideChunkColumns(dqk) * 4 / kSwizzleBytes
              : 0;
     return std::max(weights, staging);
   }
