@@ -15,6 +15,7 @@ kernel is loaded through the CUDA driver API (ctypes on libcuda.so.1) into
 the context PyTorch uses.
 """
 
+import array
 import ctypes
 import json
 import warnings
@@ -613,19 +614,20 @@ def _launch(function, tensors, grid, block, device, shared=0, tensor_maps=(), na
     microseconds of Python."""
     if 0 in grid:  # no query rows, heads or batch: nothing to compute
         return
-    words = []
+    # Words and their addresses as array('Q') (half the Python time of
+    # ctypes arrays built from lists); both live until the launch returns.
+    words = array.array("Q")
     for t in tensors:
         pointer = t.data_ptr()
-        words += (pointer, pointer, 0, *t.shape, *t.stride())
-    values = (ctypes.c_uint64 * len(words))(*words)
-    base = ctypes.addressof(values)
-    addresses = list(range(base, base + 8 * len(words), 8))
+        words.extend((pointer, pointer, 0, *t.shape, *t.stride()))
+    base = words.buffer_info()[0]
+    addresses = array.array("Q", range(base, base + 8 * len(words), 8))
     maps = [_cached_tensor_map(tensors[m["param"]], m["box"],
                                names[m["param"]] if names else f"parameter {m['param']}",
                                m.get("swizzle", 128))
             for m in tensor_maps]
-    addresses += [ctypes.addressof(m) for m in maps]
-    args = (ctypes.c_void_p * len(addresses))(*addresses)
+    addresses.extend(ctypes.addressof(m) for m in maps)
+    args = ctypes.c_void_p(addresses.buffer_info()[0])
     stream = _current_stream(device)
     drv = _get_driver()
     _ensure_context()
@@ -635,9 +637,10 @@ def _launch(function, tensors, grid, block, device, shared=0, tensor_maps=(), na
         ctypes.c_uint(shared), ctypes.c_void_p(stream), args, None), "cuLaunchKernel")
 
 
-def _run_steps(kernel, entry, args):
+def _run_steps(kernel, entry, args, views=False):
     """The reference path: the function's steps, in order, over numbered
-    values (the inputs first)."""
+    values (the inputs first). `views`: a slice that no later step reads
+    (a result) stays a view of its source (`_call_entry`)."""
     import torch
 
     device = args[0].device
@@ -676,6 +679,14 @@ def _run_steps(kernel, entry, args):
 
     for i, a in enumerate(args):
         vals[i] = a.contiguous()
+    read = set()
+    if views:
+        for step in entry["steps"]:
+            # A kernel's results are among its arguments too.
+            read.update(set(step.get("args", ())) - set(step.get("results", ())))
+            read.update(step.get("copy", {}).get("sources", ()))
+            if "source" in step:
+                read.add(step["source"])
     for step in entry["steps"]:
         op = step["op"]
         if op == "empty":
@@ -683,7 +694,9 @@ def _run_steps(kernel, entry, args):
         elif op == "kernel" and "fill" in step:
             deferred[step["results"][0]] = step["fill"]
         elif op == "kernel" and "copy" in step:
-            vals[step["results"][0]] = _copy(step["copy"], [val(v) for v in step["copy"]["sources"]])
+            r = step["results"][0]
+            vals[r] = _copy(step["copy"], [val(v) for v in step["copy"]["sources"]],
+                            view=views and r not in read)
         elif op == "constant":
             info = dict(infos[step["result"]], file=step["file"])
             vals[step["result"]] = _load_constant(kernel, info, device)
@@ -739,9 +752,10 @@ def _einsum(equation, a, b, acc):
         matmul.fp32_precision = before
 
 
-def _copy(copy, sources):
+def _copy(copy, sources, view=False):
     """A kernel step that only moves data (its `copy`: HostToGPU's
-    flashlight.copy), with torch's copies instead of the reference kernel."""
+    flashlight.copy), with torch's copies instead of the reference kernel;
+    a slice as a view of its source where `view`."""
     import torch
 
     if copy["kind"] == "concat":
@@ -750,7 +764,7 @@ def _copy(copy, sources):
         x = sources[0]
         for d, (offset, size) in enumerate(zip(copy["offsets"], copy["sizes"])):
             x = x.narrow(d, offset, size)
-        return x.contiguous()
+        return x if view else x.contiguous()
     raise RuntimeError(f"unknown copy {copy['kind']!r}")
 
 
@@ -842,7 +856,7 @@ def _load_constant(kernel, info, device):
     return torch.frombuffer(data, dtype=dtype).reshape(info["shape"]).to(device)
 
 
-def _call_entry(kernel, *args):
+def _call_entry(kernel, *args, views=False):
     entry = kernel.manifest.get("entry")
     if entry is None:
         return kernel(*args)
@@ -860,7 +874,7 @@ def _call_entry(kernel, *args):
          for i, info in enumerate(entry["inputs"])],
         max_extent=kernel.manifest.get("max_extent"))
     if "steps" in entry:
-        return _run_steps(kernel, entry, args)
+        return _run_steps(kernel, entry, args, views)
     # Each kernel tensor is a layout of a user input, or a constant of the
     # program stored beside the manifest.
     params = [_load_constant(kernel, {"file": s["constant"], **p}, args[0].device)
@@ -903,7 +917,10 @@ def _call_entry(kernel, *args):
 Kernel.call_entry = _call_entry
 Kernel.call_entry.__doc__ = """Calls the kernel as the user's function: the
 arguments and results of the program it was compiled from (manifest
-`entry`), in their own layouts; layout copies run here, in PyTorch."""
+`entry`), in their own layouts; layout copies run here, in PyTorch.
+`views=True`: results that are slices of one kernel output (the gradient
+program's dK and dV, out of its one dK/dV kernel) are returned as views of
+that output, sharing its storage, instead of copies."""
 
 
 def load(manifest_path):

@@ -450,13 +450,23 @@ def _register_op():
         # The gradients of the operands `of` (q, k, v, sinks, gates).
         return [operands[i].new_empty(operands[i].shape) for i in of]
 
+    def run_gradient(key, operands, dout, saved, of):
+        # Eager: the gradient program itself, without the op's dispatch
+        # (~0.2 ms of Python a call), its dK and dV as views of the one
+        # dK/dV output (an op's outputs must not alias: two copies, ~0.16 ms
+        # of GPU time at B * N = 16k). The op where its backward is traced
+        # (torch.compile, fake tensors, dispatch modes) or differentiated.
+        if _eager([*operands, dout, *saved]):
+            return _registry[key]._run_gradient(operands, dout, saved, views=True)
+        return jit_grad(key, operands, dout, saved, of)
+
     def setup_context(ctx, inputs, output):
         ctx.key = inputs[0]
         ctx.save_for_backward(*inputs[1])
 
     def backward(ctx, grads):
         args = list(ctx.saved_tensors)
-        found = iter(_registry[ctx.key]._backward(args, grads, jit_grad))
+        found = iter(_registry[ctx.key]._backward(args, grads, run_gradient))
         return None, [next(found) if a.is_floating_point() else None for a in args]
 
     jit_call.register_autograd(backward, setup_context=setup_context)
@@ -481,13 +491,26 @@ def _register_op():
 
     def backward_training(ctx, grads):
         *args, out, lse = ctx.saved_tensors
-        found = iter(_registry[ctx.key]._backward(args, grads[:1], jit_grad, saved=(out, lse)))
+        found = iter(_registry[ctx.key]._backward(args, grads[:1], run_gradient,
+                                                  saved=(out, lse)))
         return None, [next(found) if a.is_floating_point() else None for a in args]
 
     jit_train.register_autograd(backward_training, setup_context=setup_training)
     _op = jit_call
     _ops["train"] = jit_train
     return _op
+
+
+def _eager(tensors):
+    """Whether `tensors` are plain tensors computed on now: not traced
+    (torch.compile, fake tensors, a dispatch mode) and not differentiated
+    again (a backward with create_graph)."""
+    import torch
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    return (not torch.compiler.is_compiling() and not torch.is_grad_enabled()
+            and _get_current_dispatch_mode() is None
+            and all(type(t) is torch.Tensor for t in tensors))
 
 
 _dispatch_tls = None
@@ -953,11 +976,12 @@ class JitFunction(ClassedFunction):
         return tuple(summed[i].to(args[i].dtype) if i in summed else torch.zeros_like(args[i])
                      for i in floats)
 
-    def _run_gradient(self, operands, dout, saved=()):
+    def _run_gradient(self, operands, dout, saved=(), views=False):
         """The gradient program on kernel-layout operands (and the saved
-        output and log-sum-exp): [dq, dk, dv, dsink...]."""
+        output and log-sum-exp): [dq, dk, dv, dsink...]; `views` as
+        `call_entry`'s."""
         manifest = self._gradient_for[self.shape_class(list(operands) + [dout] + list(saved))]
-        outs = self._kernel(manifest).call_entry(*operands, dout, *saved)
+        outs = self._kernel(manifest).call_entry(*operands, dout, *saved, views=views)
         return list(outs)
 
     def __call__(self, *args):

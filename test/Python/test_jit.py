@@ -45,7 +45,7 @@ def _stand_in_entries(fn, arity):
     operand its `gradient_of` names."""
     import torch
 
-    def call_entry(kernel, *args):
+    def call_entry(kernel, *args, views=False):
         entry = kernel.manifest["entry"]
         if entry["function"] == "gradient":
             return tuple(torch.full(args[i].shape, float(r + 1), dtype=args[i].dtype)
@@ -279,7 +279,7 @@ class Jit(unittest.TestCase):
             k, v = (t.repeat_interleave(2, dim=1) for t in (k, v))
             return torch.softmax(q @ k.transpose(-1, -2) * 0.125, -1) @ v
 
-        def call_entry(kernel, *args):
+        def call_entry(kernel, *args, views=False):
             if kernel.manifest["entry"]["function"] == "gradient":
                 return tuple(torch.full(a.shape, float(i + 1), dtype=a.dtype)
                              for i, a in enumerate(args[:3]))
@@ -321,7 +321,7 @@ class Jit(unittest.TestCase):
         def mixed(q, k, v):  # q [B, H, N, D]; k [N, B, H, D]; v [B, N, H, D]
             return attention(q, k.permute(1, 2, 0, 3), v.transpose(1, 2)).transpose(1, 2)
 
-        def call_entry(kernel, *args):
+        def call_entry(kernel, *args, views=False):
             if kernel.manifest["entry"]["function"] == "gradient":
                 dout = args[3].float()
                 return tuple((torch.arange(a.numel()).reshape(a.shape) * (i + 1) % 251
@@ -370,9 +370,9 @@ class Jit(unittest.TestCase):
 
         seen = {}
 
-        def call_entry(kernel, *args):
+        def call_entry(kernel, *args, views=False):
             if kernel.manifest["entry"]["function"] == "gradient":
-                seen["args"] = args
+                seen["args"], seen["views"] = args, views
                 return tuple(torch.full(a.shape, float(i + 1), dtype=a.dtype)
                              for i, a in enumerate(args[:3]))
             out = bnhd(*args)
@@ -396,6 +396,14 @@ class Jit(unittest.TestCase):
         self.assertTrue(torch.equal(lse, torch.full((2, 4, 128), 7.0)))
         self.assertTrue(torch.equal(q.grad, torch.full_like(q, 1.0)))
         self.assertTrue(torch.equal(v.grad, torch.full_like(v, 3.0)))
+        # Eager: the gradient program called directly, dK and dV as views;
+        # differentiated again (create_graph): through the op, no views.
+        self.assertTrue(seen["views"])
+        with mock.patch.object(flashlight, "load", _stub_load), \
+                mock.patch.object(flashlight.Kernel, "call_entry", call_entry):
+            out = jit._ops["train"](fn.key, [q, k, v])[0]
+            torch.autograd.grad(out, [q, k, v], dout, create_graph=True)
+        self.assertFalse(seen["views"])
 
     def test_a_backward_through_projections_is_refused_at_the_call(self):
         import torch

@@ -222,6 +222,33 @@ class CopySteps(unittest.TestCase):
         self.assertTrue(torch.equal(t, a))
         self.assertTrue(s.is_contiguous() and t.is_contiguous())
 
+    def test_slices_no_step_reads_can_stay_views(self):
+        """`views`: a slice that is only a result is a view of its source
+        (the gradient program's dK and dV out of its dK/dV kernel's one
+        output); a slice a later step reads is still made contiguous."""
+        import torch
+
+        class Stub:
+            poison = False
+
+        a, b = torch.randn(2, 3, 4), torch.randn(2, 3, 2)
+        c, s, t = flashlight._run_steps(Stub(), COPY_ENTRY, [a, b], views=True)
+        want = torch.cat([a, b], dim=2)
+        self.assertTrue(torch.equal(s, want[:, 1:3, 4:6]) and torch.equal(t, a))
+        for view in (s, t):
+            self.assertEqual(view.untyped_storage().data_ptr(), c.untyped_storage().data_ptr())
+        self.assertFalse(s.is_contiguous())
+        read = dict(COPY_ENTRY, values=COPY_ENTRY["values"] + [COPY_ENTRY["values"][2]] * 2,
+                    steps=COPY_ENTRY["steps"] + [
+                        {"op": "empty", "result": 9},
+                        {"op": "kernel", "kernel": "absent", "grid": 1, "block": 1,
+                         "args": [9, 10, 8, 1], "results": [10],
+                         "copy": {"kind": "concat", "dim": 2, "sources": [8, 1]}}],
+                    results=[6, 8, 10])
+        s, t, _ = flashlight._run_steps(Stub(), read, [a, b], views=True)
+        self.assertNotEqual(s.untyped_storage().data_ptr(), t.untyped_storage().data_ptr())
+        self.assertTrue(t.is_contiguous() and torch.equal(t, a))
+
     def test_fills_and_contractions_into_zeros(self):
         import torch
 

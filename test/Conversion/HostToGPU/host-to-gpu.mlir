@@ -32,20 +32,27 @@ func.func @row_sum(%x: tensor<4x8xf32>) -> tensor<4xf32> {
 // -----
 
 // A norm's sum of squares over 256 elements: a warp per row (8 per block:
-// 12 rows take 2 blocks). Lane l sums elements l, l + 32, ...; lane 0 from
-// the initial value, the others from 0; shuffles combine the lanes and
-// lane 0 stores.
+// 12 rows take 2 blocks). Lane l sums elements l, l + 32, ..., l + 224 in
+// 8 steps one after another (no loop: its loads issue together); lane 0
+// from the initial value, the others from 0; shuffles combine the lanes
+// and lane 0 stores.
 // CHECK-LABEL: func.func @sum_of_squares
 // CHECK: linalg.generic {{.*}}flashlight.block = 256 : i64, flashlight.grid = 2 : i64
 // CHECK: gpu.func @host1(%[[IN:.+]]: memref<12x256xf32>, %[[INIT:.+]]: memref<12xf32>, %[[OUT:.+]]: memref<12xf32>) kernel
 // CHECK: %[[C32:.+]] = arith.constant 32 : index
 // CHECK: %[[LANE:.+]] = arith.remui %{{.*}}, %[[C32]]
+// CHECK: %[[ROW:.+]] = arith.remui
 // CHECK: %[[ACC:.+]] = memref.load %[[INIT]]
 // CHECK: %[[FIRST:.+]] = arith.cmpi eq, %[[LANE]]
 // CHECK: %[[START:.+]] = arith.select %[[FIRST]], %[[ACC]]
-// CHECK: %[[SUM:.+]] = scf.for %{{.*}} = %[[LANE]] to %c256 step %{{.*}} iter_args(%{{.*}} = %[[START]])
-// CHECK: arith.mulf
-// CHECK: arith.addf
+// CHECK-NOT: scf.for
+// CHECK: %[[X0:.+]] = memref.load %[[IN]][%[[ROW]], %[[LANE]]]
+// CHECK: %[[SQ0:.+]] = arith.mulf %[[X0]], %[[X0]]
+// CHECK: %[[S0:.+]] = arith.addf %[[START]], %[[SQ0]]
+// CHECK: %[[AT1:.+]] = arith.addi %[[LANE]], %c32
+// CHECK: memref.load %[[IN]][%[[ROW]], %[[AT1]]]
+// CHECK-COUNT-6: arith.addi %[[LANE]]
+// CHECK-NOT: scf.for
 // CHECK-COUNT-5: gpu.shuffle  xor
 // CHECK: scf.if %[[FIRST]]
 // CHECK: memref.store
@@ -62,6 +69,48 @@ func.func @sum_of_squares(%x: tensor<12x256xf32>) -> tensor<12xf32> {
     linalg.yield %r : f32
   } -> tensor<12xf32>
   return %s : tensor<12xf32>
+}
+
+// -----
+
+// A row of 80 elements: 3 steps a lane, the last only for lanes 0-15
+// (the others keep their sums).
+// CHECK-LABEL: func.func @uneven_row
+// CHECK: gpu.func @host0
+// CHECK-NOT: scf.for
+// CHECK: %[[AT:.+]] = arith.addi %{{.*}}, %c64
+// CHECK: %[[IN_ROW:.+]] = arith.cmpi ult, %[[AT]], %c80
+// CHECK: %[[LAST:.+]] = scf.if %[[IN_ROW]] -> (f32)
+// CHECK: memref.load %{{.*}}[%{{.*}}, %[[AT]]]
+// CHECK: } else {
+// CHECK-NEXT: scf.yield
+// CHECK: gpu.shuffle  xor %[[LAST]]
+func.func @uneven_row(%x: tensor<12x80xf32>, %init: tensor<12xf32>) -> tensor<12xf32> {
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                       iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<12x80xf32>) outs(%init : tensor<12xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.maximumf %acc, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<12xf32>
+  return %s : tensor<12xf32>
+}
+
+// -----
+
+// A row past 8 steps a lane (512 elements) keeps the loop over its steps.
+// CHECK-LABEL: func.func @long_row
+// CHECK: gpu.func @host0
+// CHECK: scf.for %{{.*}} = %{{.*}} to %c512 step %c32
+func.func @long_row(%x: tensor<4x512xf32>, %init: tensor<4xf32>) -> tensor<4xf32> {
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i)>],
+                       iterator_types = ["parallel", "reduction"]}
+      ins(%x : tensor<4x512xf32>) outs(%init : tensor<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  } -> tensor<4xf32>
+  return %s : tensor<4xf32>
 }
 
 // -----
