@@ -198,9 +198,8 @@ static cl::opt<bool> unfusedKeyValue(
 static cl::opt<int64_t> fuseKeyValueFrom(
     "fuse-key-value-from",
     cl::desc("With --gradient: dK and dV in one attention only where the "
-             "query and key lengths are both at least this (with a mask, "
-             "this times the head dim / 64; 0: always; attn-gradient's "
-             "fuse-key-value-from)"),
+             "query and key lengths are both at least this (0: always; "
+             "attn-gradient's fuse-key-value-from)"),
     cl::init(2048), cl::cat(toolCategory));
 static cl::opt<bool> fusedQueryGradient(
     "fused-query-gradient",

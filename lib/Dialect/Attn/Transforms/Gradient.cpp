@@ -1536,25 +1536,18 @@ struct AttnGradientPass
     llvm::transform(module.getBody()->getOperations(), old.begin(),
                     [](Operation &op) { return &op; });
     // dK and dV in one attention where it pays: its loop computes S and P
-    // once for both, but carries accumulators 2 Dqk wide and copies
-    // [Q | dO] in and the two gradients out. Same-run A/B (H200, decision
-    // 024): with 64-column heads 1.07-1.19x from N = 2048; with 128-column
-    // ones 1.08-1.16x (vanilla) but 0.88-0.90x (causal) at 2048, 1.13-1.26x
-    // from 4096: where a mask leaves part of each key's loop away, the
-    // length scales with the head dim.
+    // once for both, but carries accumulators 2 Dqk wide and needs [Q | dO]
+    // copied in. Same-run A/B (H200, decision 024): 1.07-1.19x from N = 2048
+    // at D = 64 and vanilla D = 128; causal D = 128 at 2048, 0.88-0.90x while
+    // the two gradients were copied out of its output, is 1.16x since they
+    // are views of it.
     auto length = [](Value x, int64_t dim) {
       return cast<RankedTensorType>(x.getType()).getDimSize(dim);
     };
-    Value queries = sole.getQueries()[0];
     int64_t shortest =
-        std::min(length(queries, 2), length(sole.getKeys()[0], 2));
-    // Masked: per 64 columns of Q's head dim (one bf16 swizzle atom).
-    int64_t from =
-        sole.getMask().empty()
-            ? fuseKeyValueFrom
-            : fuseKeyValueFrom * std::max<int64_t>(1, length(queries, 3) / 64);
-    bool fuse =
-        fuseKeyValue && !ShapedType::isDynamic(shortest) && shortest >= from;
+        std::min(length(sole.getQueries()[0], 2), length(sole.getKeys()[0], 2));
+    bool fuse = fuseKeyValue && !ShapedType::isDynamic(shortest) &&
+                shortest >= fuseKeyValueFrom;
     if (failed(buildGradient(module, sole, savedStatistics, scoreCaptures, fuse,
                              fuseQuery)))
       return signalPassFailure();

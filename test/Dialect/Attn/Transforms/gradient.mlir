@@ -186,8 +186,7 @@ func.func @sink_gate(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v:
 // Head dims of whole 64-column atoms, lengths from fuse-key-value-from: dK
 // and dV in one attention from K and V to the queries, its value [Q | dO]
 // and value_columns: scale dS weighs Q's columns (dK), P dO's (dV); the two
-// gradients are its column blocks. Shorter (the default: 2048 per 64
-// columns of the head dim): two.
+// gradients are its column blocks. Shorter (the default: 2048): two.
 // CHECK-LABEL: func.func @gradient(
 // CHECK-NOT: value_columns
 // CHECK: return

@@ -294,9 +294,8 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
     Option<"fuseKeyValueFrom", "fuse-key-value-from", "int64_t",
            /*default=*/"2048",
            "With fuse-key-value: only where the query and key lengths are "
-           "both at least this (with a mask, this times Q's head dim / 64: "
-           "below, the loop is too short for the fused kernel's wider "
-           "accumulators and its copies)">,
+           "both at least this (below, the loop is too short for the fused "
+           "kernel's wider accumulators and its [Q | dO] copy)">,
     Option<"fuseQuery", "fuse-query", "bool", /*default=*/"false",
            "Where dK and dV are one attention: dQ from its key-side product "
            "(FlashAttention's backward: S and dP once for all three, dQ "
