@@ -13,7 +13,8 @@ random output gradient, and compares the output and every input's gradient
 with the function run by PyTorch in float64 on the same values (relative
 Frobenius error; bf16 tolerance 2e-2). Kernel outputs are NaN-poisoned
 first. Shapes: lengths 128 and 1000 (not a multiple of the tiles), head
-dims 64 and 128, GQA 4:2, [B, H, N, D] and [B, N, H, D] callers, a
+dims 64 and 128, GQA 4:2, [B, H, N, D] and [B, N, H, D] callers (also
+with a batch of 1), a
 learned sink (its gradient too), a pair bias (an input that does not
 require grad) with an output gate, differential attention (two logit
 branches) with a learned lambda (the gate's and lambda's gradients too), a learned pair
@@ -164,6 +165,9 @@ def cases():
                 (f"document n{n} d{d}", document, bhnd + [((2, n), "int")]),
                 (f"sigmoid n{n} d{d}", sigmoid, bhnd),
                 (f"self_bnhd n{n} d{d}", self_bnhd, [(2, n, 4, d)]),
+                # A batch of 1: the export drops the unit dim (fixed and
+                # inserted dims in the layouts the backward inverts).
+                (f"self_bnhd_b1 n{n} d{d}", self_bnhd, [(1, n, 4, d)]),
                 (f"sinks n{n} d{d}", sinks, bhnd + [((4,), "f32")]),
                 (f"differential n{n} d{d}", differential,
                  [(2, 4, n, d)] * 5 + [((4,), "f32")]),

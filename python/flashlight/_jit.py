@@ -942,35 +942,36 @@ class JitFunction(ClassedFunction):
     def _backward_by_permutations(self, args, entry, forward, extents, ops, grads, grad_op,
                                   saved, of, floats, gradient):
         """`_backward` where every operand and the output are permutations
-        of the caller's tensors (BHND, BNHD, HF's transposed views): the
-        vector-Jacobian products are the inverse permutations, taken
-        without torch.func (~0.5 ms of Python a call). None otherwise."""
+        of the caller's tensors (BHND, BNHD, HF's transposed views), unit
+        dims dropped or added (a batch of 1): the vector-Jacobian products
+        are the inverse views, taken without torch.func (~1 ms of Python a
+        call). None otherwise."""
         import torch
 
         from . import _resolve
 
         r, info = entry["results"][0], entry["outputs"][0]
-        out_perm = _pure_permutation(r["index"], _resolve(forward.outputs[r["result"]], extents),
-                                     _resolve(info, extents))
+        # The output: kernel layout -> the caller's; its gradient back.
+        out_layout = _UnitLayout.of(r["index"], _resolve(forward.outputs[r["result"]], extents),
+                                    _resolve(info, extents))
         sources = entry["sources"]
         # Captured constants (no caller argument: a closure's tensors come
         # after the arguments) leave the gradient to torch.func.
-        perms = [None if "constant" in sources[i] or sources[i]["input"] >= len(args)
-                 else _pure_permutation(sources[i]["index"], args[sources[i]["input"]].shape,
-                                        _resolve(forward.inputs[i], extents)) for i in of]
-        if out_perm is None or any(p is None for p in perms):
+        layouts = [None if "constant" in sources[i] or sources[i]["input"] >= len(args)
+                   else _UnitLayout.of(sources[i]["index"], args[sources[i]["input"]].shape,
+                                       _resolve(forward.inputs[i], extents)) for i in of]
+        if out_layout is None or any(layout is None for layout in layouts):
             return None
-        back = _inverse(out_perm)
-        dout = grads[0].to(ops[0].dtype).expand(_resolve(info, extents)).permute(back)
+        dout = out_layout.pull(grads[0].to(ops[0].dtype).expand(_resolve(info, extents)))
         dout = dout.contiguous()
         extra = ([] if saved is None else
-                 [saved[0].to(ops[0].dtype).permute(back).contiguous(), saved[1]])
+                 [out_layout.pull(saved[0].to(ops[0].dtype)).contiguous(), saved[1]])
         self._gradient_for[self.shape_class(ops + [dout] + extra)] = gradient
         found = grad_op(self.key, ops, dout, extra, of)
         summed = {}
-        for i, g, perm in zip(of, found, perms):
+        for i, g, layout in zip(of, found, layouts):
             source = sources[i]["input"]
-            g = g.permute(_inverse(perm))
+            g = layout.pull(g)
             # A tensor read as several operands sums their gradients in f32.
             summed[source] = g if source not in summed else summed[source].float() + g
         return tuple(summed[i].to(args[i].dtype) if i in summed else torch.zeros_like(args[i])
@@ -1044,26 +1045,49 @@ class _CaptureGradientMissing(NotImplementedError):
     derives no gradient for it."""
 
 
-def _pure_permutation(index, shape_from, shape_to):
-    """The permutation that `index` (a manifest layout, as
-    `_to_kernel_layout` and `_to_user_layout` read it) applies to a tensor
-    of `shape_from`, where it is only a permutation giving `shape_to` (no
-    fixed, inserted, broadcast or merged dims); else None."""
-    from . import _layout_plan
+class _UnitLayout:
+    """A manifest layout (`index`, as `_to_kernel_layout` and
+    `_to_user_layout` read it) that only permutes a tensor of `shape_from`
+    into `shape_to` and drops or adds unit dims (a batch of 1 the export
+    squeezed): `apply` is that view, `pull` its vector-Jacobian product
+    (the inverse view). None from `of` where the layout fixes a dim of more
+    than one element, broadcasts or merges dims."""
 
-    fixed, perm, inserted = _layout_plan(index, len(shape_to))
-    if fixed or inserted or len(perm) != len(shape_from):
-        return None
-    if [shape_from[p] for p in perm] != list(shape_to):
-        return None
-    return perm
+    def __init__(self, fixed, perm, inserted):
+        self.fixed, self.perm, self.inserted = fixed, perm, inserted
+        self.back = [0] * len(perm)
+        for k, p in enumerate(perm):
+            self.back[p] = k
 
+    @classmethod
+    def of(cls, index, shape_from, shape_to):
+        from . import _layout_plan
 
-def _inverse(perm):
-    inverse = [0] * len(perm)
-    for k, p in enumerate(perm):
-        inverse[p] = k
-    return inverse
+        fixed, perm, inserted = _layout_plan(index, len(shape_to))
+        kept = [d for d in range(len(shape_from)) if d not in {p for p, _ in fixed}]
+        if any(c != 0 or shape_from[p] != 1 for p, c in fixed) or \
+                any(shape_to[k] != 1 for k in inserted) or len(perm) != len(kept):
+            return None
+        rest = [k for k in range(len(shape_to)) if k not in inserted]
+        if [shape_from[kept[p]] for p in perm] != [shape_to[k] for k in rest]:
+            return None
+        return cls(fixed, perm, inserted)
+
+    def apply(self, x):
+        for p, _ in self.fixed:  # the last first
+            x = x.squeeze(p)
+        x = x.permute(self.perm)
+        for k in self.inserted:
+            x = x.unsqueeze(k)
+        return x
+
+    def pull(self, g):
+        for k in reversed(self.inserted):
+            g = g.squeeze(k)
+        g = g.permute(self.back)
+        for p, _ in reversed(self.fixed):
+            g = g.unsqueeze(p)
+        return g
 
 
 def _varlen_program(causal, scale):

@@ -303,11 +303,11 @@ class Jit(unittest.TestCase):
         self.assertTrue(torch.equal(kv[1].grad, torch.full_like(kv[1], 3.0)))
 
     def test_permuted_layouts_skip_torch_func_with_the_same_gradients(self):
-        """The backward of permuted layouts (BNHD self-attention; a BHND
-        query, NBHD keys, BNHD values) takes the inverse permutations
-        directly; with stand-in gradients that differ per element (dQ, dK,
-        dV: ramps in the kernel's layout, plus dO) it gives what the
-        vector-Jacobian products of torch.func give."""
+        """The backward of permuted layouts (BNHD self-attention, also with a
+        batch of 1; a BHND query, NBHD keys, BNHD values) takes the inverse
+        views directly, never torch.func; with stand-in gradients that
+        differ per element (dQ, dK, dV: ramps in the kernel's layout, plus
+        dO) it gives what the vector-Jacobian products of torch.func give."""
         from unittest import mock
 
         import torch
@@ -330,6 +330,7 @@ class Jit(unittest.TestCase):
 
         g = torch.Generator().manual_seed(0)
         cases = ((self_bnhd, [torch.randn(2, 128, 4, 64, generator=g)]),
+                 (self_bnhd, [torch.randn(1, 128, 4, 64, generator=g)]),
                  (mixed, [torch.randn(2, 4, 128, 64, generator=g),
                           torch.randn(128, 2, 4, 64, generator=g),
                           torch.randn(2, 128, 4, 64, generator=g)]))
@@ -337,10 +338,15 @@ class Jit(unittest.TestCase):
             got = []
             for fast in (True, False):
                 args = [x.to(torch.bfloat16).requires_grad_() for x in inputs]
-                permutation = jit._pure_permutation if fast else (lambda *a: None)
+                layout = jit._UnitLayout.of if fast else (lambda *a: None)
+
+                def no_vjp(*a, **k):
+                    raise AssertionError("the direct path called torch.func.vjp")
+                vjp = no_vjp if fast else torch.func.vjp
                 with mock.patch.object(flashlight, "load", _stub_load), \
                         mock.patch.object(flashlight.Kernel, "call_entry", call_entry), \
-                        mock.patch.object(jit, "_pure_permutation", permutation):
+                        mock.patch.object(jit._UnitLayout, "of", layout), \
+                        mock.patch.object(torch.func, "vjp", vjp):
                     fn = flashlight.jit(current, cache=self.cache.name)
                     fn(*args)
                     out = jit._register_op()(fn.key, list(args))[0]
