@@ -450,15 +450,7 @@ def _register_op():
         # The gradients of the operands `of` (q, k, v, sinks, gates).
         return [operands[i].new_empty(operands[i].shape) for i in of]
 
-    def run_gradient(key, operands, dout, saved, of):
-        # Eager: the gradient program itself, without the op's dispatch
-        # (~0.2 ms of Python a call), its dK and dV as views of the one
-        # dK/dV output (an op's outputs must not alias: two copies, ~0.16 ms
-        # of GPU time at B * N = 16k). The op where its backward is traced
-        # (torch.compile, fake tensors, dispatch modes) or differentiated.
-        if _eager([*operands, dout, *saved]):
-            return _registry[key]._run_gradient(operands, dout, saved, views=True)
-        return jit_grad(key, operands, dout, saved, of)
+    _ops["grad"] = jit_grad
 
     def setup_context(ctx, inputs, output):
         ctx.key = inputs[0]
@@ -466,7 +458,7 @@ def _register_op():
 
     def backward(ctx, grads):
         args = list(ctx.saved_tensors)
-        found = iter(_registry[ctx.key]._backward(args, grads, run_gradient))
+        found = iter(_registry[ctx.key]._backward(args, grads, _run_gradient))
         return None, [next(found) if a.is_floating_point() else None for a in args]
 
     jit_call.register_autograd(backward, setup_context=setup_context)
@@ -491,7 +483,7 @@ def _register_op():
 
     def backward_training(ctx, grads):
         *args, out, lse = ctx.saved_tensors
-        found = iter(_registry[ctx.key]._backward(args, grads[:1], run_gradient,
+        found = iter(_registry[ctx.key]._backward(args, grads[:1], _run_gradient,
                                                   saved=(out, lse)))
         return None, [next(found) if a.is_floating_point() else None for a in args]
 
@@ -501,16 +493,63 @@ def _register_op():
     return _op
 
 
-def _eager(tensors):
+def _plain(tensors):
     """Whether `tensors` are plain tensors computed on now: not traced
-    (torch.compile, fake tensors, a dispatch mode) and not differentiated
-    again (a backward with create_graph)."""
+    (torch.compile, fake tensors, a dispatch mode, torch.func)."""
     import torch
     from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-    return (not torch.compiler.is_compiling() and not torch.is_grad_enabled()
-            and _get_current_dispatch_mode() is None
+    return (not torch.compiler.is_compiling() and _get_current_dispatch_mode() is None
+            and not torch._C._are_functorch_transforms_active()
             and all(type(t) is torch.Tensor for t in tensors))
+
+
+def _run_gradient(key, operands, dout, saved, of):
+    """The gradient program of a backward formula. Eager: the program
+    itself, without the op's dispatch (~0.2 ms of Python a call), its dK
+    and dV as views of the one dK/dV output (an op's outputs must not
+    alias: two copies, ~0.16 ms of GPU time at B * N = 16k). The op
+    `flashlight::jit_grad` where the backward is traced (torch.compile,
+    fake tensors, dispatch modes) or differentiated again (create_graph)."""
+    import torch
+
+    if not torch.is_grad_enabled() and _plain([*operands, dout, *saved]):
+        return _registry[key]._run_gradient(operands, dout, saved, views=True)
+    return _ops["grad"](key, operands, dout, saved, of)
+
+
+_train_function = None
+
+
+def _eager_training():
+    """`flashlight::jit_train` as a torch.autograd.Function for eager calls
+    (the custom op's autograd wrapper costs ~0.2 ms of Python a call, the
+    Function a tenth of it): the training forward, its output and
+    log-sum-exp kept for the gradient program. The op stays where the call
+    is traced (torch.compile, CUDA-graph trees through it, torch.func)."""
+    global _train_function
+    if _train_function is None:
+        import torch
+
+        class TrainingCall(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, key, *args):
+                out, lse = _registry[key]._run_training(list(args))
+                ctx.key = key
+                ctx.save_for_backward(*args, out, lse)
+                ctx.mark_non_differentiable(lse)
+                return out, lse
+
+            @staticmethod
+            def backward(ctx, dout, _):
+                *args, out, lse = ctx.saved_tensors
+                found = iter(_registry[ctx.key]._backward(args, [dout], _run_gradient,
+                                                          saved=(out, lse)))
+                return (None, *[next(found) if a.is_floating_point() else None
+                                for a in args])
+
+        _train_function = TrainingCall
+    return _train_function
 
 
 _dispatch_tls = None
@@ -1006,6 +1045,8 @@ class JitFunction(ClassedFunction):
         # trace keeps the op whose backward computes the forward again.
         if not torch.compiler.is_compiling() and self._prepare_call(args, grad):
             _register_op()
+            if _plain(args):
+                return _eager_training().apply(self.key, *args)[0]
             return _ops["train"](self.key, list(args))[0]
         outs = _register_op()(self.key, list(args))
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -405,6 +405,21 @@ class Jit(unittest.TestCase):
         # Eager: the gradient program called directly, dK and dV as views;
         # differentiated again (create_graph): through the op, no views.
         self.assertTrue(seen["views"])
+        # The eager training call (a torch.autograd.Function instead of the
+        # op's autograd wrapper) keeps and passes the same.
+        args = [t.detach().requires_grad_() for t in (q, k, v)]
+        seen.clear()
+        with mock.patch.object(flashlight, "load", _stub_load), \
+                mock.patch.object(flashlight.Kernel, "call_entry", call_entry):
+            eager, lse = jit._eager_training().apply(fn.key, *args)
+            self.assertFalse(lse.requires_grad)
+            eager.backward(dout)
+        *_, d, o, lse = seen["args"]
+        self.assertTrue(torch.equal(d, dout.transpose(1, 2)) and seen["views"])
+        self.assertTrue(torch.equal(o, eager.detach().transpose(1, 2)))
+        self.assertTrue(torch.equal(lse, torch.full((2, 4, 128), 7.0)))
+        for a, want in zip(args, (1.0, 2.0, 3.0)):
+            self.assertTrue(torch.equal(a.grad, torch.full_like(a, want)))
         with mock.patch.object(flashlight, "load", _stub_load), \
                 mock.patch.object(flashlight.Kernel, "call_entry", call_entry):
             out = jit._ops["train"](fn.key, [q, k, v])[0]
