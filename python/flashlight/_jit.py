@@ -526,7 +526,7 @@ def _eager_training():
     (the custom op's autograd wrapper costs ~0.2 ms of Python a call, the
     Function a tenth of it): the training forward, its output and
     log-sum-exp kept for the gradient program. The op stays where the call
-    is traced (torch.compile, CUDA-graph trees through it, torch.func)."""
+    is traced (torch.compile, dispatch modes, torch.func)."""
     global _train_function
     if _train_function is None:
         import torch
@@ -1090,9 +1090,10 @@ class _UnitLayout:
     """A manifest layout (`index`, as `_to_kernel_layout` and
     `_to_user_layout` read it) that only permutes a tensor of `shape_from`
     into `shape_to` and drops or adds unit dims (a batch of 1 the export
-    squeezed): `apply` is that view, `pull` its vector-Jacobian product
-    (the inverse view). None from `of` where the layout fixes a dim of more
-    than one element, broadcasts or merges dims."""
+    squeezed, as `_to_kernel_layout` selects and unsqueezes them): `pull`
+    is the vector-Jacobian product of that view (the inverse view). None
+    from `of` where the layout fixes a dim of more than one element,
+    broadcasts or merges dims."""
 
     def __init__(self, fixed, perm, inserted):
         self.fixed, self.perm, self.inserted = fixed, perm, inserted
@@ -1113,14 +1114,6 @@ class _UnitLayout:
         if [shape_from[kept[p]] for p in perm] != [shape_to[k] for k in rest]:
             return None
         return cls(fixed, perm, inserted)
-
-    def apply(self, x):
-        for p, _ in self.fixed:  # the last first
-            x = x.squeeze(p)
-        x = x.permute(self.perm)
-        for k in self.inserted:
-            x = x.unsqueeze(k)
-        return x
 
     def pull(self, g):
         for k in reversed(self.inserted):
