@@ -32,6 +32,7 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include <execinfo.h>
@@ -51,6 +52,9 @@ struct Options {
   std::string jsonPath;
   /// The extents of a kernel with runtime shapes (--extents).
   std::map<std::string, int64_t> extents;
+  /// Inputs (the entry's with --entry, else the kernel's parameters) that
+  /// take random 0 / 1 values, as a mask does (--binary-inputs).
+  std::set<int64_t> binaryInputs;
 };
 
 const char kUsage[] =
@@ -67,6 +71,10 @@ const char kUsage[] =
     "  --seed=N         seed of the random inputs (default 0)\n"
     "  --extents=B=2,M=300,...\n"
     "                   the sizes of a kernel with runtime shapes\n"
+    "  --binary-inputs=I,J,...\n"
+    "                   inputs (by position: the entry's with --entry, else\n"
+    "                   the kernel's parameters) filled with random 0 / 1, as\n"
+    "                   a mask a program turns into -1e9 * (1 - mask)\n"
     "  --json=FILE      also write the result to FILE\n"
     "  --help           this text\n";
 
@@ -98,6 +106,19 @@ std::map<std::string, int64_t> parseExtents(const std::string &text) {
   return extents;
 }
 
+/// "1,3" as {1, 3}.
+std::set<int64_t> parsePositions(const std::string &flag,
+                                 const std::string &text) {
+  std::set<int64_t> positions;
+  std::stringstream items(text);
+  std::string item;
+  while (std::getline(items, item, ','))
+    positions.insert(parseInteger(flag, item, 0, INT32_MAX));
+  if (positions.empty())
+    throw ManifestError(flag + "=: expected input positions");
+  return positions;
+}
+
 /// The options; `help` is set for --help (usage goes to stdout).
 Options parse(int argc, char **argv, bool &help) {
   Options o;
@@ -123,6 +144,8 @@ Options parse(int argc, char **argv, bool &help) {
       o.checkRows = parseInteger(flag, value, 0, INT64_MAX);
     else if (flag == "--extents" && hasValue)
       o.extents = parseExtents(value);
+    else if (flag == "--binary-inputs" && hasValue)
+      o.binaryInputs = parsePositions(flag, value);
     else if (flag == "--json" && hasValue && !value.empty())
       o.jsonPath = value;
     else if (!a.empty() && a[0] != '-' && o.manifest.empty())
@@ -138,14 +161,14 @@ Options parse(int argc, char **argv, bool &help) {
 /// Random contents for an input: normal floats rounded to the dtype, small
 /// non-negative integers (ids, buckets) non-decreasing along the last dim
 /// (document ids are contiguous runs, so a document mask has empty, partial
-/// and full tiles), random bits for i1.
-HostTensor randomInput(const ParamInfo &p, uint64_t seed) {
+/// and full tiles), random bits for i1 and for a `binary` input of any type.
+HostTensor randomInput(const ParamInfo &p, uint64_t seed, bool binary) {
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   std::uniform_int_distribution<int> small(0, 3), bit(0, 1);
   HostTensor t{p.shape, std::vector<double>(size_t(p.numElements()))};
   for (double &x : t.data) {
-    if (p.dtype == "i1")
+    if (p.dtype == "i1" || binary)
       x = bit(rng);
     else if (p.dtype[0] == 'i')
       x = small(rng);
@@ -153,7 +176,7 @@ HostTensor randomInput(const ParamInfo &p, uint64_t seed) {
       x = roundToDType(normal(rng), p.dtype);
   }
   int64_t last = p.shape.empty() ? 1 : std::max<int64_t>(p.shape.back(), 1);
-  if (p.dtype[0] == 'i' && p.dtype != "i1")
+  if (p.dtype[0] == 'i' && p.dtype != "i1" && !binary)
     for (size_t row = 0; row < t.data.size(); row += size_t(last))
       std::sort(t.data.begin() + row, t.data.begin() + row + last);
   return t;
@@ -224,10 +247,20 @@ std::vector<unsigned char> download(CUdeviceptr p, size_t bytes) {
   return raw;
 }
 
-/// Device buffers of `params` (inputs random from `seed`, outputs poisoned)
-/// and the inputs' values on the host.
+/// Throws where --binary-inputs names a position past `count` inputs
+/// (`what`: what the positions index).
+void checkBinaryInputs(const Options &o, size_t count, const char *what) {
+  if (!o.binaryInputs.empty() && size_t(*o.binaryInputs.rbegin()) >= count)
+    throw ManifestError("--binary-inputs: position " +
+                        std::to_string(*o.binaryInputs.rbegin()) +
+                        " past the " + std::to_string(count) + " " + what);
+}
+
+/// Device buffers of `params` (inputs random from `seed`, 0 / 1 at
+/// `binary` positions; outputs poisoned) and the inputs' values on the host.
 std::vector<CUdeviceptr> allocate(const std::vector<ParamInfo> &params,
                                   uint64_t seed,
+                                  const std::set<int64_t> &binary,
                                   std::vector<HostTensor> &host) {
   CudaDriver &cuda = CudaDriver::get();
   std::vector<CUdeviceptr> device;
@@ -238,7 +271,8 @@ std::vector<CUdeviceptr> allocate(const std::vector<ParamInfo> &params,
     cuda.check(cuda.cuMemAlloc(&ptr, std::max<size_t>(bytes, 1)), "cuMemAlloc");
     device.push_back(ptr);
     host.push_back(p.output ? HostTensor{p.shape, {}}
-                            : randomInput(p, seed * 1000003 + i));
+                            : randomInput(p, seed * 1000003 + i,
+                                          binary.count(int64_t(i)) != 0));
     if (!p.output) {
       std::vector<unsigned char> raw(bytes);
       for (size_t e = 0; e < host[i].data.size(); ++e)
@@ -330,12 +364,14 @@ int runEntry(const Options &o) {
                         "checks every row: --extents and --check-rows do "
                         "not apply");
   EntryProgram program(o.manifest);
+  std::vector<ParamInfo> inputs = program.inputs();
+  checkBinaryInputs(o, inputs.size(), "inputs of the entry");
   std::ofstream jsonFile = openJson(o);
   int cc = 0;
   std::string device = initDevice(cc);
-  std::vector<ParamInfo> inputs = program.inputs();
   std::vector<HostTensor> host;
-  std::vector<CUdeviceptr> buffers = allocate(inputs, o.seed, host);
+  std::vector<CUdeviceptr> buffers =
+      allocate(inputs, o.seed, o.binaryInputs, host);
   CudaDriver &cuda = CudaDriver::get();
   trace("entry");
   std::vector<CUdeviceptr> out =
@@ -405,13 +441,15 @@ int run(const Options &o) {
   std::vector<std::vector<int64_t>> shapes;
   for (const ParamInfo &p : manifest.params)
     shapes.push_back(p.shape);
+  checkBinaryInputs(o, manifest.params.size(), "parameters of the kernel");
 
   trace("init");
   int cc = 0;
   std::string device = initDevice(cc);
   Kernel kernel(manifest, cc);
   std::vector<HostTensor> host;
-  std::vector<CUdeviceptr> buffers = allocate(manifest.params, o.seed, host);
+  std::vector<CUdeviceptr> buffers =
+      allocate(manifest.params, o.seed, o.binaryInputs, host);
 
   trace("launch");
   CudaDriver &cuda = CudaDriver::get();
