@@ -569,5 +569,40 @@ class Jit(unittest.TestCase):
                 os.environ["FLASHLIGHT_COMPILE"] = saved
 
 
+@unittest.skipUnless(HAS_TORCH, "needs PyTorch")
+class UnitLayouts(unittest.TestCase):
+    """The backward's direct path inverts a layout that permutes and drops
+    or adds unit dims; anything else (a slice of a longer dim, a broadcast)
+    is left to torch.func."""
+
+    def test_permutation_with_a_dropped_batch_of_1(self):
+        import torch
+
+        import flashlight._jit as jit
+        from flashlight import _to_kernel_layout
+
+        # A [1, N, H, D] caller tensor as the kernel's [1, H, N, D] operand
+        # through the export's squeezed batch (fixed at 0, inserted again).
+        index = [{"const": 0}, {"dim": 2}, {"dim": 1}, {"dim": 3}]
+        x = torch.randn(1, 8, 3, 4)
+        layout = jit._UnitLayout.of(index, x.shape, (1, 3, 8, 4))
+        self.assertIsNotNone(layout)
+        y = _to_kernel_layout(x, index, (1, 3, 8, 4))
+        g = torch.randn(y.shape)
+        _, vjp = torch.func.vjp(lambda t: _to_kernel_layout(t, index, (1, 3, 8, 4)), x)
+        self.assertTrue(torch.equal(layout.pull(g), vjp(g)[0]))
+
+    def test_slices_and_broadcasts_are_not_unit_layouts(self):
+        import flashlight._jit as jit
+
+        index = [{"const": 0}, {"dim": 2}, {"dim": 1}, {"dim": 3}]
+        # Fixing a dim of 2 elements reads half the tensor.
+        self.assertIsNone(jit._UnitLayout.of(index, (2, 8, 3, 4), (1, 3, 8, 4)))
+        # An inserted dim of 2 broadcasts.
+        self.assertIsNone(jit._UnitLayout.of(index, (1, 8, 3, 4), (2, 3, 8, 4)))
+        # Shapes that the permutation does not give.
+        self.assertIsNone(jit._UnitLayout.of([{"dim": 1}, {"dim": 0}], (3, 4), (3, 4)))
+
+
 if __name__ == "__main__":
     unittest.main()
