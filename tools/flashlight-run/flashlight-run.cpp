@@ -247,13 +247,19 @@ std::vector<unsigned char> download(CUdeviceptr p, size_t bytes) {
   return raw;
 }
 
-/// Throws where --binary-inputs names a position past `count` inputs
-/// (`what`: what the positions index).
-void checkBinaryInputs(const Options &o, size_t count, const char *what) {
-  if (!o.binaryInputs.empty() && size_t(*o.binaryInputs.rbegin()) >= count)
-    throw ManifestError("--binary-inputs: position " +
-                        std::to_string(*o.binaryInputs.rbegin()) +
-                        " past the " + std::to_string(count) + " " + what);
+/// Throws where --binary-inputs names a position past `params` or one of
+/// an output (`what`: what the positions index).
+void checkBinaryInputs(const Options &o, const std::vector<ParamInfo> &params,
+                       const char *what) {
+  for (int64_t i : o.binaryInputs) {
+    if (size_t(i) >= params.size())
+      throw ManifestError("--binary-inputs: position " + std::to_string(i) +
+                          " past the " + std::to_string(params.size()) + " " +
+                          what);
+    if (params[i].output)
+      throw ManifestError("--binary-inputs: position " + std::to_string(i) +
+                          " is an output, not an input");
+  }
 }
 
 /// Device buffers of `params` (inputs random from `seed`, 0 / 1 at
@@ -365,7 +371,7 @@ int runEntry(const Options &o) {
                         "not apply");
   EntryProgram program(o.manifest);
   std::vector<ParamInfo> inputs = program.inputs();
-  checkBinaryInputs(o, inputs.size(), "inputs of the entry");
+  checkBinaryInputs(o, inputs, "inputs of the entry");
   std::ofstream jsonFile = openJson(o);
   int cc = 0;
   std::string device = initDevice(cc);
@@ -441,7 +447,7 @@ int run(const Options &o) {
   std::vector<std::vector<int64_t>> shapes;
   for (const ParamInfo &p : manifest.params)
     shapes.push_back(p.shape);
-  checkBinaryInputs(o, manifest.params.size(), "parameters of the kernel");
+  checkBinaryInputs(o, manifest.params, "parameters of the kernel");
 
   trace("init");
   int cc = 0;
