@@ -580,7 +580,9 @@ void MmaSyncEmitter::findDiagonalBand(StepFrame &f) {
     int64_t n = cast<MemRefType>(memref.getType()).getDimSize(2);
     return ShapedType::isDynamic(n) || n < (int64_t(1) << 30);
   };
-  if ((info.kind != MaskKind::SlidingWindow && info.kind != MaskKind::Causal) ||
+  // (Reverse causal: the transposed gradient attentions' causal mask.)
+  if ((info.kind != MaskKind::SlidingWindow && info.kind != MaskKind::Causal &&
+       info.kind != MaskKind::ReverseCausal) ||
       !small(views.lookup(f.step.getQueries()[0]).memref) ||
       !small(f.values.memref))
     return;
@@ -605,17 +607,24 @@ Value MmaSyncEmitter::keeps(const StepFrame &f, int64_t mt, int64_t nb,
       return arith::CmpIOp::create(b, loc, p, x, i32(c));
     };
     using P = arith::CmpIPredicate;
-    Value keep = test(P::sgt, f.columnsLeft, column);
+    // (A whole tile, its key count the constant block-n, tests no column
+    // against it.)
+    Value keep = getConstantIntValue(f.kn) == f.bn
+                     ? Value()
+                     : test(P::sgt, f.columnsLeft, column);
+    auto both = [&](Value test) {
+      return keep ? Value(arith::AndIOp::create(b, loc, keep, test)) : test;
+    };
     // (nsw: lengths below 2^30 keep it exact, and LLVM then folds the
     // add into the compare's immediate.)
     Value d =
         arith::AddIOp::create(b, loc, f.bandBase[mt], i32(8 * (i / 2) - column),
                               arith::IntegerOverflowFlags::nsw);
     if (f.band->lo)
-      keep = arith::AndIOp::create(b, loc, keep, test(P::sge, d, *f.band->lo));
+      keep = both(test(P::sge, d, *f.band->lo));
     if (f.band->hi)
-      keep = arith::AndIOp::create(b, loc, keep, test(P::sle, d, *f.band->hi));
-    return Value(keep);
+      keep = both(test(P::sle, d, *f.band->hi));
+    return keep;
   }
   OnlineStepOp step = f.step;
   // A whole tile (its key count the constant block-n) keeps every column.

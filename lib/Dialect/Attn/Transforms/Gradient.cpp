@@ -423,12 +423,22 @@ LogicalResult buildScore(OpBuilder &b, const Forward &f, AttentionOp op,
     YieldOp::create(b, loc, ValueRange{p});
     return success();
   }
+  // KeyAndValue weighs Q's columns by scale dS: the scale comes with dP's
+  // logit (its branch scale, folded into an FMA with Delta's subtraction;
+  // Delta scaled once per row statistic) rather than as one more multiply
+  // per element.
+  bool scaledDp = weights == Weights::KeyAndValue;
   Value dp = args[1], dT;
   switch (f.normalizer) {
-  case Normalizer::softmax:
+  case Normalizer::softmax: {
+    Value delta = rowStat(1);
+    if (scaledDp)
+      delta = arith::MulFOp::create(
+          b, loc, delta, floatConst(b, loc, b.getF32Type(), f.scale));
     dT = arith::MulFOp::create(b, loc, p,
-                               arith::SubFOp::create(b, loc, dp, rowStat(1)));
+                               arith::SubFOp::create(b, loc, dp, delta));
     break;
+  }
   case Normalizer::sigmoid:
     dT = arith::MulFOp::create(
         b, loc, dp,
@@ -441,10 +451,8 @@ LogicalResult buildScore(OpBuilder &b, const Forward &f, AttentionOp op,
   }
   Value dS = arith::MulFOp::create(b, loc, dT, dt);
   if (weights == Weights::KeyAndValue) {
-    // dK = scale dS^T Q: the scale goes with the weight (no epilogue).
-    Value scaled = arith::MulFOp::create(
-        b, loc, dS, floatConst(b, loc, b.getF32Type(), f.scale));
-    YieldOp::create(b, loc, ValueRange{scaled, p});
+    // dK = scale dS^T Q: the weight is scale dS (no epilogue).
+    YieldOp::create(b, loc, ValueRange{dS, p});
     return success();
   }
   YieldOp::create(b, loc,
@@ -512,7 +520,10 @@ FailureOr<Value> gradientAttention(OpBuilder &b, const Forward &f,
         RankedTensorType::get({kType.getDimSize(0), kType.getDimSize(1),
                                kType.getDimSize(2), qType.getDimSize(3)},
                               b.getF32Type());
-  SmallVector<double> scales = {f.scale, 1.0};
+  // (KeyAndValue's dP logit carries the scale of its weight scale dS: see
+  // buildScore.)
+  SmallVector<double> scales = {
+      f.scale, weights == Weights::KeyAndValue ? f.scale : 1.0};
   scales.resize(queries.size());
   auto op = AttentionOp::create(
       b, loc, outType, TypeRange{}, keySideType, queries, keys, value,

@@ -282,13 +282,19 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   b.setInsertionPointToStart(body);
   Value bIdx = body->getArgument(0), hIdx = body->getArgument(1);
   Value q0 = m.mul(body->getArgument(2), bm);
-  // Runtime lengths the plan says are multiples of the tiles: every tile
-  // whole. (A static length keeps its own bounds.)
+  // Lengths that are multiples of the tiles (static ones, or runtime ones
+  // the plan says are aligned): every tile whole, its extent the constant
+  // block size. (Every KV loop starts at a multiple of block-n and ends at
+  // most at the key length, so no key tile is partial either: without the
+  // constant, a loop whose start depends on the query tile -- a masked
+  // gradient's -- kept testing every column against the length.)
   bool aligned = plan.getAlignedLengths();
-  bool alignedRows =
-      aligned && cast<RankedTensorType>(q.getType()).isDynamicDim(2);
-  bool alignedKeys =
-      aligned && cast<RankedTensorType>(k.getType()).isDynamicDim(2);
+  auto whole = [&](Value t, int64_t tile) {
+    int64_t n = cast<RankedTensorType>(t.getType()).getDimSize(2);
+    return ShapedType::isDynamic(n) ? aligned : n % tile == 0;
+  };
+  bool alignedRows = whole(q, blockM);
+  bool alignedKeys = whole(k, blockN);
   Value rows = alignedRows ? bm : m.min(bm, m.sub(rowsTotal, q0));
   Value q1 = m.sub(m.add(q0, rows), m.c(1));
   Value hKV = m.div(hIdx, group);

@@ -7,7 +7,7 @@
 // and rounded to Q's type. No attention of its own for dQ.
 // CHECK-LABEL: func.func @gradient
 // CHECK-NOT: attn.attention
-// CHECK: %[[ALL:.+]]:2 = attn.attention q(%arg1, %arg2 : {{.*}}) k(%{{.*}}, %{{.*}} : tensor<1x2x32x64xbf16>, tensor<1x2x32x64xbf16>) v(%{{.*}} : tensor<1x2x32x128xbf16>) {{.*}} value_columns [64, 64] key_side 0 scale [1.250000e-01, 1.000000e+00] normalizer none
+// CHECK: %[[ALL:.+]]:2 = attn.attention q(%arg1, %arg2 : {{.*}}) k(%{{.*}}, %{{.*}} : tensor<1x2x32x64xbf16>, tensor<1x2x32x64xbf16>) v(%{{.*}} : tensor<1x2x32x128xbf16>) {{.*}} value_columns [64, 64] key_side 0 scale [1.250000e-01, 1.250000e-01] normalizer none
 // CHECK: -> tensor<1x2x16x128xbf16>, tensor<1x2x32x64xf32>
 // CHECK-NOT: attn.attention
 // CHECK: %[[DK:.+]] = tensor.extract_slice %[[ALL]]#0[0, 0, 0, 0] [1, 2, 16, 64]

@@ -186,16 +186,23 @@ func.func @sink_gate(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v:
 // Head dims of whole 64-column atoms, lengths from fuse-key-value-from: dK
 // and dV in one attention from K and V to the queries, its value [Q | dO]
 // and value_columns: scale dS weighs Q's columns (dK), P dO's (dV); the two
-// gradients are its column blocks. Shorter (the default: 2048): two.
+// gradients are its column blocks. The scale comes with dP's logit (its
+// branch scale) and Delta, so that no multiply per element is left for it.
+// Shorter (the default: 2048): two.
 // CHECK-LABEL: func.func @gradient(
 // CHECK-NOT: value_columns
 // CHECK: return
 // FUSED: %[[QDO:.+]] = tensor.concat dim(3) %arg0, %arg3 : (tensor<1x2x16x64xbf16>, tensor<1x2x16x64xbf16>) -> tensor<1x2x16x128xbf16>
-// FUSED: %[[KV:.+]] = attn.attention q(%arg1, %arg2 {{.*}} k(%arg0, %arg3 {{.*}} v(%[[QDO]] : tensor<1x2x16x128xbf16>) captures({{.*}}) value_columns [64, 64] scale [1.250000e-01, 1.000000e+00] normalizer none score {
+// FUSED: %[[KV:.+]] = attn.attention q(%arg1, %arg2 {{.*}} k(%arg0, %arg3 {{.*}} v(%[[QDO]] : tensor<1x2x16x128xbf16>) captures({{.*}}) value_columns [64, 64] scale [1.250000e-01, 1.250000e-01] normalizer none score {
+// FUSED: ^bb0(%[[S:.+]]: f32, %[[DP:.+]]: f32,
 // FUSED: %[[P:.+]] = math.exp2
+// FUSED: %[[DELTA:.+]] = tensor.extract
 // FUSED: %[[SCALE:.+]] = arith.constant 1.250000e-01 : f32
-// FUSED-NEXT: %[[SDS:.+]] = arith.mulf %{{.*}}, %[[SCALE]]
-// FUSED-NEXT: attn.yield %[[SDS]], %[[P]] : f32, f32
+// FUSED-NEXT: %[[SDELTA:.+]] = arith.mulf %[[DELTA]], %[[SCALE]]
+// FUSED-NEXT: %[[DIFF:.+]] = arith.subf %[[DP]], %[[SDELTA]]
+// FUSED-NEXT: %[[SDS:.+]] = arith.mulf %[[P]], %[[DIFF]]
+// FUSED-NOT: arith.constant 1.250000e-01
+// FUSED: attn.yield %{{.+}}, %[[P]] : f32, f32
 // FUSED: } mask {
 // FUSED-NOT: epilogue
 // FUSED: } -> tensor<1x2x16x128xbf16>

@@ -7,9 +7,10 @@
 // CHECK-DAG: %[[C4:.*]] = arith.constant 4 : index
 // CHECK-DAG: %[[C8:.*]] = arith.constant 8 : index
 // CHECK: scf.forall (%[[B:.*]], %[[H:.*]], %[[T:.*]]) in (2, 2, 8)
-// q0 = tile * 4; rows = min(4, 32 - q0); kv_end = min(q0 + rows, 32)
+// q0 = tile * 4; rows = 4 (whole tiles divide 32); kv_end = min(q0 + 4, 32)
 // CHECK: %[[Q0:.*]] = arith.muli %[[T]], %[[C4]]
-// CHECK: %[[END:.*]] = arith.addi %[[Q0]], %{{.*}}
+// CHECK: tensor.extract_slice %arg0[%[[B]], %[[H]], %[[Q0]], 0] [1, 1, 4, 8]
+// CHECK: %[[END:.*]] = arith.addi %[[Q0]], %[[C4]]
 // CHECK: %[[HI:.*]] = arith.minsi %[[END]], %{{.*}}
 // CHECK: scf.for %[[K0:.*]] = %{{.*}} to %[[HI]] step %[[C8]]
 // full = (q0 - kv_last >= 0)
@@ -37,12 +38,15 @@ func.func @causal_mask_bounds_the_kv_loop(%q: tensor<2x2x32x8xf16>,
 // -----
 
 // Sliding window (q - kv in [0, 7]): the loop also starts late, at the
-// block-aligned max(0, q0 - 7).
+// block-aligned max(0, q0 - 7). Its tiles are still whole (8 divides 32):
+// 8 keys each, a constant, nothing to test against the length.
 // CHECK-LABEL: func @window_bounds_both_ends
 // CHECK: %[[LO:.*]] = arith.maxsi %{{.*}}, %c0
 // CHECK: %[[ALIGNED:.*]] = arith.divui %[[LO]], %c8
 // CHECK: %[[START:.*]] = arith.muli %[[ALIGNED]], %c8
-// CHECK: scf.for %{{.*}} = %[[START]] to
+// CHECK: scf.for %[[K0:.*]] = %[[START]] to
+// CHECK-NOT: arith.minsi
+// CHECK: tensor.extract_slice %arg1[%{{.*}}, %{{.*}}, %[[K0]], 0] [1, 1, 8, 8]
 func.func @window_bounds_both_ends(%q: tensor<2x2x32x8xf16>,
     %k: tensor<2x2x32x8xf16>, %v: tensor<2x2x32x8xf16>)
     -> tensor<2x2x32x8xf16> {
@@ -57,6 +61,24 @@ func.func @window_bounds_both_ends(%q: tensor<2x2x32x8xf16>,
         %keep = arith.andi %near, %causal : i1
         attn.yield %keep : i1
       } -> tensor<2x2x32x8xf16>
+  return %o : tensor<2x2x32x8xf16>
+}
+
+// -----
+
+// A length that whole tiles do not divide (20 keys, tiles of 8): a tile's
+// keys are min(8, 20 - k0), the last tile partial.
+// CHECK-LABEL: func @partial_last_key_tile
+// CHECK: scf.for %[[K0:[a-z0-9_]+]] =
+// CHECK: %[[LEFT:.*]] = arith.subi %c20, %[[K0]]
+// CHECK: %[[KN:.*]] = arith.minsi %[[LEFT]], %c8
+// CHECK: tensor.extract_slice %arg1[%{{.*}}, %{{.*}}, %[[K0]], 0] [1, 1, %[[KN]], 8]
+func.func @partial_last_key_tile(%q: tensor<2x2x32x8xf16>,
+    %k: tensor<2x2x20x8xf16>, %v: tensor<2x2x20x8xf16>)
+    -> tensor<2x2x32x8xf16> {
+  %o = attn.attention q(%q : tensor<2x2x32x8xf16>) k(%k : tensor<2x2x20x8xf16>)
+      v(%v : tensor<2x2x20x8xf16>) scale [0.5] normalizer softmax
+      -> tensor<2x2x32x8xf16>
   return %o : tensor<2x2x32x8xf16>
 }
 
@@ -129,7 +151,8 @@ func.func @runtime_lengths(%q: tensor<?x2x?x16xf16>, %k: tensor<?x2x?x16xf16>,
 // CHECK: %[[PART:.*]] = linalg.fill {{.*}} -> tensor<1x1x48x16xf32>
 // CHECK: %[[LOOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %[[CARRIED:.*]] = %[[PART]])
 // CHECK: attn.online_step {{.*}} key_side 0(%[[CARRIED]] : tensor<1x1x48x16xf32>)
-// CHECK: attn.online_finalize acc(%[[LOOP]]#0
+// CHECK: %[[ACC:.*]] = tensor.cast %[[LOOP]]#0
+// CHECK: attn.online_finalize acc(%[[ACC]]
 // CHECK: scf.forall.in_parallel
 // CHECK: attn.parallel_accumulate %[[LOOP]]#1 into %[[KS]] at(%{{.*}}, %[[HKV]])
 func.func @key_side_is_accumulated_per_tile(%q: tensor<1x4x32x16xbf16>,
