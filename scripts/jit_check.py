@@ -19,7 +19,9 @@ inputs (relative Frobenius error, bf16 tolerance 2e-2):
   on new inputs copied into the captured ones;
 - `compile_backward`: a training step of the torch.compile'd model (the
   backward through the gradient program), its gradients against the f32
-  model's within bf16 eager's distance from them;
+  model's within bf16 eager's distance from them; `compile_backward_fused`
+  the same with dK and dV in one kernel (`--fuse-key-value-from=0`), which
+  leave the gradient op as that kernel's output, sliced in the graph;
 
 and `flashlight.varlen_attention` on packed sequences (3 sequences given by
 their offsets, GQA) against SDPA run on each sequence alone.
@@ -116,9 +118,16 @@ def fill(cache):
     flashlight.varlen_attention(*varlen_inputs("cpu"))  # compiles off the GPU
     print("varlen: cache filled")
     # Inputs that require grad: the gradient program too (compile_backward).
-    flashlight.jit(causal_attention)(*[a.requires_grad_() for a in
-                                       inputs([(B, H, N, D)] * 3, "cpu")])
-    print("causal: gradient program cached")
+    for flags in ((), FUSED):
+        flashlight.jit(causal_attention, flags=flags)(
+            *[a.requires_grad_() for a in inputs([(B, H, N, D)] * 3, "cpu")])
+    print("causal: gradient programs cached")
+
+
+# dK and dV in one kernel at this length (by default from N = 2048): under
+# torch.compile they leave flashlight::jit_grad as that kernel's output,
+# sliced in the traced graph.
+FUSED = ("--fuse-key-value-from=0",)
 
 
 def rel_err(out, ref):
@@ -218,10 +227,13 @@ def run(cache, out_path):
     ref = step(model, eager_attention, torch.float32, False)
     noise = max(rel_err(g, r) for g, r in zip(step(model, eager_attention, torch.bfloat16,
                                                    False), ref))
-    ours = step(model, jf, torch.bfloat16, True)
-    err = max(rel_err(g, r) for g, r in zip(ours, ref))
-    record("causal", "compile_backward", err if err <= max(2e-2, 1.5 * noise) else 1.0,
-           grad_rel_err=err, eager_bf16_grad_rel_err=noise)
+    for name, attention in (("compile_backward", jf),
+                            ("compile_backward_fused",
+                             flashlight.jit(causal_attention, flags=FUSED))):
+        ours = step(model, attention, torch.bfloat16, True)
+        err = max(rel_err(g, r) for g, r in zip(ours, ref))
+        record("causal", name, err if err <= max(2e-2, 1.5 * noise) else 1.0,
+               grad_rel_err=err, eager_bf16_grad_rel_err=noise)
 
     return write_result(out_path, "jit_check", records, failures)
 

@@ -679,14 +679,7 @@ def _run_steps(kernel, entry, args, views=False):
 
     for i, a in enumerate(args):
         vals[i] = a.contiguous()
-    read = set()
-    if views:
-        for step in entry["steps"]:
-            # A kernel's results are among its arguments too.
-            read.update(set(step.get("args", ())) - set(step.get("results", ())))
-            read.update(step.get("copy", {}).get("sources", ()))
-            if "source" in step:
-                read.add(step["source"])
+    viewed = slice_views(entry) if views else {}
     for step in entry["steps"]:
         op = step["op"]
         if op == "empty":
@@ -696,7 +689,7 @@ def _run_steps(kernel, entry, args, views=False):
         elif op == "kernel" and "copy" in step:
             r = step["results"][0]
             vals[r] = _copy(step["copy"], [val(v) for v in step["copy"]["sources"]],
-                            view=views and r not in read)
+                            view=r in viewed)
         elif op == "constant":
             info = dict(infos[step["result"]], file=step["file"])
             vals[step["result"]] = _load_constant(kernel, info, device)
@@ -750,6 +743,22 @@ def _einsum(equation, a, b, acc):
         return torch.einsum(equation, a.to(acc), b.to(acc))
     finally:
         matmul.fp32_precision = before
+
+
+def slice_views(entry):
+    """The values of `entry` (a manifest's entry with steps) that are
+    slices no later step reads: {value: its slice step's copy}. Such a
+    value can stay a view of its source (`call_entry(views=True)`)."""
+    read = set()
+    for step in entry["steps"]:
+        # A kernel's results are among its arguments too.
+        read.update(set(step.get("args", ())) - set(step.get("results", ())))
+        read.update(step.get("copy", {}).get("sources", ()))
+        if "source" in step:
+            read.add(step["source"])
+    return {step["results"][0]: step["copy"] for step in entry["steps"]
+            if step["op"] == "kernel" and step.get("copy", {}).get("kind") == "slice"
+            and step["results"][0] not in read}
 
 
 def _copy(copy, sources, view=False):

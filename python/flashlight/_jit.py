@@ -439,16 +439,22 @@ def _register_op():
 
     # The gradient program is an op of its own, on the kernel's layouts:
     # torch.compile's autograd traces it as one opaque call too, and the
-    # layouts around it as the views they are.
+    # layouts around it as the views they are. Its outputs may not alias,
+    # so results that are slices of one kernel output (dK and dV of the
+    # one dK/dV kernel) leave it as that output, sliced after the op
+    # (`_GradientSplit`): views in the traced graph, not copies.
     @torch.library.custom_op("flashlight::jit_grad", mutates_args=())
     def jit_grad(key: str, operands: list[torch.Tensor], dout: torch.Tensor,
                  saved: list[torch.Tensor], of: list[int]) -> list[torch.Tensor]:
-        return _registry[key]._run_gradient(operands, dout, saved)
+        fn = _registry[key]
+        found = fn._run_gradient(operands, dout, saved, views=True)
+        return fn._gradient_split(operands, dout, saved).outputs(found)
 
     @jit_grad.register_fake
     def _(key, operands, dout, saved, of):
-        # The gradients of the operands `of` (q, k, v, sinks, gates).
-        return [operands[i].new_empty(operands[i].shape) for i in of]
+        # The gradients of the operands `of` (q, k, v, sinks, gates) that
+        # are no slices, then the sliced values.
+        return _registry[key]._gradient_split(operands, dout, saved).fake(operands, of)
 
     _ops["grad"] = jit_grad
 
@@ -513,9 +519,58 @@ def _run_gradient(key, operands, dout, saved, of):
     fake tensors, dispatch modes) or differentiated again (create_graph)."""
     import torch
 
+    fn = _registry[key]
     if not torch.is_grad_enabled() and _plain([*operands, dout, *saved]):
-        return _registry[key]._run_gradient(operands, dout, saved, views=True)
-    return _ops["grad"](key, operands, dout, saved, of)
+        return fn._run_gradient(operands, dout, saved, views=True)
+    split = fn._gradient_split(operands, dout, saved)
+    return split.results(_ops["grad"](key, operands, dout, saved, of))
+
+
+class _GradientSplit:
+    """How the gradient program's results leave `flashlight::jit_grad`,
+    whose outputs may not alias each other: a result that is a slice no
+    later step reads (`slice_views`) leaves as the value it slices, once,
+    after the other results, and is sliced again after the op."""
+
+    def __init__(self, entry):
+        from . import slice_views
+
+        self.entry = entry
+        # (A slice of an input would alias it: it leaves as a copy.)
+        self.viewed = {r: copy for r, copy in slice_views(entry).items()
+                       if copy["sources"][0] >= len(entry["inputs"])}
+        self.sources = list(dict.fromkeys(self.viewed[r]["sources"][0]
+                                          for r in entry["results"] if r in self.viewed))
+
+    def outputs(self, found):
+        """The op's outputs from the program's results (`found`, the
+        slices as views of their values)."""
+        plain = [g for r, g in zip(self.entry["results"], found) if r not in self.viewed]
+        sources = {}
+        for r, g in zip(self.entry["results"], found):
+            if r in self.viewed:
+                # A view of the kernel output it slices (`_copy`'s narrow).
+                sources.setdefault(self.viewed[r]["sources"][0], g._base)
+        return plain + [sources[v] for v in self.sources]
+
+    def fake(self, operands, of):
+        from . import _torch_dtypes
+
+        values = self.entry["values"]
+        plain = [operands[i].new_empty(operands[i].shape)
+                 for r, i in zip(self.entry["results"], of) if r not in self.viewed]
+        return plain + [operands[0].new_empty(values[v]["shape"],
+                                              dtype=_torch_dtypes()[values[v]["dtype"]])
+                        for v in self.sources]
+
+    def results(self, outputs):
+        """The program's results from the op's outputs."""
+        from . import _copy
+
+        plain = iter(outputs[:len(outputs) - len(self.sources)])
+        sources = dict(zip(self.sources, outputs[len(outputs) - len(self.sources):]))
+        return [_copy(self.viewed[r], [sources[self.viewed[r]["sources"][0]]], view=True)
+                if r in self.viewed else next(plain) for r in self.entry["results"]]
 
 
 _train_function = None
@@ -1015,6 +1070,11 @@ class JitFunction(ClassedFunction):
             summed[source] = g if source not in summed else summed[source].float() + g
         return tuple(summed[i].to(args[i].dtype) if i in summed else torch.zeros_like(args[i])
                      for i in floats)
+
+    def _gradient_split(self, operands, dout, saved=()):
+        """The `_GradientSplit` of the gradient program of these operands."""
+        manifest = self._gradient_for[self.shape_class(list(operands) + [dout] + list(saved))]
+        return _GradientSplit(self._json(manifest)["entry"])
 
     def _run_gradient(self, operands, dout, saved=(), views=False):
         """The gradient program on kernel-layout operands (and the saved

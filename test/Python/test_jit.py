@@ -424,7 +424,68 @@ class Jit(unittest.TestCase):
                 mock.patch.object(flashlight.Kernel, "call_entry", call_entry):
             out = jit._ops["train"](fn.key, [q, k, v])[0]
             torch.autograd.grad(out, [q, k, v], dout, create_graph=True)
-        self.assertFalse(seen["views"])
+        # (Through the op too: its sliced results leave as the kernel output
+        # they slice, test_sliced_gradients_leave_the_op_whole.)
+        self.assertTrue(seen["views"])
+
+    def test_sliced_gradients_leave_the_op_whole(self):
+        """flashlight::jit_grad's outputs may not alias each other: dK and
+        dV, slices of the one dK/dV kernel's output, leave the op as that
+        output (once) and are sliced after it, so that a traced backward
+        holds views, not copies (stand-in kernels: the gradient program's
+        values filled with their value numbers, the [dK | dV] output with
+        its column index)."""
+        from unittest import mock
+
+        import torch
+
+        import flashlight._jit as jit
+
+        seen = {}
+
+        def call_entry(kernel, *args, views=False):
+            entry = kernel.manifest["entry"]
+            if entry["function"] != "gradient":
+                out = attention(*args[:3])
+                return (out, torch.zeros(out.shape[:3])) if "lse_result" in entry else out
+            viewed = flashlight.slice_views(entry)
+            seen["viewed"] = viewed
+            results = []
+            for r, i in zip(entry["results"], entry["gradient_of"]):
+                if r not in viewed:
+                    results.append(torch.full(args[i].shape, float(r), dtype=args[i].dtype))
+                    continue
+                source = entry["values"][viewed[r]["sources"][0]]
+                base = seen.setdefault("base", torch.arange(
+                    source["shape"][-1], dtype=args[i].dtype).expand(source["shape"]).clone())
+                results.append(flashlight._copy(viewed[r], [base], view=views))
+            return tuple(results)
+
+        q, k, v = (t.requires_grad_() for t in self.inputs())
+        dout = torch.ones_like(q)
+        with mock.patch.object(flashlight, "load", _stub_load), \
+                mock.patch.object(flashlight.Kernel, "call_entry", call_entry):
+            fn = flashlight.jit(attention, cache=self.cache.name,
+                                flags=("--fuse-key-value-from=0",))
+            fn(q, k, v)  # on the CPU: compiles the programs (dK, dV fused)
+            jit._register_op()
+            out = jit._ops["train"](fn.key, [q, k, v])[0]
+            # Differentiated again: the backward calls the op.
+            dq, dk, dv = torch.autograd.grad(out, [q, k, v], dout, create_graph=True)
+        self.assertEqual(len(seen["viewed"]), 2)
+        self.assertTrue(torch.equal(dk[0, 0, 0], torch.arange(64.0).to(dk.dtype)))
+        self.assertTrue(torch.equal(dv[0, 0, 0], torch.arange(64.0, 128.0).to(dv.dtype)))
+        self.assertFalse(torch.equal(dq, dk))
+        # The op returned dQ and the [dK | dV] output; the two gradients
+        # are views of that one output.
+        self.assertEqual(dk.untyped_storage().data_ptr(), dv.untyped_storage().data_ptr())
+        self.assertNotEqual(dq.untyped_storage().data_ptr(), dk.untyped_storage().data_ptr())
+        # The op's fake (torch.compile's trace) gives the same outputs'
+        # shapes and types.
+        operands = [t.detach() for t in (q, k, v)]
+        split = fn._gradient_split(operands, dout, [out.detach(), torch.zeros(2, 4, 128)])
+        fake = split.fake(operands, [0, 1, 2])
+        self.assertEqual([tuple(t.shape) for t in fake], [(2, 4, 128, 64), (2, 4, 128, 128)])
 
     def test_a_backward_through_projections_is_refused_at_the_call(self):
         import torch
