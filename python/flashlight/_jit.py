@@ -448,7 +448,8 @@ def _register_op():
                  saved: list[torch.Tensor], of: list[int]) -> list[torch.Tensor]:
         fn = _registry[key]
         found = fn._run_gradient(operands, dout, saved, views=True)
-        return fn._gradient_split(operands, dout, saved).outputs(found)
+        return fn._gradient_split(operands, dout, saved).outputs(
+            found, [*operands, dout, *saved])
 
     @jit_grad.register_fake
     def _(key, operands, dout, saved, of):
@@ -536,22 +537,42 @@ class _GradientSplit:
         from . import slice_views
 
         self.entry = entry
-        # (A slice of an input would alias it: it leaves as a copy.)
+        # (A slice of an input leaves as a result: `outputs` copies what
+        # aliases an input.)
         self.viewed = {r: copy for r, copy in slice_views(entry).items()
                        if copy["sources"][0] >= len(entry["inputs"])}
         self.sources = list(dict.fromkeys(self.viewed[r]["sources"][0]
                                           for r in entry["results"] if r in self.viewed))
 
-    def outputs(self, found):
+    def outputs(self, found, inputs):
         """The op's outputs from the program's results (`found`, the
-        slices as views of their values)."""
-        plain = [g for r, g in zip(self.entry["results"], found) if r not in self.viewed]
-        sources = {}
+        slices as views of their values), none aliasing `inputs` or
+        another output."""
+        from . import _copy
+
+        values = self.entry["values"]
+        plain, sources = [], {}
         for r, g in zip(self.entry["results"], found):
-            if r in self.viewed:
-                # A view of the kernel output it slices (`_copy`'s narrow).
-                sources.setdefault(self.viewed[r]["sources"][0], g._base)
-        return plain + [sources[v] for v in self.sources]
+            if r not in self.viewed:
+                plain.append(g)
+                continue
+            v = self.viewed[r]["sources"][0]
+            if v not in sources:
+                # The kernel output the view slices (`_copy`'s narrow), or,
+                # were it not one whole value, a new one the slice fills.
+                base = g._base
+                whole = (base is not None and base.is_contiguous()
+                         and list(base.shape) == values[v]["shape"])
+                sources[v] = base if whole else g.new_empty(values[v]["shape"])
+            place = _copy(self.viewed[r], [sources[v]], view=True)
+            if place.data_ptr() != g.data_ptr():
+                place.copy_(g)
+        outs, seen = [], {t.untyped_storage().data_ptr() for t in inputs}
+        for t in plain + [sources[v] for v in self.sources]:
+            storage = t.untyped_storage().data_ptr()
+            outs.append(t.clone() if storage in seen else t)
+            seen.add(storage)
+        return outs
 
     def fake(self, operands, of):
         from . import _torch_dtypes

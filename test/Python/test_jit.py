@@ -487,6 +487,49 @@ class Jit(unittest.TestCase):
         fake = split.fake(operands, [0, 1, 2])
         self.assertEqual([tuple(t.shape) for t in fake], [(2, 4, 128, 64), (2, 4, 128, 128)])
 
+    def test_gradient_split_never_returns_aliases(self):
+        """`_GradientSplit.outputs`: a slice of an input (which the
+        program returns as a view of that input) and a value returned twice
+        leave as copies; a slice that is not a view of a whole kernel
+        output fills a new one, so the re-sliced result is the same."""
+        import torch
+
+        import flashlight._jit as jit
+
+        copy = lambda source, offset: {  # noqa: E731
+            "kind": "slice", "sources": [source], "offsets": [0, offset], "sizes": [2, 2]}
+        entry = {"inputs": [{}], "values": [{"shape": [2, 4]}, {"shape": [2, 4]},
+                                             {"shape": [2, 2]}, {"shape": [2, 2]},
+                                             {"shape": [2, 2]}],
+                 "steps": [{"op": "kernel", "kernel": 0, "args": [0, 1], "results": [1]},
+                           {"op": "kernel", "results": [2], "copy": copy(1, 0)},
+                           {"op": "kernel", "results": [3], "copy": copy(1, 2)},
+                           {"op": "kernel", "results": [4], "copy": copy(0, 2)}],
+                 "results": [4, 2, 3]}
+        split = jit._GradientSplit(entry)
+        self.assertEqual(split.sources, [1])
+        x = torch.arange(8.0).reshape(2, 4).clone()
+        kernel_out = torch.arange(10.0, 18.0).reshape(2, 4).clone()
+        for views, whole in (((True, True), True), ((True, False), True),
+                             ((False, False), False)):
+            # (The slices as views of the output or copies; the first
+            # slice's view decides whether the output leaves whole.)
+            found = [x[:, 2:]] + [kernel_out[:, 2 * i:2 * i + 2] if view
+                                  else kernel_out[:, 2 * i:2 * i + 2].clone()
+                                  for i, view in enumerate(views)]
+            outs = split.outputs(found, [x])
+            self.assertEqual(len(outs), 2)
+            self.assertNotEqual(outs[0].untyped_storage().data_ptr(),
+                                x.untyped_storage().data_ptr())
+            self.assertEqual(outs[1] is kernel_out, whole)
+            for got, want in zip(split.results(outs), found):
+                self.assertTrue(torch.equal(got, want))
+        # A slice of a view (a reshape): its `_base` is no whole output.
+        reshaped = torch.arange(10.0, 18.0).reshape(2, 4)
+        outs = split.outputs([x[:, 2:], reshaped[:, :2], reshaped[:, 2:]], [x])
+        self.assertIsNot(outs[1], reshaped)
+        self.assertTrue(torch.equal(outs[1], reshaped))
+
     def test_a_backward_through_projections_is_refused_at_the_call(self):
         import torch
 
