@@ -20,6 +20,8 @@ ran once before; `torch.autograd.grad` with the graph retained):
   kernels, [024](../docs/decisions/024-gradient-program.md));
 - `sdpa_flash`, `sdpa_cudnn`: PyTorch's SDPA with that backend;
 - `flex`: FlexAttention (Triton backend), torch.compile'd;
+- `flex_flash`: FlexAttention's FLASH backend (FA4's kernels;
+  `kernel_options={"BACKEND": "FLASH"}`) where FA4 is importable;
 - `fa4`: FlashAttention-4 where importable (`../shared/peers/`);
 - `compile`: torch.compile (inductor) of the eager function.
 
@@ -210,7 +212,7 @@ def systems(variant, compare=False):
 
     flex = torch.compile(flex_attention)
 
-    def flex_call(q, k, v):
+    def flex_call(q, k, v, **options):
         n = q.shape[2]
         mask = None
         if is_causal:
@@ -218,7 +220,7 @@ def systems(variant, compare=False):
             if key not in _masks:
                 _masks[key] = create_block_mask(lambda b, h, i, j: i >= j, None, None, n, n)
             mask = _masks[key]
-        return flex(q, k, v, block_mask=mask)
+        return flex(q, k, v, block_mask=mask, **options)
 
     out = {"flashlight": jitted(variant), "sdpa_flash": sdpa(SDPBackend.FLASH_ATTENTION),
            "sdpa_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION), "flex": flex_call,
@@ -227,6 +229,11 @@ def systems(variant, compare=False):
 
     fa4 = fa4_func()
     if fa4 is not None:
+        # FlexAttention's FLASH backend (FA4's kernels, forward and
+        # backward); a backend that cannot differentiate is reported.
+        out["flex_flash"] = lambda q, k, v: flex_call(
+            q, k, v, kernel_options={"BACKEND": "FLASH"})
+
         def fa4_call(q, k, v):
             o = fa4(*(x.transpose(1, 2) for x in (q, k, v)), causal=is_causal)
             return (o[0] if isinstance(o, tuple) else o).transpose(1, 2)
