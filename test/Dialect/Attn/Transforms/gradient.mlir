@@ -218,3 +218,24 @@ func.func @causal_d64(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v
     } -> tensor<1x2x16x64xbf16>
   return %o : tensor<1x2x16x64xbf16>
 }
+
+// -----
+
+// Sigmoid, dK and dV in one attention: the dP logit's branch scale makes
+// the weight scale dP sigma (1 - sigma), with no multiply by the scale
+// (the only 0.125 is the branch scale; dt = 1 multiplies, canonicalized
+// away later).
+// FUSED: func.func @gradient(
+// FUSED: value_columns [64, 64] scale [1.250000e-01, 1.250000e-01] normalizer none score {
+// FUSED: ^bb0(%[[S:.+]]: f32, %[[DP:.+]]: f32,
+// FUSED-NOT: 1.250000e-01
+// FUSED: %[[SIG:.+]] = arith.divf
+// FUSED: %[[ONEMINUS:.+]] = arith.subf %{{.+}}, %[[SIG]]
+// FUSED: %[[DSIG:.+]] = arith.mulf %[[SIG]], %[[ONEMINUS]]
+// FUSED: %[[DS:.+]] = arith.mulf %[[DP]], %[[DSIG]]
+// FUSED-NOT: 1.250000e-01
+// FUSED: attn.yield %{{.+}}, %[[SIG]] : f32, f32
+func.func @sigmoid_d64(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x64xbf16>) -> tensor<1x2x16x64xbf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x64xbf16>) k(%k : tensor<1x2x16x64xbf16>) v(%v : tensor<1x2x16x64xbf16>) scale [0.125] normalizer sigmoid -> tensor<1x2x16x64xbf16>
+  return %o : tensor<1x2x16x64xbf16>
+}
