@@ -679,7 +679,7 @@ def _run_steps(kernel, entry, args, views=False):
 
     for i, a in enumerate(args):
         vals[i] = a.contiguous()
-    viewed = slice_views(entry) if views else {}
+    viewed = _slice_views(entry) if views else {}
     for step in entry["steps"]:
         op = step["op"]
         if op == "empty":
@@ -745,7 +745,7 @@ def _einsum(equation, a, b, acc):
         matmul.fp32_precision = before
 
 
-def slice_views(entry):
+def _slice_views(entry):
     """The values of `entry` (a manifest's entry with steps) that are
     slices no later step reads: {value: its slice step's copy}. Such a
     value can stay a view of its source (`call_entry(views=True)`)."""

@@ -530,16 +530,16 @@ def _run_gradient(key, operands, dout, saved, of):
 class _GradientSplit:
     """How the gradient program's results leave `flashlight::jit_grad`,
     whose outputs may not alias each other: a result that is a slice no
-    later step reads (`slice_views`) leaves as the value it slices, once,
+    later step reads (`_slice_views`) leaves as the value it slices, once,
     after the other results, and is sliced again after the op."""
 
     def __init__(self, entry):
-        from . import slice_views
+        from . import _slice_views
 
         self.entry = entry
         # (A slice of an input leaves as a result: `outputs` copies what
         # aliases an input.)
-        self.viewed = {r: copy for r, copy in slice_views(entry).items()
+        self.viewed = {r: copy for r, copy in _slice_views(entry).items()
                        if copy["sources"][0] >= len(entry["inputs"])}
         self.sources = list(dict.fromkeys(self.viewed[r]["sources"][0]
                                           for r in entry["results"] if r in self.viewed))

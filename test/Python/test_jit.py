@@ -448,7 +448,7 @@ class Jit(unittest.TestCase):
             if entry["function"] != "gradient":
                 out = attention(*args[:3])
                 return (out, torch.zeros(out.shape[:3])) if "lse_result" in entry else out
-            viewed = flashlight.slice_views(entry)
+            viewed = flashlight._slice_views(entry)
             seen["viewed"] = viewed
             results = []
             for r, i in zip(entry["results"], entry["gradient_of"]):
