@@ -123,6 +123,7 @@ class JaxFunction(ClassedFunction):
         self._classes = ShapeClasses(runtime_shapes, lambda name: _DTYPES[name])
         self._manifests = self._classes.manifests
         self._differentiable = None
+        self._training = {}  # shape class -> (training forward, its gradient) or None
 
     def stablehlo(self, *args):
         """The StableHLO text of the function at `args`' shapes and dtypes,
@@ -152,17 +153,53 @@ class JaxFunction(ClassedFunction):
         log-sum-exp after dO (`--saved-statistics`); with `score_captures`,
         one that also differentiates the tensors the score reads at the
         attention's own indices (`--score-capture-gradients`)."""
+        flags = ("--gradient",) + (
+            ("--saved-statistics",) if saved_statistics else ()) + (
+            ("--score-capture-gradients",) if score_captures else ())
+        return self._compile_static(args, flags)
+
+    def _compile_static(self, args, flags):
+        """The manifest of the function at `args`' own shapes compiled
+        with `flags` after the decorator's (cached)."""
         from ._jit import cached_compile
 
         folder = self._classes.new_folder()
         with open(os.path.join(folder, "program.stablehlo.mlir"), "w") as f:
             f.write(self.stablehlo(*args))
-        flags = (*self.flags, "--gradient") + (
-            ("--saved-statistics",) if saved_statistics else ()) + (
-            ("--score-capture-gradients",) if score_captures else ())
         manifest, _ = cached_compile(folder, "program.stablehlo.mlir", archs=self.archs,
-                                     flags=flags, cache=self.cache)
+                                     flags=(*self.flags, *flags), cache=self.cache)
         return manifest
+
+    def prepare_training(self, *args):
+        """The training forward of `args`' shape class, as
+        flashlight.jit's: its entry also returns the attention's
+        log-sum-exp (`flashlight-compile --return-lse`), which the gradient
+        program takes with the output (`--saved-statistics`), so that the
+        backward does not compute the forward again. Returns the forward's
+        manifest path, or None where the backward needs more than that
+        (several branches, an epilogue, another normalizer: refused by
+        the compiler) or the output is more than a permutation of the
+        attention's; the backward then runs the gradient program that
+        computes the forward again."""
+        from ._jit import CompileError
+
+        shape_class = self.shape_class(args)
+        if shape_class not in self._training:
+            try:
+                forward = self._compile_static(args, ("--return-lse",))
+            except CompileError:
+                forward = None
+            if forward is not None:
+                with open(forward) as f:
+                    entry = json.load(f).get("entry") or {}
+                results = entry.get("results", [])
+                dims = ([i["dim"] for i in results[0]["index"] if "dim" in i]
+                        if results else [])
+                if ("steps" in entry or len(results) != 2 or "lse_result" not in entry
+                        or len(set(dims)) != len(dims)):
+                    forward = None
+            self._training[shape_class] = forward
+        return self._training[shape_class]
 
     def gradient_from_statistics(self, *args, dout, out, lse):
         """The gradients of the attention's operands given dO and the whole
@@ -201,20 +238,36 @@ class JaxFunction(ClassedFunction):
         import jax
 
         call = jax.custom_vjp(self._forward)
-        call.defvjp(lambda *args: (self._forward(*args), args), self._backward)
+        call.defvjp(self._training_forward, self._backward)
         return call
 
-    def _backward(self, args, g):
+    def _training_forward(self, *args):
+        """custom_vjp's forward rule: the training forward where the
+        function has one, keeping its output and log-sum-exp for the
+        backward; else the forward, keeping only the arguments."""
+        training = self.prepare_training(*args)
+        if training is None:
+            return self._forward(*args), (args, None)
+        with open(training) as f:
+            lse = json.load(f)["entry"]["lse_result"]
+        results = self._run(training, args)
+        return results[1 - lse], (args, (results[1 - lse], results[lse]))
+
+    def _backward(self, residuals, g):
         import jax
         import jax.numpy as jnp
 
         from . import _resolve
 
-        manifest_path = self.prepare(*args)
+        args, saved = residuals
+        manifest_path = self.prepare_training(*args) if saved else self.prepare(*args)
         with open(manifest_path) as f:
             manifest = json.load(f)
         entry = manifest.get("entry") or {}
-        if "steps" in entry or len(entry.get("results", [])) != 1:
+        # The output's result (a training forward's entry returns the
+        # log-sum-exp too).
+        out = 1 - entry["lse_result"] if "lse_result" in entry else 0
+        if "steps" in entry or len(entry.get("results", [])) != 1 + ("lse_result" in entry):
             raise NotImplementedError(
                 "flashlight.jax: the backward pass takes functions that are one attention "
                 "and its layouts, returning its output; decorate the attention alone")
@@ -245,7 +298,8 @@ class JaxFunction(ClassedFunction):
         for score_captures in (False, True):
             # A float argument the score reads (a pair bias, slopes, a
             # bucket table): the program that materializes S and dP for it.
-            gradient_path = self.prepare_gradient(*args, score_captures=score_captures)
+            gradient_path = self.prepare_gradient(*args, saved_statistics=saved is not None,
+                                                  score_captures=score_captures)
             with open(gradient_path) as f:
                 gradient = json.load(f)
             if missing(gradient) is None:
@@ -266,12 +320,18 @@ class JaxFunction(ClassedFunction):
                 "or that the epilogue reads too; wrap it in "
                 "jax.lax.stop_gradient")
         of = gradient["entry"]["gradient_of"]  # the operands the results are of
-        r, info = entry["results"][0], entry["outputs"][0]
-        kernel_out = jnp.zeros(_resolve(outputs[r["result"]], {}), _dtype(outputs[r["result"]]["dtype"]))
+        r, info = entry["results"][out], entry["outputs"][out]
+        kernel_out = jnp.zeros(_resolve(outputs[r["result"]], {}),
+                               _dtype(outputs[r["result"]]["dtype"]))
         _, pull_out = jax.vjp(lambda o: _to_user_layout(o, r["index"], info["shape"]), kernel_out)
         (dout,) = pull_out(g.astype(kernel_out.dtype))
+        # The saved output in the kernel's layout: the layout is a
+        # permutation (prepare_training), so its vector-Jacobian product is
+        # its inverse.
+        extra = [] if saved is None else [pull_out(saved[0].astype(kernel_out.dtype))[0],
+                                          saved[1]]
         grads = _run_steps(gradient, os.path.dirname(gradient_path), gradient_path,
-                           [*operands(*[args[i] for i in floats]), dout])
+                           [*operands(*[args[i] for i in floats]), dout, *extra])
         grads = grads if isinstance(grads, tuple) else (grads,)
 
         def differentiated(*xs):
@@ -282,14 +342,19 @@ class JaxFunction(ClassedFunction):
         return tuple(next(found) if i in floats else None for i in range(len(args)))
 
     def _forward(self, *args):
-        manifest_path = self.prepare(*args)
+        results = self._run(self.prepare(*args), args)
+        return results[0] if len(results) == 1 else tuple(results)
+
+    def _run(self, manifest_path, args):
+        """The results of `manifest_path`'s entry on `args` (a list)."""
         with open(manifest_path) as f:
             manifest = json.load(f)
         entry = manifest.get("entry") or {}
         directory = os.path.dirname(manifest_path)
         _register()
         if "steps" in entry:
-            return _run_steps(manifest, directory, manifest_path, args)
+            results = _run_steps(manifest, directory, manifest_path, args)
+            return list(results) if isinstance(results, tuple) else [results]
         if not manifest.get("kernel") or "sources" not in entry:
             raise NotImplementedError(f"flashlight.jax: {manifest_path} has no entry")
         from . import _bind_extents, _resolve
@@ -308,9 +373,8 @@ class JaxFunction(ClassedFunction):
                 operands.append(_to_kernel_layout(args[source["input"]], source["index"],
                                                   _resolve(p, extents)).astype(_dtype(p["dtype"])))
         outs = _attention(manifest, manifest_path, operands, extents)
-        results = [_to_user_layout(outs[r["result"]], r["index"], _resolve(info, extents))
-                   for r, info in zip(entry["results"], entry["outputs"])]
-        return results[0] if len(results) == 1 else tuple(results)
+        return [_to_user_layout(outs[r["result"]], r["index"], _resolve(info, extents))
+                for r, info in zip(entry["results"], entry["outputs"])]
 
 
 def _constant(directory, file, info):

@@ -4,6 +4,7 @@ steps lowered to XLA ops and custom calls. Skips without JAX; the GPU calls
 are scripts/jax_ffi_check.py."""
 
 import importlib.util
+import json
 import os
 import sys
 import tempfile
@@ -154,10 +155,51 @@ class JaxJit(unittest.TestCase):
         grads = jax.eval_shape(jax.grad(loss, argnums=(0, 1, 2)), s, s, s)
         self.assertEqual([(g.shape, g.dtype) for g in grads], [(s.shape, s.dtype)] * 3)
         text = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(s, s, s).as_text()
-        # The gradient program's four kernels of one manifest (the forward
-        # again, dQ, dK, dV); the forward call itself is dead under grad.
-        calls = re.findall(rf"@{fj.TARGET}\(.*?attention = (\d+)", text)
-        self.assertEqual(sorted(calls), ["0", "1", "2", "3"], text[-2000:])
+        # The training forward (one kernel that also returns the
+        # log-sum-exp, [2, 4, 128] f32), then the gradient program with
+        # saved statistics (dQ, dK, dV; not the forward again, which the
+        # gradient program without them has as a fourth kernel).
+        calls = re.findall(rf"@{fj.TARGET}\(.*?attention = (\d+) : i64, manifest = \"([^\"]+)\""
+                           r".*?-> (.*)", text)
+        by_manifest = {}
+        for k, manifest, results in calls:
+            by_manifest.setdefault(manifest, []).append((int(k), results))
+        self.assertEqual(sorted(len(c) for c in by_manifest.values()), [1, 3], text[-2000:])
+        (training,) = [c for c in by_manifest.values() if len(c) == 1]
+        self.assertEqual(training[0][0], 0)
+        self.assertIn("tensor<2x4x128xf32>", training[0][1])
+        (gradient,) = [m for m, c in by_manifest.items() if len(c) == 3]
+        with open(gradient) as f:
+            self.assertEqual(len(json.load(f)["attentions"]), 3)
+        # The plain forward is not needed under grad.
+        self.assertEqual(fn.compiles, 0)
+
+    def test_without_a_training_forward_the_gradient_computes_it_again(self):
+        """Sigmoid attention has no log-sum-exp to save (--return-lse
+        refuses it): the backward is the gradient program that computes the
+        forward's values again, after the plain forward."""
+        import re
+
+        import jax
+        import jax.numpy as jnp
+
+        import flashlight.jax as fj
+
+        def sigmoid_attention(q, k, v):
+            s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * 0.125
+            return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.sigmoid(s - 4.0), v)
+
+        s = jax.ShapeDtypeStruct((2, 128, 4, 64), jnp.bfloat16)
+        fn = fj.jit(sigmoid_attention, cache=self.cache.name)
+
+        def loss(q, k, v):
+            return fn(q, k, v).astype(jnp.float32).sum()
+
+        text = jax.jit(jax.grad(loss, argnums=(0, 1, 2))).lower(s, s, s).as_text()
+        self.assertEqual(list(fn._training.values()), [None])
+        self.assertEqual(fn.compiles, 1)  # the forward the backward's residuals come from
+        manifests = set(re.findall(rf"@{fj.TARGET}\(.*?manifest = \"([^\"]+)\"", text))
+        self.assertEqual(len(manifests), 1, text[-2000:])  # the gradient program alone
 
     def test_a_pair_bias_gets_its_gradient(self):
         """A bias argument the score reads is differentiated too: the
