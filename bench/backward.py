@@ -275,6 +275,10 @@ def run(cache, out_path, lengths, only=None, variants=None, profile=False,
     import torch._functorch.config
 
     torch._functorch.config.donated_buffer = False
+    # FlexAttention compiles once per shape, mask and backend: more than
+    # dynamo's default of 8, past which it would run eagerly.
+    torch._dynamo.config.recompile_limit = 256
+    torch._dynamo.config.accumulated_recompile_limit = 4096
 
     os.environ["FLASHLIGHT_CACHE"] = cache
     os.environ["FLASHLIGHT_COMPILE"] = "/nonexistent"
