@@ -7,8 +7,13 @@
 // and results are the kernel's parameters in manifest order (inputs, then
 // outputs), row-major as XLA lays them out; the attributes `manifest` and
 // `attention` are the manifest's path and which of the program's attention
-// kernels to launch (0: the top level's). Built as a shared library against
-// jaxlib's FFI headers; no MLIR, no CUDA headers.
+// kernels to launch (0: the top level's), and `layouts` how each buffer is
+// the kernel's tensor: per parameter, for each kernel dim the buffer dim it
+// is (a permutation; `flashlight.jax` passes the caller's [B, N, H, D]
+// arrays as the kernel's [B, H, N, D] this way, read and written in place
+// through the kernel's runtime strides), all parameters' concatenated; empty
+// where every buffer is its parameter as it is. Built as a shared library
+// against jaxlib's FFI headers; no MLIR, no CUDA headers.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,19 +53,59 @@ Kernel &kernelFor(const std::string &path, int64_t attention) {
   return *slot;
 }
 
+/// A buffer of dims `dims` (row-major) seen through `perm` (kernel dim d is
+/// buffer dim perm[d]): the kernel tensor's shape and element strides.
+/// False where `perm` is no permutation of the buffer's dims.
+bool permuted(const std::vector<int64_t> &dims, ffi::Span<const int64_t> perm,
+              std::vector<int64_t> &shape, std::vector<int64_t> &strides) {
+  size_t rank = dims.size();
+  std::vector<int64_t> rowMajor(rank);
+  int64_t stride = 1;
+  for (size_t d = rank; d-- > 0;) {
+    rowMajor[d] = stride;
+    stride *= dims[d];
+  }
+  std::vector<bool> seen(rank, false);
+  shape.assign(rank, 0);
+  strides.assign(rank, 0);
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t from = perm[d];
+    if (from < 0 || size_t(from) >= rank || seen[from])
+      return false;
+    seen[from] = true;
+    shape[d] = dims[from];
+    strides[d] = rowMajor[from];
+  }
+  return true;
+}
+
 ffi::Error call(CUstream stream, ffi::RemainingArgs args,
                 ffi::RemainingRets rets, std::string_view manifest,
-                int64_t attention) {
+                int64_t attention, ffi::Span<const int64_t> layouts) {
   try {
     if (attention < 0)
       return ffi::Error::InvalidArgument("flashlight_call: negative "
                                          "attention index");
     std::vector<CUdeviceptr> pointers;
-    std::vector<std::vector<int64_t>> shapes;
+    std::vector<std::vector<int64_t>> shapes, strides;
+    size_t used = 0;
+    bool bad = false;
     auto add = [&](const ffi::AnyBuffer &buffer) {
       pointers.push_back(CUdeviceptr(buffer.untyped_data()));
       auto dims = buffer.dimensions();
-      shapes.emplace_back(dims.begin(), dims.end());
+      std::vector<int64_t> own(dims.begin(), dims.end());
+      shapes.emplace_back();
+      strides.emplace_back();
+      if (layouts.size() == 0) {
+        shapes.back() = own;
+        return;
+      }
+      bad |=
+          used + own.size() > layouts.size() ||
+          !permuted(
+              own, ffi::Span<const int64_t>(layouts.begin() + used, own.size()),
+              shapes.back(), strides.back());
+      used += own.size();
     };
     for (size_t i = 0; i < args.size(); ++i) {
       ffi::ErrorOr<ffi::AnyBuffer> arg = args.get<ffi::AnyBuffer>(i);
@@ -75,8 +120,12 @@ ffi::Error call(CUstream stream, ffi::RemainingArgs args,
         return ret.error();
       add(**ret);
     }
+    if (bad || used != layouts.size())
+      return ffi::Error::InvalidArgument(
+          "flashlight_call: `layouts` is not one permutation of each "
+          "buffer's dims");
     kernelFor(std::string(manifest), attention)
-        .launch(pointers, shapes, stream);
+        .launch(pointers, shapes, strides, stream);
     return ffi::Error::Success();
   } catch (const std::exception &e) {
     return ffi::Error(ffi::ErrorCode::kInternal,
@@ -161,4 +210,5 @@ XLA_FFI_DEFINE_HANDLER_SYMBOL(FlashlightCall, call,
                                   .RemainingArgs()
                                   .RemainingRets()
                                   .Attr<std::string_view>("manifest")
-                                  .Attr<int64_t>("attention"));
+                                  .Attr<int64_t>("attention")
+                                  .Attr<ffi::Span<const int64_t>>("layouts"));

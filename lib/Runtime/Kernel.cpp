@@ -127,6 +127,7 @@ KernelManifest KernelManifest::parse(const std::string &text,
       m.block[i] = j.at("block").at(i);
     m.dynamicSharedMemory = j.value("dynamic_shared_memory", 0u);
     m.pointerAlignment = j.value("pointer_alignment", 1u);
+    m.runtimeStrides = j.value("runtime_strides", false);
     m.tensorMaps = tensorMapsOf(j.value("tensor_maps", json::array()));
     for (const json &p : j.at("params")) {
       ParamInfo info;
@@ -280,6 +281,7 @@ static void applyGeometry(KernelManifest &m, const json &info,
     m.dynamicSharedMemory =
         info.value("dynamic_shared_memory", m.dynamicSharedMemory);
     m.pointerAlignment = info.value("pointer_alignment", m.pointerAlignment);
+    m.runtimeStrides = info.value("runtime_strides", m.runtimeStrides);
     if (info.contains("tensor_maps"))
       m.tensorMaps = tensorMapsOf(info.at("tensor_maps"));
   } catch (const json::exception &e) {
@@ -504,16 +506,24 @@ static std::vector<int64_t> rowMajorStrides(const std::vector<int64_t> &shape) {
   return strides;
 }
 
-/// Appends the flattened memref descriptor of a dense row-major buffer:
-/// allocated ptr, aligned ptr, offset, sizes[rank], strides[rank].
+/// `strides`, or a dense row-major tensor's where it is empty.
+static std::vector<int64_t> stridesOr(const std::vector<int64_t> &strides,
+                                      const std::vector<int64_t> &shape) {
+  return strides.empty() ? rowMajorStrides(shape) : strides;
+}
+
+/// Appends the flattened memref descriptor of a buffer with element
+/// `strides` (empty: dense row-major): allocated ptr, aligned ptr, offset,
+/// sizes[rank], strides[rank].
 static void appendDescriptor(std::vector<uint64_t> &words, CUdeviceptr pointer,
-                             const std::vector<int64_t> &shape) {
+                             const std::vector<int64_t> &shape,
+                             const std::vector<int64_t> &strides = {}) {
   words.push_back(pointer);
   words.push_back(pointer);
   words.push_back(0);
   for (int64_t d : shape)
     words.push_back(uint64_t(d));
-  for (int64_t stride : rowMajorStrides(shape))
+  for (int64_t stride : stridesOr(strides, shape))
     words.push_back(uint64_t(stride));
 }
 
@@ -553,10 +563,78 @@ void KernelManifest::checkLaunch(
   bindExtents(shapes); // Throws where two dims of one extent differ.
 }
 
+void KernelManifest::checkStrides(
+    const std::vector<std::vector<int64_t>> &shapes,
+    const std::vector<std::vector<int64_t>> &strides) const {
+  if (strides.size() != params.size())
+    throw ManifestError(name + ": " + std::to_string(strides.size()) +
+                        " stride lists for " + std::to_string(params.size()) +
+                        " tensors");
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamInfo &p = params[i];
+    const std::vector<int64_t> &shape = shapes[i], &given = strides[i];
+    if (given.empty() || given == rowMajorStrides(shape))
+      continue;
+    auto bad = [&](const std::string &why) {
+      std::string text;
+      for (int64_t s : given)
+        text += (text.empty() ? "" : ", ") + std::to_string(s);
+      throw ManifestError(p.name + ": strides (" + text + ") " + why);
+    };
+    if (given.size() != shape.size())
+      bad("do not match its rank " + std::to_string(shape.size()));
+    if (!runtimeStrides)
+      bad("are not dense row-major, and this kernel was compiled with "
+          "static strides");
+    int64_t element = dtypeSize(p.dtype);
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (given[d] < 0)
+        bad("are negative");
+      if (shape[d] <= 1)
+        continue;
+      if (d + 1 == shape.size() && given[d] != 1)
+        bad("leave the innermost dim strided (it must be contiguous)");
+      if (d + 1 < shape.size() && (given[d] * element) % pointerAlignment)
+        bad("are not multiples of " + std::to_string(pointerAlignment) +
+            " bytes, as this kernel's copies need");
+    }
+    if (!p.output)
+      continue;
+    // Each dim's stride clears the extent of the finer ones: no element
+    // written twice; with dense extents, a permutation of a dense tensor.
+    std::vector<size_t> order(shape.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return given[a] < given[b]; });
+    int64_t extent = 1;
+    bool dense = true;
+    for (size_t d : order) {
+      if (shape[d] <= 1)
+        continue;
+      if (given[d] < extent)
+        bad("make the output overlap itself");
+      dense &= given[d] == extent;
+      extent = given[d] * shape[d];
+    }
+    if (p.zero && !dense)
+      bad("leave gaps in an output the kernel adds to (it zeroes the "
+          "whole buffer first)");
+  }
+}
+
 void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
                     const std::vector<std::vector<int64_t>> &shapes,
                     CUstream stream) const {
+  launch(pointers, shapes,
+         std::vector<std::vector<int64_t>>(manifest.params.size()), stream);
+}
+
+void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
+                    const std::vector<std::vector<int64_t>> &shapes,
+                    const std::vector<std::vector<int64_t>> &strides,
+                    CUstream stream) const {
   manifest.checkLaunch(pointers, shapes);
+  manifest.checkStrides(shapes, strides);
   // Runtime shapes: lengths whole tiles divide take the aligned kernel.
   const Variant &chosen =
       aligned && aligned->manifest.tilesDivide(shapes) ? *aligned : general;
@@ -566,7 +644,7 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
   // allocated ptr, aligned ptr, offset, sizes[rank], strides[rank].
   std::vector<uint64_t> words;
   for (size_t i = 0; i < manifest.params.size(); ++i)
-    appendDescriptor(words, pointers[i], shapes[i]);
+    appendDescriptor(words, pointers[i], shapes[i], strides[i]);
   CudaDriver &cuda = CudaDriver::get();
   // Outputs the kernel adds to start at 0 (also where no block runs).
   for (size_t i = 0; i < manifest.params.size(); ++i)
@@ -602,7 +680,7 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
     std::vector<uint64_t> maskWords;
     for (size_t i = 0; i < manifest.params.size(); ++i)
       if (!manifest.params[i].output)
-        appendDescriptor(maskWords, pointers[i], shapes[i]);
+        appendDescriptor(maskWords, pointers[i], shapes[i], strides[i]);
     appendDescriptor(maskWords, maskBuffer, shape);
     appendDescriptor(words, maskBuffer, shape);
     std::vector<void *> maskArgs = argumentsOf(maskWords);
@@ -623,9 +701,9 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
   maps.reserve(manifest.tensorMaps.size());
   for (const TensorMapInfo &t : manifest.tensorMaps) {
     const ParamInfo &p = manifest.params[t.param];
-    maps.push_back(encodeTensorMap(t, p.name, p.dtype, pointers[t.param],
-                                   shapes[t.param],
-                                   rowMajorStrides(shapes[t.param])));
+    maps.push_back(
+        encodeTensorMap(t, p.name, p.dtype, pointers[t.param], shapes[t.param],
+                        stridesOr(strides[t.param], shapes[t.param])));
   }
   for (TensorMap &map : maps)
     args.push_back(&map);

@@ -365,16 +365,38 @@ class JaxFunction(ClassedFunction):
                                 manifest.get("max_extent"))
         params = manifest["params"]
         inputs = [p for p in params if p["direction"] == "in"]
-        operands = []
+        strided = _reads_strides(manifest)
+        operands, layouts = [], []
         for source, p in zip(entry["sources"], inputs):
+            shape = _resolve(p, extents)
             if "constant" in source:
                 operands.append(_constant(directory, source["constant"], p))
-            else:
-                operands.append(_to_kernel_layout(args[source["input"]], source["index"],
-                                                  _resolve(p, extents)).astype(_dtype(p["dtype"])))
-        outs = _attention(manifest, manifest_path, operands, extents)
-        return [_to_user_layout(outs[r["result"]], r["index"], _resolve(info, extents))
-                for r, info in zip(entry["results"], entry["outputs"])]
+                layouts.append(None)
+                continue
+            x = args[source["input"]].astype(_dtype(p["dtype"]))
+            # A permutation of the argument (a [B, N, H, D] array as the
+            # kernel's [B, H, N, D]): the array itself, read in place
+            # through the kernel's strides; else XLA's copy in the
+            # kernel's layout.
+            perm = strided and _source_permutation(source["index"], x, shape, manifest)
+            operands.append(x if perm else _to_kernel_layout(x, source["index"], shape))
+            layouts.append(perm or None)
+        # Outputs written in the user's layout where the result is a
+        # permutation of the kernel's output, likewise.
+        outputs = [p for p in params if p["direction"] == "out"]
+        written, buffers = {}, [None] * len(outputs)
+        for u, (r, info) in enumerate(zip(entry["results"], entry["outputs"])):
+            k, shape = r["result"], _resolve(info, extents)
+            perm = (strided and buffers[k] is None and info["dtype"] == outputs[k]["dtype"]
+                    and _result_permutation(r["index"], shape, _resolve(outputs[k], extents),
+                                            manifest, _dtype(info["dtype"]).itemsize))
+            if perm:
+                buffers[k], written[u] = (shape, perm), k
+        outs = _attention(manifest, manifest_path, operands, extents, layouts=layouts,
+                          buffers=buffers)
+        return [outs[written[u]] if u in written else
+                _to_user_layout(outs[r["result"]], r["index"], _resolve(info, extents))
+                for u, (r, info) in enumerate(zip(entry["results"], entry["outputs"]))]
 
 
 def _constant(directory, file, info):
@@ -415,10 +437,70 @@ def _vary_like(outs, operands):
     return result
 
 
-def _attention(manifest, manifest_path, operands, extents=None, k=0):
+def _reads_strides(manifest):
+    """Whether every arch's kernel of `manifest` reads runtime strides."""
+    top = manifest.get("runtime_strides", False)
+    archs = (manifest.get("archs") or {}).values()
+    return all(a.get("runtime_strides", top) for a in archs) if archs else top
+
+
+def _strides_fit(dims, perm, manifest, itemsize):
+    """Whether the kernel can take a row-major buffer of `dims` as its
+    tensor `perm` describes (kernel dim d is buffer dim perm[d]): the
+    innermost dim contiguous, the others' strides multiples of the kernel's
+    pointer alignment (the runtime's checkStrides, decided here at trace
+    time so that a call never fails inside XLA)."""
+    align = max([manifest.get("pointer_alignment") or 1] +
+                [a.get("pointer_alignment") or 1 for a in (manifest.get("archs") or {}).values()])
+    strides, step = [0] * len(dims), 1
+    for d in reversed(range(len(dims))):
+        strides[d], step = step, step * dims[d]
+    rank = len(perm)
+    if rank and dims[perm[-1]] > 1 and perm[-1] != rank - 1:
+        return False
+    return all(dims[perm[d]] <= 1 or strides[perm[d]] * itemsize % align == 0
+               for d in range(rank - 1))
+
+
+def _source_permutation(index, x, shape, manifest):
+    """The permutation (kernel dim d is dim perm[d] of `x`) by which
+    argument `x` is the kernel operand of `shape` that `index` (a source's:
+    user dim p is kernel dim index[p]["dim"]) describes, where the kernel
+    can read it in place; else None."""
+    if len(index) != x.ndim or len(shape) != x.ndim or any("dim" not in e for e in index):
+        return None
+    perm = [0] * x.ndim
+    for p, e in enumerate(index):
+        perm[e["dim"]] = p
+    if any(x.shape[perm[d]] != shape[d] for d in range(x.ndim)):
+        return None
+    return perm if _strides_fit(list(x.shape), perm, manifest, x.dtype.itemsize) else None
+
+
+def _result_permutation(index, user_shape, shape, manifest, itemsize):
+    """Likewise for a result of `user_shape` that `index` (a result's:
+    kernel dim k is user dim index[k]["dim"]) makes of a kernel output of
+    `shape`: the permutation by which the kernel writes the user's array
+    in place, or None."""
+    if len(index) != len(shape) or len(user_shape) != len(shape) or \
+            any("dim" not in e for e in index):
+        return None
+    perm = [e["dim"] for e in index]
+    if sorted(perm) != list(range(len(shape))) or \
+            any(user_shape[perm[d]] != shape[d] for d in range(len(shape))):
+        return None
+    return perm if _strides_fit(list(user_shape), perm, manifest, itemsize) else None
+
+
+def _attention(manifest, manifest_path, operands, extents=None, k=0, layouts=None,
+               buffers=None):
     """The program's attention kernel `k` (0: the manifest's top level,
     else `attentions[k]`) as an FFI custom call: its outputs (their runtime
-    extents' sizes from `extents`)."""
+    extents' sizes from `extents`). `layouts`: per operand, None (the
+    kernel's own layout) or the permutation by which the operand is the
+    kernel's tensor (kernel dim d is its dim perm[d]); `buffers`: per
+    output, None or (the user's shape, its permutation likewise), which
+    the kernel writes in place."""
     import jax
     import numpy as np
 
@@ -427,10 +509,16 @@ def _attention(manifest, manifest_path, operands, extents=None, k=0):
     if k:
         manifest = {**manifest, **manifest["attentions"][k]}
     outputs = [p for p in manifest["params"] if p["direction"] == "out"]
+    layouts = layouts or [None] * len(operands)
+    buffers = buffers or [None] * len(outputs)
+    shapes = [b[0] if b else _resolve(p, extents or {}) for b, p in zip(buffers, outputs)]
+    flat = [d for x, perm in zip(operands, layouts) for d in (perm or range(x.ndim))] + \
+        [d for shape, b in zip(shapes, buffers) for d in (b[1] if b else range(len(shape)))]
     call = jax.ffi.ffi_call(
-        TARGET, [jax.ShapeDtypeStruct(_resolve(p, extents or {}), _dtype(p["dtype"]))
-                 for p in outputs])
-    outs = call(*operands, manifest=os.path.abspath(manifest_path), attention=np.int64(k))
+        TARGET, [jax.ShapeDtypeStruct(shape, _dtype(p["dtype"]))
+                 for shape, p in zip(shapes, outputs)])
+    outs = call(*operands, manifest=os.path.abspath(manifest_path), attention=np.int64(k),
+                layouts=np.array(flat, dtype=np.int64))
     return _vary_like(list(outs) if isinstance(outs, (list, tuple)) else [outs], operands)
 
 

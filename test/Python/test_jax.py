@@ -88,6 +88,53 @@ class JaxJit(unittest.TestCase):
         kernel = _to_kernel_layout(z, fixed, [2, 4, 128, 64])
         np.testing.assert_array_equal(np.asarray(kernel)[:, 3], x[:, :, 0])
 
+    def test_permuted_arrays_reach_the_kernel_in_place(self):
+        """[B, N, H, D] arrays are the kernel's [B, H, N, D] operands and
+        output through its runtime strides: the custom call takes and
+        returns the user's arrays (no transposes around it), its `layouts`
+        saying which buffer dim each kernel dim is; the permutations are
+        the ones XLA's copies would apply."""
+        import re
+
+        import jax
+        import jax.numpy as jnp
+        import numpy as np
+
+        import flashlight.jax as fj
+
+        def attention(q, k, v):
+            return jax.nn.dot_product_attention(q, k, v, is_causal=True,
+                                                implementation="xla")
+
+        s = jax.ShapeDtypeStruct((2, 128, 4, 64), jnp.bfloat16)
+        fn = fj.jit(attention, cache=self.cache.name)
+        text = jax.jit(fn).lower(s, s, s).as_text()
+        self.assertNotIn("stablehlo.transpose", text)
+        layouts = re.findall(r"layouts = dense<\[([0-9, ]+)\]>", text)
+        self.assertEqual(layouts, [", ".join(["0, 2, 1, 3"] * 4)], text)
+        # What the permutations mean: the kernel's tensor is the buffer
+        # transposed by them, as the copies in the kernel's layout make it.
+        y = np.arange(128 * 2 * 4 * 64, dtype=np.float32).reshape(128, 2, 4, 64)
+        cycle = [{"dim": 2}, {"dim": 0}, {"dim": 1}, {"dim": 3}]
+        manifest = {"runtime_strides": True, "pointer_alignment": 16}
+        perm = fj._source_permutation(cycle, y, [2, 4, 128, 64], manifest)
+        np.testing.assert_array_equal(
+            y.transpose(perm), np.asarray(fj._to_kernel_layout(y, cycle, [2, 4, 128, 64])))
+        result = [{"dim": 1}, {"dim": 2}, {"dim": 0}, {"dim": 3}]
+        perm = fj._result_permutation(result, [128, 2, 4, 64], [2, 4, 128, 64], manifest, 4)
+        kernel = y.transpose(perm)
+        np.testing.assert_array_equal(
+            np.asarray(fj._to_user_layout(kernel, result, [128, 2, 4, 64])), y)
+        # Strides the kernel cannot take: copies. A head dim of 2 f32 (8-byte
+        # rows) is off the kernel's 16-byte alignment; a static-strides
+        # kernel takes its own layout only.
+        narrow = np.zeros((2, 128, 4, 2), np.float32)
+        bnhd = [{"dim": 0}, {"dim": 2}, {"dim": 1}, {"dim": 3}]
+        self.assertIsNone(fj._source_permutation(bnhd, narrow, [2, 4, 128, 2], manifest))
+        self.assertFalse(fj._reads_strides({"runtime_strides": False}))
+        self.assertFalse(fj._reads_strides({"runtime_strides": True, "archs": {
+            "sm_80": {}, "sm_90a": {"runtime_strides": False}}}))
+
     def test_steps_lower_to_xla_ops_and_custom_calls(self):
         import jax
         import jax.numpy as jnp
@@ -159,7 +206,7 @@ class JaxJit(unittest.TestCase):
         # log-sum-exp, [2, 4, 128] f32), then the gradient program with
         # saved statistics (dQ, dK, dV; not the forward again, which the
         # gradient program without them has as a fourth kernel).
-        calls = re.findall(rf"@{fj.TARGET}\(.*?attention = (\d+) : i64, manifest = \"([^\"]+)\""
+        calls = re.findall(rf"@{fj.TARGET}\(.*?attention = (\d+) : i64, .*?manifest = \"([^\"]+)\""
                            r".*?-> (.*)", text)
         by_manifest = {}
         for k, manifest, results in calls:

@@ -196,6 +196,55 @@ TEST_CASE("launch pointers are checked against the manifest's alignment",
                     Catch::Contains("q0: dim 3 is 3, expected 2"));
 }
 
+TEST_CASE("strides are checked against what the kernel reads", "[runtime]") {
+  // q0 [B = 1, H = 2, M = 4, D = 8] f32 as a [B, M, H, D] buffer's view:
+  // strides (64, 8, 16, 1).
+  json m = tinyManifest(nullptr);
+  m["params"] = {
+      param("q0", "in", {1, 2, 4, 8}), param("k0", "in", {1, 2, 4, 8}),
+      param("v", "in", {1, 2, 4, 8}), param("out", "out", {1, 2, 4, 8}),
+      param("lse0", "out", {1, 2, 4})};
+  std::vector<std::vector<int64_t>> shapes = {
+      {1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4, 8}, {1, 2, 4}};
+  std::vector<std::vector<int64_t>> dense(5), bnhd = dense;
+  bnhd[0] = bnhd[3] = {64, 8, 16, 1};
+  KernelManifest fixed = manifestFrom(m);
+  CHECK_NOTHROW(fixed.checkStrides(shapes, dense));
+  CHECK_THROWS_WITH(fixed.checkStrides(shapes, bnhd),
+                    Catch::Contains("q0: strides (64, 8, 16, 1) are not dense "
+                                    "row-major, and this kernel was compiled "
+                                    "with static strides"));
+  m["runtime_strides"] = true;
+  m["pointer_alignment"] = 16;
+  KernelManifest strided = manifestFrom(m);
+  CHECK_NOTHROW(strided.checkStrides(shapes, bnhd));
+  // Row-major strides given explicitly are the dense layout.
+  dense[0] = {64, 32, 8, 1};
+  CHECK_NOTHROW(fixed.checkStrides(shapes, dense));
+  std::vector<std::vector<int64_t>> bad = bnhd;
+  bad[0] = {64, 32, 8, 2};
+  CHECK_THROWS_WITH(strided.checkStrides(shapes, bad),
+                    Catch::Contains("q0: strides (64, 32, 8, 2) leave the "
+                                    "innermost dim strided"));
+  bad[0] = {64, 9, 18, 1};
+  CHECK_THROWS_WITH(strided.checkStrides(shapes, bad),
+                    Catch::Contains("not multiples of 16 bytes"));
+  bad = bnhd;
+  bad[3] = {32, 8, 8, 1}; // rows of the two heads on top of each other
+  CHECK_THROWS_WITH(strided.checkStrides(shapes, bad),
+                    Catch::Contains("out: strides (32, 8, 8, 1) make the "
+                                    "output overlap itself"));
+  // An output the kernel adds to is zeroed whole first: no gaps.
+  m["params"][3]["zero"] = true;
+  KernelManifest zeroed = manifestFrom(m);
+  CHECK_NOTHROW(zeroed.checkStrides(shapes, bnhd));
+  bad[3] = {128, 8, 32, 1};
+  CHECK_THROWS_WITH(zeroed.checkStrides(shapes, bad),
+                    Catch::Contains("leave gaps in an output"));
+  CHECK_THROWS_WITH(strided.checkStrides(shapes, {{}, {}}),
+                    Catch::Contains("2 stride lists for 5 tensors"));
+}
+
 TEST_CASE("each arch's artifact launches with that arch's geometry",
           "[runtime]") {
   // sm_90a's wgmma kernel takes 256 threads and more shared memory than the

@@ -65,6 +65,9 @@ struct KernelManifest {
   /// Bytes every tensor pointer must be aligned to (besides its element
   /// size): 16 for the tensor-core kernels' 16-byte copies.
   unsigned pointerAlignment = 1;
+  /// The kernel reads its tensors' strides at run time (any layout whose
+  /// innermost dim is contiguous); else dense row-major tensors only.
+  bool runtimeStrides = false;
   /// The TMA tensor maps the kernel takes after its other parameters.
   std::vector<TensorMapInfo> tensorMaps;
   std::vector<ParamInfo> params;
@@ -136,6 +139,15 @@ struct KernelManifest {
   /// (element size and `pointerAlignment`). Throws ManifestError.
   void checkLaunch(const std::vector<CUdeviceptr> &pointers,
                    const std::vector<std::vector<int64_t>> &shapes) const;
+  /// Checks each parameter's element strides (empty: dense row-major)
+  /// against what the kernel takes: row-major only without
+  /// `runtimeStrides`; else the innermost dim contiguous, the others
+  /// multiples of `pointerAlignment` bytes, outputs that do not overlap
+  /// themselves and, where the kernel adds to a zeroed output, a
+  /// permutation of a dense tensor. Throws ManifestError naming the
+  /// parameter.
+  void checkStrides(const std::vector<std::vector<int64_t>> &shapes,
+                    const std::vector<std::vector<int64_t>> &strides) const;
 };
 
 /// A loaded kernel, ready to launch on the current context.
@@ -158,6 +170,14 @@ public:
   /// ordered (one stream, or synchronized).
   void launch(const std::vector<CUdeviceptr> &pointers,
               const std::vector<std::vector<int64_t>> &shapes,
+              CUstream stream = nullptr) const;
+  /// launch() of tensors with the given element strides per parameter
+  /// (empty: dense row-major), checked by KernelManifest::checkStrides: a
+  /// caller's layout (a [B, N, H, D] buffer as the kernel's [B, H, N, D])
+  /// read and written in place.
+  void launch(const std::vector<CUdeviceptr> &pointers,
+              const std::vector<std::vector<int64_t>> &shapes,
+              const std::vector<std::vector<int64_t>> &strides,
               CUstream stream = nullptr) const;
 
 private:
