@@ -330,9 +330,17 @@ class JaxFunction(ClassedFunction):
         # its inverse.
         extra = [] if saved is None else [pull_out(saved[0].astype(kernel_out.dtype))[0],
                                           saved[1]]
+        ops = [*operands(*[args[i] for i in floats]), dout, *extra]
+        layouts, result_layouts = _gradient_layouts(
+            gradient, entry, args, inputs, (r, info, outputs[r["result"]]), g, saved, ops)
         grads = _run_steps(gradient, os.path.dirname(gradient_path), gradient_path,
-                           [*operands(*[args[i] for i in floats]), dout, *extra])
+                           ops, layouts, result_layouts)
         grads = grads if isinstance(grads, tuple) else (grads,)
+        # Gradients returned in the caller's layout go back to the
+        # kernel's for the layouts' vector-Jacobian product: XLA folds the
+        # two transposes away.
+        grads = [x if layout is None else jnp.transpose(x, layout[1])
+                 for x, layout in zip(grads, result_layouts)]
 
         def differentiated(*xs):
             ops = operands(*xs)
@@ -357,6 +365,8 @@ class JaxFunction(ClassedFunction):
             return list(results) if isinstance(results, tuple) else [results]
         if not manifest.get("kernel") or "sources" not in entry:
             raise NotImplementedError(f"flashlight.jax: {manifest_path} has no entry")
+        import jax.numpy as jnp
+
         from . import _bind_extents, _resolve
 
         # Runtime shapes: the extents' sizes from the arguments.
@@ -378,25 +388,59 @@ class JaxFunction(ClassedFunction):
             # kernel's [B, H, N, D]): the array itself, read in place
             # through the kernel's strides; else XLA's copy in the
             # kernel's layout.
-            perm = strided and _source_permutation(source["index"], x, shape, manifest)
-            operands.append(x if perm else _to_kernel_layout(x, source["index"], shape))
-            layouts.append(perm or None)
+            layout = strided and _source_layout(source["index"], x, shape, manifest)
+            operands.append(jnp.reshape(x, layout[0]) if layout else
+                            _to_kernel_layout(x, source["index"], shape))
+            layouts.append(layout[1] if layout else None)
         # Outputs written in the user's layout where the result is a
         # permutation of the kernel's output, likewise.
         outputs = [p for p in params if p["direction"] == "out"]
         written, buffers = {}, [None] * len(outputs)
         for u, (r, info) in enumerate(zip(entry["results"], entry["outputs"])):
             k, shape = r["result"], _resolve(info, extents)
-            perm = (strided and buffers[k] is None and info["dtype"] == outputs[k]["dtype"]
-                    and _result_permutation(r["index"], shape, _resolve(outputs[k], extents),
-                                            manifest, _dtype(info["dtype"]).itemsize))
-            if perm:
-                buffers[k], written[u] = (shape, perm), k
+            layout = (strided and buffers[k] is None and info["dtype"] == outputs[k]["dtype"]
+                      and _result_layout(r["index"], shape, _resolve(outputs[k], extents),
+                                         manifest, _dtype(info["dtype"]).itemsize))
+            if layout:
+                buffers[k], written[u] = layout, k
         outs = _attention(manifest, manifest_path, operands, extents, layouts=layouts,
                           buffers=buffers)
-        return [outs[written[u]] if u in written else
+        return [jnp.reshape(outs[written[u]], _resolve(info, extents)) if u in written else
                 _to_user_layout(outs[r["result"]], r["index"], _resolve(info, extents))
                 for u, (r, info) in enumerate(zip(entry["results"], entry["outputs"]))]
+
+
+def _gradient_layouts(gradient, forward, args, inputs, result, g, saved, ops):
+    """For the gradient program's run: its inputs the kernel reads in
+    the caller's layout (permutations of the arguments, of dO and of the
+    saved output; `ops` replaced in place by the caller's arrays) and
+    the gradients it can write there, as _run_steps takes them.
+    `forward`: the forward's entry; `result`: its result, the result's
+    entry output and its kernel output."""
+    import jax.numpy as jnp
+
+    layouts = [None] * len(ops)
+    gradient_of = gradient["entry"]["gradient_of"]
+    if not _reads_strides(gradient):
+        return layouts, [None] * len(gradient_of)
+    result, info, output = result
+    by_operand = {}
+    for k, (s, p) in enumerate(zip(forward["sources"], inputs)):
+        if "input" not in s:
+            continue
+        x = args[s["input"]].astype(_dtype(p["dtype"]))
+        layout = _source_layout(s["index"], x, p["shape"], gradient)
+        if layout:
+            ops[k], layouts[k], by_operand[k] = jnp.reshape(x, layout[0]), layout[1], layout
+    # dO and the saved output: the result's layout read backwards.
+    layout = _result_layout(result["index"], info["shape"], output["shape"], gradient,
+                            _dtype(output["dtype"]).itemsize)
+    if layout:
+        n, dtype = len(inputs), _dtype(output["dtype"])
+        ops[n], layouts[n] = jnp.reshape(g.astype(dtype), layout[0]), layout[1]
+        if saved is not None:
+            ops[n + 1], layouts[n + 1] = jnp.reshape(saved[0].astype(dtype), layout[0]), layout[1]
+    return layouts, [by_operand.get(k) for k in gradient_of]
 
 
 def _constant(directory, file, info):
@@ -462,34 +506,57 @@ def _strides_fit(dims, perm, manifest, itemsize):
                for d in range(rank - 1))
 
 
-def _source_permutation(index, x, shape, manifest):
-    """The permutation (kernel dim d is dim perm[d] of `x`) by which
-    argument `x` is the kernel operand of `shape` that `index` (a source's:
-    user dim p is kernel dim index[p]["dim"]) describes, where the kernel
-    can read it in place; else None."""
-    if len(index) != x.ndim or len(shape) != x.ndim or any("dim" not in e for e in index):
+def _source_layout(index, x, shape, manifest):
+    """How the kernel reads argument `x` in place as the operand of
+    `shape` that `index` (a source's: user dim p is kernel dim
+    index[p]["dim"], or fixed at index[p]["const"]) describes: (a shape of
+    `x` without its unit dims fixed at 0, with a unit dim first for each
+    unit kernel dim it lacks, which XLA's reshape makes without a copy;
+    the permutation by which that buffer is the operand: kernel dim d is
+    its dim perm[d]). None where the kernel cannot (a broadcast, a fixed
+    dim past its first element, strides off the kernel's alignment)."""
+    mapped = [(p, e["dim"]) for p, e in enumerate(index) if "dim" in e]
+    if len(index) != x.ndim or any("dim" not in e and (e.get("const") != 0 or x.shape[p] != 1)
+                                   for p, e in enumerate(index)):
         return None
-    perm = [0] * x.ndim
-    for p, e in enumerate(index):
-        perm[e["dim"]] = p
-    if any(x.shape[perm[d]] != shape[d] for d in range(x.ndim)):
+    dims = [d for _, d in mapped]
+    inserted = [d for d in range(len(shape)) if d not in dims]
+    if len(set(dims)) != len(dims) or any(shape[d] != 1 for d in inserted) or \
+            any(x.shape[p] != shape[d] for p, d in mapped):
         return None
-    return perm if _strides_fit(list(x.shape), perm, manifest, x.dtype.itemsize) else None
+    buffer = [1] * len(inserted) + [x.shape[p] for p, _ in mapped]
+    perm = [0] * len(shape)
+    for i, d in enumerate(inserted):
+        perm[d] = i
+    for j, (_, d) in enumerate(mapped):
+        perm[d] = len(inserted) + j
+    return (buffer, perm) if _strides_fit(buffer, perm, manifest, x.dtype.itemsize) else None
 
 
-def _result_permutation(index, user_shape, shape, manifest, itemsize):
+def _result_layout(index, user_shape, shape, manifest, itemsize):
     """Likewise for a result of `user_shape` that `index` (a result's:
-    kernel dim k is user dim index[k]["dim"]) makes of a kernel output of
-    `shape`: the permutation by which the kernel writes the user's array
-    in place, or None."""
-    if len(index) != len(shape) or len(user_shape) != len(shape) or \
-            any("dim" not in e for e in index):
+    kernel dim k is user dim index[k]["dim"], or a unit dim the user's
+    result lacks) makes of a kernel output of `shape`: (the user's shape
+    without the unit dims the index does not name, with a unit dim first
+    for each such kernel dim; the permutation by which that buffer is the
+    output; the user's result is the buffer reshaped), or None."""
+    if len(index) != len(shape):
         return None
-    perm = [e["dim"] for e in index]
-    if sorted(perm) != list(range(len(shape))) or \
-            any(user_shape[perm[d]] != shape[d] for d in range(len(shape))):
+    fixed = [k for k, e in enumerate(index) if "dim" not in e]
+    mapped = [(k, e["dim"]) for k, e in enumerate(index) if "dim" in e]
+    users = [u for _, u in mapped]
+    if any(shape[k] != 1 for k in fixed) or len(set(users)) != len(users) or \
+            any(not 0 <= u < len(user_shape) or user_shape[u] != shape[k] for k, u in mapped) or \
+            any(user_shape[u] != 1 for u in range(len(user_shape)) if u not in users):
         return None
-    return perm if _strides_fit(list(user_shape), perm, manifest, itemsize) else None
+    named = sorted(users)
+    buffer = [1] * len(fixed) + [user_shape[u] for u in named]
+    perm = [0] * len(shape)
+    for i, k in enumerate(fixed):
+        perm[k] = i
+    for k, u in mapped:
+        perm[k] = len(fixed) + named.index(u)
+    return (buffer, perm) if _strides_fit(buffer, perm, manifest, itemsize) else None
 
 
 def _attention(manifest, manifest_path, operands, extents=None, k=0, layouts=None,
@@ -535,24 +602,107 @@ def _host_module(entry, directory):
                                                     int(str(cc).replace(".", ""))))
 
 
-def _run_steps(manifest, directory, manifest_path, args):
+class _Values:
+    """The values of a manifest entry's steps, by index. A value may be
+    held in a caller's layout: a buffer and the permutation that makes it
+    the kernel's tensor (kernel dim d is buffer dim perm[d]); attention
+    kernels that read strides take it in place (`held`), every other read
+    gets XLA's transpose into the kernel's layout, made once."""
+
+    def __init__(self, count):
+        self._values = [None] * count
+        self._held = {}
+
+    def __setitem__(self, i, value):
+        self._values[i] = value
+        self._held.pop(i, None)
+
+    def hold(self, i, buffer, perm):
+        self._values[i], self._held[i] = None, (buffer, list(perm))
+
+    def __getitem__(self, i):
+        if self._values[i] is None and i in self._held:
+            import jax.numpy as jnp
+
+            buffer, perm = self._held[i]
+            self._values[i] = jnp.transpose(buffer, perm)
+        return self._values[i]
+
+    def held(self, i):
+        """(buffer, permutation) where value `i` is held in a caller's
+        layout, else None."""
+        return self._held.get(i)
+
+
+def _attention_step(manifest, manifest_path, step, vals, wanted):
+    """An entry's attention step: its operands held in a caller's layout
+    passed in place where the kernel reads strides and can take them, and
+    its results in `wanted` ({value: (user shape, permutation)}) written
+    in the caller's layout likewise."""
+    from . import _resolve
+
+    k = step.get("attention", 0)
+    if not 0 <= k < len(manifest.get("attentions") or [None]):
+        raise RuntimeError(f"flashlight.jax: {manifest_path} has no attention {k}")
+    own = {**manifest, **manifest["attentions"][k]} if k else manifest
+    strided = _reads_strides(own)
+    operands, layouts = [], []
+    for a in step["args"]:
+        held = vals.held(a)
+        fits = held and strided and _strides_fit(list(held[0].shape), held[1], own,
+                                                 held[0].dtype.itemsize)
+        operands.append(held[0] if fits else vals[a])
+        layouts.append(held[1] if fits else None)
+    outputs = [p for p in own["params"] if p["direction"] == "out"]
+    buffers = []
+    for r, p in zip(step["results"], outputs):
+        shape, perm = wanted.get(r, (None, None))
+        fits = perm and strided and _strides_fit(list(shape), perm, own,
+                                                 _dtype(p["dtype"]).itemsize)
+        buffers.append((shape, perm) if fits and
+                       [shape[i] for i in perm] == _resolve(p, {}) else None)
+    outs = _attention(manifest, manifest_path, operands, k=k, layouts=layouts,
+                      buffers=buffers)
+    for r, o, b in zip(step["results"], outs, buffers):
+        if b:
+            vals.hold(r, o, b[1])
+        else:
+            vals[r] = o
+
+
+def _run_steps(manifest, directory, manifest_path, args, layouts=None, result_layouts=None):
     """The entry's steps in XLA: contractions as jnp.einsum (XLA's GEMM),
     the other reference-path kernels and the attention as FFI custom calls,
-    reshapes and constants as what they are."""
+    reshapes and constants as what they are. `layouts`: per argument, None
+    (in the entry's layout) or the permutation by which it is the entry's
+    input (kernel dim d is its dim perm[d]: a caller's [B, N, H, D] array
+    as a [B, H, N, D] input), which attention kernels then read in place;
+    `result_layouts`: per result, None or (the caller's shape, the
+    permutation likewise), the result then returned in the caller's layout
+    (written there by its attention kernel where it can)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
 
     entry = manifest["entry"]
     infos = entry["values"]
-    vals = [None] * len(infos)
+    vals = _Values(len(infos))
     taken = [i for i in entry["inputs"] if "file" not in i]
     if len(args) != len(taken):
         raise TypeError(f"{entry.get('function')} takes {len(taken)} arrays, got {len(args)}")
-    given = iter(args)
+    given = iter(zip(args, layouts or [None] * len(args)))
     for i, info in enumerate(entry["inputs"]):
-        vals[i] = (_constant(directory, info["file"], info) if "file" in info
-                   else next(given))
+        if "file" in info:
+            vals[i] = _constant(directory, info["file"], info)
+            continue
+        x, perm = next(given)
+        if perm is None:
+            vals[i] = x
+        else:
+            vals.hold(i, x, perm)
+    result_layouts = result_layouts or [None] * len(entry["results"])
+    wanted = {r: tuple(layout) for r, layout in zip(entry["results"], result_layouts)
+              if layout is not None}
     module = None
     for step in entry["steps"]:
         op = step["op"]
@@ -600,15 +750,18 @@ def _run_steps(manifest, directory, manifest_path, args):
             for r, o in zip(results, outs):
                 vals[r] = o
         elif op == "attention":
-            k = step.get("attention", 0)
-            if not 0 <= k < len(manifest.get("attentions") or [None]):
-                raise RuntimeError(f"flashlight.jax: {manifest_path} has no attention {k}")
-            outs = _attention(manifest, manifest_path, [vals[a] for a in step["args"]], k=k)
-            for r, o in zip(step["results"], outs):
-                vals[r] = o
+            _attention_step(manifest, manifest_path, step, vals, wanted)
         else:
             raise RuntimeError(f"flashlight.jax: unknown step {op!r}")
-    results = [vals[r] for r in entry["results"]]
+    results = []
+    for r, layout in zip(entry["results"], result_layouts):
+        held = vals.held(r)
+        if layout is None:
+            results.append(vals[r])
+        elif held and held[1] == list(layout[1]):
+            results.append(held[0])
+        else:
+            results.append(jnp.transpose(vals[r], np.argsort(layout[1])))
     return results[0] if len(results) == 1 else tuple(results)
 
 

@@ -117,20 +117,38 @@ class JaxJit(unittest.TestCase):
         y = np.arange(128 * 2 * 4 * 64, dtype=np.float32).reshape(128, 2, 4, 64)
         cycle = [{"dim": 2}, {"dim": 0}, {"dim": 1}, {"dim": 3}]
         manifest = {"runtime_strides": True, "pointer_alignment": 16}
-        perm = fj._source_permutation(cycle, y, [2, 4, 128, 64], manifest)
+        shape, perm = fj._source_layout(cycle, y, [2, 4, 128, 64], manifest)
+        self.assertEqual(shape, list(y.shape))
         np.testing.assert_array_equal(
             y.transpose(perm), np.asarray(fj._to_kernel_layout(y, cycle, [2, 4, 128, 64])))
         result = [{"dim": 1}, {"dim": 2}, {"dim": 0}, {"dim": 3}]
-        perm = fj._result_permutation(result, [128, 2, 4, 64], [2, 4, 128, 64], manifest, 4)
-        kernel = y.transpose(perm)
+        shape, perm = fj._result_layout(result, [128, 2, 4, 64], [2, 4, 128, 64], manifest, 4)
+        kernel = y.reshape(shape).transpose(perm)
         np.testing.assert_array_equal(
             np.asarray(fj._to_user_layout(kernel, result, [128, 2, 4, 64])), y)
+        # A batch of 1 as the layouts drop it: the user's unit dim fixed at
+        # 0, the kernel's unit batch dim inserted; both by a reshape.
+        one = np.ascontiguousarray(y[:, :1].transpose(1, 0, 2, 3))  # [1, N, H, D]
+        dropped = [{"const": 0}, {"dim": 2}, {"dim": 1}, {"dim": 3}]
+        shape, perm = fj._source_layout(dropped, one, [1, 4, 128, 64], manifest)
+        np.testing.assert_array_equal(
+            one.reshape(shape).transpose(perm),
+            np.asarray(fj._to_kernel_layout(one, dropped, [1, 4, 128, 64])))
+        unit = [{"const": 0}, {"dim": 2}, {"dim": 1}, {"dim": 3}]  # kernel [1, H, N, D]
+        shape, perm = fj._result_layout(unit, [1, 128, 4, 64], [1, 4, 128, 64], manifest, 4)
+        kernel = one.reshape(shape).transpose(perm)
+        np.testing.assert_array_equal(
+            np.asarray(fj._to_user_layout(kernel, unit, [1, 128, 4, 64])), one)
+        # A broadcast kernel dim and a fixed dim past its first element:
+        # copies.
+        self.assertIsNone(fj._source_layout(dropped, one, [2, 4, 128, 64], manifest))
+        self.assertIsNone(fj._source_layout(dropped, y, [1, 4, 2, 64], manifest))
         # Strides the kernel cannot take: copies. A head dim of 2 f32 (8-byte
         # rows) is off the kernel's 16-byte alignment; a static-strides
         # kernel takes its own layout only.
         narrow = np.zeros((2, 128, 4, 2), np.float32)
         bnhd = [{"dim": 0}, {"dim": 2}, {"dim": 1}, {"dim": 3}]
-        self.assertIsNone(fj._source_permutation(bnhd, narrow, [2, 4, 128, 2], manifest))
+        self.assertIsNone(fj._source_layout(bnhd, narrow, [2, 4, 128, 2], manifest))
         self.assertFalse(fj._reads_strides({"runtime_strides": False}))
         self.assertFalse(fj._reads_strides({"runtime_strides": True, "archs": {
             "sm_80": {}, "sm_90a": {"runtime_strides": False}}}))
