@@ -10,8 +10,9 @@ python/ is not on the path), checks that the compiler is the one the
 package carries and that it runs here (no LLVM 22), then compiles from an
 empty cache and runs: a `flashlight.jit` function at four shapes (a batch
 of 1 among them: one kernel with runtime shapes serves the last two), and a
-`flashlight.jax.jit` function at two shapes inside `jax.jit`; each output
-against the function itself in f32 (bf16 tolerance 2e-2).
+`flashlight.jax.jit` function at two shapes inside `jax.jit` and one with
+runtime shapes at four (and its `jax.grad`); each output against the
+function itself in f32 (bf16 tolerance 2e-2).
 """
 
 import json
@@ -86,6 +87,32 @@ def main(out_path):
         ref = dpa(*[a.astype(jnp.float32) for a in args]) * 2
         err = rel_err(out.astype(jnp.float32), ref)
         record(err <= 2e-2, check="jax", N=n, rel_err=err, compiles=attention.compiles)
+    # Runtime shapes: the second shape class compiles the kernel that the
+    # later ones take (the arrays in place through its strides), a batch of
+    # 1 among them; jax.grad at the first shape.
+    shaped = fj.jit(dpa, runtime_shapes=True)
+    for b, n in ((2, 256), (3, 384), (5, 1000), (1, 130)):
+        keys = jax.random.split(jax.random.PRNGKey(b * n), 4)
+        args = [jax.random.normal(k, (b, n, 4, 64), jnp.float32).astype(jnp.bfloat16)
+                for k in keys[:3]]
+        out = jax.jit(shaped)(*args)
+        ref = dpa(*[a.astype(jnp.float32) for a in args])
+        err = rel_err(out.astype(jnp.float32), ref)
+        record(err <= 2e-2, check="jax runtime shapes", B=b, N=n, rel_err=err,
+               compiles=shaped.compiles)
+        if n == 256:
+            dout = jax.random.normal(keys[3], out.shape, jnp.float32)
+
+            def loss(f):
+                return lambda *a: (f(*a).astype(jnp.float32) * dout).sum()
+            ours = jax.jit(jax.grad(loss(shaped), (0, 1, 2)))(*args)
+            want = jax.grad(loss(dpa), (0, 1, 2))(*[a.astype(jnp.float32) for a in args])
+            err = max(rel_err(o.astype(jnp.float32), w) for o, w in zip(ours, want))
+            record(err <= 2e-2, check="jax grad", B=b, N=n, rel_err=err)
+    # (2, 256), then (3, 384) with runtime B and N, which (5, 1000) and
+    # (1, 130) take.
+    record(shaped.compiles == 2, check="jax runtime shapes compiles",
+           compiles=shaped.compiles)
 
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "jax": jax.__version__, "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
