@@ -101,6 +101,9 @@ def main(out_path):
         record(err <= 2e-2, check="jax runtime shapes", B=b, N=n, rel_err=err,
                compiles=shaped.compiles)
         if n == 256:
+            # The plain function above compiled this lowering: a cache hit
+            # or not, what comes after compiles once.
+            first = shaped.compiles
             dout = jax.random.normal(keys[3], out.shape, jnp.float32)
 
             def loss(f):
@@ -109,10 +112,10 @@ def main(out_path):
             want = jax.grad(loss(dpa), (0, 1, 2))(*[a.astype(jnp.float32) for a in args])
             err = max(rel_err(o.astype(jnp.float32), w) for o, w in zip(ours, want))
             record(err <= 2e-2, check="jax grad", B=b, N=n, rel_err=err)
-    # (2, 256), then (3, 384) with runtime B and N, which (5, 1000) and
+    # (3, 384) with runtime B and N against (2, 256), which (5, 1000) and
     # (1, 130) take.
-    record(shaped.compiles == 2, check="jax runtime shapes compiles",
-           compiles=shaped.compiles)
+    record(shaped.compiles == first + 1, check="jax runtime shapes compiles",
+           compiles=shaped.compiles - first)
 
     result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
               "jax": jax.__version__, "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
