@@ -13,7 +13,7 @@ random output gradient, and compares the output and every input's gradient
 with the function run by PyTorch in float64 on the same values (relative
 Frobenius error; bf16 tolerance 2e-2). Kernel outputs are NaN-poisoned
 first. Shapes: lengths 128 and 1000 (not a multiple of the tiles), head
-dims 64 and 128, GQA 4:2, [B, H, N, D] and [B, N, H, D] callers (also
+dims 64 and 128 (and vanilla at 2049, whose Delta takes the row groups' tail), GQA 4:2, [B, H, N, D] and [B, N, H, D] callers (also
 with a batch of 1), a
 learned sink (its gradient too), a pair bias (an input that does not
 require grad) with an output gate, differential attention (two logit
@@ -177,6 +177,10 @@ def cases():
                 (f"learned_alibi n{n} d{d}", learned_alibi, bhnd + [((4,), "slopes")]),
                 (f"bucket_table n{n} d{d}", bucket_table, bhnd + [((31, 4), "f32")]),
             ]
+    # 16392 rows of Delta = rowsum(dO * O): a reference-path row reduction
+    # with warps taking 4 rows each, the last group past the end (the
+    # per-row tests).
+    out.append(("vanilla_rows n2049 d64", vanilla, [(2, 4, 2049, 64)] * 3))
     return out
 
 

@@ -365,6 +365,15 @@ LogicalResult concatToGeneric(IRRewriter &rewriter, tensor::ConcatOp concat) {
 constexpr int64_t kMinWarpReduction = 64;
 /// The most steps a lane of a warp's row reduction takes unrolled.
 constexpr int64_t kMaxUnrolledLaneSteps = 8;
+/// A warp takes several short rows where the generic has at least
+/// kMinGroupedRows: as many as keep each lane's steps over all of them
+/// within kMaxUnrolledLaneSteps, at most kMaxRowsPerWarp. One 64-wide
+/// row is one or two loads per lane and input, too few in flight to keep
+/// the memory busy (a gradient's rowsum(dO * O) ran at ~40 % of the
+/// bandwidth one row per warp); with fewer rows the grid would get too few
+/// blocks, and long rows already issue enough loads.
+constexpr int64_t kMaxRowsPerWarp = 4;
+constexpr int64_t kMinGroupedRows = 16384;
 std::optional<SmallVector<Operation *>>
 rowCombiners(linalg::GenericOp generic) {
   SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
@@ -485,6 +494,20 @@ private:
   /// The element `map` reaches from the loop indices `idx`.
   SmallVector<Value> elementAt(OpBuilder &b, AffineMap map,
                                ArrayRef<Value> idx);
+  /// A parallel point's indices and reduced values (per bucket value, per
+  /// output); `first` is lane 0's test where a warp reduces it.
+  struct Point {
+    SmallVector<Value> idx, values;
+    Value first;
+  };
+  /// Parallel point `linear` (a thread's, or with `combiners` a warp's row,
+  /// `lane` its lane): its indices, accumulators and reduction.
+  Point reducePoint(OpBuilder &b, Value linear, Value lane,
+                    const std::optional<SmallVector<Operation *>> &combiners);
+  /// The points' results, stored (a warp's by lane 0) after all of them
+  /// were reduced: a store the loads of a later point would follow could
+  /// alias them, and so would keep those loads from issuing early.
+  void storePoints(OpBuilder &b, ArrayRef<Point> points);
 
   linalg::GenericOp generic;
   gpu::GPUModuleOp module;
@@ -737,7 +760,7 @@ FailureOr<int64_t> KernelBuilder::build() {
       b.getDenseI32ArrayAttr({int32_t(flashlight::kHostBlockSize), 1, 1}));
   Block &entry = kernel.getBody().front();
   b.setInsertionPointToStart(&entry);
-  unsigned numIn = generic.getNumDpsInputs(), numOut = generic.getNumDpsInits();
+  unsigned numOut = generic.getNumDpsInits();
   unsigned numTensorIn = 0;
   for (Value in : generic.getInputs())
     numTensorIn += isa<RankedTensorType>(in.getType());
@@ -788,9 +811,20 @@ FailureOr<int64_t> KernelBuilder::build() {
   for (Value in : generic.getInputs())
     inputs.push_back(isa<RankedTensorType>(in.getType()) ? memrefs[nextMemref++]
                                                          : captured.lookup(in));
-  // One thread per parallel point; with rowCombiners, one warp.
+  // One thread per parallel point; with rowCombiners, one warp, which
+  // takes `rows` consecutive rows.
   std::optional<SmallVector<Operation *>> combiners = rowCombiners(generic);
   int64_t perPoint = combiners ? kWarpSize : 1;
+  int64_t rows = 1;
+  if (combiners && points >= kMinGroupedRows) {
+    int64_t reduced = 1;
+    for (auto [r, it] : llvm::zip(ranges, iters))
+      if (it != utils::IteratorType::parallel)
+        reduced = r;
+    int64_t steps = llvm::divideCeil(reduced, kWarpSize);
+    rows =
+        std::clamp<int64_t>(kMaxUnrolledLaneSteps / steps, 1, kMaxRowsPerWarp);
+  }
   Value block = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
   Value thread = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value lane;
@@ -799,21 +833,75 @@ FailureOr<int64_t> KernelBuilder::build() {
     lane = arith::RemUIOp::create(b, loc, thread, warpSize);
     thread = arith::DivUIOp::create(b, loc, thread, warpSize);
   }
-  Value linear = arith::AddIOp::create(
+  auto constant = [&](int64_t v) {
+    return arith::ConstantIndexOp::create(b, loc, v);
+  };
+  Value linear = arith::MulIOp::create(
       b, loc,
-      arith::MulIOp::create(b, loc, block,
-                            arith::ConstantIndexOp::create(
-                                b, loc, flashlight::kHostBlockSize / perPoint)),
-      thread);
-  Value inRange =
-      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, linear,
-                            arith::ConstantIndexOp::create(b, loc, points));
-  auto guard = scf::IfOp::create(b, loc, inRange, /*withElseRegion=*/false);
+      arith::AddIOp::create(
+          b, loc,
+          arith::MulIOp::create(
+              b, loc, block, constant(flashlight::kHostBlockSize / perPoint)),
+          thread),
+      constant(rows));
+  auto ult = [&](Value x, int64_t bound) {
+    return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, x,
+                                 constant(bound));
+  };
+  auto guard = scf::IfOp::create(b, loc, ult(linear, points),
+                                 /*withElseRegion=*/false);
   gpu::ReturnOp::create(b, loc);
   b.setInsertionPointToStart(guard.thenBlock());
+  auto rowAt = [&](OpBuilder &rb, int64_t r) {
+    return r ? arith::AddIOp::create(rb, loc, linear,
+                                     arith::ConstantIndexOp::create(rb, loc, r))
+                   .getResult()
+             : linear;
+  };
+  if (rows == 1) {
+    storePoints(b, reducePoint(b, linear, lane, combiners));
+  } else {
+    // Every row of the group in straight-line code where all are in
+    // range, so that the rows' loads issue together; else each row behind
+    // its own test.
+    auto whole = scf::IfOp::create(
+        b, loc,
+        ult(arith::AddIOp::create(b, loc, linear, constant(rows - 1)), points),
+        /*withElseRegion=*/true);
+    OpBuilder inner = whole.getThenBodyBuilder();
+    SmallVector<Point> group;
+    for (int64_t r = 0; r < rows; ++r)
+      group.push_back(reducePoint(inner, rowAt(inner, r), lane, combiners));
+    storePoints(inner, group);
+    inner = whole.getElseBodyBuilder();
+    for (int64_t r = 0; r < rows; ++r) {
+      Value row = rowAt(inner, r);
+      auto inRange = scf::IfOp::create(
+          inner, loc,
+          arith::CmpIOp::create(
+              inner, loc, arith::CmpIPredicate::ult, row,
+              arith::ConstantIndexOp::create(inner, loc, points)),
+          /*withElseRegion=*/false);
+      OpBuilder one = inRange.getThenBodyBuilder();
+      storePoints(one, reducePoint(one, row, lane, combiners));
+    }
+  }
+  int64_t pointsPerBlock = flashlight::kHostBlockSize / perPoint * rows;
+  return (points + pointsPerBlock - 1) / pointsPerBlock;
+}
+
+KernelBuilder::Point KernelBuilder::reducePoint(
+    OpBuilder &b, Value linear, Value lane,
+    const std::optional<SmallVector<Operation *>> &combiners) {
+  Location loc = generic.getLoc();
+  SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+  SmallVector<utils::IteratorType> iters = generic.getIteratorTypesArray();
+  unsigned numIn = generic.getNumDpsInputs();
   // Parallel indices from the linear id (the last loop fastest); reduction
   // indices start at 0 (output maps do not read them).
-  SmallVector<Value> idx(ranges.size());
+  Point point;
+  SmallVector<Value> &idx = point.idx;
+  idx.resize(ranges.size());
   Value rest = linear;
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   for (int64_t d = ranges.size() - 1; d >= 0; --d) {
@@ -827,37 +915,44 @@ FailureOr<int64_t> KernelBuilder::build() {
   }
   SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
   // The accumulators, per bucket value (one value without a bucket dim).
-  auto atBucket = [&](int64_t k) {
-    if (bucket)
-      idx[*bucket] = arith::ConstantIndexOp::create(b, loc, k);
-  };
   SmallVector<Value> accs;
   for (int64_t k = 0; k < buckets; ++k) {
-    atBucket(k);
+    if (bucket)
+      idx[*bucket] = arith::ConstantIndexOp::create(b, loc, k);
     for (auto [j, init] : llvm::enumerate(inits))
       accs.push_back(memref::LoadOp::create(
           b, loc, init, elementAt(b, maps[numIn + j], idx)));
   }
-  Value first =
-      combiners
-          ? arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, zero)
-          : Value();
-  SmallVector<Value> values =
-      combiners ? reduceInWarp(b, idx, accs, *combiners, lane, first)
-                : reduceInThread(b, idx, accs);
   if (combiners) {
-    // Lane 0 stores the warp's result.
+    point.first =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane, zero);
+    point.values = reduceInWarp(b, idx, accs, *combiners, lane, point.first);
+  } else {
+    point.values = reduceInThread(b, idx, accs);
+  }
+  return point;
+}
+
+void KernelBuilder::storePoints(OpBuilder &b, ArrayRef<Point> points) {
+  Location loc = generic.getLoc();
+  SmallVector<AffineMap> maps = generic.getIndexingMapsArray();
+  unsigned numIn = generic.getNumDpsInputs();
+  OpBuilder::InsertionGuard guard(b);
+  if (Value first = points.front().first) {
+    // Lane 0 stores the warp's results.
     auto store = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
     b.setInsertionPointToStart(store.thenBlock());
   }
-  for (int64_t k = 0; k < buckets; ++k) {
-    atBucket(k);
-    for (auto [j, out] : llvm::enumerate(results))
-      memref::StoreOp::create(b, loc, values[k * results.size() + j], out,
-                              elementAt(b, maps[numIn + j], idx));
+  for (const Point &point : points) {
+    SmallVector<Value> idx = point.idx;
+    for (int64_t k = 0; k < buckets; ++k) {
+      if (bucket)
+        idx[*bucket] = arith::ConstantIndexOp::create(b, loc, k);
+      for (auto [j, out] : llvm::enumerate(results))
+        memref::StoreOp::create(b, loc, point.values[k * results.size() + j],
+                                out, elementAt(b, maps[numIn + j], idx));
+    }
   }
-  int64_t pointsPerBlock = flashlight::kHostBlockSize / perPoint;
-  return (points + pointsPerBlock - 1) / pointsPerBlock;
 }
 
 struct HostToGPU : flashlight::impl::HostToGPUBase<HostToGPU> {
