@@ -10,10 +10,12 @@ machine's JAX, which lowers it, is not the build machine's):
     scripts/jax_ring_check.py run CACHE OUT.json   # GPU machine, 2 or 4 GPUs
 
 `run` (no compiler there: the cache must serve) runs the ring on 2 and, where
-there are 4 GPUs, 4 devices, causal and full, on [B, H, N, D] =
+there are 4 GPUs, 4 devices, causal, full, a causal sliding window of
+WINDOW keys and packed documents (DOCUMENTS), on [B, H, N, D] =
 [1, 8, 8192, 128] bf16 inputs, and compares the output and dq, dk, dv with
-XLA's f32 attention over the whole sequence on one device (relative
-Frobenius error, bf16 tolerance 2e-2). No PyTorch is imported.
+XLA's f32 attention over the whole sequence on one device with the same
+mask (relative Frobenius error, bf16 tolerance 2e-2). No PyTorch is
+imported.
 """
 
 import os
@@ -24,6 +26,15 @@ import lowered_check  # noqa: E402  (beside this script)
 
 B, H, N, D = 1, 8, 8192, 128
 WORLDS = (2, 4)
+WINDOW = 1500
+# Packed documents: lengths that cross the ring's chunks.
+DOCUMENTS = (1000, 3000, 700, 2500, 992)
+
+
+def document_ids():
+    import numpy as np
+
+    return np.repeat(np.arange(len(DOCUMENTS)), DOCUMENTS).astype(np.int32)
 
 
 def step_shapes(world):
@@ -50,6 +61,12 @@ def programs():
                 str(s[2]) for s in shapes)
             seen[name] = (ring.step_program(causal),
                           [jax.ShapeDtypeStruct(s, jnp.bfloat16) for s in shapes])
+        # The masked rings' steps: one chunk pair, its positions (and ids).
+        c = N // (2 * world)
+        pair = [jax.ShapeDtypeStruct((B, H, c, D), jnp.bfloat16)] * 3
+        ids = [jax.ShapeDtypeStruct((c,), jnp.int32)] * 2
+        seen[f"window{WINDOW}.{c}"] = (ring.step_program(True, window=WINDOW), pair + ids)
+        seen[f"document.{c}"] = (ring.step_program(True, document=True), pair + ids * 2)
     return seen
 
 
@@ -85,10 +102,19 @@ def run(cache, out_path):
     def err(got, want):
         return float(jnp.linalg.norm(f32(got) - want) / jnp.linalg.norm(want))
 
-    for causal in (True, False):
+    i, j = np.arange(N)[:, None], np.arange(N)[None, :]
+    ids = document_ids()
+    variants = {"causal": ({}, None), "vanilla": ({"causal": False}, None),
+                f"window{WINDOW}": ({"window": WINDOW}, (j <= i) & (i - j < WINDOW)),
+                "document": ({"document": jnp.asarray(ids)},
+                             (j <= i) & (ids[:, None] == ids[None, :]))}
+    for variant, (options, keep) in variants.items():
+        causal = options.get("causal", True)
+
         def whole(q, k, v):
-            return t(jax.nn.dot_product_attention(t(q), t(k), t(v), is_causal=causal,
-                                                  implementation="xla"))
+            return t(jax.nn.dot_product_attention(
+                t(q), t(k), t(v), is_causal=causal and keep is None,
+                mask=None if keep is None else jnp.asarray(keep), implementation="xla"))
 
         args32 = [f32(x) for x in (q, k, v)]
         ref = jax.jit(whole)(*args32)
@@ -101,7 +127,7 @@ def run(cache, out_path):
             mesh = Mesh(np.array(devices[:world]), ("seq",))
             spec = P(None, None, "seq", None)
             attend = jax.shard_map(
-                lambda q, k, v: ring.attention(q, k, v, "seq", causal=causal),
+                lambda q, k, v: ring.attention(q, k, v, "seq", **options),
                 mesh=mesh, in_specs=(spec,) * 3, out_specs=spec)
 
             def ours(q, k, v):
@@ -117,9 +143,9 @@ def run(cache, out_path):
             ok = all(e <= 2e-2 for e in errs.values())
             failures += not ok
             records.append({"world_size": world, "N": N, "D": D, "H": H, "B": B,
-                            "variant": "causal" if causal else "vanilla", "pass": ok,
+                            "variant": variant, "pass": ok,
                             **{f"rel_err_{name}": e for name, e in errs.items()}})
-            print(f"world {world} {'causal' if causal else 'full':<6} "
+            print(f"world {world} {variant:<10} "
                   f"{'pass' if ok else 'FAIL'} " +
                   " ".join(f"{name}={e:.2e}" for name, e in errs.items()), flush=True)
     return lowered_check.write_result(
