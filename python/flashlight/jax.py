@@ -123,7 +123,7 @@ class JaxFunction(ClassedFunction):
         self._classes = ShapeClasses(runtime_shapes, lambda name: _DTYPES[name])
         self._manifests = self._classes.manifests
         self._differentiable = None
-        self._training = {}  # shape class -> (training forward, its gradient) or None
+        self._training = {}  # shape class -> the training forward's manifest, or None
 
     def stablehlo(self, *args):
         """The StableHLO text of the function at `args`' shapes and dtypes,
