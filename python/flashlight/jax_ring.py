@@ -148,12 +148,22 @@ def unzigzag(x, world, axis=2):
 
 
 def _merge(acc, o, lse):
+    """Two partial attentions of the same rows by their log-sum-exps (f32);
+    a part whose row kept no key (a masked step's: log-sum-exp -inf, or NaN
+    where the step computed it as -inf - -inf) adds nothing, and a row no
+    part has kept yet stays empty (never NaN)."""
     import jax.numpy as jnp
 
     out, old = acc
+    empty = ~jnp.isfinite(lse)
+    lse = jnp.where(empty, -jnp.inf, lse)
+    o = jnp.where(empty[..., None], 0.0, o.astype(jnp.float32))
     new = jnp.logaddexp(old, lse)
-    return (out * jnp.exp(old - new)[..., None] + o.astype(jnp.float32)
-            * jnp.exp(lse - new)[..., None], new)
+    ok = jnp.isfinite(new)
+    safe = jnp.where(ok, new, 0.0)
+    a = jnp.where(ok, jnp.exp(old - safe), 0.0)[..., None]
+    b = jnp.where(ok, jnp.exp(lse - safe), 0.0)[..., None]
+    return out * a + o * b, new
 
 
 def _forward(q, k, v, axis_name, causal, scale, step):
@@ -246,24 +256,6 @@ def _backward(q, k, v, out, lse, dout, axis_name, causal, scale, step):
     return dq.astype(q.dtype), dkv[0].astype(k.dtype), dkv[1].astype(v.dtype)
 
 
-def _merge_masked(acc, o, lse):
-    """_merge where a part's row may have kept no key (log-sum-exp -inf, or
-    NaN where the step computed it as -inf - -inf): such a row adds
-    nothing, and a row no part has kept yet stays empty (never NaN)."""
-    import jax.numpy as jnp
-
-    out, old = acc
-    empty = ~jnp.isfinite(lse)
-    lse = jnp.where(empty, -jnp.inf, lse)
-    o = jnp.where(empty[..., None], 0.0, o.astype(jnp.float32))
-    new = jnp.logaddexp(old, lse)
-    ok = jnp.isfinite(new)
-    safe = jnp.where(ok, new, 0.0)
-    a = jnp.where(ok, jnp.exp(old - safe), 0.0)[..., None]
-    b = jnp.where(ok, jnp.exp(lse - safe), 0.0)[..., None]
-    return out * a + o * b, new
-
-
 class _MaskedRing:
     """The chunk pairs of a masked ring (window, documents) on this device:
     which pairs a step keeps (traced: the device index names this device's
@@ -353,7 +345,7 @@ def _masked_forward(q, k, v, axis_name, mask, scale, step):
             for i, qc in enumerate(ring.mine):
                 acc[i] = jax.lax.cond(
                     ring.kept(qc, kc),
-                    lambda a, x, kv, *ops: _merge_masked(a, *fn(x, kv[0], kv[1], *ops)),
+                    lambda a, x, kv, *ops: _merge(a, *fn(x, kv[0], kv[1], *ops)),
                     lambda a, *_: a, acc[i], rows[i], cols, *ring.operands(qc, kc))
     return (jnp.concatenate([acc[0][0], acc[1][0]], axis=2).astype(q.dtype),
             jnp.concatenate([acc[0][1], acc[1][1]], axis=2))
