@@ -83,6 +83,16 @@ def Attn_AttentionOp : Attn_Op<"attention", [
       key's row, so a code generator accumulates it across blocks
       (atomically); the weights must be final per element, hence no
       softmax.
+    * `term_dims` (optional): sums of per-element terms the score region
+      yields after its R logits, one tensor per term. Term `e` keeps the
+      dims its entry lists (a subset of `0` = b, `1` = h, `2` = q_idx,
+      `3` = kv_idx, in order) and sums over the others, masked elements
+      adding nothing:
+      `term_e[kept dims of (b,h,i,j)] = sum over the rest of
+      keep[b,h,i,j] ? y_{R+e}(b,h,i,j) : 0` (f32, extents those of B, Hq,
+      M, N). The backward's gradients of captures the score reads (a pair
+      bias `[B,H,M,N]`: every dim; ALiBi slopes: the head) come out of the
+      attention that computes dS, without materializing it.
     * `mean_empty_rows` (softmax without sinks): a row whose keys are all
       masked yields the mean of V over all keys instead of 0. This is what a
       program computes when its mask fills with a finite constant
@@ -90,7 +100,7 @@ def Attn_AttentionOp : Attn_Op<"attention", [
       `attn-expand-empty-rows` implements it before code generation.
     * Results: `out` `[B,Hq,M,Dv]` and, optionally, one log-sum-exp tensor
       `[B,Hq,M]` (f32, natural log, over the unmasked keys and the sink) per
-      branch.
+      branch, then the key side and the terms.
 
     Inputs are f16, bf16 or f32; all accumulation is f32.
 
@@ -127,12 +137,14 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     Attn_NormalizerAttr:$normalizer,
     UnitAttr:$mean_empty_rows,
     OptionalAttr<DenseI64ArrayAttr>:$value_columns,
-    OptionalAttr<I64Attr>:$key_side_branch
+    OptionalAttr<I64Attr>:$key_side_branch,
+    OptionalAttr<ArrayAttr>:$term_dims
   );
   let results = (outs
     RankedTensorOf<[AnyFloat]>:$output,
     Variadic<Attn_F32Tensor>:$lse,
-    Optional<Attn_F32Tensor>:$key_side
+    Optional<Attn_F32Tensor>:$key_side,
+    Variadic<Attn_F32Tensor>:$terms
   );
   let regions = (region
     MaxSizedRegion<1>:$score,
@@ -148,18 +160,21 @@ def Attn_AttentionOp : Attn_Op<"attention", [
     (`captures` `(` $captures^ `:` type($captures) `)`)?
     (`value_columns` $value_columns^)?
     (`key_side` $key_side_branch^)?
+    (`term_dims` $term_dims^)?
     `scale` $scale
     `normalizer` `` $normalizer
     (`score` $score^)?
     (`mask` $mask^)?
     (`epilogue` $epilogue^)?
     attr-dict `->` custom<AttentionResults>(type($output), type($lse),
-        type($key_side), ref($key_side_branch))
+        type($key_side), type($terms), ref($key_side_branch), ref($term_dims))
   }];
 
   let extraClassDeclaration = [{
     /// Number of logit branches (one per query/key pair).
     unsigned getNumBranches() { return getQueries().size(); }
+    /// Number of summed terms the score region yields after its logits.
+    unsigned getNumTerms() { return getTermDims() ? getTermDims()->size() : 0; }
   }];
 
   let hasVerifier = 1;
@@ -208,6 +223,11 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
     rows `k0 ..` of a `[1,1,N,Dqk_r]` f32 tensor (the block's contribution
     to every key of its KV head), and returns it after the state.
 
+    `terms` (with `term_dims`, `attn.attention`'s terms): the step adds its
+    block's terms (the score region's yields after the logits, masked
+    elements adding nothing) to whole term tensors, and returns them after
+    the key side.
+
     `whole_keys` says that the key block holds its full static block of keys
     at run time, all below the key length, though its type's extent is
     dynamic (attn-tile proved it where the length is a runtime value): no
@@ -222,6 +242,7 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
     Variadic<Attn_F32Tensor>:$sumState,
     Variadic<Attn_F32Tensor>:$accState,
     Optional<Attn_F32Tensor>:$keySide,
+    Variadic<Attn_F32Tensor>:$termState,
     Index:$batchOffset,
     Index:$headOffset,
     Index:$queryOffset,
@@ -230,7 +251,8 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
     DenseF64ArrayAttr:$scale,
     Attn_NormalizerAttr:$normalizer,
     UnitAttr:$wholeKeys,
-    OptionalAttr<I64Attr>:$key_side_branch
+    OptionalAttr<I64Attr>:$key_side_branch,
+    OptionalAttr<ArrayAttr>:$term_dims
   );
   let results = (outs Variadic<Attn_F32Tensor>:$newState);
   let regions = (region MaxSizedRegion<1>:$score, MaxSizedRegion<1>:$mask);
@@ -243,6 +265,7 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
     (`sum` `(` $sumState^ `:` type($sumState) `)`)?
     `acc` `(` $accState `:` type($accState) `)`
     (`key_side` $key_side_branch^ `(` $keySide `:` type($keySide) `)`)?
+    (`terms` $term_dims^ `(` $termState `:` type($termState) `)`)?
     `at` `(` $batchOffset `,` $headOffset `,` $queryOffset `,` $keyOffset `)`
     (`captures` `(` $captures^ `:` type($captures) `)`)?
     `scale` $scale
@@ -256,8 +279,15 @@ def Attn_OnlineStepOp : Attn_Op<"online_step", [
   let extraClassDeclaration = [{
     /// Number of logit branches (one per query/key pair).
     unsigned getNumBranches() { return getQueries().size(); }
-    /// The new online state (max, sum, acc), without the key-side tensor.
+    /// The new online state (max, sum, acc), without the key-side tensor
+    /// and the terms.
     ::mlir::ValueRange getStateResults();
+    /// The new term tensors (the last results).
+    ::mlir::ValueRange getTermResults() {
+      return getNewState().take_back(getTermState().size());
+    }
+    /// Number of summed terms the score region yields after its logits.
+    unsigned getNumTerms() { return getTermState().size(); }
   }];
 
   let hasVerifier = 1;
@@ -327,12 +357,14 @@ def Attn_ParallelAccumulateOp : Attn_Op<"parallel_accumulate", [
   let summary = "Add an iteration's contribution to a result of scf.forall";
   let description = [{
     In the `scf.forall.in_parallel` terminator of an `scf.forall`: adds
-    `source` (`[1,1,N,D]` f32, one iteration's contribution) to the rows of
-    `dest` (a shared output of the loop, `[B,H,N,D]`) at batch `b` and head
-    `h`: `dest[b,h,:,:] += source[0,0,:,:]`. Iterations that add to the
-    same rows combine by addition, in no particular order: the
-    `key_side` of a tiled `attn.attention`, to which every query tile
-    contributes.
+    `source` (one iteration's contribution, f32) to `dest` (a shared output
+    of the loop) at the leading `offsets`: the source's leading dims (one
+    per offset) are 1, the others `dest`'s:
+    `dest[o_0, .., o_k-1, ...] += source[0, .., 0, ...]`. Iterations that
+    add to the same elements combine by addition, in no particular order:
+    the `key_side` of a tiled `attn.attention` (`[1,1,N,D]` at batch and
+    head), to which every query tile contributes, and its terms (whole
+    tensors, no offsets).
 
     ```mlir
     scf.forall.in_parallel {
@@ -342,9 +374,9 @@ def Attn_ParallelAccumulateOp : Attn_Op<"parallel_accumulate", [
     ```
   }];
   let arguments = (ins Attn_F32Tensor:$source, Attn_F32Tensor:$dest,
-                       Index:$batch, Index:$head);
+                       Variadic<Index>:$offsets);
   let assemblyFormat = [{
-    $source `into` $dest `at` `(` $batch `,` $head `)` attr-dict `:`
+    $source `into` $dest `at` `(` $offsets `)` attr-dict `:`
     type($source) `into` type($dest)
   }];
   let hasVerifier = 1;

@@ -304,30 +304,39 @@ double at4(const HostTensor &t, int64_t a, int64_t b, int64_t c, int64_t d) {
 
 /// The reference's outputs in manifest order and which is which: out
 /// [B, Hq, M, Dv], lse_r [B, Hq, M] (NaN until written), key_side
-/// [B, Hkv, N, Dqk] (a sum over every row: zeros first).
+/// [B, Hkv, N, Dqk] and the terms (sums over every row: zeros first).
 struct ReferenceOutputs {
   std::vector<HostTensor> tensors;
   HostTensor *out = nullptr, *keySide = nullptr;
-  std::vector<HostTensor *> lse;
+  std::vector<HostTensor *> lse, terms;
 };
 
-ReferenceOutputs allocateOutputs(const KernelManifest &manifest, int nb,
-                                 const std::vector<int64_t> &outShape,
-                                 const std::vector<int64_t> &keySideShape) {
+ReferenceOutputs
+allocateOutputs(const KernelManifest &manifest, int nb,
+                const std::vector<int64_t> &outShape,
+                const std::vector<int64_t> &keySideShape,
+                const std::vector<std::vector<int64_t>> &termShapes) {
   ReferenceOutputs r;
   r.lse.assign(nb, nullptr);
+  r.terms.assign(termShapes.size(), nullptr);
+  auto termIndex = [](const std::string &name) -> int {
+    return name.rfind("term", 0) == 0 ? std::stoi(name.substr(4)) : -1;
+  };
   std::vector<int64_t> rowShape(outShape.begin(), outShape.end() - 1);
   for (const ParamInfo &param : manifest.params) {
     if (!param.output)
       continue;
     HostTensor t;
+    int term = termIndex(param.name);
     t.shape = param.name == "out"        ? outShape
               : param.name == "key_side" ? keySideShape
+              : term >= 0                ? termShapes.at(size_t(term))
                                          : rowShape;
     int64_t n = 1;
     for (int64_t d : t.shape)
       n *= d;
-    t.data.assign(size_t(n), param.name == "key_side" ? 0.0 : NAN);
+    bool sum = param.name == "key_side" || term >= 0;
+    t.data.assign(size_t(n), sum ? 0.0 : NAN);
     r.tensors.push_back(std::move(t));
   }
   size_t pos = 0;
@@ -340,6 +349,8 @@ ReferenceOutputs allocateOutputs(const KernelManifest &manifest, int nb,
       r.keySide = &r.tensors[pos];
     else if (param.name.rfind("lse", 0) == 0)
       r.lse.at(std::stoi(param.name.substr(3))) = &r.tensors[pos];
+    else if (int term = termIndex(param.name); term >= 0)
+      r.terms.at(size_t(term)) = &r.tensors[pos];
     ++pos;
   }
   return r;
@@ -385,16 +396,39 @@ flashlight::runtime::evaluateReference(const KernelManifest &manifest,
   int ksBranch = p.value("key_side_branch", -1);
   int64_t ksD = ksBranch < 0 ? 0 : tensorAt(tensors, qIdx[ksBranch]).shape[3];
 
-  ReferenceOutputs result =
-      allocateOutputs(manifest, nb, {B, Hq, M, Dv}, {B, Hkv, N, ksD});
+  // The terms: the dims each keeps of (b, h, q_idx, kv_idx).
+  std::vector<std::vector<int64_t>> termDims, termShapes;
+  if (p.contains("term_dims"))
+    termDims = p.at("term_dims").get<std::vector<std::vector<int64_t>>>();
+  for (const std::vector<int64_t> &dims : termDims) {
+    int64_t extents[] = {B, Hq, M, N};
+    std::vector<int64_t> shape;
+    for (int64_t d : dims)
+      shape.push_back(extents[d]);
+    termShapes.push_back(shape);
+  }
+
+  ReferenceOutputs result = allocateOutputs(manifest, nb, {B, Hq, M, Dv},
+                                            {B, Hkv, N, ksD}, termShapes);
   std::vector<HostTensor *> &lse = result.lse;
   HostTensor *out = result.out, *keySide = result.keySide;
   if (!out)
     throw ManifestError("reference: manifest has no 'out' parameter");
+  // term_e[kept dims] += keep ? y_{nb + e} : 0
+  auto addTerm = [&](size_t e, const int64_t(&at)[4], double y) {
+    HostTensor *t = result.terms.at(e);
+    if (!t)
+      return;
+    size_t flat = 0;
+    for (size_t k = 0; k < termDims[e].size(); ++k)
+      flat = flat * size_t(t->shape[k]) + size_t(at[termDims[e][k]]);
+    t->data[flat] += y;
+  };
 
-  // Every key's row of the key side sums over every query row: a sample of
-  // rows cannot check it.
-  std::vector<int64_t> todo = keySide ? std::vector<int64_t>() : rows;
+  // Every key's row of the key side and the terms sum over every query
+  // row: a sample of rows cannot check them.
+  std::vector<int64_t> todo =
+      keySide || !termDims.empty() ? std::vector<int64_t>() : rows;
   if (todo.empty())
     for (int64_t i = 0; i < M; ++i)
       todo.push_back(i);
@@ -402,7 +436,7 @@ flashlight::runtime::evaluateReference(const KernelManifest &manifest,
   // Region argument prefixes are (leading..., b, h, q, kv|d); captures follow.
   std::vector<std::vector<double>> s(nb, std::vector<double>(N));
   std::vector<char> keep(N);
-  std::vector<double> args;
+  std::vector<double> args, y;
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < Hq; ++h)
       for (int64_t i : todo) {
@@ -427,7 +461,7 @@ flashlight::runtime::evaluateReference(const KernelManifest &manifest,
                         {double(b), double(h), double(i), double(j)});
             for (size_t c = 0; c < captures.size(); ++c)
               args.push_back(double(c));
-            std::vector<double> y = score.run(args, captures, nb + 4);
+            y = score.run(args, captures, nb + 4);
             for (int r = 0; r < nb; ++r)
               s[r][j] = y[r];
           }
@@ -438,6 +472,8 @@ flashlight::runtime::evaluateReference(const KernelManifest &manifest,
               args.push_back(double(c));
             keep[j] = mask.run(args, captures, 4)[0] != 0;
           }
+          for (size_t e = 0; keep[j] && e < termDims.size(); ++e)
+            addTerm(e, {b, h, i, j}, y.at(size_t(nb) + e));
         }
         // o_r[d] = sum_j p_r[j] V[j, d], with p from the normalizer.
         std::vector<std::vector<double>> o(nb, std::vector<double>(Dv, 0.0));

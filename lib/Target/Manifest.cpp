@@ -170,6 +170,9 @@ json flashlight::describeParams(func::FuncOp func) {
           roles[numArgs + i] = "lse" + std::to_string(r);
       if (v && v == op.getKeySide())
         roles[numArgs + i] = "key_side";
+      for (auto [e, term] : llvm::enumerate(op.getTerms()))
+        if (v == term)
+          roles[numArgs + i] = "term" + std::to_string(e);
     }
   }
   json params = json::array();
@@ -185,8 +188,9 @@ json flashlight::describeParams(func::FuncOp func) {
                       {"strides", stridesOf(tensor.getShape())}});
     if (!tensor.hasStaticShape())
       params.back()["extents"] = extentSymbols(func, i);
-    // Every block adds to the key-side product: the launcher zeroes it.
-    if (roles[i] == "key_side")
+    // Every block adds to the key-side product and the terms (or skips
+    // elements a mask empties): the launcher zeroes them.
+    if (roles[i] == "key_side" || StringRef(roles[i]).starts_with("term"))
       params.back()["zero"] = true;
   }
   return params;
@@ -233,6 +237,13 @@ FailureOr<json> flashlight::exportProgram(func::FuncOp func) {
     program["value_columns"] = std::vector<int64_t>(*columns);
   if (std::optional<uint64_t> branch = op.getKeySideBranch())
     program["key_side_branch"] = *branch;
+  if (ArrayAttr termDims = op.getTermDimsAttr()) {
+    json terms = json::array();
+    for (Attribute dims : termDims)
+      terms.push_back(
+          std::vector<int64_t>(cast<DenseI64ArrayAttr>(dims).asArrayRef()));
+    program["term_dims"] = terms;
+  }
   return program;
 }
 

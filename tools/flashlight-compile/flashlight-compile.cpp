@@ -219,8 +219,14 @@ static cl::opt<bool> scoreCaptureGradients(
     "score-capture-gradients",
     cl::desc("With --gradient: also return the gradients of tensors the "
              "score reads once (pair biases, slopes, relative-position "
-             "tables), from S and dP materialized as [B, H, M, N] f32 on "
-             "the reference path"),
+             "tables): a pair bias's written per element by the dQ "
+             "attention's kernel, the others from S and dP materialized as "
+             "[B, H, M, N] f32 on the reference path"),
+    cl::init(false), cl::cat(toolCategory));
+static cl::opt<bool> materializedCaptureGradients(
+    "materialized-capture-gradients",
+    cl::desc("With --score-capture-gradients: pair biases' gradients from S "
+             "and dP materialized too (the previous form, for A/B runs)"),
     cl::init(false), cl::cat(toolCategory));
 
 static cl::opt<bool> returnLse(
@@ -520,6 +526,7 @@ LogicalResult raiseAndOutline(ModuleOp module) {
     flashlight::attn::AttnGradientOptions options;
     options.savedStatistics = savedStatistics;
     options.scoreCaptures = scoreCaptureGradients;
+    options.captureTerms = !materializedCaptureGradients;
     options.fuseKeyValue = !unfusedKeyValue;
     options.fuseKeyValueFrom = fuseKeyValueFrom;
     options.fuseQuery = fusedQueryGradient;

@@ -120,11 +120,12 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
   for (unsigned i = 0; i < numArgs; ++i)
     emitter.memrefOf[func.getArgument(i)] = kernel.getArgument(i);
   // Each parallel_insert_slice names the output its source is stored to.
+  SmallVector<Value> terms;
   for (Operation &op : forall.getTerminator().getYieldingOps()) {
     if (!outputs)
       break;
-    // The key-side product: the launcher zeroes its output (the manifest
-    // says so), which must be what the forall starts from.
+    // The key-side product and the terms: the launcher zeroes their outputs
+    // (the manifest says so), which must be what the forall starts from.
     if (auto acc = dyn_cast<ParallelAccumulateOp>(op)) {
       unsigned result =
           cast<BlockArgument>(acc.getDest()).getArgNumber() - forall.getRank();
@@ -132,8 +133,13 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
       FloatAttr zero;
       if (!fill || !matchPattern(fill.value(), m_Constant(&zero)) ||
           !zero.getValue().isZero())
-        return acc.emitError("attn-to-gpu: a key-side product must start "
-                             "from zeros");
+        return acc.emitError("attn-to-gpu: a key-side product or a term "
+                             "must start from zeros");
+      // Terms add whole tensors (no offsets), the key side at (b, h).
+      if (acc.getOffsets().empty()) {
+        terms.push_back(kernel.getArgument(numArgs + result));
+        continue;
+      }
       if (failed(
               emitter.setKeySide(kernel.getArgument(numArgs + result), func)))
         return failure();
@@ -147,6 +153,8 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
       source = cast.getSource();
     emitter.outputOf[source] = kernel.getArgument(numArgs + result);
   }
+  if (!terms.empty())
+    emitter.setTerms(terms, func);
   Value tid = gpu::ThreadIdOp::create(b, loc, gpu::Dimension::x);
   Value warpSize = arith::ConstantIndexOp::create(b, loc, kThreadsPerWarp);
   emitter.thread = tid;

@@ -451,9 +451,13 @@ LogicalResult KernelEmitter::convertIf(scf::IfOp branch) {
 void KernelEmitter::markKeySide(Operation *root) {
   SmallVector<Value> work;
   root->walk([&](Operation *op) {
-    if (auto step = dyn_cast<OnlineStepOp>(op); step && step.getKeySide()) {
-      work.push_back(step.getKeySide());
-      work.push_back(step.getNewState().back());
+    if (auto step = dyn_cast<OnlineStepOp>(op)) {
+      if (step.getKeySide()) {
+        work.push_back(step.getKeySide());
+        work.push_back(step.getNewState()[step.getStateResults().size()]);
+      }
+      llvm::append_range(work, step.getTermState());
+      llvm::append_range(work, step.getTermResults());
     }
     if (auto acc = dyn_cast<ParallelAccumulateOp>(op))
       work.push_back(acc.getSource());
@@ -492,5 +496,69 @@ void KernelEmitter::markKeySide(Operation *root) {
           work.push_back(branch.getResult(use.getOperandNumber()));
       }
     }
+  }
+}
+
+/// The dims term `e` of `step` keeps.
+static ArrayRef<int64_t> termDimsOf(OnlineStepOp step, unsigned e) {
+  return cast<DenseI64ArrayAttr>(step.getTermDimsAttr()[e]).asArrayRef();
+}
+
+/// `memref[indices] += x`, or `= x` with `store`.
+static void addOrStore(OpBuilder &b, Location loc, Value x, Value memref,
+                       ValueRange indices, bool store) {
+  if (store)
+    memref::StoreOp::create(b, loc, x, memref, indices);
+  else
+    memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addf, x, memref,
+                                indices);
+}
+
+void KernelEmitter::addTerms(OnlineStepOp step, ValueRange values,
+                             ArrayRef<Value> indices, Value keep,
+                             Value inBounds, SmallVectorImpl<Value> *partials) {
+  if (partials)
+    partials->resize(values.size());
+  for (auto [e, v] : llvm::enumerate(values)) {
+    ArrayRef<int64_t> dims = termDimsOf(step, e);
+    // A masked element adds 0 (its value may be anything, inf included).
+    Value x = select(keep, v, f32(0));
+    if (partials && llvm::none_of(dims, [](int64_t d) { return d >= 2; })) {
+      if (inBounds)
+        x = select(inBounds, x, f32(0));
+      Value &sum = (*partials)[e];
+      sum = sum ? add(sum, x) : x;
+      continue;
+    }
+    SmallVector<Value> at;
+    for (int64_t d : dims)
+      at.push_back(indices[d]);
+    bool store = dims.size() == 4;
+    if (!inBounds) {
+      addOrStore(b, loc, x, termOuts[e], at, store);
+      continue;
+    }
+    auto guard = scf::IfOp::create(b, loc, inBounds, /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&guard.getThenRegion().front());
+    addOrStore(b, loc, x, termOuts[e], at, store);
+  }
+}
+
+void KernelEmitter::flushTerms(OnlineStepOp step, ArrayRef<Value> partials,
+                               ArrayRef<Value> indices) {
+  for (auto [e, partial] : llvm::enumerate(partials)) {
+    if (!partial)
+      continue;
+    Value sum = warpSum(partial);
+    SmallVector<Value> at;
+    for (int64_t d : termDimsOf(step, e))
+      at.push_back(indices[d]);
+    auto first =
+        scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::eq, lane, idx(0)),
+                          /*withElseRegion=*/false);
+    OpBuilder::InsertionGuard g(b);
+    b.setInsertionPointToStart(&first.getThenRegion().front());
+    addOrStore(b, loc, sum, termOuts[e], at, /*store=*/false);
   }
 }

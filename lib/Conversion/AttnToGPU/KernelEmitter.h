@@ -91,15 +91,41 @@ public:
     markKeySide(root);
     return success();
   }
-  /// Marks the tensors that carry a key-side contribution in `root` (the
-  /// steps' key_side operands and results, the loops and branches that
-  /// carry them): they hold no per-thread values, since each step adds to
-  /// `keySideOut` directly.
+  /// Marks the tensors that carry a key-side contribution or a term in
+  /// `root` (the steps' key_side and term operands and results, the loops
+  /// and branches that carry them): they hold no per-thread values, since
+  /// each step adds to `keySideOut` and `termOuts` directly.
   void markKeySide(Operation *root);
+
+  /// The terms' outputs (attn.attention's `terms`), in order, which the
+  /// launcher zeroes and every element of a step adds to; empty without.
+  SmallVector<Value> termOuts;
+  /// Sets termOuts and marks the tensors that carry them in `root`.
+  void setTerms(ArrayRef<Value> outs, Operation *root) {
+    termOuts.assign(outs.begin(), outs.end());
+    markKeySide(root);
+  }
 
 protected:
   /// Per-thread values a state tensor (or a register-held tile) takes.
   virtual int64_t laneCount(Type stateType) = 0;
+  /// Adds one element's terms (`values`: the score region's yields after
+  /// the logits, at the element's (b, h, q_idx, kv_idx) `indices`; `keep`
+  /// whether the mask keeps it, `inBounds` (null: true) whether it is an
+  /// element of the problem, not a partial tile's padding) to termOuts: a
+  /// term that keeps every dim is stored (each element is visited once),
+  /// others are added atomically, but with `partials`, terms that keep
+  /// neither q_idx nor kv_idx (a per-head sum), whose sums this thread
+  /// collects there (flushTerms adds them).
+  void addTerms(OnlineStepOp step, ValueRange values, ArrayRef<Value> indices,
+                Value keep, Value inBounds,
+                SmallVectorImpl<Value> *partials = nullptr);
+  /// Adds each thread's `partials` (addTerms') to their terms at `indices`
+  /// (the step's, whose (b, h) every element shares): summed over the warp
+  /// first, one atomic add per warp. Every lane of the warp calls it.
+  void flushTerms(OnlineStepOp step, ArrayRef<Value> partials,
+                  ArrayRef<Value> indices);
+
   /// laneCount of `v`'s type; none for a key-side tensor.
   int64_t lanesOf(Value v) {
     return keySide.contains(v) ? 0 : laneCount(v.getType());

@@ -456,7 +456,9 @@ SmallVector<SmallVector<unsigned>>
 MmaSyncEmitter::branchGroups(OnlineStepOp step) {
   unsigned n = step.getNumBranches();
   SmallVector<SmallVector<unsigned>> groups;
-  bool separable = separableBranches(step.getScore(), n);
+  // Terms read the logits of any branch: one group.
+  bool separable =
+      step.getTermState().empty() && separableBranches(step.getScore(), n);
   for (unsigned r = 0; r < n; ++r) {
     if (separable || groups.empty())
       groups.emplace_back();
@@ -860,9 +862,11 @@ MmaSyncEmitter::applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
                                   ArrayRef<IRMapping> pre) {
   OnlineStepOp step = f.step;
   Fragments kept(mTiles, SmallVector<SmallVector<Value>>(f.blocks));
+  SmallVector<Value> termSums;
   for (int64_t mt = 0; mt < mTiles; ++mt)
     for (int64_t nb = 0; nb < f.blocks; ++nb)
       for (int64_t i = 0; i < 4; ++i) {
+        SmallVector<Value> terms;
         // The score region sees every branch's logit; those of other
         // groups (whose logits it does not read) as 0.
         SmallVector<Value> x(f.branches, Value());
@@ -883,13 +887,26 @@ MmaSyncEmitter::applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
               pre.empty() ? nullptr : &pre[(mt * f.blocks + nb) * 4 + i]);
           for (unsigned r : group)
             x[r] = f.softmax ? floorLogit(logits[r]) : logits[r];
+          terms.assign(logits.begin() + f.branches, logits.end());
         }
         Value keep = keeps(f, mt, nb, i);
         for (unsigned r : group)
           s[r][mt][nb][i] = f.softmax ? select(keep, x[r], f32(kNegInf)) : x[r];
         kept[mt][nb].push_back(keep);
+        if (!terms.empty())
+          addTerms(step, terms, elementIndices(f, mt, nb, i).second, keep,
+                   rowInBounds(f, mt, i), &termSums);
       }
+  if (!termSums.empty())
+    flushTerms(step, termSums, {f.b0, f.h0, f.q0, f.k0});
   return kept;
+}
+
+Value MmaSyncEmitter::rowInBounds(const StepFrame &f, int64_t mt, int64_t i) {
+  // (Keys past the length are masked by `keeps`.)
+  if (alignedLengths)
+    return Value();
+  return cmpI(arith::CmpIPredicate::sle, rowOf(f.q0, mt, i), f.lastRow);
 }
 
 void MmaSyncEmitter::weighAndAccumulate(StepFrame &f, unsigned r, Fragments &s,

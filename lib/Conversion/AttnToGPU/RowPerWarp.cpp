@@ -138,9 +138,12 @@ protected:
       logits.push_back(mul(warpSum(partial), f32(scale)));
     }
     SmallVector<Value> indices = {b0, h0, rowClamped, kv};
+    SmallVector<Value> terms;
     if (!step.getScore().empty()) {
       logits =
           inlineRegion(step.getScore(), logits, indices, step.getCaptures());
+      terms.assign(logits.begin() + nb, logits.end());
+      logits.resize(nb);
       if (softmax)
         for (Value &s : logits)
           s = mul(floorLogit(s), f32(kLog2e));
@@ -149,6 +152,16 @@ protected:
         step.getMask().empty()
             ? arith::ConstantIntOp::create(b, loc, 1, 1).getResult()
             : inlineRegion(step.getMask(), {}, indices, step.getCaptures())[0];
+    // The terms, once per element: lane 0 of the row's warp.
+    if (!terms.empty()) {
+      View qView = views.lookup(step.getQueries()[0]);
+      Value rowValid =
+          cmpI(arith::CmpIPredicate::slt, row, dim(qView.memref, 2));
+      addTerms(
+          step, terms, indices, keep,
+          arith::AndIOp::create(b, loc, rowValid,
+                                cmpI(arith::CmpIPredicate::eq, lane, idx(0))));
+    }
 
     // V's row (each branch's block of it, with value_columns).
     SmallVector<std::pair<int64_t, int64_t>> blocks =

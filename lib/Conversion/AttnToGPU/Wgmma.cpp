@@ -1349,7 +1349,8 @@ protected:
     waitCopies(queryGroup, 0);
     for (Value result : loop.getResults()) {
       auto type = cast<RankedTensorType>(result.getType());
-      if (type.getRank() != 4)
+      // (A term carries no per-thread values: its steps added to it.)
+      if (type.getRank() != 4 || keySide.contains(result))
         continue;
       SmallVector<Value> &acc = lanes[result];
       int64_t dv = type.getDimSize(3);

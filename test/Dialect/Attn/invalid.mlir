@@ -67,7 +67,7 @@ func.func @unknown_normalizer(%q: tensor<1x2x16x8xf16>, %k: tensor<1x2x16x8xf16>
 // At least one branch (only expressible in generic form).
 func.func @no_query(%v: tensor<1x2x16x8xf16>) -> tensor<1x2x16x8xf16> {
   // expected-error @+1 {{expects at least one query tensor}}
-  %o = "attn.attention"(%v) <{normalizer = #attn<normalizer softmax>, operandSegmentSizes = array<i32: 0, 0, 1, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0>, scale = array<f64>}> ({}, {}, {}) : (tensor<1x2x16x8xf16>) -> tensor<1x2x16x8xf16>
+  %o = "attn.attention"(%v) <{normalizer = #attn<normalizer softmax>, operandSegmentSizes = array<i32: 0, 0, 1, 0, 0>, resultSegmentSizes = array<i32: 1, 0, 0, 0>, scale = array<f64>}> ({}, {}, {}) : (tensor<1x2x16x8xf16>) -> tensor<1x2x16x8xf16>
   return %o : tensor<1x2x16x8xf16>
 }
 
@@ -719,4 +719,40 @@ func.func @parallel_accumulate_outside(%a: tensor<1x1x16x64xf32>, %d: tensor<1x2
   // expected-error @+1 {{must be in the in_parallel terminator of a parallel loop}}
   attn.parallel_accumulate %a into %d at(%c0, %c0) : tensor<1x1x16x64xf32> into tensor<1x2x16x64xf32>
   return
+}
+
+// -----
+
+func.func @terms_without_yield(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x64xbf16>) -> tensor<2xf32> {
+  // expected-error @+1 {{score region must yield 'f32', 'f32' (2 values), got 'f32' (1 value)}}
+  %o, %t = attn.attention q(%q : tensor<1x2x16x64xbf16>) k(%k : tensor<1x2x16x64xbf16>)
+      v(%v : tensor<1x2x16x64xbf16>) term_dims [array<i64: 1>] scale [0.125] normalizer none score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      attn.yield %s : f32
+    } -> tensor<1x2x16x64xbf16>, tensor<2xf32>
+  return %t : tensor<2xf32>
+}
+
+// -----
+
+func.func @terms_dims(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x64xbf16>) -> tensor<16x2xf32> {
+  // expected-error @+1 {{term_dims #0 must list increasing dims among 0 (b), 1 (h), 2 (q_idx) and 3 (kv_idx)}}
+  %o, %t = attn.attention q(%q : tensor<1x2x16x64xbf16>) k(%k : tensor<1x2x16x64xbf16>)
+      v(%v : tensor<1x2x16x64xbf16>) term_dims [array<i64: 2, 1>] scale [0.125] normalizer none score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      attn.yield %s, %s : f32, f32
+    } -> tensor<1x2x16x64xbf16>, tensor<16x2xf32>
+  return %t : tensor<16x2xf32>
+}
+
+// -----
+
+func.func @terms_shape(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x64xbf16>) -> tensor<3xf32> {
+  // expected-error @+1 {{term #0 dim 0 is 3, expected 2 its term_dims' extents}}
+  %o, %t = attn.attention q(%q : tensor<1x2x16x64xbf16>) k(%k : tensor<1x2x16x64xbf16>)
+      v(%v : tensor<1x2x16x64xbf16>) term_dims [array<i64: 1>] scale [0.125] normalizer none score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      attn.yield %s, %s : f32, f32
+    } -> tensor<1x2x16x64xbf16>, tensor<3xf32>
+  return %t : tensor<3xf32>
 }

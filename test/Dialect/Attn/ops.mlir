@@ -193,3 +193,40 @@ func.func @key_side(%q: tensor<1x4x32x16xbf16>, %k: tensor<1x2x48x16xbf16>,
   }
   return %o, %r : tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>
 }
+
+// -----
+
+// Terms: the score region yields them after its logit; the attention
+// returns one tensor per term_dims entry (after the output), the step
+// takes and returns whole term tensors, and parallel_accumulate adds them
+// without offsets.
+// CHECK-LABEL: func @terms
+// CHECK: attn.attention {{.*}} term_dims [array<i64: 0, 1, 2, 3>, array<i64: 1>] scale [5.000000e-01] normalizer none score {
+// CHECK: attn.yield %{{.*}}, %{{.*}}, %{{.*}} : f32, f32, f32
+// CHECK: } -> tensor<1x2x16x16xbf16>, tensor<1x2x16x32xf32>, tensor<2xf32>
+// CHECK: attn.online_step {{.*}} terms [array<i64: 0, 1, 2, 3>, array<i64: 1>](%{{.*}}, %{{.*}} : tensor<1x2x16x32xf32>, tensor<2xf32>) at(
+// CHECK: attn.parallel_accumulate %{{.*}} into %{{.*}} at() : tensor<2xf32> into tensor<2xf32>
+func.func @terms(%q: tensor<1x2x16x16xbf16>, %k: tensor<1x2x32x16xbf16>,
+    %v: tensor<1x2x32x16xbf16>, %acc: tensor<1x2x16x16xf32>,
+    %t0: tensor<1x2x16x32xf32>, %t1: tensor<2xf32>, %i: index)
+    -> (tensor<1x2x16x16xbf16>, tensor<1x2x16x32xf32>, tensor<2xf32>) {
+  %o, %a, %b = attn.attention q(%q : tensor<1x2x16x16xbf16>) k(%k : tensor<1x2x32x16xbf16>)
+      v(%v : tensor<1x2x32x16xbf16>) term_dims [array<i64: 0, 1, 2, 3>, array<i64: 1>]
+      scale [0.5] normalizer none score {
+    ^bb0(%s: f32, %bb: index, %h: index, %qi: index, %kv: index):
+      attn.yield %s, %s, %s : f32, f32, f32
+    } -> tensor<1x2x16x16xbf16>, tensor<1x2x16x32xf32>, tensor<2xf32>
+  %s:3 = attn.online_step q(%q : tensor<1x2x16x16xbf16>) k(%k : tensor<1x2x32x16xbf16>)
+      v(%v : tensor<1x2x32x16xbf16>) acc(%acc : tensor<1x2x16x16xf32>)
+      terms [array<i64: 0, 1, 2, 3>, array<i64: 1>](%t0, %t1 : tensor<1x2x16x32xf32>, tensor<2xf32>)
+      at(%i, %i, %i, %i) scale [0.5] normalizer none score {
+    ^bb0(%s: f32, %bb: index, %h: index, %qi: index, %kv: index):
+      attn.yield %s, %s, %s : f32, f32, f32
+    }
+  %r = scf.forall (%h) in (2) shared_outs(%dest = %b) -> (tensor<2xf32>) {
+    scf.forall.in_parallel {
+      attn.parallel_accumulate %s#2 into %dest at() : tensor<2xf32> into tensor<2xf32>
+    }
+  }
+  return %o, %a, %r : tensor<1x2x16x16xbf16>, tensor<1x2x16x32xf32>, tensor<2xf32>
+}

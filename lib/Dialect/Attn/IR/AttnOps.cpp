@@ -18,20 +18,27 @@ using namespace flashlight::attn;
 
 using namespace mlir;
 
-/// The results' types as one list: the output, the log-sum-exp tensors, and
-/// last the key side where the op has a `key_side` branch.
+/// The results' types as one list: the output, the log-sum-exp tensors, the
+/// key side where the op has a `key_side` branch, and last one tensor per
+/// entry of `term_dims`.
 static ParseResult parseAttentionResults(OpAsmParser &parser, Type &output,
                                          SmallVectorImpl<Type> &lse,
-                                         Type &keySide, IntegerAttr branch) {
+                                         Type &keySide,
+                                         SmallVectorImpl<Type> &terms,
+                                         IntegerAttr branch,
+                                         ArrayAttr termDims) {
   SmallVector<Type> types;
   if (parser.parseTypeList(types))
     return failure();
-  if (types.empty() || (branch && types.size() < 2))
+  size_t numTerms = termDims ? termDims.size() : 0;
+  if (types.size() < 1 + (branch ? 1 : 0) + numTerms)
     return parser.emitError(parser.getCurrentLocation())
-           << "expected the output type"
-           << (branch ? " and the key side's" : "");
+           << "expected the output type" << (branch ? ", the key side's" : "")
+           << (numTerms ? " and one type per term" : "");
   output = types.front();
   ArrayRef<Type> rest = ArrayRef<Type>(types).drop_front();
+  llvm::append_range(terms, rest.take_back(numTerms));
+  rest = rest.drop_back(numTerms);
   if (branch) {
     keySide = rest.back();
     rest = rest.drop_back();
@@ -42,12 +49,14 @@ static ParseResult parseAttentionResults(OpAsmParser &parser, Type &output,
 
 static void printAttentionResults(OpAsmPrinter &printer, Operation *,
                                   Type output, TypeRange lse, Type keySide,
-                                  IntegerAttr) {
+                                  TypeRange terms, IntegerAttr, ArrayAttr) {
   printer << output;
   for (Type t : lse)
     printer << ", " << t;
   if (keySide)
     printer << ", " << keySide;
+  for (Type t : terms)
+    printer << ", " << t;
 }
 
 #define GET_OP_CLASSES
@@ -234,9 +243,12 @@ LogicalResult verifyRegionSignature(Operation *op, Region &region,
 
 /// Verifies the score and mask regions shared by the score program ops.
 LogicalResult verifyScoreAndMask(Operation *op, Region &score, Region &mask,
-                                 unsigned numBranches, TypeRange captures) {
+                                 unsigned numBranches, TypeRange captures,
+                                 unsigned numTerms = 0) {
   Builder b(op->getContext());
-  SmallVector<Type> logits(numBranches, b.getF32Type());
+  if (numTerms && score.empty())
+    return op->emitOpError("terms need a score region that yields them");
+  SmallVector<Type> logits(numBranches + numTerms, b.getF32Type());
   if (failed(verifyRegionSignature(op, score, "score", numBranches,
                                    b.getF32Type(), "logit", captures, logits)))
     return failure();
@@ -355,6 +367,39 @@ LogicalResult verifyKeySide(Operation *op, std::optional<uint64_t> branch,
   return checkF32Shape(op, type, shape, "key_side", "[B, Hkv, N, Dqk]");
 }
 
+/// Verifies `term_dims` and the term tensors `types`: per term, increasing
+/// dims among 0..3 (b, h, q_idx, kv_idx) and an f32 tensor of that rank
+/// whose extents are `extents`' at those dims (dynamic where the op does
+/// not fix them).
+LogicalResult verifyTerms(Operation *op, std::optional<ArrayAttr> termDims,
+                          TypeRange types, ArrayRef<int64_t> extents) {
+  size_t numTerms = termDims ? termDims->size() : 0;
+  if (types.size() != numTerms)
+    return op->emitOpError() << "has " << numTerms << " term_dims entries and "
+                             << types.size() << " term tensors";
+  for (unsigned e = 0; e < numTerms; ++e) {
+    auto dims = dyn_cast<DenseI64ArrayAttr>((*termDims)[e]);
+    if (!dims)
+      return op->emitOpError()
+             << "term_dims #" << e << " must be an array<i64> of dims";
+    SmallVector<int64_t> shape;
+    int64_t last = -1;
+    for (int64_t d : dims.asArrayRef()) {
+      if (d <= last || d > 3)
+        return op->emitOpError()
+               << "term_dims #" << e
+               << " must list increasing dims among 0 (b), 1 (h), 2 (q_idx) "
+                  "and 3 (kv_idx)";
+      last = d;
+      shape.push_back(extents[d]);
+    }
+    if (failed(checkF32Shape(op, types[e], shape, "term #" + Twine(e),
+                             "its term_dims' extents")))
+      return failure();
+  }
+  return success();
+}
+
 /// Which of the three region signatures a region has.
 enum class RegionKind { Score, Mask, Epilogue };
 
@@ -419,7 +464,9 @@ LogicalResult AttentionOp::verify() {
   Value keySide = getKeySide();
   if (failed(verifyKeySide(*this, getKeySideBranch(),
                            keySide ? keySide.getType() : Type(), getQueries(),
-                           getNormalizer(), {dims->b, dims->hkv, dims->n})))
+                           getNormalizer(), {dims->b, dims->hkv, dims->n})) ||
+      failed(verifyTerms(*this, getTermDims(), getTerms().getTypes(),
+                         {dims->b, dims->hq, dims->m, dims->n})))
     return failure();
   return verifyLse(*this, TypeRange(getLse()), nb, getNormalizer(),
                    {dims->b, dims->hq, dims->m});
@@ -436,7 +483,7 @@ void AttentionOp::getAsmBlockArgumentNames(Region &region,
 LogicalResult AttentionOp::verifyRegions() {
   TypeRange captures = getCaptures().getTypes();
   if (failed(verifyScoreAndMask(*this, getScore(), getMask(), getNumBranches(),
-                                captures)))
+                                captures, getNumTerms())))
     return failure();
   return verifyEpilogue(*this, getEpilogue(), getNumBranches(), captures,
                         getValueColumns().has_value());
@@ -454,6 +501,7 @@ LogicalResult OnlineStepOp::inferReturnTypes(
     llvm::append_range(inferredReturnTypes, group.getTypes());
   if (Value keySide = adaptor.getKeySide())
     inferredReturnTypes.push_back(keySide.getType());
+  llvm::append_range(inferredReturnTypes, adaptor.getTermState().getTypes());
   return success();
 }
 
@@ -520,15 +568,18 @@ LogicalResult OnlineStepOp::verify() {
   if (failed(verifyKeySide(*this, getKeySideBranch(),
                            keySide ? keySide.getType() : Type(), getQueries(),
                            getNormalizer(),
-                           SmallVector<int64_t>(3, ShapedType::kDynamic))))
+                           SmallVector<int64_t>(3, ShapedType::kDynamic))) ||
+      // Whole term tensors: a tiled step's blocks are slices of the problem.
+      failed(verifyTerms(*this, getTermDims(), getTermState().getTypes(),
+                         SmallVector<int64_t>(4, ShapedType::kDynamic))))
     return failure();
   return verifyState(*this, getMaxState(), getSumState(), getAccState(),
                      getNumBranches(), getNormalizer(), *dims);
 }
 
-/// The step's new state without its key-side tensor.
+/// The step's new state without its key-side tensor and terms.
 ValueRange OnlineStepOp::getStateResults() {
-  ValueRange results = getNewState();
+  ValueRange results = getNewState().drop_back(getTermState().size());
   return getKeySide() ? results.drop_back() : results;
 }
 
@@ -541,7 +592,7 @@ void OnlineStepOp::getAsmBlockArgumentNames(Region &region,
 
 LogicalResult OnlineStepOp::verifyRegions() {
   return verifyScoreAndMask(*this, getScore(), getMask(), getNumBranches(),
-                            getCaptures().getTypes());
+                            getCaptures().getTypes(), getNumTerms());
 }
 
 //===----------------------------------------------------------------------===//
@@ -598,18 +649,20 @@ LogicalResult ParallelAccumulateOp::verify() {
                        "loop");
   auto source = cast<RankedTensorType>(getSource().getType());
   auto dest = cast<RankedTensorType>(getDest().getType());
-  if (source.getRank() != 4 || dest.getRank() != 4)
-    return emitOpError() << "adds rank-4 tensors, got " << source << " into "
-                         << dest;
-  if (!dimsCompatible(source.getDimSize(0), 1) ||
-      !dimsCompatible(source.getDimSize(1), 1))
-    return emitOpError() << "adds one batch and head's rows [1, 1, N, D], got "
-                         << source;
-  for (int64_t d = 2; d < 4; ++d)
-    if (!dimsCompatible(source.getDimSize(d), dest.getDimSize(d)))
+  int64_t lead = getOffsets().size();
+  if (source.getRank() != dest.getRank() || lead > dest.getRank())
+    return emitOpError() << "adds a tensor of the destination's rank at "
+                            "leading offsets, got "
+                         << source << " into " << dest << " at " << lead
+                         << " offsets";
+  for (int64_t d = 0; d < source.getRank(); ++d) {
+    int64_t want = d < lead ? 1 : dest.getDimSize(d);
+    if (!dimsCompatible(source.getDimSize(d), want))
       return emitOpError() << "source dim " << d << " is "
-                           << dimStr(source.getDimSize(d)) << ", the rows of "
-                           << dest << " have " << dimStr(dest.getDimSize(d));
+                           << dimStr(source.getDimSize(d)) << ", expected "
+                           << dimStr(want)
+                           << (d < lead ? " (an offset's dim)" : "");
+  }
   return success();
 }
 

@@ -58,11 +58,12 @@ Value meanOfValuesWhereEmpty(OpBuilder &b, Location loc, AttentionOp op) {
   int64_t Hkv = vt.getDimSize(1), N = vt.getDimSize(2);
   auto lseType = RankedTensorType::get({B, Hq, M}, b.getF32Type());
   auto withLse = AttentionOp::create(
-      b, loc, outType, TypeRange{lseType}, /*key_side=*/Type(), op.getQueries(),
-      op.getKeys(), op.getValue(), op.getSinks(), op.getCaptures(),
-      op.getScaleAttr(), op.getNormalizerAttr(), /*mean_empty_rows=*/UnitAttr(),
+      b, loc, outType, TypeRange{lseType}, /*key_side=*/Type(),
+      /*terms=*/TypeRange{}, op.getQueries(), op.getKeys(), op.getValue(),
+      op.getSinks(), op.getCaptures(), op.getScaleAttr(),
+      op.getNormalizerAttr(), /*mean_empty_rows=*/UnitAttr(),
       /*value_columns=*/DenseI64ArrayAttr(),
-      /*key_side_branch=*/IntegerAttr());
+      /*key_side_branch=*/IntegerAttr(), /*term_dims=*/ArrayAttr());
   withLse.getScore().takeBody(op.getScore());
   withLse.getMask().takeBody(op.getMask());
   withLse.getEpilogue().takeBody(op.getEpilogue());

@@ -344,6 +344,106 @@ void cloneMask(OpBuilder &b, const Forward &f, AttentionOp op,
     b.clone(inner, map);
 }
 
+/// Where a region reads capture argument `arg` once (a float tensor, at
+/// any indices: the score's may compute them, as a table's bucket): that
+/// read; else null.
+tensor::ExtractOp singleRead(BlockArgument arg) {
+  if (!arg.hasOneUse())
+    return nullptr;
+  auto read = dyn_cast<tensor::ExtractOp>(*arg.getUsers().begin());
+  auto type = dyn_cast<RankedTensorType>(arg.getType());
+  if (!read || !type || !isa<FloatType>(type.getElementType()))
+    return nullptr;
+  return read;
+}
+
+/// Where a region (the epilogue) reads capture argument `arg` once, at
+/// indices that are its own (b, h, q_idx, d) arguments or 0 on a unit dim:
+/// that read; else null (the capture's gradient is not derived).
+tensor::ExtractOp ownIndicesRead(Block &region, BlockArgument arg,
+                                 unsigned branches) {
+  tensor::ExtractOp read = singleRead(arg);
+  if (!read)
+    return nullptr;
+  auto type = cast<RankedTensorType>(arg.getType());
+  llvm::SmallBitVector seen(4);
+  for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
+    auto from = dyn_cast<BlockArgument>(index);
+    if (from && from.getOwner() == &region && from.getArgNumber() >= branches &&
+        from.getArgNumber() < branches + 4) {
+      unsigned d = from.getArgNumber() - branches;
+      if (seen.test(d))
+        return nullptr;
+      seen.set(d);
+      continue;
+    }
+    if (!matchPattern(index, m_Zero()) || type.getDimSize(dim) != 1)
+      return nullptr;
+  }
+  return read;
+}
+
+/// The dims of a capture that a region reads at its own indices
+/// (`ownIndicesRead`): the read's loop expressions over the region's four
+/// indices, their sizes, and the reassociation that adds back its unit
+/// dims.
+struct ReadDims {
+  SmallVector<AffineExpr> exprs;
+  SmallVector<int64_t> shape;
+  SmallVector<ReassociationIndices> groups;
+  /// The capture dims whose index the region computes (loops 4, 5, ..).
+  SmallVector<unsigned> computed;
+};
+
+ReadDims readDims(tensor::ExtractOp read, unsigned branches) {
+  auto type = cast<RankedTensorType>(read.getTensor().getType());
+  ReadDims dims;
+  for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
+    auto from = dyn_cast<BlockArgument>(index);
+    bool own = from && from.getOwner() == read->getBlock() &&
+               from.getArgNumber() >= branches &&
+               from.getArgNumber() < branches + 4;
+    bool unitZero = matchPattern(index, m_Zero()) && type.getDimSize(dim) == 1;
+    if (own || !unitZero) {
+      // Unit dims before the first indexed one join its group.
+      if (!dims.shape.empty() || dims.groups.empty())
+        dims.groups.emplace_back();
+      // An index the region computes (a table's bucket) is a loop of its
+      // own after the four, compared with the computed value.
+      unsigned loop =
+          own ? from.getArgNumber() - branches : 4 + dims.computed.size();
+      if (!own)
+        dims.computed.push_back(dim);
+      dims.exprs.push_back(getAffineDimExpr(loop, read.getContext()));
+      dims.shape.push_back(type.getDimSize(dim));
+    }
+    if (dims.groups.empty())
+      dims.groups.emplace_back();
+    dims.groups.back().push_back(dim);
+  }
+  // Unit dims after the last indexed one join its group; with none
+  // indexed, the result is a scalar expanded to the unit shape.
+  if (dims.shape.empty())
+    dims.groups.clear();
+  return dims;
+}
+
+/// Whether the attention computing dS can write a capture read's gradient
+/// per element (a term over [B, Hq, M, N], summed afterwards over the
+/// dims the read does not take): the read takes q_idx and kv_idx (an N x N
+/// pair bias), no computed index. (Reads that sum over rows, as per-head
+/// slopes, keep the materialized path: their terms would weigh each row's
+/// Delta, which comes from the 16-bit output, by its key distances.)
+bool writesTermPerElement(tensor::ExtractOp read, unsigned branches) {
+  ReadDims dims = readDims(read, branches);
+  auto takes = [&](unsigned d) {
+    return llvm::any_of(dims.exprs, [&](AffineExpr e) {
+      return cast<AffineDimExpr>(e).getPosition() == d;
+    });
+  };
+  return dims.computed.empty() && takes(2) && takes(3);
+}
+
 /// What a gradient attention's score region yields per element.
 enum class Weights {
   /// dS, and 0 for the dP branch (dQ; dK where dV is apart).
@@ -359,8 +459,8 @@ enum class Weights {
 /// and dP unless it yields P alone) and the row statistics (L, Delta: the
 /// last two captures for softmax), yields what `weights` says.
 LogicalResult buildScore(OpBuilder &b, const Forward &f, AttentionOp op,
-                         ValueRange captures, bool transposed,
-                         Weights weights) {
+                         ValueRange captures, bool transposed, Weights weights,
+                         ArrayRef<tensor::ExtractOp> termReads = {}) {
   OpBuilder::InsertionGuard guard(b);
   Location loc = f.op.getLoc();
   bool weightsOnly = weights == Weights::Probabilities;
@@ -455,8 +555,21 @@ LogicalResult buildScore(OpBuilder &b, const Forward &f, AttentionOp op,
     YieldOp::create(b, loc, ValueRange{dS, p});
     return success();
   }
-  YieldOp::create(b, loc,
-                  ValueRange{dS, floatConst(b, loc, b.getF32Type(), 0.0)});
+  SmallVector<Value> yields = {dS, floatConst(b, loc, b.getF32Type(), 0.0)};
+  // The terms: dT times the score's derivative with respect to the element
+  // each capture read reads (the forward's score region again, seeded
+  // there).
+  for (tensor::ExtractOp read : termReads) {
+    Block &src = f.op.getScore().front();
+    IRMapping map;
+    mapScoreArgs(b, loc, f, src, s, idx, caps.take_front(numFwdCaptures), map);
+    FailureOr<std::pair<Value, Value>> derived =
+        ScoreDerivative(b, loc).emit(src, map, read.getResult(), f.branch);
+    if (failed(derived))
+      return failure();
+    yields.push_back(arith::MulFOp::create(b, loc, dT, derived->second));
+  }
+  YieldOp::create(b, loc, yields);
   return success();
 }
 
@@ -499,13 +612,13 @@ Value groupRows(OpBuilder &b, Location loc, const Forward &f, Value x) {
 /// `valueColumns`), `captures` the forward's plus the row statistics. With
 /// `keySide`, the S branch's key-side product too (its weights, transposed,
 /// times its queries: with KeyAndValue's scale dS^T, dQ), stored there.
-FailureOr<Value> gradientAttention(OpBuilder &b, const Forward &f,
-                                   ValueRange queries, ValueRange keys,
-                                   Value value, ValueRange captures,
-                                   Type resultElement, bool transposed,
-                                   Weights weights,
-                                   ArrayRef<int64_t> valueColumns = {},
-                                   Value *keySide = nullptr) {
+FailureOr<Value>
+gradientAttention(OpBuilder &b, const Forward &f, ValueRange queries,
+                  ValueRange keys, Value value, ValueRange captures,
+                  Type resultElement, bool transposed, Weights weights,
+                  ArrayRef<int64_t> valueColumns = {}, Value *keySide = nullptr,
+                  ArrayRef<tensor::ExtractOp> termReads = {},
+                  SmallVectorImpl<Value> *terms = nullptr) {
   Location loc = f.op.getLoc();
   auto qType = cast<RankedTensorType>(queries[0].getType());
   auto kType = cast<RankedTensorType>(keys[0].getType());
@@ -520,21 +633,32 @@ FailureOr<Value> gradientAttention(OpBuilder &b, const Forward &f,
         RankedTensorType::get({kType.getDimSize(0), kType.getDimSize(1),
                                kType.getDimSize(2), qType.getDimSize(3)},
                               b.getF32Type());
+  // Each term over the dims its read takes ([B, Hq, M, N] extents).
+  SmallVector<Type> termTypes(
+      termReads.size(),
+      RankedTensorType::get({qType.getDimSize(0), qType.getDimSize(1),
+                             qType.getDimSize(2), kType.getDimSize(2)},
+                            b.getF32Type()));
+  SmallVector<Attribute> termDims(termReads.size(),
+                                  b.getDenseI64ArrayAttr({0, 1, 2, 3}));
   // (KeyAndValue's dP logit carries the scale of its weight scale dS: see
   // buildScore.)
   SmallVector<double> scales = {
       f.scale, weights == Weights::KeyAndValue ? f.scale : 1.0};
   scales.resize(queries.size());
   auto op = AttentionOp::create(
-      b, loc, outType, TypeRange{}, keySideType, queries, keys, value,
-      ValueRange{}, captures, b.getDenseF64ArrayAttr(scales),
+      b, loc, outType, TypeRange{}, keySideType, termTypes, queries, keys,
+      value, ValueRange{}, captures, b.getDenseF64ArrayAttr(scales),
       NormalizerAttr::get(b.getContext(), Normalizer::none),
       /*mean_empty_rows=*/UnitAttr(), /*value_columns=*/DenseI64ArrayAttr(),
-      /*key_side_branch=*/keySide ? b.getI64IntegerAttr(0) : IntegerAttr());
+      /*key_side_branch=*/keySide ? b.getI64IntegerAttr(0) : IntegerAttr(),
+      termDims.empty() ? ArrayAttr() : b.getArrayAttr(termDims));
   if (weights == Weights::KeyAndValue)
     op.setValueColumns(valueColumns);
-  if (failed(buildScore(b, f, op, captures, transposed, weights)))
+  if (failed(buildScore(b, f, op, captures, transposed, weights, termReads)))
     return failure();
+  if (terms)
+    llvm::append_range(*terms, op.getTerms());
   cloneMask(b, f, op, captures, transposed);
   if (weights == Weights::ScoreGradient)
     buildEpilogue(b, f, op, captures);
@@ -741,90 +865,6 @@ Value sinkGradient(OpBuilder &b, Location loc, Value sink, Value lse,
                        nb, l, sinkType.getElementType(), args[0])});
              })
       .getResult(0);
-}
-
-/// Where a region reads capture argument `arg` once (a float tensor, at
-/// any indices: the score's may compute them, as a table's bucket): that
-/// read; else null.
-tensor::ExtractOp singleRead(BlockArgument arg) {
-  if (!arg.hasOneUse())
-    return nullptr;
-  auto read = dyn_cast<tensor::ExtractOp>(*arg.getUsers().begin());
-  auto type = dyn_cast<RankedTensorType>(arg.getType());
-  if (!read || !type || !isa<FloatType>(type.getElementType()))
-    return nullptr;
-  return read;
-}
-
-/// Where a region (the epilogue) reads capture argument `arg` once, at
-/// indices that are its own (b, h, q_idx, d) arguments or 0 on a unit dim:
-/// that read; else null (the capture's gradient is not derived).
-tensor::ExtractOp ownIndicesRead(Block &region, BlockArgument arg,
-                                 unsigned branches) {
-  tensor::ExtractOp read = singleRead(arg);
-  if (!read)
-    return nullptr;
-  auto type = cast<RankedTensorType>(arg.getType());
-  llvm::SmallBitVector seen(4);
-  for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
-    auto from = dyn_cast<BlockArgument>(index);
-    if (from && from.getOwner() == &region && from.getArgNumber() >= branches &&
-        from.getArgNumber() < branches + 4) {
-      unsigned d = from.getArgNumber() - branches;
-      if (seen.test(d))
-        return nullptr;
-      seen.set(d);
-      continue;
-    }
-    if (!matchPattern(index, m_Zero()) || type.getDimSize(dim) != 1)
-      return nullptr;
-  }
-  return read;
-}
-
-/// The dims of a capture that a region reads at its own indices
-/// (`ownIndicesRead`): the read's loop expressions over the region's four
-/// indices, their sizes, and the reassociation that adds back its unit
-/// dims.
-struct ReadDims {
-  SmallVector<AffineExpr> exprs;
-  SmallVector<int64_t> shape;
-  SmallVector<ReassociationIndices> groups;
-  /// The capture dims whose index the region computes (loops 4, 5, ..).
-  SmallVector<unsigned> computed;
-};
-
-ReadDims readDims(tensor::ExtractOp read, unsigned branches) {
-  auto type = cast<RankedTensorType>(read.getTensor().getType());
-  ReadDims dims;
-  for (auto [dim, index] : llvm::enumerate(read.getIndices())) {
-    auto from = dyn_cast<BlockArgument>(index);
-    bool own = from && from.getOwner() == read->getBlock() &&
-               from.getArgNumber() >= branches &&
-               from.getArgNumber() < branches + 4;
-    bool unitZero = matchPattern(index, m_Zero()) && type.getDimSize(dim) == 1;
-    if (own || !unitZero) {
-      // Unit dims before the first indexed one join its group.
-      if (!dims.shape.empty() || dims.groups.empty())
-        dims.groups.emplace_back();
-      // An index the region computes (a table's bucket) is a loop of its
-      // own after the four, compared with the computed value.
-      unsigned loop =
-          own ? from.getArgNumber() - branches : 4 + dims.computed.size();
-      if (!own)
-        dims.computed.push_back(dim);
-      dims.exprs.push_back(getAffineDimExpr(loop, read.getContext()));
-      dims.shape.push_back(type.getDimSize(dim));
-    }
-    if (dims.groups.empty())
-      dims.groups.emplace_back();
-    dims.groups.back().push_back(dim);
-  }
-  // Unit dims after the last indexed one join its group; with none
-  // indexed, the result is a scalar expanded to the unit shape.
-  if (dims.shape.empty())
-    dims.groups.clear();
-  return dims;
 }
 
 /// A generic over the loops of `inMaps` (b, h, q_idx and d or kv_idx)
@@ -1192,10 +1232,10 @@ AttentionOp branchForward(OpBuilder &b, const Forward &f, Value q, Value k,
     lseTypes.push_back(lseType(f.op, f.branch));
   auto forward = AttentionOp::create(
       b, loc, branchOutputType(f.op, f.branch), lseTypes, /*key_side=*/Type(),
-      q, k, v, sinks, captures, b.getDenseF64ArrayAttr({f.scale}),
-      f.op.getNormalizerAttr(),
+      /*terms=*/TypeRange{}, q, k, v, sinks, captures,
+      b.getDenseF64ArrayAttr({f.scale}), f.op.getNormalizerAttr(),
       /*mean_empty_rows=*/UnitAttr(), /*value_columns=*/DenseI64ArrayAttr(),
-      /*key_side_branch=*/IntegerAttr());
+      /*key_side_branch=*/IntegerAttr(), /*term_dims=*/ArrayAttr());
   // A fresh mapping per clone: a mapped block argument is dropped from the
   // clone (Region::cloneInto), and the region is isolated from above.
   IRMapping fresh;
@@ -1252,13 +1292,16 @@ Value sum(OpBuilder &b, Location loc, ValueRange xs) {
 /// output and row statistics.
 struct BranchGradient {
   Value dq, dk, dv, dsink;
+  /// The terms of `termReads` (branchGradient's), over the dims each read
+  /// takes (f32).
+  SmallVector<Value> terms;
 };
 
-FailureOr<BranchGradient> branchGradient(OpBuilder &b, const Forward &f,
-                                         Value q, Value k, Value v, Value sink,
-                                         Value dout, ArrayRef<Value> rowStats,
-                                         ValueRange captures, bool fuseKeyValue,
-                                         bool fuseQuery) {
+FailureOr<BranchGradient>
+branchGradient(OpBuilder &b, const Forward &f, Value q, Value k, Value v,
+               Value sink, Value dout, ArrayRef<Value> rowStats,
+               ValueRange captures, bool fuseKeyValue, bool fuseQuery,
+               ArrayRef<tensor::ExtractOp> termReads) {
   Location loc = f.op.getLoc();
   auto elementOf = [](Value x) {
     return cast<RankedTensorType>(x.getType()).getElementType();
@@ -1273,7 +1316,8 @@ FailureOr<BranchGradient> branchGradient(OpBuilder &b, const Forward &f,
     llvm::append_range(dqCaptures, rowStats);
     FailureOr<Value> dq =
         gradientAttention(b, f, {q, dout}, {k, v}, k, dqCaptures, elementOf(q),
-                          /*transposed=*/false, Weights::ScoreGradient);
+                          /*transposed=*/false, Weights::ScoreGradient, {},
+                          nullptr, termReads, &g.terms);
     if (failed(dq))
       return failure(); // Said once: dK and dV clone the same region.
     g.dq = *dq;
@@ -1341,6 +1385,16 @@ void branchStatistics(AttentionOp op, bool saved, ValueRange statistics,
   }
 }
 
+/// Whether `region` (of `op`, whose captures come last in its arguments)
+/// reads capture `c`.
+bool readsCapture(Region &region, unsigned c, unsigned numCaptures) {
+  if (region.empty())
+    return false;
+  Block &block = region.front();
+  return !block.getArgument(block.getNumArguments() - numCaptures + c)
+              .use_empty();
+}
+
 /// What the gradients of the captures are built from: the forward's
 /// operands in the gradient function, each branch's output, log-sum-exp
 /// (softmax) and dO on its way back, and each branch's facts.
@@ -1352,16 +1406,27 @@ struct GradientParts {
   Value dout;
   ArrayRef<Value> branchDouts;
   function_ref<Forward(unsigned)> forwardOf;
+  /// Each branch's gradients, and the captures whose gradients are their
+  /// terms (in the terms' order).
+  ArrayRef<BranchGradient> grads;
+  ArrayRef<unsigned> termCaptures;
 };
 
-/// Whether `region` (of `op`, whose captures come last in its arguments)
-/// reads capture `c`.
-bool readsCapture(Region &region, unsigned c, unsigned numCaptures) {
-  if (region.empty())
-    return false;
-  Block &block = region.front();
-  return !block.getArgument(block.getNumArguments() - numCaptures + c)
-              .use_empty();
+/// Where the score alone reads capture `c` once, differentiably, at indices
+/// it takes whole (`termDimsOf`): that read, whose gradient a term of the
+/// attention computing dS sums; else null.
+tensor::ExtractOp scoreTermRead(AttentionOp op, unsigned c) {
+  unsigned branches = op.getNumBranches(),
+           numCaptures = op.getCaptures().size();
+  if (!readsCapture(op.getScore(), c, numCaptures) ||
+      readsCapture(op.getEpilogue(), c, numCaptures))
+    return nullptr;
+  Block &score = op.getScore().front();
+  tensor::ExtractOp read = singleRead(score.getArgument(branches + 4 + c));
+  if (!read || !differentiableFrom(score, read.getResult()) ||
+      !writesTermPerElement(read, branches))
+    return nullptr;
+  return read;
 }
 
 /// The gradient of capture `c`, or null where none is derived: a capture
@@ -1388,6 +1453,37 @@ FailureOr<Value> captureGradient(OpBuilder &b, const GradientParts &p,
   if (!inScore || inEpilogue || !scoreCaptures)
     return Value();
   Block &score = op.getScore().front();
+  // A term of each branch's dQ attention.
+  if (const unsigned *t = llvm::find(p.termCaptures, c);
+      t != p.termCaptures.end()) {
+    unsigned k = t - p.termCaptures.begin();
+    tensor::ExtractOp read = singleRead(score.getArgument(branches + 4 + c));
+    ReadDims dims = readDims(read, branches);
+    SmallVector<Value> terms = llvm::to_vector(llvm::map_range(
+        p.grads, [&](const BranchGradient &g) { return g.terms[k]; }));
+    // Summed over the branches and the dims the read does not take (a
+    // bias broadcast over the batch), in the read's dim order.
+    bool whole =
+        terms.size() == 1 && dims.exprs.size() == 4 &&
+        llvm::all_of(llvm::enumerate(dims.exprs), [](auto e) {
+          return cast<AffineDimExpr>(e.value()).getPosition() == e.index();
+        });
+    if (whole)
+      return inCaptureType(b, loc, terms.front(),
+                           cast<RankedTensorType>(read.getTensor().getType()),
+                           dims);
+    Value grad = sumInto(
+        b, loc, dims, terms,
+        SmallVector<AffineMap>(terms.size(), b.getMultiDimIdentityMap(4)),
+        [&](OpBuilder &nb, Location l, ValueRange args) {
+          Value total = args.front();
+          for (Value x : args.drop_front())
+            total = arith::AddFOp::create(nb, l, total, x);
+          return total;
+        });
+    return inCaptureType(
+        b, loc, grad, cast<RankedTensorType>(read.getTensor().getType()), dims);
+  }
   tensor::ExtractOp read = singleRead(score.getArgument(branches + 4 + c));
   if (!read || !differentiableFrom(score, read.getResult()))
     return Value();
@@ -1410,8 +1506,8 @@ FailureOr<Value> captureGradient(OpBuilder &b, const GradientParts &p,
 /// dv, dsinks...)` for `op`; `fuseKeyValue`: dK and dV in one attention
 /// where they can share it.
 LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
-                            bool scoreCaptures, bool fuseKeyValue,
-                            bool fuseQuery) {
+                            bool scoreCaptures, bool captureTerms,
+                            bool fuseKeyValue, bool fuseQuery) {
   if (failed(checkDifferentiable(op)))
     return failure();
   Location loc = op.getLoc();
@@ -1474,6 +1570,16 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
             sinks.empty() ? ValueRange() : ValueRange(sinks[r]), captures);
       },
       outs, lses);
+  // Captures the score alone reads once at indices it takes whole: their
+  // gradients come out of each branch's dQ attention as terms.
+  SmallVector<unsigned> termCaptures;
+  SmallVector<tensor::ExtractOp> termReads;
+  for (unsigned c = 0;
+       c < captures.size() && scoreCaptures && captureTerms && !fuseQuery; ++c)
+    if (tensor::ExtractOp read = scoreTermRead(op, c)) {
+      termCaptures.push_back(c);
+      termReads.push_back(read);
+    }
   SmallVector<BranchGradient> grads;
   SmallVector<Value> branchDouts;
   for (unsigned r = 0; r < branches; ++r) {
@@ -1491,7 +1597,7 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
     FailureOr<BranchGradient> g =
         branchGradient(b, forwardOf(r), queries[r], keys[r], v,
                        sinks.empty() ? Value() : sinks[r], branchDout, rowStats,
-                       captures, fuseKeyValue, fuseQuery);
+                       captures, fuseKeyValue, fuseQuery, termReads);
     if (failed(g))
       return failure();
     grads.push_back(*g);
@@ -1520,8 +1626,9 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
   if (!sinks.empty())
     for (const BranchGradient &g : grads)
       give(g.dsink);
-  GradientParts parts{op,   queries, keys, v,           captures,
-                      outs, lses,    dout, branchDouts, forwardOf};
+  GradientParts parts{op,          queries,   keys,  v,
+                      captures,    outs,      lses,  dout,
+                      branchDouts, forwardOf, grads, termCaptures};
   for (unsigned c = 0; c < captures.size(); ++c) {
     FailureOr<Value> grad = captureGradient(b, parts, c, scoreCaptures);
     if (failed(grad))
@@ -1559,8 +1666,8 @@ struct AttnGradientPass
         std::min(length(sole.getQueries()[0], 2), length(sole.getKeys()[0], 2));
     bool fuse = fuseKeyValue && !ShapedType::isDynamic(shortest) &&
                 shortest >= fuseKeyValueFrom;
-    if (failed(buildGradient(module, sole, savedStatistics, scoreCaptures, fuse,
-                             fuseQuery)))
+    if (failed(buildGradient(module, sole, savedStatistics, scoreCaptures,
+                             captureTerms, fuse, fuseQuery)))
       return signalPassFailure();
     // The module is the gradient program alone.
     for (Operation *op : old)

@@ -91,12 +91,27 @@ void rewrite(AttentionOp op) {
         0.0);
   }
 
+  // The terms start at 0 (every element adds to them).
+  SmallVector<Value> termInits;
+  ArrayAttr termDims = op.getTermDimsAttr();
+  for (auto [term, dims] :
+       llvm::zip(op.getTerms(),
+                 termDims ? termDims.getValue() : ArrayRef<Attribute>())) {
+    SmallVector<std::pair<Value, int64_t>> extents;
+    for (int64_t d : cast<DenseI64ArrayAttr>(dims).asArrayRef())
+      extents.push_back(d < 3 ? std::make_pair(q, d)
+                              : std::make_pair(op.getKeys()[0], int64_t(2)));
+    termInits.push_back(
+        filledTensor(b, loc, cast<RankedTensorType>(term.getType()).getShape(),
+                     dynamicSizes(b, loc, extents), 0.0));
+  }
+
   Value zero = arith::ConstantIndexOp::create(b, loc, 0);
   auto step = OnlineStepOp::create(
       b, loc, op.getQueries(), op.getKeys(), v, maxInit, sumInit, accInit,
-      keySideInit, zero, zero, zero, zero, op.getCaptures(), op.getScaleAttr(),
-      op.getNormalizerAttr(), /*whole_keys=*/UnitAttr(),
-      op.getKeySideBranchAttr());
+      keySideInit, termInits, zero, zero, zero, zero, op.getCaptures(),
+      op.getScaleAttr(), op.getNormalizerAttr(), /*whole_keys=*/UnitAttr(),
+      op.getKeySideBranchAttr(), op.getTermDimsAttr());
   cloneRegion(op.getScore(), step.getScore());
   cloneRegion(op.getMask(), step.getMask());
 
@@ -115,7 +130,8 @@ void rewrite(AttentionOp op) {
     finalize->setAttr(kKernelPlanAttrName, plan);
   SmallVector<Value> results(finalize.getResults());
   if (keySideInit)
-    results.push_back(step.getNewState().back());
+    results.push_back(step.getNewState()[state.size()]);
+  llvm::append_range(results, step.getTermResults());
   b.replaceOp(op, results);
 }
 

@@ -1854,12 +1854,13 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
     lseTypes.push_back(
         RankedTensorType::get({roles.B, roles.Hq, roles.M}, b.getF32Type()));
   auto op = AttentionOp::create(
-      b, loc, outType, lseTypes, /*key_side=*/Type(), queries, keys, value,
-      sinks, captures.getArrayRef(), b.getDenseF64ArrayAttr(scales),
+      b, loc, outType, lseTypes, /*key_side=*/Type(), /*terms=*/TypeRange{},
+      queries, keys, value, sinks, captures.getArrayRef(),
+      b.getDenseF64ArrayAttr(scales),
       NormalizerAttr::get(ctx, first.normalizer),
       /*mean_empty_rows=*/UnitAttr(),
       /*value_columns=*/DenseI64ArrayAttr(),
-      /*key_side_branch=*/IntegerAttr());
+      /*key_side_branch=*/IntegerAttr(), /*term_dims=*/ArrayAttr());
 
   // Builds one region: `leading` f32 args, four indices, the captures.
   auto buildRegion =

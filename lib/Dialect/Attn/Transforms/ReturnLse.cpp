@@ -53,12 +53,13 @@ AttentionOp withLse(AttentionOp op) {
   auto out = cast<RankedTensorType>(op.getOutput().getType());
   auto lse = RankedTensorType::get(out.getShape().drop_back(), b.getF32Type());
   auto fresh = AttentionOp::create(
-      b, op.getLoc(), out, TypeRange{lse}, /*key_side=*/Type(), op.getQueries(),
-      op.getKeys(), op.getValue(), op.getSinks(), op.getCaptures(),
-      op.getScaleAttr(), op.getNormalizerAttr(),
+      b, op.getLoc(), out, TypeRange{lse}, /*key_side=*/Type(),
+      /*terms=*/TypeRange{}, op.getQueries(), op.getKeys(), op.getValue(),
+      op.getSinks(), op.getCaptures(), op.getScaleAttr(),
+      op.getNormalizerAttr(),
       /*mean_empty_rows=*/UnitAttr(),
       /*value_columns=*/DenseI64ArrayAttr(),
-      /*key_side_branch=*/IntegerAttr());
+      /*key_side_branch=*/IntegerAttr(), /*term_dims=*/ArrayAttr());
   fresh.setMeanEmptyRows(op.getMeanEmptyRows());
   if (std::optional<ArrayRef<int64_t>> columns = op.getValueColumns())
     fresh.setValueColumns(*columns);

@@ -173,17 +173,21 @@ FailureOr<OnlineStepOp> wholeTensorStep(OnlineFinalizeOp fin) {
       return fin.emitError("attn-tile expects a zero initial state");
   if (Value keySide = step.getKeySide(); keySide && !isFilledWith(keySide, 0.0))
     return fin.emitError("attn-tile expects a zero initial key_side");
+  for (Value term : step.getTermState())
+    if (!isFilledWith(term, 0.0))
+      return fin.emitError("attn-tile expects zero initial terms");
   return step;
 }
 
 /// After `loop`: the tile's finalize of its final state, inserted into the
 /// forall's outputs at (bIdx, hIdx, q0) for `rows` rows; with a key-side
-/// product (the loop's last result), added to the forall's last output at
-/// (bIdx, hKV).
+/// product (the loop's result after the state), added to the forall's
+/// output after the finalize's at (bIdx, hKV); the `terms` (the loop's last
+/// results) added to the forall's last outputs whole.
 void finalizeTile(IRRewriter &b, Location loc, OnlineFinalizeOp fin,
                   scf::ForallOp forall, scf::ForOp loop, unsigned stats,
-                  bool keySide, Value bIdx, Value hIdx, Value hKV, Value q0,
-                  Value rows) {
+                  bool keySide, unsigned terms, Value bIdx, Value hIdx,
+                  Value hKV, Value q0, Value rows) {
   unsigned nb = fin.getAccState().size();
   b.setInsertionPointAfter(loop);
   SmallVector<Type> tileTypes;
@@ -217,16 +221,22 @@ void finalizeTile(IRRewriter &b, Location loc, OnlineFinalizeOp fin,
     tensor::ParallelInsertSliceOp::create(b, loc, tileResult, dest, offsets,
                                           sizes, strides);
   }
+  ValueRange shared =
+      forall.getRegionIterArgs().drop_front(fin->getNumResults());
+  ValueRange added = last.drop_front(2 * stats + nb);
   if (keySide)
-    ParallelAccumulateOp::create(b, loc, last.back(),
-                                 forall.getRegionIterArgs().back(), bIdx, hKV);
+    ParallelAccumulateOp::create(b, loc, added.front(), shared.front(),
+                                 ValueRange{bIdx, hKV});
+  for (unsigned e = 0; e < terms; ++e)
+    ParallelAccumulateOp::create(b, loc, added[keySide + e],
+                                 shared[keySide + e], ValueRange{});
 }
 
 /// The forall's shared outputs: the full output and LSE tensors (empty),
-/// then the key side's initial zeros where there is one (every query tile
-/// adds to it).
+/// then the key side's initial zeros where there is one and the terms'
+/// (every query tile adds to them).
 SmallVector<Value> destinations(IndexMath &m, OnlineFinalizeOp fin, Value q,
-                                Value v, Value keySide) {
+                                Value v, Value keySide, ValueRange terms) {
   SmallVector<Value> outs;
   for (Value result : fin.getResults()) {
     auto type = cast<RankedTensorType>(result.getType());
@@ -239,6 +249,7 @@ SmallVector<Value> destinations(IndexMath &m, OnlineFinalizeOp fin, Value q,
   }
   if (keySide)
     outs.push_back(keySide);
+  llvm::append_range(outs, terms);
   return outs;
 }
 
@@ -266,7 +277,8 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   Value numTiles = m.ceilDiv(rowsTotal, bm);
 
   Value keySide = step.getKeySide();
-  SmallVector<Value> outs = destinations(m, fin, q, v, keySide);
+  ValueRange terms = step.getTermState();
+  SmallVector<Value> outs = destinations(m, fin, q, v, keySide, terms);
 
   // (b, h, query tile) map to GPU blocks (z, y, x).
   MLIRContext *ctx = b.getContext();
@@ -328,6 +340,9 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
       return fin.emitError("attn-tile needs a static key_side head dim");
     init.push_back(part);
   }
+  // The tile's own terms: zeros of the whole terms' shape, to which its
+  // steps add.
+  llvm::append_range(init, terms);
 
   // The KV loop over tiles aligned to block-n, within the mask's bounds.
   auto [kvLo, kvHi] = bounds.range(m, q0, q1, keys);
@@ -348,9 +363,11 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
     auto tiled = OnlineStepOp::create(
         builder, l, qTiles, kTiles, vTile, carried.take_front(stats),
         carried.slice(stats, stats), carried.slice(2 * stats, nb),
-        keySide ? carried.back() : Value(), bIdx, hIdx, q0, k0,
-        step.getCaptures(), step.getScaleAttr(), step.getNormalizerAttr(),
-        /*whole_keys=*/UnitAttr(), step.getKeySideBranchAttr());
+        keySide ? carried[2 * stats + nb] : Value(),
+        carried.take_back(terms.size()), bIdx, hIdx, q0, k0, step.getCaptures(),
+        step.getScaleAttr(), step.getNormalizerAttr(),
+        /*whole_keys=*/UnitAttr(), step.getKeySideBranchAttr(),
+        step.getTermDimsAttr());
     IRMapping mapping;
     step.getScore().cloneInto(&tiled.getScore(), mapping);
     if (withMask)
@@ -399,13 +416,13 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
 
   // Normalize the tile and insert it into the outputs.
   finalizeTile(b, loc, fin, forall, loop, stats, static_cast<bool>(keySide),
-               bIdx, hIdx, hKV, q0, rows);
+               terms.size(), bIdx, hIdx, hKV, q0, rows);
   ValueRange results = forall.getResults();
-  if (keySide) {
-    b.replaceAllUsesWith(step.getNewState().back(), results.back());
-    results = results.drop_back();
-  }
-  b.replaceOp(fin, results);
+  unsigned numFinalized = fin->getNumResults();
+  ValueRange added = step.getNewState().drop_front(2 * stats + nb);
+  for (auto [from, to] : llvm::zip(added, results.drop_front(numFinalized)))
+    b.replaceAllUsesWith(from, to);
+  b.replaceOp(fin, results.take_front(numFinalized));
   b.eraseOp(step);
   return success();
 }

@@ -1,4 +1,5 @@
-// RUN: flashlight-opt %s --split-input-file --attn-gradient='score-captures=1' | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-gradient='score-captures=1 capture-terms=0' | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-gradient='score-captures=1' | FileCheck %s --check-prefix=TERMS
 // RUN: flashlight-opt %s --split-input-file --attn-gradient | FileCheck %s --check-prefix=DEFAULT
 
 // A pair bias [B, H, N, N] that the score reads at its own indices, with
@@ -32,6 +33,24 @@
 // CHECK: arith.addf %[[ACC]], %[[KEPT]]
 // CHECK: arith.truncf {{.*}} : f32 to bf16
 // CHECK: return {{.*}} : tensor<1x2x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x2x16x16xbf16>
+// By default, the dQ attention writes the bias's gradient per element: a
+// term over (b, h, q_idx, kv_idx) its score region yields after dS and the
+// dP branch's 0, dT times the score's derivative with respect to the bias
+// element (here 1); no S or dP materialized, the term only rounded.
+// TERMS-LABEL: func.func @gradient(
+// TERMS-SAME: attn.gradient_of = array<i64: 0, 1, 2, 3>
+// TERMS-NOT: iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
+// TERMS: %[[DQ:.+]]:2 = attn.attention q(%{{.*}}, %{{.*}} : {{.*}}) {{.*}} term_dims [array<i64: 0, 1, 2, 3>] scale [2.500000e-01, 1.000000e+00] normalizer none score {
+// TERMS: %[[P:.+]] = math.exp2
+// TERMS: %[[DT:.+]] = arith.mulf %[[P]], %{{.*}} : f32
+// TERMS: %[[DS:.+]] = arith.mulf %[[DT]], %{{.*}} : f32
+// TERMS: %[[ONE:.+]] = arith.extf %cst{{.*}} : bf16 to f32
+// TERMS: %[[TERM:.+]] = arith.mulf %[[DT]], %[[ONE]] : f32
+// TERMS: attn.yield %[[DS]], %{{.*}}, %[[TERM]] : f32, f32, f32
+// TERMS: } -> tensor<1x2x16x32xbf16>, tensor<1x2x16x16xf32>
+// TERMS-NOT: iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
+// TERMS: linalg.generic {{.*}} ins(%[[DQ]]#1 : tensor<1x2x16x16xf32>) outs(%{{.*}} : tensor<1x2x16x16xbf16>)
+// TERMS: arith.truncf {{.*}} : f32 to bf16
 // Without the option, the bias is an input only.
 // DEFAULT-LABEL: func.func @gradient(
 // DEFAULT-SAME: -> (tensor<1x2x16x32xbf16>, tensor<1x1x16x32xbf16>, tensor<1x1x16x32xbf16>)
@@ -116,6 +135,12 @@ func.func @buckets(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: t
 // CHECK: linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "parallel", "parallel"]} {{.*}} outs(%{{.*}} : tensor<2x16x16xf32>)
 // CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] {{.*}} : tensor<2x16x16xf32> into tensor<1x2x16x16xf32>
 // CHECK: arith.truncf {{.*}} : f32 to bf16
+// As a term: [B, H, M, N] from the kernel, summed over b.
+// TERMS-LABEL: func.func @gradient(
+// TERMS: %[[DQ:.+]]:2 = attn.attention {{.*}} term_dims [array<i64: 0, 1, 2, 3>]
+// TERMS: } -> tensor<2x2x16x32xbf16>, tensor<2x2x16x16xf32>
+// TERMS: linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "parallel", "parallel"]} ins(%[[DQ]]#1 : tensor<2x2x16x16xf32>) outs(%{{.*}} : tensor<2x16x16xf32>)
+// TERMS: tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] {{.*}} : tensor<2x16x16xf32> into tensor<1x2x16x16xf32>
 func.func @batch_broadcast(%q: tensor<2x2x16x32xbf16>, %k: tensor<2x2x16x32xbf16>, %v: tensor<2x2x16x32xbf16>, %bias: tensor<1x2x16x16xbf16>) -> tensor<2x2x16x32xbf16> {
   %o = attn.attention q(%q : tensor<2x2x16x32xbf16>) k(%k : tensor<2x2x16x32xbf16>) v(%v : tensor<2x2x16x32xbf16>) captures(%bias : tensor<1x2x16x16xbf16>) scale [0.25] normalizer softmax
     score {

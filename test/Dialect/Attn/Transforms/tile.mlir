@@ -163,3 +163,28 @@ func.func @key_side_is_accumulated_per_tile(%q: tensor<1x4x32x16xbf16>,
       -> tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>
   return %o, %ks : tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>
 }
+
+// -----
+
+// Terms with a key-side product: the forall's outputs after the finalize's
+// are the key side, then the term, both zeros at first; each query tile
+// carries the whole term's zeros through the KV loop (its steps add their
+// elements) and adds it whole, without offsets, in the terminator.
+// CHECK-LABEL: func @terms_are_accumulated_whole
+// CHECK: %[[ZERO:.*]] = linalg.fill {{.*}} -> tensor<4xf32>
+// CHECK: scf.forall {{.*}} shared_outs(%{{.*}}, %[[KS:.*]] = %{{.*}}, %[[T:.*]] = %[[ZERO]])
+// CHECK: %[[LOOP:.*]]:3 = scf.for {{.*}} iter_args(%{{.*}} = %{{.*}}, %{{.*}} = %{{.*}}, %[[CARRIED:.*]] = %[[ZERO]])
+// CHECK: attn.online_step {{.*}} key_side 0(%{{.*}} : tensor<1x1x48x16xf32>) terms [array<i64: 1>](%[[CARRIED]] : tensor<4xf32>)
+// CHECK: scf.forall.in_parallel
+// CHECK: attn.parallel_accumulate %[[LOOP]]#1 into %[[KS]] at(
+// CHECK: attn.parallel_accumulate %[[LOOP]]#2 into %[[T]] at() : tensor<4xf32> into tensor<4xf32>
+func.func @terms_are_accumulated_whole(%q: tensor<1x4x32x16xbf16>,
+    %k: tensor<1x2x48x16xbf16>, %v: tensor<1x2x48x16xbf16>)
+    -> (tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>, tensor<4xf32>) {
+  %o, %ks, %t = attn.attention q(%q : tensor<1x4x32x16xbf16>) k(%k : tensor<1x2x48x16xbf16>)
+      v(%v : tensor<1x2x48x16xbf16>) key_side 0 term_dims [array<i64: 1>] scale [0.5] normalizer none score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      attn.yield %s, %s : f32, f32
+    } -> tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>, tensor<4xf32>
+  return %o, %ks, %t : tensor<1x4x32x16xbf16>, tensor<1x2x48x16xf32>, tensor<4xf32>
+}

@@ -286,8 +286,13 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
            "Take each branch's output and log-sum-exp as arguments after "
            "dO instead of recomputing the forward">,
     Option<"scoreCaptures", "score-captures", "bool", /*default=*/"false",
-           "Also differentiate the captures the score region reads once, "
-           "materializing S and dP ([B, Hq, M, N] f32)">,
+           "Also differentiate the captures the score region reads once: "
+           "those it reads at q_idx and kv_idx (pair biases) as terms of "
+           "the dQ attention, the others by materializing S and dP "
+           "([B, Hq, M, N] f32)">,
+    Option<"captureTerms", "capture-terms", "bool", /*default=*/"true",
+           "With score-captures: pair biases' gradients as terms of the dQ "
+           "attention; false: from S and dP materialized, as the others">,
     Option<"fuseKeyValue", "fuse-key-value", "bool", /*default=*/"true",
            "dK and dV in one attention (value_columns) where the head dims "
            "allow; false: two attentions, each computing S and P">,

@@ -1,0 +1,52 @@
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s
+// RUN: flashlight-opt %s --attn-plan="arch=sm_80" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s --check-prefix=SM80
+// RUN: flashlight-opt %s --attn-plan="arch=sm_90a tensor-cores=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s --check-prefix=REF
+
+// Terms (the score region's yields after the logit): the kernel takes
+// their tensors as outputs after the attention's. A term that keeps every
+// dim (a pair bias's gradient) is stored per element; one summed over the
+// batch added atomically per element; a per-head one summed by each thread
+// over its elements, then over the warp (five shuffles), one atomic add
+// per warp and step. Elements the mask drops add 0; rows past M (a
+// partial query tile's: M = 100) add nothing, under a bounds test.
+// CHECK-LABEL: gpu.func @terms
+// CHECK-SAME: %{{.*}}: memref<2x2x100x100xf32, strided<[?, ?, ?, 1]>>, %{{.*}}: memref<2x100x100xf32, strided<[?, ?, 1]>>, %{{.*}}: memref<2xf32, strided<[1]>>)
+// CHECK: wgmma.mma_async
+// CHECK: scf.if
+// CHECK: memref.store %{{.*}} : memref<2x2x100x100xf32, strided<[?, ?, ?, 1]>>
+// CHECK: memref.atomic_rmw addf %{{.*}} : (f32, memref<2x100x100xf32, strided<[?, ?, 1]>>) -> f32
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK: scf.if
+// CHECK: memref.atomic_rmw addf %{{.*}} : (f32, memref<2xf32, strided<[1]>>) -> f32
+// mma.sync shares the fragments' code.
+// SM80-LABEL: gpu.func @terms
+// SM80: nvvm.mma.sync
+// SM80: memref.store %{{.*}} : memref<2x2x100x100xf32, strided<[?, ?, ?, 1]>>
+// SM80: memref.atomic_rmw addf %{{.*}} : (f32, memref<2x100x100xf32, strided<[?, ?, 1]>>) -> f32
+// SM80-COUNT-5: gpu.shuffle  xor
+// SM80: memref.atomic_rmw addf %{{.*}} : (f32, memref<2xf32, strided<[1]>>) -> f32
+// The reference generator: lane 0 of the row's warp, per element (the
+// per-head term atomically too; canonicalization merges the guards).
+// REF-LABEL: gpu.func @terms
+// REF: %[[FIRST:.+]] = arith.cmpi eq, %{{.*}}, %c0
+// REF: %[[VALID:.+]] = arith.andi %{{.*}}, %[[FIRST]] : i1
+// REF: scf.if %[[VALID]] {
+// REF-NEXT: memref.store %{{.*}} : memref<2x2x100x100xf32, strided<[?, ?, ?, 1]>>
+// REF-NEXT: memref.atomic_rmw addf %{{.*}} : (f32, memref<2x100x100xf32, strided<[?, ?, 1]>>) -> f32
+// REF-NEXT: memref.atomic_rmw addf %{{.*}} : (f32, memref<2xf32, strided<[1]>>) -> f32
+func.func @terms(%q: tensor<2x2x100x64xbf16>, %k: tensor<2x2x100x64xbf16>, %v: tensor<2x2x100x64xbf16>, %bias: tensor<2x2x100x100xbf16>) -> (tensor<2x2x100x64xbf16>, tensor<2x2x100x100xf32>, tensor<2x100x100xf32>, tensor<2xf32>) {
+  %o, %t0, %t1, %t2 = attn.attention q(%q : tensor<2x2x100x64xbf16>) k(%k : tensor<2x2x100x64xbf16>) v(%v : tensor<2x2x100x64xbf16>) captures(%bias : tensor<2x2x100x100xbf16>) term_dims [array<i64: 0, 1, 2, 3>, array<i64: 1, 2, 3>, array<i64: 1>] scale [0.125] normalizer none
+    score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<2x2x100x100xbf16>):
+      %x = tensor.extract %t[%b, %h, %i, %j] : tensor<2x2x100x100xbf16>
+      %y = arith.extf %x : bf16 to f32
+      %r = arith.addf %s, %y : f32
+      %m = arith.mulf %s, %y : f32
+      attn.yield %r, %y, %m, %s : f32, f32, f32, f32
+    } mask {
+    ^bb0(%b: index, %h: index, %i: index, %j: index, %t: tensor<2x2x100x100xbf16>):
+      %keep = arith.cmpi sle, %j, %i : index
+      attn.yield %keep : i1
+    } -> tensor<2x2x100x64xbf16>, tensor<2x2x100x100xf32>, tensor<2x100x100xf32>, tensor<2xf32>
+  return %o, %t0, %t1, %t2 : tensor<2x2x100x64xbf16>, tensor<2x2x100x100xf32>, tensor<2x100x100xf32>, tensor<2xf32>
+}
