@@ -895,18 +895,25 @@ MmaSyncEmitter::applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
         kept[mt][nb].push_back(keep);
         if (!terms.empty())
           addTerms(step, terms, elementIndices(f, mt, nb, i).second, keep,
-                   rowInBounds(f, mt, i), &termSums);
+                   inBounds(f, mt, nb, i), &termSums);
       }
   if (!termSums.empty())
     flushTerms(step, termSums, {f.b0, f.h0, f.q0, f.k0});
   return kept;
 }
 
-Value MmaSyncEmitter::rowInBounds(const StepFrame &f, int64_t mt, int64_t i) {
-  // (Keys past the length are masked by `keeps`.)
+Value MmaSyncEmitter::inBounds(const StepFrame &f, int64_t mt, int64_t nb,
+                               int64_t i) {
   if (alignedLengths)
     return Value();
-  return cmpI(arith::CmpIPredicate::sle, rowOf(f.q0, mt, i), f.lastRow);
+  // A partial tile's rows and keys past the lengths: elementIndices clamps
+  // them to the last ones, where their (masked, zero) terms must not land.
+  Value row = cmpI(arith::CmpIPredicate::sle, rowOf(f.q0, mt, i), f.lastRow);
+  if (getConstantIntValue(f.kn) == f.bn)
+    return row;
+  Value col = elementIndices(f, mt, nb, i).first;
+  return arith::AndIOp::create(b, loc, row,
+                               cmpI(arith::CmpIPredicate::slt, col, f.kn));
 }
 
 void MmaSyncEmitter::weighAndAccumulate(StepFrame &f, unsigned r, Fragments &s,

@@ -374,9 +374,10 @@ protected:
   /// Evaluates the mask of every element into maskBits, on partial tiles
   /// only (`partial`; elsewhere every element is kept).
   void maskPartialTile(StepFrame &f, Value partial);
-  /// Whether element `i` of m-tile `mt` is a row of the problem (null where
-  /// the lengths are aligned: every row is).
-  Value rowInBounds(const StepFrame &f, int64_t mt, int64_t i);
+  /// Whether element `i` of block `nb` of m-tile `mt` is an element of the
+  /// problem, not a partial tile's padding (null where the lengths are
+  /// aligned: every element is).
+  Value inBounds(const StepFrame &f, int64_t mt, int64_t nb, int64_t i);
   /// Turns the scores `s` of `group` into logits (the scale, the score
   /// region with inputs `pre`, the mask) and adds the step's terms; returns
   /// whether each element is kept, [mt][nb][i].
