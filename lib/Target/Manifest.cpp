@@ -150,6 +150,7 @@ json flashlight::describeParams(func::FuncOp func) {
   for (unsigned i = 0; i < roles.size(); ++i)
     roles[i] = i < numArgs ? "arg" + std::to_string(i)
                            : "result" + std::to_string(i - numArgs);
+  llvm::DenseSet<unsigned> zeroed;
   if (attn::AttentionOp op = findAttention(func)) {
     auto name = [&](ValueRange values, StringRef prefix, bool numbered) {
       for (auto [i, v] : llvm::enumerate(values))
@@ -171,8 +172,14 @@ json flashlight::describeParams(func::FuncOp func) {
       if (v && v == op.getKeySide())
         roles[numArgs + i] = "key_side";
       for (auto [e, term] : llvm::enumerate(op.getTerms()))
-        if (v == term)
+        if (v == term) {
           roles[numArgs + i] = "term" + std::to_string(e);
+          // A term the kernel stores at every element (it keeps every dim
+          // and no mask skips a tile) needs no zeroing.
+          auto dims = cast<DenseI64ArrayAttr>(op.getTermDimsAttr()[e]);
+          if (dims.size() != 4 || !op.getMask().empty())
+            zeroed.insert(numArgs + i);
+        }
     }
   }
   json params = json::array();
@@ -190,7 +197,7 @@ json flashlight::describeParams(func::FuncOp func) {
       params.back()["extents"] = extentSymbols(func, i);
     // Every block adds to the key-side product and the terms (or skips
     // elements a mask empties): the launcher zeroes them.
-    if (roles[i] == "key_side" || StringRef(roles[i]).starts_with("term"))
+    if (roles[i] == "key_side" || zeroed.contains(i))
       params.back()["zero"] = true;
   }
   return params;

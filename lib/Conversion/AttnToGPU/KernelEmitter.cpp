@@ -514,13 +514,20 @@ static void addOrStore(OpBuilder &b, Location loc, Value x, Value memref,
                                 indices);
 }
 
+bool KernelEmitter::termStored(OnlineStepOp step, unsigned e) {
+  return termDimsOf(step, e).size() == 4;
+}
+
 void KernelEmitter::addTerms(OnlineStepOp step, ValueRange values,
                              ArrayRef<Value> indices, Value keep,
-                             Value inBounds, SmallVectorImpl<Value> *partials) {
+                             Value inBounds, SmallVectorImpl<Value> *partials,
+                             bool skipStored) {
   if (partials)
     partials->resize(values.size());
   for (auto [e, v] : llvm::enumerate(values)) {
     ArrayRef<int64_t> dims = termDimsOf(step, e);
+    if (skipStored && dims.size() == 4)
+      continue;
     // A masked element adds 0 (its value may be anything, inf included).
     Value x = select(keep, v, f32(0));
     if (partials && llvm::none_of(dims, [](int64_t d) { return d >= 2; })) {

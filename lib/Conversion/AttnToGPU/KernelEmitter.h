@@ -117,9 +117,14 @@ protected:
   /// others are added atomically, but with `partials`, terms that keep
   /// neither q_idx nor kv_idx (a per-head sum), whose sums this thread
   /// collects there (flushTerms adds them).
+  /// With `skipStored`, terms that keep every dim are left to the caller
+  /// (who stores two elements at once: termStored).
   void addTerms(OnlineStepOp step, ValueRange values, ArrayRef<Value> indices,
                 Value keep, Value inBounds,
-                SmallVectorImpl<Value> *partials = nullptr);
+                SmallVectorImpl<Value> *partials = nullptr,
+                bool skipStored = false);
+  /// Whether term `e` of `step` keeps every dim (addTerms stores it).
+  bool termStored(OnlineStepOp step, unsigned e);
   /// Adds each thread's `partials` (addTerms') to their terms at `indices`
   /// (the step's, whose (b, h) every element shares): summed over the warp
   /// first, one atomic add per warp. Every lane of the warp calls it.

@@ -25,8 +25,8 @@ MmaSyncEmitter::MmaSyncEmitter(OpBuilder &b, Location loc,
                   ? plan.getConsumerGroups() * ArchInfo::kThreadsPerWarpgroup
                   : plan.getThreads()),
       mTiles(plan.getWarpRows() / ArchInfo::kMmaRows),
-      alignedLengths(plan.getAlignedLengths()), blockMask(mask),
-      sparsity(plan.getSparsity()),
+      alignedLengths(plan.getAlignedLengths()), blockM(plan.getBlockM()),
+      blockMask(mask), sparsity(plan.getSparsity()),
       layout(plan.getGenerator() == Generator::wgmma
                  ? TileLayout::swizzled(cast<MemRefType>(tiles.values.getType())
                                             .getElementTypeBitWidth())
@@ -863,6 +863,7 @@ MmaSyncEmitter::applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
   OnlineStepOp step = f.step;
   Fragments kept(mTiles, SmallVector<SmallVector<Value>>(f.blocks));
   SmallVector<Value> termSums;
+  std::pair<SmallVector<Value>, Value> pairFirst;
   for (int64_t mt = 0; mt < mTiles; ++mt)
     for (int64_t nb = 0; nb < f.blocks; ++nb)
       for (int64_t i = 0; i < 4; ++i) {
@@ -893,13 +894,43 @@ MmaSyncEmitter::applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
         for (unsigned r : group)
           s[r][mt][nb][i] = f.softmax ? select(keep, x[r], f32(kNegInf)) : x[r];
         kept[mt][nb].push_back(keep);
-        if (!terms.empty())
-          addTerms(step, terms, elementIndices(f, mt, nb, i).second, keep,
-                   inBounds(f, mt, nb, i), &termSums);
+        if (terms.empty())
+          continue;
+        // Elements i and i + 1 (even i) are columns 2 quad and 2 quad + 1
+        // of one row: where no bound applies, a term that keeps every dim
+        // goes out as one 8-byte store of both (half the store requests).
+        Value bounds = inBounds(f, mt, nb, i);
+        addTerms(step, terms, elementIndices(f, mt, nb, i).second, keep, bounds,
+                 &termSums, /*skipStored=*/!bounds);
+        if (bounds)
+          continue;
+        if (i % 2 == 0) {
+          pairFirst = {terms, keep};
+          continue;
+        }
+        storeTermPairs(step, pairFirst.first, terms, pairFirst.second, keep,
+                       elementIndices(f, mt, nb, i - 1).second);
       }
   if (!termSums.empty())
     flushTerms(step, termSums, {f.b0, f.h0, f.q0, f.k0});
   return kept;
+}
+
+void MmaSyncEmitter::storeTermPairs(OnlineStepOp step, ValueRange first,
+                                    ValueRange second, Value keepFirst,
+                                    Value keepSecond, ArrayRef<Value> indices) {
+  auto pairType = VectorType::get({2}, b.getF32Type());
+  for (unsigned e = 0; e < first.size(); ++e) {
+    if (!termStored(step, e))
+      continue;
+    // A masked element stores 0 (its value may be anything, inf included).
+    Value pair = vector::FromElementsOp::create(
+        b, loc, pairType,
+        ValueRange{select(keepFirst, first[e], f32(0)),
+                   select(keepSecond, second[e], f32(0))});
+    vector::StoreOp::create(b, loc, pair, termOuts[e], indices,
+                            /*nontemporal=*/false, llvm::Align(8));
+  }
 }
 
 Value MmaSyncEmitter::inBounds(const StepFrame &f, int64_t mt, int64_t nb,
@@ -908,12 +939,19 @@ Value MmaSyncEmitter::inBounds(const StepFrame &f, int64_t mt, int64_t nb,
     return Value();
   // A partial tile's rows and keys past the lengths: elementIndices clamps
   // them to the last ones, where their (masked, zero) terms must not land.
-  Value row = cmpI(arith::CmpIPredicate::sle, rowOf(f.q0, mt, i), f.lastRow);
+  // (Static lengths that whole tiles divide have none.)
+  OnlineStepOp step = f.step;
+  int64_t m =
+      cast<MemRefType>(views.lookup(step.getQueries()[0]).memref.getType())
+          .getDimSize(2);
+  Value row;
+  if (ShapedType::isDynamic(m) || m % blockM)
+    row = cmpI(arith::CmpIPredicate::sle, rowOf(f.q0, mt, i), f.lastRow);
   if (getConstantIntValue(f.kn) == f.bn)
     return row;
-  Value col = elementIndices(f, mt, nb, i).first;
-  return arith::AndIOp::create(b, loc, row,
-                               cmpI(arith::CmpIPredicate::slt, col, f.kn));
+  Value col =
+      cmpI(arith::CmpIPredicate::slt, elementIndices(f, mt, nb, i).first, f.kn);
+  return row ? arith::AndIOp::create(b, loc, row, col).getResult() : col;
 }
 
 void MmaSyncEmitter::weighAndAccumulate(StepFrame &f, unsigned r, Fragments &s,

@@ -72,6 +72,8 @@ protected:
   int64_t mTiles;
   /// The plan's aligned_lengths: every tile whole, every index in range.
   bool alignedLengths;
+  /// The plan's query rows per block.
+  int64_t blockM;
   int64_t rowsPerWarp() const { return 16 * mTiles; }
   /// The block mask that replaces the tile vote (null memref: none).
   BlockMask blockMask;
@@ -374,6 +376,11 @@ protected:
   /// Evaluates the mask of every element into maskBits, on partial tiles
   /// only (`partial`; elsewhere every element is kept).
   void maskPartialTile(StepFrame &f, Value partial);
+  /// Stores the terms that keep every dim of two elements of one row,
+  /// adjacent columns (`indices`: the first's), as 8-byte pairs.
+  void storeTermPairs(OnlineStepOp step, ValueRange first, ValueRange second,
+                      Value keepFirst, Value keepSecond,
+                      ArrayRef<Value> indices);
   /// Whether element `i` of block `nb` of m-tile `mt` is an element of the
   /// problem, not a partial tile's padding (null where the lengths are
   /// aligned: every element is).

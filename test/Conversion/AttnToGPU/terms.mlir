@@ -1,6 +1,6 @@
-// RUN: flashlight-opt %s --attn-plan="arch=sm_90a" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s
-// RUN: flashlight-opt %s --attn-plan="arch=sm_80" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s --check-prefix=SM80
-// RUN: flashlight-opt %s --attn-plan="arch=sm_90a tensor-cores=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s --check-prefix=REF
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_80" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s --check-prefix=SM80
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a tensor-cores=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse 2>&1 | FileCheck %s --check-prefix=REF
 
 // Terms (the score region's yields after the logit): the kernel takes
 // their tensors as outputs after the attention's. A term that keeps every
@@ -49,4 +49,26 @@ func.func @terms(%q: tensor<2x2x100x64xbf16>, %k: tensor<2x2x100x64xbf16>, %v: t
       attn.yield %keep : i1
     } -> tensor<2x2x100x64xbf16>, tensor<2x2x100x100xf32>, tensor<2x100x100xf32>, tensor<2xf32>
   return %o, %t0, %t1, %t2 : tensor<2x2x100x64xbf16>, tensor<2x2x100x100xf32>, tensor<2x100x100xf32>, tensor<2xf32>
+}
+
+// -----
+
+// Lengths that whole tiles divide, no mask: a term that keeps every dim
+// goes out as 8-byte pairs (a row's two adjacent columns), no bounds test.
+// CHECK-LABEL: gpu.func @terms_nomask
+// CHECK-NOT: memref.store %{{.*}} : memref<2x4x256x256xf32
+// CHECK: vector.store %{{.*}} {alignment = 8 : i64} : memref<2x4x256x256xf32, strided<[?, ?, ?, 1]>>, vector<2xf32>
+// CHECK-NOT: memref.store %{{.*}} : memref<2x4x256x256xf32
+// CHECK: gpu.return
+func.func @terms_nomask(%q: tensor<2x4x256x64xbf16>, %k: tensor<2x4x256x64xbf16>, %v: tensor<2x4x256x64xbf16>, %bias: tensor<2x4x256x256xbf16>) -> (tensor<2x4x256x64xbf16>, tensor<2x4x256x256xf32>, tensor<4x256x256xf32>, tensor<4xf32>) {
+  %o, %t0, %t1, %t2 = attn.attention q(%q : tensor<2x4x256x64xbf16>) k(%k : tensor<2x4x256x64xbf16>) v(%v : tensor<2x4x256x64xbf16>) captures(%bias : tensor<2x4x256x256xbf16>) term_dims [array<i64: 0, 1, 2, 3>, array<i64: 1, 2, 3>, array<i64: 1>] scale [0.125] normalizer none
+    score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<2x4x256x256xbf16>):
+      %x = tensor.extract %t[%b, %h, %i, %j] : tensor<2x4x256x256xbf16>
+      %y = arith.extf %x : bf16 to f32
+      %r = arith.addf %s, %y : f32
+      %m = arith.mulf %s, %y : f32
+      attn.yield %r, %y, %m, %s : f32, f32, f32, f32
+    } -> tensor<2x4x256x64xbf16>, tensor<2x4x256x256xf32>, tensor<4x256x256xf32>, tensor<4xf32>
+  return %o, %t0, %t1, %t2 : tensor<2x4x256x64xbf16>, tensor<2x4x256x256xf32>, tensor<4x256x256xf32>, tensor<4xf32>
 }
