@@ -607,6 +607,73 @@ Value groupRows(OpBuilder &b, Location loc, const Forward &f, Value x) {
   return tensor::CollapseShapeOp::create(b, loc, expanded, collapse);
 }
 
+/// In a transposed gradient attention (rows are keys), a capture whose
+/// every read takes the forward's query row, then its key last, as a pair
+/// bias [.., M, N] does: the capture with its last two dims swapped,
+/// read with its last two indices swapped. The attention's consecutive
+/// columns (query rows) then read consecutive elements, where the capture
+/// as it is had them N elements apart; the copy is one pass over it.
+void transposeKeyMajorReads(OpBuilder &b, AttentionOp op) {
+  unsigned branches = op.getNumBranches(),
+           numCaptures = op.getCaptures().size();
+  for (unsigned c = 0; c < numCaptures; ++c) {
+    auto type = cast<RankedTensorType>(op.getCaptures()[c].getType());
+    int64_t rank = type.getRank();
+    if (rank < 2 || !type.hasStaticShape())
+      continue;
+    // The capture's block argument and its reads, in every region.
+    SmallVector<BlockArgument> args;
+    SmallVector<tensor::ExtractOp> reads;
+    bool keyMajor = true, read = false;
+    for (Region *region : {&op.getScore(), &op.getMask(), &op.getEpilogue()}) {
+      if (region->empty())
+        continue;
+      Block &block = region->front();
+      unsigned leading = region == &op.getMask() ? 0 : branches;
+      BlockArgument arg = block.getArgument(leading + 4 + c);
+      args.push_back(arg);
+      // The forward's (q_idx, kv_idx) last: this attention's row index
+      // (kv_idx, or its remainder by M with GQA), then its q_idx.
+      Value row = block.getArgument(leading + 3);
+      auto fromRow = [&](Value v) {
+        Operation *def = v.getDefiningOp();
+        return v == row || (def && llvm::is_contained(def->getOperands(), row));
+      };
+      for (Operation *user : arg.getUsers()) {
+        auto extract = dyn_cast<tensor::ExtractOp>(user);
+        keyMajor &=
+            region != &op.getEpilogue() && extract &&
+            extract.getIndices().back() == block.getArgument(leading + 2) &&
+            fromRow(extract.getIndices()[rank - 2]);
+        if (extract)
+          reads.push_back(extract);
+        read = true;
+      }
+    }
+    if (!read || !keyMajor)
+      continue;
+    SmallVector<int64_t> perm = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+    std::swap(perm[rank - 1], perm[rank - 2]);
+    SmallVector<int64_t> shape(type.getShape());
+    std::swap(shape[rank - 1], shape[rank - 2]);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPoint(op);
+    Value init =
+        tensor::EmptyOp::create(b, op.getLoc(), shape, type.getElementType());
+    Value swapped = linalg::TransposeOp::create(b, op.getLoc(),
+                                                op.getCaptures()[c], init, perm)
+                        .getResult()[0];
+    op.getCapturesMutable()[c].set(swapped);
+    for (BlockArgument arg : args)
+      arg.setType(swapped.getType());
+    for (tensor::ExtractOp extract : reads) {
+      SmallVector<Value> indices(extract.getIndices());
+      std::swap(indices[rank - 1], indices[rank - 2]);
+      extract.getIndicesMutable().assign(indices);
+    }
+  }
+}
+
 /// A gradient attention: `queries`/`keys` the logit branches, `value` what
 /// the weights multiply (KeyAndValue: each branch its block of
 /// `valueColumns`), `captures` the forward's plus the row statistics. With
@@ -662,6 +729,8 @@ gradientAttention(OpBuilder &b, const Forward &f, ValueRange queries,
   cloneMask(b, f, op, captures, transposed);
   if (weights == Weights::ScoreGradient)
     buildEpilogue(b, f, op, captures);
+  if (transposed)
+    transposeKeyMajorReads(b, op);
   if (keySide)
     *keySide = op.getKeySide();
   return op.getOutput();

@@ -38,6 +38,7 @@
 // dP branch's 0, dT times the score's derivative with respect to the bias
 // element (here 1); no S or dP materialized, the term only rounded.
 // TERMS-LABEL: func.func @gradient(
+// TERMS-SAME: %[[BIAS:[^:]+]]: tensor<1x2x16x16xbf16>, %{{[^:]+}}: tensor<1x2x16x32xbf16>)
 // TERMS-SAME: attn.gradient_of = array<i64: 0, 1, 2, 3>
 // TERMS-NOT: iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
 // TERMS: %[[DQ:.+]]:2 = attn.attention q(%{{.*}}, %{{.*}} : {{.*}}) {{.*}} term_dims [array<i64: 0, 1, 2, 3>] scale [2.500000e-01, 1.000000e+00] normalizer none score {
@@ -49,6 +50,14 @@
 // TERMS: attn.yield %[[DS]], %{{.*}}, %[[TERM]] : f32, f32, f32
 // TERMS: } -> tensor<1x2x16x32xbf16>, tensor<1x2x16x16xf32>
 // TERMS-NOT: iterator_types = ["parallel", "parallel", "parallel", "parallel", "reduction"]
+// The transposed attentions (dK, dV: rows are keys) read the bias
+// transposed, so that their columns (query rows) read consecutive
+// elements: the bias's last two dims swapped, its reads' indices too.
+// TERMS: %[[BT:.+]] = linalg.transpose ins(%[[BIAS]] : tensor<1x2x16x16xbf16>) outs(%{{.*}} : tensor<1x2x16x16xbf16>) permutation = [0, 1, 3, 2]
+// TERMS: attn.attention {{.*}} captures(%[[BT]],
+// TERMS: ^bb0(%s0: f32, %s1: f32, %b: index, %h: index, %q: index, %kv: index,
+// TERMS: %[[ROW:.+]] = arith.remui %kv
+// TERMS: tensor.extract %{{.*}}[%b, %{{.*}}, %q, %[[ROW]]] : tensor<1x2x16x16xbf16>
 // TERMS: linalg.generic {{.*}} ins(%[[DQ]]#1 : tensor<1x2x16x16xf32>) outs(%{{.*}} : tensor<1x2x16x16xbf16>)
 // TERMS: arith.truncf {{.*}} : f32 to bf16
 // Without the option, the bias is an input only.
