@@ -897,8 +897,9 @@ class JitFunction(ClassedFunction):
         from . import _warn_once
 
         _warn_once(f"flashlight: {self.key}: a tensor the attention's score reads requires "
-                   "grad; its gradient comes from S and dP materialized on the reference "
-                   "path ([B, H, M, N] f32 each per call), not from a fused kernel")
+                   "grad; a pair bias's gradient comes from the dQ kernel as a "
+                   "[B, H, M, N] f32 term, other tensors' (slopes, tables) from S and dP "
+                   "materialized on the reference path ([B, H, M, N] f32 each per call)")
         return result
 
     def _switch_score_captures(self, shape_class, on):

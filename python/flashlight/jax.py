@@ -307,9 +307,10 @@ class JaxFunction(ClassedFunction):
                     from . import _warn_once
 
                     _warn_once("flashlight.jax: a tensor the attention's score reads is "
-                               "differentiated; its gradient comes from S and dP "
-                               "materialized on the reference path ([B, H, M, N] f32 "
-                               "each per call), not from a fused kernel")
+                               "differentiated; a pair bias's gradient comes from the dQ "
+                               "kernel as a [B, H, M, N] f32 term, other tensors' (slopes, "
+                               "tables) from S and dP materialized on the reference path "
+                               "([B, H, M, N] f32 each per call)")
                 break
         else:
             arg, name = missing(gradient)
