@@ -756,3 +756,15 @@ func.func @terms_shape(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %
     } -> tensor<1x2x16x64xbf16>, tensor<3xf32>
   return %t : tensor<3xf32>
 }
+
+// -----
+
+func.func @terms_mean_empty_rows(%q: tensor<1x2x16x64xbf16>, %k: tensor<1x2x16x64xbf16>, %v: tensor<1x2x16x64xbf16>) -> tensor<2xf32> {
+  // expected-error @+1 {{'mean_empty_rows' does not take terms}}
+  %o, %t = attn.attention q(%q : tensor<1x2x16x64xbf16>) k(%k : tensor<1x2x16x64xbf16>)
+      v(%v : tensor<1x2x16x64xbf16>) term_dims [array<i64: 1>] scale [0.125] normalizer softmax score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      attn.yield %s, %s : f32, f32
+    } {mean_empty_rows} -> tensor<1x2x16x64xbf16>, tensor<2xf32>
+  return %t : tensor<2xf32>
+}

@@ -443,6 +443,9 @@ LogicalResult AttentionOp::verify() {
   if (getMeanEmptyRows() &&
       (getNormalizer() != Normalizer::softmax || !getSinks().empty()))
     return emitOpError("'mean_empty_rows' needs a softmax without sinks");
+  // (attn-expand-empty-rows rebuilds the op from its output and LSE.)
+  if (getMeanEmptyRows() && getNumTerms())
+    return emitOpError("'mean_empty_rows' does not take terms");
   if (std::optional<ArrayRef<int64_t>> columns = getValueColumns()) {
     if (columns->size() != nb || nb < 2)
       return emitOpError() << "value_columns needs one width per branch and "

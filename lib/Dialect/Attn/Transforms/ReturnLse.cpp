@@ -37,6 +37,8 @@ LogicalResult checkSavable(AttentionOp op) {
   if (op.getNumBranches() != 1 || !op.getEpilogue().empty())
     return fail("several branches or an epilogue: the backward needs each "
                 "branch's own output, which the program does not return");
+  if (op.getKeySide() || op.getNumTerms())
+    return fail("a key side or terms: not a forward program's attention");
   if (op.getMeanEmptyRows() && !MaskScoreAnalysis(op).rowsNeverEmpty())
     return fail("rows whose keys are all masked take the mean of V here; "
                 "their gradient is not derived");
