@@ -774,6 +774,8 @@ def _copy(copy, sources, view=False):
         for d, (offset, size) in enumerate(zip(copy["offsets"], copy["sizes"])):
             x = x.narrow(d, offset, size)
         return x if view else x.contiguous()
+    if copy["kind"] == "transpose":
+        return sources[0].permute(copy["permutation"]).contiguous()
     raise RuntimeError(f"unknown copy {copy['kind']!r}")
 
 

@@ -727,6 +727,8 @@ def _run_steps(manifest, directory, manifest_path, args, layouts=None, result_la
             elif copy["kind"] == "slice":
                 moved = jax.lax.slice(sources[0], copy["offsets"],
                                       [o + n for o, n in zip(copy["offsets"], copy["sizes"])])
+            elif copy["kind"] == "transpose":
+                moved = jnp.transpose(sources[0], copy["permutation"])
             else:
                 raise RuntimeError(f"flashlight.jax: unknown copy {copy['kind']!r}")
             vals[step["results"][0]] = moved

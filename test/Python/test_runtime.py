@@ -222,6 +222,33 @@ class CopySteps(unittest.TestCase):
         self.assertTrue(torch.equal(t, a))
         self.assertTrue(s.is_contiguous() and t.is_contiguous())
 
+    def test_transpose(self):
+        """A transpose (the gradient's key-major copy of a pair bias) is
+        torch's permute, made contiguous."""
+        import torch
+
+        class Stub:
+            poison = False
+
+            def _host_function(self, name):
+                raise AssertionError(f"launched kernel {name} of a copy step")
+
+        entry = {
+            "inputs": [{"dtype": "f32", "shape": [2, 3, 4]}],
+            "values": [{"dtype": "f32", "shape": [2, 3, 4]}, {"dtype": "f32", "shape": [2, 4, 3]},
+                       {"dtype": "f32", "shape": [2, 4, 3]}],
+            "steps": [
+                {"op": "empty", "result": 1},
+                {"op": "kernel", "kernel": "absent", "grid": 1, "block": 1, "args": [1, 2, 0],
+                 "results": [2], "copy": {"kind": "transpose", "permutation": [0, 2, 1],
+                                          "sources": [0]}}],
+            "results": [2],
+        }
+        a = torch.randn(2, 3, 4)
+        t = flashlight._run_steps(Stub(), entry, [a])
+        t = t[0] if isinstance(t, (list, tuple)) else t
+        self.assertTrue(torch.equal(t, a.transpose(1, 2)) and t.is_contiguous())
+
     def test_slices_no_step_reads_can_stay_views(self):
         """`views`: a slice that is only a result is a view of its source
         (the gradient program's dK and dV out of its dK/dV kernel's one

@@ -162,6 +162,29 @@ std::optional<double> fillValueOf(linalg::GenericOp generic) {
   return value.getValueAsDouble();
 }
 
+/// The permutation `perm` (result dim j is the input's dim perm[j], as
+/// torch's `permute`) a generic applies to its single input, if all it does
+/// is copy that input through a permuted map (a generalized
+/// `linalg.transpose`: the gradient's transposed pair bias).
+std::optional<SmallVector<int64_t>> permutationOf(linalg::GenericOp generic) {
+  if (generic.getNumDpsInputs() != 1 || generic.getNumDpsInits() != 1 ||
+      generic.getNumReductionLoops() != 0 ||
+      generic.getRegion().front().getOperations().size() != 1)
+    return std::nullopt;
+  Value yielded = generic.getRegion().front().getTerminator()->getOperand(0);
+  auto arg = dyn_cast<BlockArgument>(yielded);
+  AffineMap in = generic.getIndexingMapsArray()[0],
+            out = generic.getIndexingMapsArray()[1];
+  if (!arg || arg.getArgNumber() != 0 || !out.isIdentity() ||
+      !in.isPermutation() || in.isIdentity() ||
+      !isa<ShapedType>(generic.getInputs()[0].getType()))
+    return std::nullopt;
+  SmallVector<int64_t> perm(in.getNumResults());
+  for (auto [k, e] : llvm::enumerate(in.getResults()))
+    perm[cast<AffineDimExpr>(e).getPosition()] = k;
+  return perm;
+}
+
 RankedTensorType staticTensor(Value v) {
   auto t = dyn_cast<RankedTensorType>(v.getType());
   return t && t.hasStaticShape() ? t : RankedTensorType();
@@ -1025,6 +1048,11 @@ struct HostToGPU : flashlight::impl::HostToGPUBase<HostToGPU> {
           generic->setAttr("flashlight.einsum", b.getStringAttr(*einsum));
         if (std::optional<double> fill = fillValueOf(generic))
           generic->setAttr("flashlight.fill", b.getF64FloatAttr(*fill));
+        if (std::optional<SmallVector<int64_t>> perm = permutationOf(generic))
+          markCopy(
+              generic, generic.getInputs(),
+              {b.getNamedAttr("kind", b.getStringAttr("transpose")),
+               b.getNamedAttr("permutation", b.getDenseI64ArrayAttr(*perm))});
       }
     }
   }

@@ -153,6 +153,28 @@ func.func @column_slice(%x: tensor<4x8xf32>) -> tensor<4x3xf32> {
 
 // -----
 
+// A transpose (the gradient's key-major copy of a pair bias) is marked as a
+// copy too, with torch's permutation (result dim j is the input's dim
+// perm[j]); a generic that also computes is not.
+// CHECK-LABEL: func.func @transposes
+// CHECK: linalg.generic {{.*}}flashlight.copy = {kind = "transpose", permutation = array<i64: 0, 2, 1>, sources = array<i64: 0>}
+// CHECK: linalg.generic
+// CHECK-NOT: flashlight.copy
+// CHECK-SAME: flashlight.kernel
+func.func @transposes(%x: tensor<2x3x4xbf16>) -> (tensor<2x4x3xbf16>, tensor<2x4x3xf32>) {
+  %e = tensor.empty() : tensor<2x4x3xbf16>
+  %t = linalg.transpose ins(%x : tensor<2x3x4xbf16>) outs(%e : tensor<2x4x3xbf16>) permutation = [0, 2, 1]
+  %f = tensor.empty() : tensor<2x4x3xf32>
+  %w = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel"]} ins(%x : tensor<2x3x4xbf16>) outs(%f : tensor<2x4x3xf32>) {
+  ^bb0(%in: bf16, %out: f32):
+    %v = arith.extf %in : bf16 to f32
+    linalg.yield %v : f32
+  } -> tensor<2x4x3xf32>
+  return %t, %w : tensor<2x4x3xbf16>, tensor<2x4x3xf32>
+}
+
+// -----
+
 // insert_slice (TOSA's concat: a chain of them into an empty tensor): the
 // source inside the box, at a clamped index, the destination outside it.
 // CHECK-LABEL: func.func @insert_chain
