@@ -1361,8 +1361,8 @@ Value sum(OpBuilder &b, Location loc, ValueRange xs) {
 /// output and row statistics.
 struct BranchGradient {
   Value dq, dk, dv, dsink;
-  /// The terms of `termReads` (branchGradient's), over the dims each read
-  /// takes (f32).
+  /// The terms of `termReads` (branchGradient's), each over [B, Hq, M, N]
+  /// (f32).
   SmallVector<Value> terms;
 };
 
@@ -1479,11 +1479,12 @@ struct GradientParts {
   /// terms (in the terms' order).
   ArrayRef<BranchGradient> grads;
   ArrayRef<unsigned> termCaptures;
+  ArrayRef<tensor::ExtractOp> termReads;
 };
 
-/// Where the score alone reads capture `c` once, differentiably, at indices
-/// it takes whole (`termDimsOf`): that read, whose gradient a term of the
-/// attention computing dS sums; else null.
+/// Where the score alone reads capture `c` once, differentiably, at q_idx
+/// and kv_idx (`writesTermPerElement`): that read, whose gradient a term of
+/// the attention computing dS gives; else null.
 tensor::ExtractOp scoreTermRead(AttentionOp op, unsigned c) {
   unsigned branches = op.getNumBranches(),
            numCaptures = op.getCaptures().size();
@@ -1526,7 +1527,7 @@ FailureOr<Value> captureGradient(OpBuilder &b, const GradientParts &p,
   if (const unsigned *t = llvm::find(p.termCaptures, c);
       t != p.termCaptures.end()) {
     unsigned k = t - p.termCaptures.begin();
-    tensor::ExtractOp read = singleRead(score.getArgument(branches + 4 + c));
+    tensor::ExtractOp read = p.termReads[k];
     ReadDims dims = readDims(read, branches);
     SmallVector<Value> terms = llvm::to_vector(llvm::map_range(
         p.grads, [&](const BranchGradient &g) { return g.terms[k]; }));
@@ -1695,9 +1696,9 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
   if (!sinks.empty())
     for (const BranchGradient &g : grads)
       give(g.dsink);
-  GradientParts parts{op,          queries,   keys,  v,
-                      captures,    outs,      lses,  dout,
-                      branchDouts, forwardOf, grads, termCaptures};
+  GradientParts parts{op,    queries,      keys,     v,           captures,
+                      outs,  lses,         dout,     branchDouts, forwardOf,
+                      grads, termCaptures, termReads};
   for (unsigned c = 0; c < captures.size(); ++c) {
     FailureOr<Value> grad = captureGradient(b, parts, c, scoreCaptures);
     if (failed(grad))
