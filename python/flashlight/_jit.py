@@ -688,8 +688,8 @@ class JitFunction(ClassedFunction):
         self._gradient_for = {}  # its operands' shapes -> the same manifest
         self._gradient_errors = {}  # shape class -> why it has none
         # Shape classes whose gradient programs also differentiate the
-        # captures the score reads (S and dP materialized): those of calls
-        # where such an argument requires grad.
+        # captures the score reads (terms of the dQ kernel, or S and dP
+        # materialized): those of calls where such an argument requires grad.
         self._score_capture_classes = set()
         self._manifest_json = {}  # manifest path -> its contents
         self._kernels = {}  # manifest path -> loaded Kernel
@@ -898,8 +898,10 @@ class JitFunction(ClassedFunction):
 
         _warn_once(f"flashlight: {self.key}: a tensor the attention's score reads requires "
                    "grad; a pair bias's gradient comes from the dQ kernel as a "
-                   "[B, H, M, N] f32 term, other tensors' (slopes, tables) from S and dP "
-                   "materialized on the reference path ([B, H, M, N] f32 each per call)")
+                   "[B, H, M, N] f32 term, a per-head or per-query one's (slopes) as "
+                   "[B, H, M] row sums, a table's read at computed indices from S and "
+                   "dP materialized on the reference path ([B, H, M, N] f32 each per "
+                   "call)")
         return result
 
     def _switch_score_captures(self, shape_class, on):

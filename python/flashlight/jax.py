@@ -308,9 +308,10 @@ class JaxFunction(ClassedFunction):
 
                     _warn_once("flashlight.jax: a tensor the attention's score reads is "
                                "differentiated; a pair bias's gradient comes from the dQ "
-                               "kernel as a [B, H, M, N] f32 term, other tensors' (slopes, "
-                               "tables) from S and dP materialized on the reference path "
-                               "([B, H, M, N] f32 each per call)")
+                               "kernel as a [B, H, M, N] f32 term, a per-head or per-query "
+                               "one's (slopes) as [B, H, M] row sums, a table's read at "
+                               "computed indices from S and dP materialized on the "
+                               "reference path ([B, H, M, N] f32 each per call)")
                 break
         else:
             arg, name = missing(gradient)

@@ -521,19 +521,26 @@ bool KernelEmitter::termStored(OnlineStepOp step, unsigned e) {
 void KernelEmitter::addTerms(OnlineStepOp step, ValueRange values,
                              ArrayRef<Value> indices, Value keep,
                              Value inBounds, SmallVectorImpl<Value> *partials,
-                             bool skipStored) {
+                             bool skipStored,
+                             SmallVectorImpl<Value> *rowPartials) {
   if (partials)
     partials->resize(values.size());
+  if (rowPartials)
+    rowPartials->resize(values.size());
   for (auto [e, v] : llvm::enumerate(values)) {
     ArrayRef<int64_t> dims = termDimsOf(step, e);
     if (skipStored && dims.size() == 4)
       continue;
     // A masked element adds 0 (its value may be anything, inf included).
     Value x = select(keep, v, f32(0));
-    if (partials && llvm::none_of(dims, [](int64_t d) { return d >= 2; })) {
+    bool keepsRow = llvm::is_contained(dims, 2),
+         keepsKey = llvm::is_contained(dims, 3);
+    SmallVectorImpl<Value> *sums =
+        keepsKey ? nullptr : (keepsRow ? rowPartials : partials);
+    if (sums) {
       if (inBounds)
         x = select(inBounds, x, f32(0));
-      Value &sum = (*partials)[e];
+      Value &sum = (*sums)[e];
       sum = sum ? add(sum, x) : x;
       continue;
     }

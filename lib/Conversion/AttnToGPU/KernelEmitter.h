@@ -116,13 +116,16 @@ protected:
   /// term that keeps every dim is stored (each element is visited once),
   /// others are added atomically, but with `partials`, terms that keep
   /// neither q_idx nor kv_idx (a per-head sum), whose sums this thread
-  /// collects there (flushTerms adds them).
+  /// collects there (flushTerms adds them), and with `rowPartials`, terms
+  /// that keep q_idx but not kv_idx (row sums), collected there per row
+  /// (the caller keeps one vector per row it holds and adds them).
   /// With `skipStored`, terms that keep every dim are left to the caller
   /// (who stores two elements at once: termStored).
   void addTerms(OnlineStepOp step, ValueRange values, ArrayRef<Value> indices,
                 Value keep, Value inBounds,
                 SmallVectorImpl<Value> *partials = nullptr,
-                bool skipStored = false);
+                bool skipStored = false,
+                SmallVectorImpl<Value> *rowPartials = nullptr);
   /// Whether term `e` of `step` keeps every dim (addTerms stores it).
   bool termStored(OnlineStepOp step, unsigned e);
   /// Adds each thread's `partials` (addTerms') to their terms at `indices`

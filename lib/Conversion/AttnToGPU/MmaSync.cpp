@@ -863,6 +863,8 @@ MmaSyncEmitter::applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
   OnlineStepOp step = f.step;
   Fragments kept(mTiles, SmallVector<SmallVector<Value>>(f.blocks));
   SmallVector<Value> termSums;
+  // Row terms' sums per row this thread holds: [mt][i / 2].
+  SmallVector<SmallVector<Value>> rowSums(mTiles * 2);
   std::pair<SmallVector<Value>, Value> pairFirst;
   for (int64_t mt = 0; mt < mTiles; ++mt)
     for (int64_t nb = 0; nb < f.blocks; ++nb)
@@ -901,7 +903,7 @@ MmaSyncEmitter::applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
         // goes out as one 8-byte store of both (half the store requests).
         Value bounds = inBounds(f, mt, nb, i);
         addTerms(step, terms, elementIndices(f, mt, nb, i).second, keep, bounds,
-                 &termSums, /*skipStored=*/!bounds);
+                 &termSums, /*skipStored=*/!bounds, &rowSums[mt * 2 + i / 2]);
         if (bounds)
           continue;
         if (i % 2 == 0) {
@@ -913,7 +915,36 @@ MmaSyncEmitter::applyScoreAndMask(const StepFrame &f, ArrayRef<unsigned> group,
       }
   if (!termSums.empty())
     flushTerms(step, termSums, {f.b0, f.h0, f.q0, f.k0});
+  for (int64_t mt = 0; mt < mTiles; ++mt)
+    for (int64_t half = 0; half < 2 && !rowSums[mt * 2 + half].empty(); ++half)
+      flushRowTerms(step, rowSums[mt * 2 + half],
+                    elementIndices(f, mt, 0, 2 * half).second);
   return kept;
+}
+
+void MmaSyncEmitter::flushRowTerms(OnlineStepOp step, ArrayRef<Value> partials,
+                                   ArrayRef<Value> indices) {
+  if (llvm::none_of(partials, [](Value x) { return bool(x); }))
+    return;
+  // Lanes 4 r .. 4 r + 3 hold row r's columns: the quad's first adds.
+  Value first = cmpI(arith::CmpIPredicate::eq,
+                     arith::RemUIOp::create(b, loc, lane, idx(4)), idx(0));
+  SmallVector<Value> sums;
+  for (Value partial : partials)
+    sums.push_back(partial ? quadReduce(partial, /*isMax=*/false) : Value());
+  auto guard = scf::IfOp::create(b, loc, first, /*withElseRegion=*/false);
+  OpBuilder::InsertionGuard g(b);
+  b.setInsertionPointToStart(&guard.getThenRegion().front());
+  for (auto [e, sum] : llvm::enumerate(sums)) {
+    if (!sum)
+      continue;
+    SmallVector<Value> at;
+    for (int64_t d :
+         cast<DenseI64ArrayAttr>(step.getTermDimsAttr()[e]).asArrayRef())
+      at.push_back(indices[d]);
+    memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addf, sum,
+                                termOuts[e], at);
+  }
 }
 
 void MmaSyncEmitter::storeTermPairs(OnlineStepOp step, ValueRange first,

@@ -381,6 +381,11 @@ protected:
   void storeTermPairs(OnlineStepOp step, ValueRange first, ValueRange second,
                       Value keepFirst, Value keepSecond,
                       ArrayRef<Value> indices);
+  /// Adds this thread's row sums of the row terms (`partials`, addTerms'
+  /// rowPartials, of the row at `indices`) to their terms: summed over the
+  /// quad that holds the row first, one atomic add per row and term.
+  void flushRowTerms(OnlineStepOp step, ArrayRef<Value> partials,
+                     ArrayRef<Value> indices);
   /// Whether element `i` of block `nb` of m-tile `mt` is an element of the
   /// problem, not a partial tile's padding (null where the lengths are
   /// aligned: every element is).

@@ -72,3 +72,46 @@ func.func @terms_nomask(%q: tensor<2x4x256x64xbf16>, %k: tensor<2x4x256x64xbf16>
     } -> tensor<2x4x256x64xbf16>, tensor<2x4x256x256xf32>, tensor<4x256x256xf32>, tensor<4xf32>
   return %o, %t0, %t1, %t2 : tensor<2x4x256x64xbf16>, tensor<2x4x256x256xf32>, tensor<4x256x256xf32>, tensor<4xf32>
 }
+
+// -----
+
+// Row terms (keep q_idx, not kv_idx: a learned slope's gradient sums):
+// each thread sums its elements of each row it holds, the quad holding the
+// row sums them (two shuffles), and its first lane adds the row's sum
+// atomically, once per row and step. Rows past M add 0 (their elements
+// are selected away before the sums).
+// CHECK-LABEL: gpu.func @row_terms
+// CHECK-SAME: %{{.*}}: memref<2x2x100xf32, strided<[?, ?, 1]>>, %{{.*}}: memref<100xf32, strided<[1]>>)
+// CHECK: wgmma.mma_async
+// CHECK-COUNT-2: gpu.shuffle  xor
+// CHECK: scf.if
+// CHECK-NEXT: memref.atomic_rmw addf %{{.*}} : (f32, memref<2x2x100xf32, strided<[?, ?, 1]>>) -> f32
+// CHECK-NEXT: memref.atomic_rmw addf %{{.*}} : (f32, memref<100xf32, strided<[1]>>) -> f32
+// SM80-LABEL: gpu.func @row_terms
+// SM80: nvvm.mma.sync
+// SM80-COUNT-2: gpu.shuffle  xor
+// SM80: scf.if
+// SM80-NEXT: memref.atomic_rmw addf %{{.*}} : (f32, memref<2x2x100xf32, strided<[?, ?, 1]>>) -> f32
+// REF-LABEL: gpu.func @row_terms
+// REF: scf.if %{{[0-9]+}} {
+// REF-NEXT: memref.atomic_rmw addf %{{.*}} : (f32, memref<2x2x100xf32, strided<[?, ?, 1]>>) -> f32
+// REF-NEXT: memref.atomic_rmw addf %{{.*}} : (f32, memref<100xf32, strided<[1]>>) -> f32
+func.func @row_terms(%q: tensor<2x2x100x64xbf16>, %k: tensor<2x2x100x64xbf16>, %v: tensor<2x2x100x64xbf16>, %slope: tensor<2xf32>) -> (tensor<2x2x100x64xbf16>, tensor<2x2x100xf32>, tensor<100xf32>) {
+  %o, %t0, %t1 = attn.attention q(%q : tensor<2x2x100x64xbf16>) k(%k : tensor<2x2x100x64xbf16>) v(%v : tensor<2x2x100x64xbf16>) captures(%slope : tensor<2xf32>) term_dims [array<i64: 0, 1, 2>, array<i64: 2>] scale [0.125] normalizer none
+    score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %m: tensor<2xf32>):
+      %x = tensor.extract %m[%h] : tensor<2xf32>
+      %d = arith.subi %j, %i : index
+      %di = arith.index_cast %d : index to i64
+      %df = arith.sitofp %di : i64 to f32
+      %y = arith.mulf %x, %df : f32
+      %r = arith.addf %s, %y : f32
+      %g = arith.mulf %s, %df : f32
+      attn.yield %r, %g, %s : f32, f32, f32
+    } mask {
+    ^bb0(%b: index, %h: index, %i: index, %j: index, %m: tensor<2xf32>):
+      %keep = arith.cmpi sle, %j, %i : index
+      attn.yield %keep : i1
+    } -> tensor<2x2x100x64xbf16>, tensor<2x2x100xf32>, tensor<100xf32>
+  return %o, %t0, %t1 : tensor<2x2x100x64xbf16>, tensor<2x2x100xf32>, tensor<100xf32>
+}

@@ -428,20 +428,47 @@ ReadDims readDims(tensor::ExtractOp read, unsigned branches) {
   return dims;
 }
 
-/// Whether the attention computing dS can write a capture read's gradient
-/// per element (a term over [B, Hq, M, N], summed afterwards over the
-/// dims the read does not take): the read takes q_idx and kv_idx (an N x N
-/// pair bias), no computed index. (Reads that sum over rows, as per-head
-/// slopes, keep the materialized path: their terms would weigh each row's
-/// Delta, which comes from the 16-bit output, by its key distances.)
-bool writesTermPerElement(tensor::ExtractOp read, unsigned branches) {
+/// How the attention computing dS gives a capture read's gradient: as
+/// terms of it (attn.attention's `terms`), or not.
+enum class TermForm {
+  /// From materialized S and dP (reads at computed indices, as a table's
+  /// bucket, or at kv_idx without q_idx).
+  None,
+  /// dT * d score / d element per element, [B, Hq, M, N], summed
+  /// afterwards over the dims the read does not take: a read at q_idx and
+  /// kv_idx (an N x N pair bias).
+  Elements,
+  /// Row sums over the keys, [B, Hq, M] each: a read that takes no kv_idx
+  /// (per-head slopes, per-query values). For softmax, three of them: sum_j
+  /// P dP g, sum_j P g and sum_j P dP (g = d score / d element), combined
+  /// per row as the first minus the third times the second. That is sum_j
+  /// dS g with Delta = sum_j P dP from the kernel's f32 P and dP: the Delta
+  /// from the 16-bit output would weigh its rounding by each row's key
+  /// distances (up to N) in a slope's gradient.
+  Rows,
+};
+
+TermForm termFormOf(tensor::ExtractOp read, unsigned branches) {
   ReadDims dims = readDims(read, branches);
   auto takes = [&](unsigned d) {
     return llvm::any_of(dims.exprs, [&](AffineExpr e) {
       return cast<AffineDimExpr>(e).getPosition() == d;
     });
   };
-  return dims.computed.empty() && takes(2) && takes(3);
+  if (!dims.computed.empty())
+    return TermForm::None;
+  if (!takes(3))
+    return TermForm::Rows;
+  return takes(2) ? TermForm::Elements : TermForm::None;
+}
+
+/// How many terms a read of form `termFormOf(read)` takes.
+unsigned termCount(tensor::ExtractOp read, unsigned branches,
+                   Normalizer normalizer) {
+  return termFormOf(read, branches) == TermForm::Rows &&
+                 normalizer == Normalizer::softmax
+             ? 3
+             : 1;
 }
 
 /// What a gradient attention's score region yields per element.
@@ -567,7 +594,16 @@ LogicalResult buildScore(OpBuilder &b, const Forward &f, AttentionOp op,
         ScoreDerivative(b, loc).emit(src, map, read.getResult(), f.branch);
     if (failed(derived))
       return failure();
-    yields.push_back(arith::MulFOp::create(b, loc, dT, derived->second));
+    Value g = derived->second;
+    if (termCount(read, f.branches, f.normalizer) == 1) {
+      yields.push_back(arith::MulFOp::create(b, loc, dT, g));
+      continue;
+    }
+    // Softmax's row sums (TermForm::Rows): P dP g, P g, P dP.
+    Value pdp = arith::MulFOp::create(b, loc, p, dp);
+    yields.push_back(arith::MulFOp::create(b, loc, pdp, g));
+    yields.push_back(arith::MulFOp::create(b, loc, p, g));
+    yields.push_back(pdp);
   }
   YieldOp::create(b, loc, yields);
   return success();
@@ -700,14 +736,21 @@ gradientAttention(OpBuilder &b, const Forward &f, ValueRange queries,
         RankedTensorType::get({kType.getDimSize(0), kType.getDimSize(1),
                                kType.getDimSize(2), qType.getDimSize(3)},
                               b.getF32Type());
-  // Each term over the dims its read takes ([B, Hq, M, N] extents).
-  SmallVector<Type> termTypes(
-      termReads.size(),
-      RankedTensorType::get({qType.getDimSize(0), qType.getDimSize(1),
-                             qType.getDimSize(2), kType.getDimSize(2)},
-                            b.getF32Type()));
-  SmallVector<Attribute> termDims(termReads.size(),
-                                  b.getDenseI64ArrayAttr({0, 1, 2, 3}));
+  // Each read's terms: [B, Hq, M, N] per element, or [B, Hq, M] row sums.
+  SmallVector<Type> termTypes;
+  SmallVector<Attribute> termDims;
+  for (tensor::ExtractOp read : termReads) {
+    SmallVector<int64_t> shape = {qType.getDimSize(0), qType.getDimSize(1),
+                                  qType.getDimSize(2)};
+    SmallVector<int64_t> dims = {0, 1, 2};
+    if (termFormOf(read, f.branches) == TermForm::Elements) {
+      shape.push_back(kType.getDimSize(2));
+      dims.push_back(3);
+    }
+    unsigned count = termCount(read, f.branches, f.normalizer);
+    termTypes.append(count, RankedTensorType::get(shape, b.getF32Type()));
+    termDims.append(count, b.getDenseI64ArrayAttr(dims));
+  }
   // (KeyAndValue's dP logit carries the scale of its weight scale dS: see
   // buildScore.)
   SmallVector<double> scales = {
@@ -1361,8 +1404,8 @@ Value sum(OpBuilder &b, Location loc, ValueRange xs) {
 /// output and row statistics.
 struct BranchGradient {
   Value dq, dk, dv, dsink;
-  /// The terms of `termReads` (branchGradient's), each over [B, Hq, M, N]
-  /// (f32).
+  /// The terms of `termReads` (branchGradient's; f32, termCount of them
+  /// per read, in order).
   SmallVector<Value> terms;
 };
 
@@ -1482,9 +1525,9 @@ struct GradientParts {
   ArrayRef<tensor::ExtractOp> termReads;
 };
 
-/// Where the score alone reads capture `c` once, differentiably, at q_idx
-/// and kv_idx (`writesTermPerElement`): that read, whose gradient a term of
-/// the attention computing dS gives; else null.
+/// Where the score alone reads capture `c` once, differentiably, at
+/// indices whose gradient terms of the attention computing dS can give
+/// (`termFormOf`): that read; else null.
 tensor::ExtractOp scoreTermRead(AttentionOp op, unsigned c) {
   unsigned branches = op.getNumBranches(),
            numCaptures = op.getCaptures().size();
@@ -1494,9 +1537,38 @@ tensor::ExtractOp scoreTermRead(AttentionOp op, unsigned c) {
   Block &score = op.getScore().front();
   tensor::ExtractOp read = singleRead(score.getArgument(branches + 4 + c));
   if (!read || !differentiableFrom(score, read.getResult()) ||
-      !writesTermPerElement(read, branches))
+      termFormOf(read, branches) == TermForm::None)
     return nullptr;
   return read;
+}
+
+/// A row read's gradient (TermForm::Rows) from each branch's terms
+/// `first`, .. (termCount of them, [B, Hq, M]): per row, sum_j P dP g -
+/// (sum_j P dP) (sum_j P g) for softmax, else sum_j dT g; summed over the
+/// branches and the rows' dims the read does not take (f32).
+Value rowTermsGradient(OpBuilder &b, Location loc,
+                       ArrayRef<BranchGradient> grads, unsigned first,
+                       const ReadDims &dims, Normalizer normalizer) {
+  unsigned count = normalizer == Normalizer::softmax ? 3 : 1;
+  SmallVector<Value> ins;
+  for (const BranchGradient &g : grads)
+    llvm::append_range(ins, ArrayRef<Value>(g.terms).slice(first, count));
+  return sumInto(
+      b, loc, dims, ins,
+      SmallVector<AffineMap>(ins.size(), b.getMultiDimIdentityMap(3)),
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value total;
+        for (unsigned r = 0; r < grads.size(); ++r) {
+          ValueRange t = args.slice(r * count, count);
+          Value x = t[0];
+          if (count == 3)
+            x = arith::SubFOp::create(nb, l, x,
+                                      arith::MulFOp::create(nb, l, t[2], t[1]));
+          total =
+              total ? arith::AddFOp::create(nb, l, total, x).getResult() : x;
+        }
+        return total;
+      });
 }
 
 /// The gradient of capture `c`, or null where none is derived: a capture
@@ -1526,11 +1598,19 @@ FailureOr<Value> captureGradient(OpBuilder &b, const GradientParts &p,
   // A term of each branch's dQ attention.
   if (const unsigned *t = llvm::find(p.termCaptures, c);
       t != p.termCaptures.end()) {
-    unsigned k = t - p.termCaptures.begin();
+    unsigned k = t - p.termCaptures.begin(), first = 0;
+    Normalizer normalizer = op.getNormalizer();
+    for (tensor::ExtractOp before : p.termReads.take_front(k))
+      first += termCount(before, branches, normalizer);
     tensor::ExtractOp read = p.termReads[k];
     ReadDims dims = readDims(read, branches);
+    auto type = cast<RankedTensorType>(read.getTensor().getType());
+    if (termFormOf(read, branches) == TermForm::Rows)
+      return inCaptureType(
+          b, loc, rowTermsGradient(b, loc, p.grads, first, dims, normalizer),
+          type, dims);
     SmallVector<Value> terms = llvm::to_vector(llvm::map_range(
-        p.grads, [&](const BranchGradient &g) { return g.terms[k]; }));
+        p.grads, [&](const BranchGradient &g) { return g.terms[first]; }));
     // Summed over the branches and the dims the read does not take (a
     // bias broadcast over the batch), in the read's dim order.
     bool whole =
@@ -1539,9 +1619,7 @@ FailureOr<Value> captureGradient(OpBuilder &b, const GradientParts &p,
           return cast<AffineDimExpr>(e.value()).getPosition() == e.index();
         });
     if (whole)
-      return inCaptureType(b, loc, terms.front(),
-                           cast<RankedTensorType>(read.getTensor().getType()),
-                           dims);
+      return inCaptureType(b, loc, terms.front(), type, dims);
     Value grad = sumInto(
         b, loc, dims, terms,
         SmallVector<AffineMap>(terms.size(), b.getMultiDimIdentityMap(4)),
@@ -1551,8 +1629,7 @@ FailureOr<Value> captureGradient(OpBuilder &b, const GradientParts &p,
             total = arith::AddFOp::create(nb, l, total, x);
           return total;
         });
-    return inCaptureType(
-        b, loc, grad, cast<RankedTensorType>(read.getTensor().getType()), dims);
+    return inCaptureType(b, loc, grad, type, dims);
   }
   tensor::ExtractOp read = singleRead(score.getArgument(branches + 4 + c));
   if (!read || !differentiableFrom(score, read.getResult()))
@@ -1640,8 +1717,8 @@ LogicalResult buildGradient(ModuleOp module, AttentionOp op, bool saved,
             sinks.empty() ? ValueRange() : ValueRange(sinks[r]), captures);
       },
       outs, lses);
-  // Captures the score alone reads once at indices it takes whole: their
-  // gradients come out of each branch's dQ attention as terms.
+  // Captures the score alone reads once at indices terms can give
+  // (termFormOf): their gradients come out of each branch's dQ attention.
   SmallVector<unsigned> termCaptures;
   SmallVector<tensor::ExtractOp> termReads;
   for (unsigned c = 0;

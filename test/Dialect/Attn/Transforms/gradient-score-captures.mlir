@@ -84,6 +84,24 @@ func.func @pair_bias(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x1x16x32xbf16>, %v:
 
 // A learned per-head slope (ALiBi), read at h alone: its gradient sums
 // dS * (kv - q) over kv per row, then the rows over b and q.
+// As terms (the default): three row sums of the dQ attention, [B, H, M]
+// each (P dP g, P g, P dP with g = kv - q), combined per row as the first
+// minus the third times the second (Delta from the kernel's f32 P and dP),
+// summed over b and q; no [B, H, M, N] tensor.
+// TERMS-LABEL: func.func @gradient(
+// TERMS: %[[DQ:.+]]:4 = attn.attention {{.*}} term_dims [array<i64: 0, 1, 2>, array<i64: 0, 1, 2>, array<i64: 0, 1, 2>]
+// TERMS: %[[P:.+]] = math.exp2
+// TERMS: %[[G:.+]] = arith.mulf %cst{{.*}}, %{{.*}} : f32
+// TERMS: %[[PDP:.+]] = arith.mulf %[[P]], %s1 : f32
+// TERMS: %[[A:.+]] = arith.mulf %[[PDP]], %[[G]] : f32
+// TERMS: %[[C:.+]] = arith.mulf %[[P]], %[[G]] : f32
+// TERMS: attn.yield %{{.*}}, %{{.*}}, %[[A]], %[[C]], %[[PDP]] : f32, f32, f32, f32, f32
+// TERMS: } -> tensor<1x2x16x32xbf16>, tensor<1x2x16xf32>, tensor<1x2x16xf32>, tensor<1x2x16xf32>
+// TERMS-NOT: tensor<1x2x16x16xf32>
+// TERMS: linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "reduction"]} ins(%[[DQ]]#1, %[[DQ]]#2, %[[DQ]]#3 : {{.*}}) outs(%{{.*}} : tensor<2xf32>)
+// TERMS-NEXT: ^bb0(%[[TA:.+]]: f32, %[[TC:.+]]: f32, %[[TD:.+]]: f32, %{{.*}}: f32):
+// TERMS-NEXT: %[[DC:.+]] = arith.mulf %[[TD]], %[[TC]] : f32
+// TERMS-NEXT: arith.subf %[[TA]], %[[DC]] : f32
 // CHECK-LABEL: func.func @gradient(
 // CHECK-SAME: -> (tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>, tensor<2xf32>)
 // CHECK-SAME: attn.gradient_of = array<i64: 0, 1, 2, 3>
