@@ -12,7 +12,7 @@ GPU machine's JAX (which lowers it) is not the build machine's:
 computes more than its attention: a projection after it, as XLA's GEMM,
 and the reference path's other kernels, as custom calls; `two_layers`
 calls two attention kernels of one manifest; `biased` reads a pair bias
-whose gradient is checked too), and compares
+and `slopes` learned ALiBi slopes, whose gradients are checked too), and compares
 with the function itself run by XLA in f32 on the same inputs (relative
 Frobenius error, bf16 tolerance 2e-2); for GRADIENTS, also `jax.grad`
 inside `jax.jit` (the gradient program, through jax.custom_vjp) against
@@ -58,6 +58,16 @@ def programs():
     def biased(q, k, v, bias):  # a learned pair bias: its gradient too
         return jax.nn.dot_product_attention(q, k, v, bias=bias, implementation="xla")
 
+    def slopes(q, k, v, m):  # learned ALiBi slopes [H], causal: their gradient too
+        s = jnp.einsum("bqhd,bkhd->bhqk", q, k).astype(jnp.float32) / jnp.sqrt(jnp.float32(D))
+        i = jnp.arange(s.shape[-1])
+        # Small slopes, as a model learning them starts (bf16 inputs are
+        # standard normal): 0.05 m per key of distance.
+        s = s + (0.05 * m.astype(jnp.float32))[None, :, None, None] * \
+            (i[None, :] - i[:, None]).astype(jnp.float32)
+        s = jnp.where(i[None, :] <= i[:, None], s, -jnp.inf)
+        return jnp.einsum("bhqk,bkhd->bqhd", jax.nn.softmax(s, axis=-1).astype(v.dtype), v)
+
     return {
         "projected": (projected, [(B, N, H, D)] * 3 + [(H * D, 128)]),
         "two_layers": (two_layers, [(B, N, H, D), (H * D, H * D)]),
@@ -68,11 +78,12 @@ def programs():
         "dpa_causal_2k": (dpa_causal, [(1, 2048, H, D)] * 3),
         "gqa_window": (gqa_window, [(B, N, 8, D), (B, N, 2, D), (B, N, 2, D)]),
         "biased": (biased, [(B, N, H, D)] * 3 + [(1, H, N, N)]),
+        "slopes": (slopes, [(B, N, H, D)] * 3 + [(H,)]),
     }
 
 
 # Programs whose gradients are checked too (one attention and its layouts).
-GRADIENTS = ("bhnd", "dpa_causal", "dpa_causal_2k", "gqa_window", "biased")
+GRADIENTS = ("bhnd", "dpa_causal", "dpa_causal_2k", "gqa_window", "biased", "slopes")
 
 
 def specs(shapes):
@@ -90,7 +101,7 @@ def lower(texts):
 def fill(cache, texts):
     # jax.grad runs the training forward (--return-lse) and the gradient
     # program with saved statistics; a differentiated argument the score
-    # reads (biased) makes the jit look for the one with
+    # reads (biased, slopes) makes the jit look for the one with
     # --score-capture-gradients after the plain one.
     lowered_check.fill(cache, texts, lambda name: [()] + (
         [("--return-lse",), ("--gradient", "--saved-statistics"),

@@ -225,8 +225,9 @@ static cl::opt<bool> scoreCaptureGradients(
     cl::init(false), cl::cat(toolCategory));
 static cl::opt<bool> materializedCaptureGradients(
     "materialized-capture-gradients",
-    cl::desc("With --score-capture-gradients: pair biases' gradients from S "
-             "and dP materialized too (the previous form, for A/B runs)"),
+    cl::desc("With --score-capture-gradients: pair biases' and slopes' "
+             "gradients from S and dP materialized too (the previous form, "
+             "for A/B runs)"),
     cl::init(false), cl::cat(toolCategory));
 
 static cl::opt<bool> returnLse(

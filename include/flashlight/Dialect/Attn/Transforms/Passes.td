@@ -291,8 +291,9 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
            "the dQ attention, the others by materializing S and dP "
            "([B, Hq, M, N] f32)">,
     Option<"captureTerms", "capture-terms", "bool", /*default=*/"true",
-           "With score-captures: pair biases' gradients as terms of the dQ "
-           "attention; false: from S and dP materialized, as the others">,
+           "With score-captures: pair biases' and slopes' gradients as terms "
+           "of the dQ attention; false: from S and dP materialized, as "
+           "tables'">,
     Option<"fuseKeyValue", "fuse-key-value", "bool", /*default=*/"true",
            "dK and dV in one attention (value_columns) where the head dims "
            "allow; false: two attentions, each computing S and P">,
