@@ -595,80 +595,11 @@ struct ExpandAbsI : OpRewritePattern<math::AbsIOp> {
   }
 };
 
-/// Whether every position of `func`'s attention is below 2^24 (its
-/// arguments' extents static and at most that), where f32 holds every
-/// integer and the difference of two exactly.
-static bool positionsBelowFloatExactness(func::FuncOp func) {
-  return llvm::all_of(func.getArgumentTypes(), [](Type t) {
-    auto shaped = dyn_cast<ShapedType>(t);
-    return !shaped || (shaped.hasStaticShape() &&
-                       llvm::all_of(shaped.getShape(), [](int64_t d) {
-                         return d <= (int64_t(1) << 24);
-                       }));
-  });
-}
-
-/// `v` without integer casts that keep its value (positions are small).
-static Value throughExactCasts(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    if (!isa<arith::IndexCastOp, arith::IndexCastUIOp, arith::ExtSIOp>(def))
-      break;
-    v = def->getOperand(0);
-  }
-  return v;
-}
-
-/// In a score region whose relative-position terms take no table
-/// (relativeTerms: ALiBi's slope * (j - i)), rewrites f32(j - i) as
-/// f32(j) - f32(i). The tensor-core generators evaluate the region per
-/// element, and an integer-to-float conversion per element runs on the
-/// same quarter-rate pipe as the softmax's exp2; converted apart, each
-/// column's and each row's conversion is shared by the elements of that
-/// column or row (CSE), leaving a subtraction per element. Exact: the
-/// caller checks that positions are below 2^24.
-static void convertPositionsOnce(Region &score, unsigned branches) {
-  if (score.empty() || relativeTerms(score, branches))
-    return;
-  Block &block = score.front();
-  auto position = [&](Value v) -> Value {
-    auto arg = dyn_cast<BlockArgument>(throughExactCasts(v));
-    bool isPosition = arg && arg.getOwner() == &block &&
-                      (arg.getArgNumber() == branches + 2 ||
-                       arg.getArgNumber() == branches + 3);
-    return isPosition ? arg : Value();
-  };
-  SmallVector<arith::SIToFPOp> converts(block.getOps<arith::SIToFPOp>());
-  for (arith::SIToFPOp convert : converts) {
-    auto sub =
-        throughExactCasts(convert.getIn()).getDefiningOp<arith::SubIOp>();
-    if (!sub || !convert.getType().isF32())
-      continue;
-    Value lhs = position(sub.getLhs()), rhs = position(sub.getRhs());
-    if (!lhs || !rhs)
-      continue;
-    OpBuilder b(convert);
-    Location loc = convert.getLoc();
-    auto toFloat = [&](Value index) {
-      Value i32 = arith::IndexCastOp::create(b, loc, b.getI32Type(), index);
-      return arith::SIToFPOp::create(b, loc, b.getF32Type(), i32).getResult();
-    };
-    Value minuend = toFloat(lhs), subtrahend = toFloat(rhs);
-    Value difference = arith::SubFOp::create(b, loc, minuend, subtrahend);
-    convert.replaceAllUsesWith(difference);
-    convert.erase();
-  }
-}
-
 struct AttnToGPUPass : flashlight::impl::AttnToGPUBase<AttnToGPUPass> {
   using AttnToGPUBase::AttnToGPUBase;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SmallVector<std::pair<func::FuncOp, scf::ForallOp>> work;
-    for (auto func : module.getOps<func::FuncOp>())
-      if (positionsBelowFloatExactness(func))
-        func.walk([](OnlineStepOp step) {
-          convertPositionsOnce(step.getScore(), step.getNumBranches());
-        });
     for (auto func : module.getOps<func::FuncOp>()) {
       SmallVector<scf::ForallOp> foralls;
       func.walk([&](scf::ForallOp f) {
