@@ -11,7 +11,11 @@ function: differential attention (causal, two branches) and sigmoid
 attention, which FlexAttention and FA4 cannot take in one call, and
 programs with learned tensors in the scores or around them (gpt-oss sinks,
 ALiBi with learned slopes, a learned relative-position table, an
-Evoformer-like pair bias and gate), every one of which gets its gradient. Each system computes dQ, dK, dV of the same
+Evoformer-like pair bias and gate), every one of which gets its gradient;
+and the forward benchmark's masked variants (ALiBi, soft-capping, a sliding
+window, a prefix-LM, document masks, GQA) against FlexAttention's backward
+(Triton and FLASH backends, bench.py's mask_mod and score_mod) and FA4's
+where its arguments express them. Each system computes dQ, dK, dV of the same
 inputs and output gradient; the time is of the backward alone (the forward
 ran once before; `torch.autograd.grad` with the graph retained):
 
@@ -45,13 +49,20 @@ import flashlight  # noqa: E402
 from timing import timed  # noqa: E402
 
 VARIANTS = ("vanilla", "causal", "differential", "sigmoid", "sinks", "alibi_learned",
-            "t5_table", "evoformer")
+            "t5_table", "evoformer", "alibi", "softcap_causal", "sliding_window_256",
+            "prefix_lm_256", "document_mask", "gqa")
 CONFIGS = [(v, d) for v in VARIANTS for d in (64, 128)]
 # Programs against torch.compile of the same function only, at N = 2k
 # (its N x N scores): those FlexAttention and FA4 cannot express in one
 # call, and those with learned tensors in the scores, whose gradients
 # Flashlight computes from materialized S and dP (not a kernel yet).
 BEYOND = ("differential", "sigmoid", "sinks", "alibi_learned", "t5_table", "evoformer")
+# The forward benchmark's masked variants (bench/bench.py's mask_mod and
+# score_mod, the same semantics): against FlexAttention's backward (Triton
+# and FLASH backends) and FA4's where it takes them as arguments.
+MASKED = ("alibi", "softcap_causal", "sliding_window_256", "prefix_lm_256", "document_mask",
+          "gqa")
+WINDOW = PREFIX = 256
 
 
 def vanilla(q, k, v):
@@ -124,14 +135,90 @@ def evoformer(q, k, v, bias, gate):
     return (torch.softmax(s.float(), -1).to(v.dtype) @ v) * torch.sigmoid(gate)
 
 
+def _masked(q, k, v, keep, score=None):
+    """softmax(score(S)) V over `keep` ([.., N, N]); K and V repeated over
+    the query heads they serve (GQA)."""
+    g = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)
+    s = ((q @ k.transpose(-1, -2)) * q.shape[-1] ** -0.5).float()
+    if score is not None:
+        s = score(s)
+    return torch.softmax(s.masked_fill(~keep, float("-inf")), -1).to(v.dtype) @ v
+
+
+def _positions(n, device):
+    i = torch.arange(n, device=device)
+    return i[:, None], i[None, :]
+
+
+def alibi(q, k, v):
+    """Causal ALiBi with the fixed slopes 2^(-8 (h + 1) / H)."""
+    i, j = _positions(q.shape[2], q.device)
+    h = q.shape[1]
+    slopes = torch.tensor([2.0 ** (-8.0 * (x + 1) / h) for x in range(h)], device=q.device)
+    return _masked(q, k, v, j <= i,
+                   lambda s: s + slopes[:, None, None] * (j - i).float())
+
+
+def softcap_causal(q, k, v):
+    i, j = _positions(q.shape[2], q.device)
+    return _masked(q, k, v, j <= i, lambda s: 30.0 * torch.tanh(s / 30.0))
+
+
+def sliding_window_256(q, k, v):
+    i, j = _positions(q.shape[2], q.device)
+    return _masked(q, k, v, (j <= i) & (i - j < WINDOW))
+
+
+def prefix_lm_256(q, k, v):
+    i, j = _positions(q.shape[2], q.device)
+    return _masked(q, k, v, (j < PREFIX) | (j <= i))
+
+
+def document_mask(q, k, v, doc):
+    """Causal within each document: `doc` [B, N] ids (packed sequences)."""
+    i, j = _positions(q.shape[2], q.device)
+    same = doc[:, None, :, None] == doc[:, None, None, :]
+    return _masked(q, k, v, same & (j <= i))
+
+
+def gqa(q, k, v):
+    """Causal, 4 query heads per KV head."""
+    i, j = _positions(q.shape[2], q.device)
+    return _masked(q, k, v, j <= i)
+
+
 PROGRAMS = {"vanilla": vanilla, "causal": causal, "differential": differential,
             "sigmoid": sigmoid, "sinks": sinks, "alibi_learned": alibi_learned,
-            "t5_table": t5_table, "evoformer": evoformer}
+            "t5_table": t5_table, "evoformer": evoformer, "alibi": alibi,
+            "softcap_causal": softcap_causal, "sliding_window_256": sliding_window_256,
+            "prefix_lm_256": prefix_lm_256, "document_mask": document_mask, "gqa": gqa}
 INPUTS = {"differential": 5}  # tensors of [B, H, N, D]; 3 otherwise
 
 
+def random_documents(B, N, generator):
+    """Document ids per position (bench.py's: random lengths, ordered)."""
+    doc = torch.empty(B, N, dtype=torch.int32)
+    for b in range(B):
+        pos, d = 0, 0
+        while pos < N:
+            length = int(torch.randint(N // 16, N // 2 + 1, (1,), generator=generator).item())
+            doc[b, pos:pos + length] = d
+            pos, d = pos + length, d + 1
+    return doc
+
+
+def qkv_shapes(variant, B, H, N, D):
+    """Q's, K's and V's shapes (GQA: a quarter of the heads for K and V)."""
+    hkv = H // 4 if variant == "gqa" else H
+    return [(B, H, N, D), (B, hkv, N, D), (B, hkv, N, D)]
+
+
 def extra_inputs(variant, B, H, N, D, generator):
-    """The inputs after q, k, v (CPU; all differentiated)."""
+    """The inputs after q, k, v (CPU; the floating-point ones
+    differentiated)."""
+    if variant == "document_mask":
+        return [random_documents(B, N, generator)]
     if variant == "sinks":
         return [torch.randn(H, generator=generator)]
     if variant == "alibi_learned":  # ALiBi's slopes, where a model starts
@@ -166,6 +253,14 @@ def shapes(D, N):
     return 16384 // N, 2048 // D
 
 
+def input_shapes(variant, B, H, N, D):
+    """The [B, H, N, D] tensors' shapes (Q, K, V; differential's two Q and
+    K)."""
+    if variant in INPUTS:
+        return [(B, H, N, D)] * INPUTS[variant]
+    return qkv_shapes(variant, B, H, N, D)
+
+
 def lengths_of(variant, lengths):
     return [2048] if variant in BEYOND else lengths
 
@@ -177,14 +272,50 @@ def fill(cache, lengths, variants=None, compare=False):
             continue
         for N in lengths_of(variant, lengths):
             B, H = shapes(D, N)
-            xs = [torch.zeros(B, H, N, D, dtype=torch.bfloat16)
-                  for _ in range(INPUTS.get(variant, 3))]
+            xs = [torch.zeros(*shape, dtype=torch.bfloat16)
+                  for shape in input_shapes(variant, B, H, N, D)]
             xs += extra_inputs(variant, B, H, N, D, torch.Generator().manual_seed(0))
             # What a call on CUDA tensors that require grad looks up.
             for system in ("flashlight", *(PREVIOUS if compare else ())):
                 jitted(variant, system)._prepare_call(
-                    [x.requires_grad_() for x in xs], grad=True)
+                    [x.requires_grad_() if x.is_floating_point() else x for x in xs],
+                    grad=True)
             print(f"{variant} d{D} n{N}: cached", flush=True)
+
+
+def masked_peers(variant, inputs):
+    """The masked variants' systems (`inputs`: the variant's, on the GPU):
+    FlexAttention with bench.py's mask_mod and score_mod (its block mask
+    built once, outside the timed call), its FLASH backend and FA4 where
+    FA4 is importable (FA4 where its arguments express the variant), and
+    the fraction of (query, key) pairs the mask keeps."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+    from bench import fa4_options, kept_fraction, mask_mod_for, score_mod_for
+    from peers import fa4_func
+
+    B, H, N = inputs[0].shape[:3]
+    hkv = inputs[1].shape[1]
+    doc = inputs[3] if variant == "document_mask" else None
+    slopes = torch.tensor([2.0 ** (-8.0 * (x + 1) / H) for x in range(H)], device="cuda")
+    mask_mod, score_mod = mask_mod_for(variant, doc), score_mod_for(variant, slopes)
+    block_mask = create_block_mask(mask_mod, B if doc is not None else None, None, N, N)
+    flex = torch.compile(flex_attention)
+
+    def flex_call(q, k, v, *_, **options):
+        return flex(q, k, v, score_mod=score_mod, block_mask=block_mask,
+                    enable_gqa=hkv != H, **options)
+    out = {"flashlight": jitted(variant), "flex": flex_call}
+    fa4 = fa4_func()
+    if fa4 is not None:
+        out["flex_flash"] = lambda q, k, v, *_: flex_call(
+            q, k, v, kernel_options={"BACKEND": "FLASH"})
+        options = fa4_options(variant)
+        if options is not None:
+            def fa4_call(q, k, v, *_):
+                o = fa4(*(x.transpose(1, 2) for x in (q, k, v)), **options)
+                return (o[0] if isinstance(o, tuple) else o).transpose(1, 2)
+            out["fa4"] = fa4_call
+    return out, kept_fraction(mask_mod, B, N)
 
 
 def systems(variant, compare=False):
@@ -289,33 +420,45 @@ def run(cache, out_path, lengths, only=None, variants=None, profile=False,
         for N in lengths_of(variant, lengths):
             B, H = shapes(D, N)
             g = torch.Generator().manual_seed(N + D)
-            inputs = [torch.randn(B, H, N, D, generator=g).to("cuda", torch.bfloat16)
-                      for _ in range(INPUTS.get(variant, 3))]
+            inputs = [torch.randn(*shape, generator=g).to("cuda", torch.bfloat16)
+                      for shape in input_shapes(variant, B, H, N, D)]
             inputs += [x.to("cuda") for x in extra_inputs(variant, B, H, N, D, g)]
             dout = torch.randn(B, H, N, D, generator=g).to("cuda", torch.bfloat16)
-            ref_in = [x.float().requires_grad_() for x in inputs]
+            # Every floating-point input is differentiated (not document
+            # ids).
+            ref_in = [x.float().requires_grad_() if x.is_floating_point() else x
+                      for x in inputs]
             ref = PROGRAMS[variant](*ref_in)
-            ref_grads = torch.autograd.grad(ref, ref_in, dout.float())
+            ref_grads = torch.autograd.grad(ref, [x for x in ref_in if x.requires_grad],
+                                            dout.float())
             del ref, ref_in
-            # Each logit branch counts as one attention; causal halves.
+            # Each logit branch counts as one attention; causal halves, a
+            # mask of the forward benchmark's counts the pairs it keeps.
             flops = 2.5 * 4 * B * H * N * N * D * (
                 0.5 if variant in ("causal", "sinks", "alibi_learned", "t5_table") else 1.0)
-            for name, fn in systems(variant, compare).items():
+            if variant in MASKED and not compare:
+                candidates, kept = masked_peers(variant, inputs)
+                flops *= kept
+            else:
+                candidates = systems(variant, compare)
+            for name, fn in candidates.items():
                 name, _, rnd = name.partition("#")
                 if only and name not in only:
                     continue
-                xs = [x.clone().requires_grad_() for x in inputs]
+                xs = [x.clone().requires_grad_() if x.is_floating_point() else x
+                      for x in inputs]
+                wrt = [x for x in xs if x.requires_grad]
                 try:
                     out = fn(*xs)
-                    grads = torch.autograd.grad(out, xs, dout, retain_graph=True)
+                    grads = torch.autograd.grad(out, wrt, dout, retain_graph=True)
                     err = max(rel(a, b) for a, b in zip(grads, ref_grads))
-                    ms = timed(lambda: torch.autograd.grad(out, xs, dout, retain_graph=True),
+                    ms = timed(lambda: torch.autograd.grad(out, wrt, dout, retain_graph=True),
                                warmup=50, rep=300)
                 except Exception as e:  # noqa: BLE001 - a peer that cannot run
                     print(f"{variant} d{D} n{N} {name}: {type(e).__name__}: {str(e)[:200]}")
                     continue
                 if profile:
-                    breakdown(lambda: torch.autograd.grad(out, xs, dout, retain_graph=True), ms)
+                    breakdown(lambda: torch.autograd.grad(out, wrt, dout, retain_graph=True), ms)
                 rec = {"variant": variant, "D": D, "N": N, "B": B, "H": H, "system": name,
                        "ms": ms, "tflops": flops / ms / 1e9, "rel_err": err}
                 if rnd:
