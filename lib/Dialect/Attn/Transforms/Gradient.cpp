@@ -819,6 +819,75 @@ Value ungroupRows(OpBuilder &b, Location loc, const Forward &f, Value x,
       .getResult(0);
 }
 
+/// Whether the forward's mask reads q_idx or kv_idx (causal, windows,
+/// documents): bounds of the kept tiles that grouped rows (`groupRows`,
+/// where the forward's query row is the column mod M) would turn into a
+/// block mask.
+bool masksPositions(AttentionOp op) {
+  if (op.getMask().empty())
+    return false;
+  Block &mask = op.getMask().front();
+  return !mask.getArgument(2).use_empty() || !mask.getArgument(3).use_empty();
+}
+
+/// `x` [B, Hkv, N, D] repeated for each of the g query heads of a KV head:
+/// [B, Hq, N, D].
+Value repeatHeads(OpBuilder &b, Location loc, const Forward &f, Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[1] *= f.group;
+  MLIRContext *ctx = b.getContext();
+  AffineExpr bb, h, n, d;
+  bindDims(ctx, bb, h, n, d);
+  SmallVector<AffineMap> maps = {
+      AffineMap::get(4, 0, {bb, h.floorDiv(f.group), n, d}, ctx),
+      b.getMultiDimIdentityMap(4)};
+  return linalg::GenericOp::create(
+             b, loc, type.clone(shape), x,
+             tensor::EmptyOp::create(b, loc, shape, type.getElementType())
+                 .getResult(),
+             maps,
+             SmallVector<utils::IteratorType>(4, utils::IteratorType::parallel),
+             [](OpBuilder &nb, Location l, ValueRange args) {
+               linalg::YieldOp::create(nb, l, args[0]);
+             })
+      .getResult(0);
+}
+
+/// `x` [B, Hq, N, D] summed over the g query heads of each KV head (in
+/// f32): [B, Hkv, N, D] in x's element type. repeatHeads' adjoint.
+Value sumGroups(OpBuilder &b, Location loc, const Forward &f, Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(type.getShape());
+  shape[1] /= f.group;
+  // [B, Hkv, g, N, D], the group's heads a dim of their own.
+  SmallVector<int64_t> split = {shape[0], shape[1], f.group, shape[2],
+                                shape[3]};
+  Value heads = tensor::ExpandShapeOp::create(
+      b, loc, type.clone(split), x,
+      SmallVector<ReassociationIndices>{{0}, {1, 2}, {3}, {4}});
+  MLIRContext *ctx = b.getContext();
+  AffineExpr bb, h, member, n, d;
+  bindDims(ctx, bb, h, member, n, d);
+  SmallVector<AffineMap> maps = {b.getMultiDimIdentityMap(5),
+                                 AffineMap::get(5, 0, {bb, h, n, d}, ctx)};
+  SmallVector<utils::IteratorType> iterators(5, utils::IteratorType::parallel);
+  iterators[2] = utils::IteratorType::reduction;
+  Value sums = linalg::GenericOp::create(
+                   b, loc, RankedTensorType::get(shape, b.getF32Type()), heads,
+                   zerosF32(b, loc, shape), maps, iterators,
+                   [](OpBuilder &nb, Location l, ValueRange args) {
+                     linalg::YieldOp::create(
+                         nb, l,
+                         ValueRange{arith::AddFOp::create(
+                             nb, l, args[1], widen(nb, l, args[0]))});
+                   })
+                   .getResult(0);
+  Forward ungrouped = f;
+  ungrouped.group = 1;
+  return ungroupRows(b, loc, ungrouped, sums, type.getElementType());
+}
+
 /// Columns [first, first + width) of `x` [.., D].
 Value columnsOf(OpBuilder &b, Location loc, Value x, int64_t first,
                 int64_t width) {
@@ -1435,34 +1504,51 @@ branchGradient(OpBuilder &b, const Forward &f, Value q, Value k, Value v,
     g.dq = *dq;
   }
   // dK, dV: from K (and V) to the queries of its group, in one attention
-  // where they can share it.
+  // where they can share it. With GQA, the g query heads of a KV head side
+  // by side along its rows (`groupRows`); but where the mask reads
+  // positions, whose kept tiles a bound describes, those rows would turn
+  // the bound into a block mask (the query row is the column mod M): there
+  // K and V are repeated per query head instead (`fk`: no groups), and each
+  // query head's dK and dV summed over its group afterwards, as
+  // FlashAttention-2's GQA backward does.
+  bool perHead = f.group > 1 && masksPositions(f.op);
+  Forward fk = f;
+  if (perHead)
+    fk.group = 1;
+  Value keysK = perHead ? repeatHeads(b, loc, f, k) : k;
+  Value keysV = perHead ? repeatHeads(b, loc, f, v) : v;
   SmallVector<Value> kvCaptures(captures);
   for (Value s : rowStats)
-    kvCaptures.push_back(groupRows(b, loc, f, s));
-  Value rowsQ = groupRows(b, loc, f, q), rowsDout = groupRows(b, loc, f, dout);
+    kvCaptures.push_back(groupRows(b, loc, fk, s));
+  Value rowsQ = groupRows(b, loc, fk, q),
+        rowsDout = groupRows(b, loc, fk, dout);
   if (fused) {
     Value keySide;
     FailureOr<std::pair<Value, Value>> kv =
-        keyValueGradients(b, f, k, v, rowsQ, rowsDout, kvCaptures,
+        keyValueGradients(b, fk, keysK, keysV, rowsQ, rowsDout, kvCaptures,
                           fuseQuery ? &keySide : nullptr);
     if (failed(kv))
       return failure();
     std::tie(g.dk, g.dv) = *kv;
     if (fuseQuery)
-      g.dq = ungroupRows(b, loc, f, keySide, elementOf(q));
+      g.dq = ungroupRows(b, loc, fk, keySide, elementOf(q));
   } else {
     FailureOr<Value> dk = gradientAttention(
-        b, f, {k, v}, {rowsQ, rowsDout}, rowsQ, kvCaptures, elementOf(k),
-        /*transposed=*/true, Weights::ScoreGradient);
+        b, fk, {keysK, keysV}, {rowsQ, rowsDout}, rowsQ, kvCaptures,
+        elementOf(k), /*transposed=*/true, Weights::ScoreGradient);
     SmallVector<Value> dvCaptures(captures);
     if (!rowStats.empty())
       dvCaptures.push_back(kvCaptures[captures.size()]);
     FailureOr<Value> dv = gradientAttention(
-        b, f, {k}, {rowsQ}, rowsDout, dvCaptures, elementOf(v),
+        b, fk, {keysK}, {rowsQ}, rowsDout, dvCaptures, elementOf(v),
         /*transposed=*/true, Weights::Probabilities);
     if (failed(dk) || failed(dv))
       return failure();
     g.dk = *dk, g.dv = *dv;
+  }
+  if (perHead) {
+    g.dk = sumGroups(b, loc, f, g.dk);
+    g.dv = sumGroups(b, loc, f, g.dv);
   }
   if (sink)
     g.dsink = sinkGradient(b, loc, sink, rowStats[0], rowStats[1]);

@@ -53,11 +53,16 @@
 // The transposed attentions (dK, dV: rows are keys) read the bias
 // transposed, so that their columns (query rows) read consecutive
 // elements: the bias's last two dims swapped, its reads' indices too.
+// With GQA (2 query heads, 1 KV head) and a mask that reads positions,
+// they take K and V repeated per query head (rows of one head, whose
+// causal bound stays a bound), each head's dK and dV then summed over its
+// group.
 // TERMS: %[[BT:.+]] = linalg.transpose ins(%[[BIAS]] : tensor<1x2x16x16xbf16>) outs(%{{.*}} : tensor<1x2x16x16xbf16>) permutation = [0, 1, 3, 2]
-// TERMS: attn.attention {{.*}} captures(%[[BT]],
+// TERMS: attn.attention q(%{{.*}}, %{{.*}} : tensor<1x2x16x32xbf16>, tensor<1x2x16x32xbf16>) {{.*}} captures(%[[BT]],
 // TERMS: ^bb0(%s0: f32, %s1: f32, %b: index, %h: index, %q: index, %kv: index,
-// TERMS: %[[ROW:.+]] = arith.remui %kv
-// TERMS: tensor.extract %{{.*}}[%b, %{{.*}}, %q, %[[ROW]]] : tensor<1x2x16x16xbf16>
+// TERMS-NOT: arith.remui
+// TERMS: tensor.extract %{{.*}}[%b, %h, %q, %kv] : tensor<1x2x16x16xbf16>
+// TERMS: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "parallel", "parallel"]} ins(%{{.*}} : tensor<1x1x2x16x32xbf16>) outs(%{{.*}} : tensor<1x1x16x32xf32>)
 // TERMS: linalg.generic {{.*}} ins(%[[DQ]]#1 : tensor<1x2x16x16xf32>) outs(%{{.*}} : tensor<1x2x16x16xbf16>)
 // TERMS: arith.truncf {{.*}} : f32 to bf16
 // Without the option, the bias is an input only.

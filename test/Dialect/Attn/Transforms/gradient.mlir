@@ -29,17 +29,24 @@
 // CHECK: arith.cmpi sge
 // CHECK: } epilogue {
 // CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
-// dK and dV attend from the keys to the query rows of their group.
-// CHECK: %[[QR:.+]] = tensor.collapse_shape {{.*}} : tensor<1x2x2x16x32xbf16> into tensor<1x2x32x32xbf16>
-// CHECK: %[[DOR:.+]] = tensor.collapse_shape {{.*}} : tensor<1x2x2x16x32xbf16> into tensor<1x2x32x32xbf16>
-// CHECK: %[[DK:.+]] = attn.attention q(%[[K]], %[[V]] {{.*}} k(%[[QR]], %[[DOR]] {{.*}} v(%[[QR]] {{.*}} normalizer none score {
-// Row i' of the 2 x 16 is query head h * 2 + i' / 16, row i' mod 16.
-// CHECK: arith.divui %{{.*}}, %c16
-// CHECK: arith.remui %{{.*}}, %c16
+// dK and dV attend from the keys to the query rows. The mask reads
+// positions: K and V repeated per query head, so that each attention's
+// rows are one head's (the causal bound stays a bound, not row mod 16)...
+// CHECK: %[[KR:.+]] = linalg.generic {{.*}} ins(%[[K]] : tensor<1x2x16x32xbf16>) outs(%{{.*}} : tensor<1x4x16x32xbf16>)
+// CHECK: %[[VR:.+]] = linalg.generic {{.*}} ins(%[[V]] : tensor<1x2x16x32xbf16>) outs(%{{.*}} : tensor<1x4x16x32xbf16>)
+// CHECK: %[[DKH:.+]] = attn.attention q(%[[KR]], %[[VR]] {{.*}} k(%[[Q]], %[[DO]] {{.*}} v(%[[Q]] {{.*}} normalizer none score {
+// CHECK-NOT: arith.remui
 // CHECK: } mask {
-// CHECK: %[[ROW:.+]] = arith.remui
-// CHECK: arith.cmpi sge, %[[ROW]]
-// CHECK: %[[DV:.+]] = attn.attention q(%[[K]] : {{.*}} k(%[[QR]] : {{.*}} v(%[[DOR]] : {{.*}} scale [3.500000e-01] normalizer none score {
+// CHECK-NEXT: ^bb0
+// CHECK-NEXT: arith.cmpi sge, %kv, %q
+// CHECK: %[[DVH:.+]] = attn.attention q(%[[KR]] : {{.*}} k(%[[Q]] : {{.*}} v(%[[DO]] : {{.*}} scale [3.500000e-01] normalizer none score {
+// ... then each KV head's gradients the sums (f32) of its 2 query heads'.
+// CHECK: %[[DKS:.+]] = tensor.expand_shape %[[DKH]] {{.*}} into tensor<1x2x2x16x32xbf16>
+// CHECK: %[[DKF:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "parallel", "parallel"]} ins(%[[DKS]] : tensor<1x2x2x16x32xbf16>) outs(%{{.*}} : tensor<1x2x16x32xf32>)
+// CHECK: %[[DK:.+]] = linalg.generic {{.*}} ins(%[[DKF]] : tensor<1x2x16x32xf32>) outs(%{{.*}} : tensor<1x2x16x32xbf16>)
+// CHECK: %[[DVS:.+]] = tensor.expand_shape %[[DVH]]
+// CHECK: %[[DVF:.+]] = linalg.generic {{.*}} ins(%[[DVS]]
+// CHECK: %[[DV:.+]] = linalg.generic {{.*}} ins(%[[DVF]]
 // CHECK: return %[[DQ]], %[[DK]], %[[DV]]
 // CHECK-NOT: func.func @softcap
 func.func @softcap(%q: tensor<1x4x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: tensor<1x2x16x32xbf16>) -> tensor<1x4x16x32xbf16> {
@@ -56,6 +63,34 @@ func.func @softcap(%q: tensor<1x4x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: t
     ^bb0(%b: index, %h: index, %i: index, %j: index):
       %keep = arith.cmpi sge, %i, %j : index
       attn.yield %keep : i1
+    } -> tensor<1x4x16x32xbf16>
+  return %o : tensor<1x4x16x32xbf16>
+}
+
+// -----
+
+// GQA without a mask: dK and dV attend from the keys to the query rows of
+// their group, side by side along the rows (no repeated K and V, no sums).
+// CHECK-LABEL: func.func @gradient(
+// CHECK-SAME: %[[Q:[^:]+]]: tensor<1x4x16x32xbf16>, %[[K:[^:]+]]: tensor<1x2x16x32xbf16>, %[[V:[^:]+]]: tensor<1x2x16x32xbf16>, %[[DO:[^:]+]]: tensor<1x4x16x32xbf16>)
+// CHECK: %[[QR:.+]] = tensor.collapse_shape {{.*}} : tensor<1x2x2x16x32xbf16> into tensor<1x2x32x32xbf16>
+// CHECK: %[[DOR:.+]] = tensor.collapse_shape {{.*}} : tensor<1x2x2x16x32xbf16> into tensor<1x2x32x32xbf16>
+// CHECK: %[[DK:.+]] = attn.attention q(%[[K]], %[[V]] {{.*}} k(%[[QR]], %[[DOR]] {{.*}} v(%[[QR]] {{.*}} normalizer none score {
+// Row i' of the 2 x 16 is query head h * 2 + i' / 16, row i' mod 16.
+// CHECK: arith.divui %{{.*}}, %c16
+// CHECK: arith.remui %{{.*}}, %c16
+// CHECK: %[[DV:.+]] = attn.attention q(%[[K]] : {{.*}} k(%[[QR]] : {{.*}} v(%[[DOR]] : {{.*}} normalizer none score {
+// CHECK-NOT: iterator_types = ["parallel", "parallel", "reduction", "parallel", "parallel"]
+// CHECK: return %{{.*}}, %[[DK]], %[[DV]]
+func.func @gqa(%q: tensor<1x4x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: tensor<1x2x16x32xbf16>) -> tensor<1x4x16x32xbf16> {
+  %o = attn.attention q(%q : tensor<1x4x16x32xbf16>) k(%k : tensor<1x2x16x32xbf16>) v(%v : tensor<1x2x16x32xbf16>) scale [0.35] normalizer softmax
+    score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index):
+      %c = arith.constant 30.0 : f32
+      %x = arith.divf %s, %c : f32
+      %t = math.tanh %x : f32
+      %y = arith.mulf %t, %c : f32
+      attn.yield %y : f32
     } -> tensor<1x4x16x32xbf16>
   return %o : tensor<1x4x16x32xbf16>
 }
