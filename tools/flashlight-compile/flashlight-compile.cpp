@@ -201,6 +201,13 @@ static cl::opt<int64_t> fuseKeyValueFrom(
              "query and key lengths are both at least this (0: always; "
              "attn-gradient's fuse-key-value-from)"),
     cl::init(2048), cl::cat(toolCategory));
+static cl::opt<int64_t> perHeadKeyValueFrom(
+    "per-head-key-value-from",
+    cl::desc("With --gradient, GQA and a mask that reads positions: dK and "
+             "dV per query head where the query and key lengths are both at "
+             "least this (0: always; attn-gradient's "
+             "per-head-key-value-from)"),
+    cl::init(8192), cl::cat(toolCategory));
 static cl::opt<bool> fusedQueryGradient(
     "fused-query-gradient",
     cl::desc("With --gradient: where dK and dV are one attention, dQ from "
@@ -530,6 +537,7 @@ LogicalResult raiseAndOutline(ModuleOp module) {
     options.captureTerms = !materializedCaptureGradients;
     options.fuseKeyValue = !unfusedKeyValue;
     options.fuseKeyValueFrom = fuseKeyValueFrom;
+    options.perHeadKeyValueFrom = perHeadKeyValueFrom;
     options.fuseQuery = fusedQueryGradient;
     pm.addPass(flashlight::attn::createAttnGradient(options));
   }

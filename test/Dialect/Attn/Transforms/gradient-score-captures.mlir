@@ -1,5 +1,5 @@
 // RUN: flashlight-opt %s --split-input-file --attn-gradient='score-captures=1 capture-terms=0' | FileCheck %s
-// RUN: flashlight-opt %s --split-input-file --attn-gradient='score-captures=1' | FileCheck %s --check-prefix=TERMS
+// RUN: flashlight-opt %s --split-input-file --attn-gradient='score-captures=1 per-head-key-value-from=0' | FileCheck %s --check-prefix=TERMS
 // RUN: flashlight-opt %s --split-input-file --attn-gradient | FileCheck %s --check-prefix=DEFAULT
 
 // A pair bias [B, H, N, N] that the score reads at its own indices, with
@@ -53,8 +53,8 @@
 // The transposed attentions (dK, dV: rows are keys) read the bias
 // transposed, so that their columns (query rows) read consecutive
 // elements: the bias's last two dims swapped, its reads' indices too.
-// With GQA (2 query heads, 1 KV head) and a mask that reads positions,
-// they take K and V repeated per query head (rows of one head, whose
+// With GQA (2 query heads, 1 KV head), a mask that reads positions and
+// per-head-key-value-from=0, they take K and V repeated per query head (rows of one head, whose
 // causal bound stays a bound), each head's dK and dV then summed over its
 // group.
 // TERMS: %[[BT:.+]] = linalg.transpose ins(%[[BIAS]] : tensor<1x2x16x16xbf16>) outs(%{{.*}} : tensor<1x2x16x16xbf16>) permutation = [0, 1, 3, 2]

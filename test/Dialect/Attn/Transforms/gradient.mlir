@@ -1,5 +1,6 @@
-// RUN: flashlight-opt %s --split-input-file --verify-diagnostics --attn-gradient | FileCheck %s
+// RUN: flashlight-opt %s --split-input-file --verify-diagnostics --attn-gradient="per-head-key-value-from=16" | FileCheck %s
 // RUN: flashlight-opt %s --split-input-file --verify-diagnostics --attn-gradient="fuse-key-value-from=16" | FileCheck %s --check-prefix=FUSED
+// RUN: flashlight-opt %s --split-input-file --verify-diagnostics --attn-gradient | FileCheck %s --check-prefix=GROUPED
 
 // Soft-capped causal GQA (4 query heads over 2 KV heads): the forward again
 // with its LSE, Delta = rowsum(dO * O), then dQ, dK and dV as attentions.
@@ -30,8 +31,14 @@
 // CHECK: } epilogue {
 // CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
 // dK and dV attend from the keys to the query rows. The mask reads
-// positions: K and V repeated per query head, so that each attention's
-// rows are one head's (the causal bound stays a bound, not row mod 16)...
+// positions and the lengths reach per-head-key-value-from: K and V
+// repeated per query head, so that each attention's rows are one head's
+// (the causal bound stays a bound, not row mod 16)...
+// Below it (the default's 8192), grouped rows.
+// GROUPED-LABEL: func.func @gradient(
+// GROUPED: tensor.collapse_shape {{.*}} : tensor<1x2x2x16x32xbf16> into tensor<1x2x32x32xbf16>
+// GROUPED-NOT: iterator_types = ["parallel", "parallel", "reduction", "parallel", "parallel"]
+// GROUPED: return
 // CHECK: %[[KR:.+]] = linalg.generic {{.*}} ins(%[[K]] : tensor<1x2x16x32xbf16>) outs(%{{.*}} : tensor<1x4x16x32xbf16>)
 // CHECK: %[[VR:.+]] = linalg.generic {{.*}} ins(%[[V]] : tensor<1x2x16x32xbf16>) outs(%{{.*}} : tensor<1x4x16x32xbf16>)
 // CHECK: %[[DKH:.+]] = attn.attention q(%[[KR]], %[[VR]] {{.*}} k(%[[Q]], %[[DO]] {{.*}} v(%[[Q]] {{.*}} normalizer none score {

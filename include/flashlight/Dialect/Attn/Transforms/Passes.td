@@ -302,6 +302,12 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
            "With fuse-key-value: only where the query and key lengths are "
            "both at least this (below, the loop is too short for the fused "
            "kernel's wider accumulators and its [Q | dO] copy)">,
+    Option<"perHeadKeyValueFrom", "per-head-key-value-from", "int64_t",
+           /*default=*/"8192",
+           "With GQA and a mask that reads positions: dK and dV per query "
+           "head (K and V repeated, the gradients summed over each group) "
+           "where the query and key lengths are both at least this; below, "
+           "along grouped rows under a block mask">,
     Option<"fuseQuery", "fuse-query", "bool", /*default=*/"false",
            "Where dK and dV are one attention: dQ from its key-side product "
            "(FlashAttention's backward: S and dP once for all three, dQ "
