@@ -207,7 +207,7 @@ static cl::opt<int64_t> perHeadKeyValueFrom(
              "dV per query head where the query and key lengths are both at "
              "least this (0: always; attn-gradient's "
              "per-head-key-value-from)"),
-    cl::init(8192), cl::cat(toolCategory));
+    cl::init(4096), cl::cat(toolCategory));
 static cl::opt<bool> fusedQueryGradient(
     "fused-query-gradient",
     cl::desc("With --gradient: where dK and dV are one attention, dQ from "

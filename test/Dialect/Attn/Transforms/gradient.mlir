@@ -34,7 +34,7 @@
 // positions and the lengths reach per-head-key-value-from: K and V
 // repeated per query head, so that each attention's rows are one head's
 // (the causal bound stays a bound, not row mod 16)...
-// Below it (the default's 8192), grouped rows.
+// Below it (the default's 4096), grouped rows.
 // GROUPED-LABEL: func.func @gradient(
 // GROUPED: tensor.collapse_shape {{.*}} : tensor<1x2x2x16x32xbf16> into tensor<1x2x32x32xbf16>
 // GROUPED-NOT: iterator_types = ["parallel", "parallel", "reduction", "parallel", "parallel"]

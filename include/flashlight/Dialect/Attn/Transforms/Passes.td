@@ -303,7 +303,7 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
            "both at least this (below, the loop is too short for the fused "
            "kernel's wider accumulators and its [Q | dO] copy)">,
     Option<"perHeadKeyValueFrom", "per-head-key-value-from", "int64_t",
-           /*default=*/"8192",
+           /*default=*/"4096",
            "With GQA and a mask that reads positions: dK and dV per query "
            "head (K and V repeated, the gradients summed over each group) "
            "where the query and key lengths are both at least this; below, "
