@@ -267,9 +267,17 @@ def AttnGradient : Pass<"attn-gradient", "::mlir::ModuleOp"> {
     region reads once (a pair bias `[B, H, N, N]`, a per-head slope, a
     relative-position table at the bucket it computes): their gradient is
     the sum of dS * d score / d element over the elements that read each
-    entry, with S and dP materialized (`[B, Hq, M, N]` f32 each) on the
-    reference path: memory the size of an N x N bias, not the fused
-    kernel's.
+    entry. With `capture-terms`, the dQ attention yields it as terms: per
+    element for a read at q_idx and kv_idx (a pair bias, `[B, Hq, M, N]`
+    f32), as row sums for a read without kv_idx (slopes, `[B, Hq, M]`);
+    otherwise (a table's computed bucket) S and dP are materialized
+    (`[B, Hq, M, N]` f32 each) on the reference path.
+
+    With GQA, dK and dV attend from the keys to the query rows of their
+    group, side by side along the rows; where the mask reads positions and
+    the lengths reach `per-head-key-value-from`, per query head instead (K
+    and V repeated, the gradients summed over each group), so that a
+    causal bound stays a bound.
 
     ```mlir
     func.func @gradient(%q: ..., %k: ..., %v: ..., %dout: ...) -> (...) {
