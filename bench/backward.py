@@ -196,18 +196,6 @@ PROGRAMS = {"vanilla": vanilla, "causal": causal, "differential": differential,
 INPUTS = {"differential": 5}  # tensors of [B, H, N, D]; 3 otherwise
 
 
-def random_documents(B, N, generator):
-    """Document ids per position (bench.py's: random lengths, ordered)."""
-    doc = torch.empty(B, N, dtype=torch.int32)
-    for b in range(B):
-        pos, d = 0, 0
-        while pos < N:
-            length = int(torch.randint(N // 16, N // 2 + 1, (1,), generator=generator).item())
-            doc[b, pos:pos + length] = d
-            pos, d = pos + length, d + 1
-    return doc
-
-
 def qkv_shapes(variant, B, H, N, D):
     """Q's, K's and V's shapes (GQA: a quarter of the heads for K and V)."""
     hkv = H // 4 if variant == "gqa" else H
@@ -217,8 +205,9 @@ def qkv_shapes(variant, B, H, N, D):
 def extra_inputs(variant, B, H, N, D, generator):
     """The inputs after q, k, v (CPU; the floating-point ones
     differentiated)."""
-    if variant == "document_mask":
-        return [random_documents(B, N, generator)]
+    if variant == "document_mask":  # bench.py's, on the CPU
+        from bench import random_documents
+        return [random_documents(B, N, generator, device="cpu")]
     if variant == "sinks":
         return [torch.randn(H, generator=generator)]
     if variant == "alibi_learned":  # ALiBi's slopes, where a model starts

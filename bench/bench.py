@@ -84,9 +84,9 @@ def kept_fraction(mask_mod, B, N):
     return total / (B * N * N)
 
 
-def random_documents(B, N, gen):
+def random_documents(B, N, gen, device="cuda"):
     """Document ids per position: random lengths, ordered."""
-    doc = torch.empty(B, N, dtype=torch.int32, device="cuda")
+    doc = torch.empty(B, N, dtype=torch.int32, device=device)
     for b in range(B):
         pos, d = 0, 0
         while pos < N:
