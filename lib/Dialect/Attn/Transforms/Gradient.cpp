@@ -1510,9 +1510,10 @@ branchGradient(OpBuilder &b, const Forward &f, Value q, Value k, Value v,
   // where they can share it. With GQA, the g query heads of a KV head side
   // by side along its rows (`groupRows`); but where the mask reads
   // positions, whose kept tiles a bound describes, those rows would turn
-  // the bound into a block mask (the query row is the column mod M): there
-  // K and V are repeated per query head instead (`fk`: no groups), and each
-  // query head's dK and dV summed over its group afterwards, as
+  // the bound into a block mask (the query row is the column mod M): there,
+  // from per-head-key-value-from (f.perHeadKeyValue), K and V are repeated
+  // per query head instead (`fk`: no groups), and each query head's dK and
+  // dV summed over its group afterwards, as
   // FlashAttention-2's GQA backward does.
   bool perHead = f.perHeadKeyValue;
   Forward fk = f;
