@@ -539,8 +539,13 @@ protected:
       return success();
     }
     if (keptTilesOnly) {
-      // The loop carries the buffer; the first kept tile is staged here.
+      // The loop carries the buffer; the first kept tile is staged here
+      // (the producer warpgroup stages every one).
       parity = keptParity;
+      if (producer) {
+        localTile = tileIndex;
+        return success();
+      }
       auto ifFirst =
           scf::IfOp::create(b, loc,
                             cmpI(arith::CmpIPredicate::eq, keyView.offsets[2],
@@ -655,35 +660,54 @@ protected:
     return loop.getResult(0);
   }
 
-  /// With a block mask, the KV loop visits the tiles it keeps only: an
-  /// empty tile costs a byte load, no copies, wait or barrier. Each kept
-  /// tile prefetches the next kept one into the other buffer, so the buffer
-  /// is loop-carried.
-  LogicalResult convertFor(scf::ForOp loop) override {
+  /// The KV loop's step when `loop` is a KV loop the block mask thins
+  /// (the step directly in its body), else null.
+  OnlineStepOp sparseStep(scf::ForOp loop) {
+    if (!blockMask.memref || !votesOnTiles())
+      return OnlineStepOp();
     OnlineStepOp step;
     for (Operation &op : loop.getBody()->without_terminator())
       if (auto s = dyn_cast<OnlineStepOp>(op))
         step = s;
+    return step;
+  }
+
+  LogicalResult convertFor(scf::ForOp loop) override {
     // The KV loop: a step in its body, or in its full/partial scf.if.
     bool kvLoop = false;
     loop.getBody()->walk([&](OnlineStepOp) { kvLoop = true; });
     if (pipelinedN && kvLoop)
       return convertPipelinedFor(loop);
+    OnlineStepOp step = sparseStep(loop);
+    if (step)
+      currentStep = step;
     if (producer && kvLoop)
       return convertProducerFor(loop);
-    if (!blockMask.memref || !step || !votesOnTiles())
+    if (!step)
       return MmaSyncEmitter::convertFor(loop);
-    currentStep = step;
+    return convertSparseFor(loop, step);
+  }
+
+  /// With a block mask, the KV loop visits the tiles it keeps only: an
+  /// empty tile costs a byte load, no copies, wait or barrier. Each kept
+  /// tile prefetches the next kept one into the other buffer, so the buffer
+  /// is loop-carried; with a producer warpgroup, which copies the kept
+  /// tiles in the same order (emitKeptTile), the consumers copy nothing
+  /// and count the kept tiles for the mbarriers' phases.
+  LogicalResult convertSparseFor(scf::ForOp loop, OnlineStepOp step) {
     int64_t bn = blockMask.blockN;
     Value lb = map.lookup(loop.getLowerBound());
     Value ub = map.lookup(loop.getUpperBound());
-    // The loop's end in tiles: an empty range (ub may even be negative for
-    // early query tiles) scans nothing, and no scan leaves this row.
-    endTile = minI(arith::CeilDivUIOp::create(
-                       b, loc, arith::MaxSIOp::create(b, loc, ub, lb), idx(bn)),
-                   dim(blockMask.memref, 3));
-    firstKeptTile =
-        nextKeptTile(arith::DivUIOp::create(b, loc, lb, idx(bn)), endTile);
+    if (!producer) {
+      // The loop's end in tiles: an empty range (ub may even be negative
+      // for early query tiles) scans nothing, and no scan leaves this row.
+      endTile =
+          minI(arith::CeilDivUIOp::create(
+                   b, loc, arith::MaxSIOp::create(b, loc, ub, lb), idx(bn)),
+               dim(blockMask.memref, 3));
+      firstKeptTile =
+          nextKeptTile(arith::DivUIOp::create(b, loc, lb, idx(bn)), endTile);
+    }
 
     SmallVector<Value> init = flattenInits(loop);
     size_t stateSize = init.size();
@@ -874,7 +898,9 @@ protected:
       inGroup(consumerGroups - 1, [&] { turnSync(i32(0), /*arrive=*/true); });
       turnSync(groupId(0), /*arrive=*/false);
     }
-    if (failed(MmaSyncEmitter::convertFor(loop)))
+    OnlineStepOp step = sparseStep(loop);
+    if (failed(step ? convertSparseFor(loop, step)
+                    : MmaSyncEmitter::convertFor(loop)))
       return failure();
     Value tiles = tileBase ? kvTileCount(loop) : Value();
     // Every S of this work tile completed (the softmax read them): the
@@ -1109,16 +1135,45 @@ protected:
     b.setInsertionPointToStart(producerLoop.getBody());
     Value k0 = producerLoop.getInductionVar();
     Value t = producerLoop.getRegionIterArgs()[0];
-    Value g = tileBase ? addI(t, tileBase) : t;
-    Value buffer = arith::RemUIOp::create(b, loc, g, idx(2));
-    waitReleased(2, g);
-    if (failed(copyKeysByTensorMap(k0, buffer)))
+    FailureOr<Value> next = emitKeptTile(k0, t, [&]() -> LogicalResult {
+      Value g = tileBase ? addI(t, tileBase) : t;
+      Value buffer = arith::RemUIOp::create(b, loc, g, idx(2));
+      waitReleased(2, g);
+      if (failed(copyKeysByTensorMap(k0, buffer)))
+        return failure();
+      waitReleased(6, g);
+      return copyValuesByTensorMap(k0, buffer);
+    });
+    if (failed(next))
       return failure();
-    waitReleased(6, g);
-    if (failed(copyValuesByTensorMap(k0, buffer)))
-      return failure();
-    scf::YieldOp::create(b, loc, ValueRange{addI(t, idx(1))});
+    scf::YieldOp::create(b, loc, ValueRange{*next});
     return producerLoop.getResult(0);
+  }
+
+  /// The producer's side of the KV tile at key `k0`, the `t`-th it copies:
+  /// `copy` where the block mask keeps the tile (every tile without one), so
+  /// that the producer fills the buffers in the order the consumers' sparse
+  /// loop visits them. Returns the count of tiles copied with this one.
+  FailureOr<Value> emitKeptTile(Value k0, Value t,
+                                function_ref<LogicalResult()> copy) {
+    if (!blockMask.memref || !votesOnTiles()) {
+      if (failed(copy()))
+        return failure();
+      return addI(t, idx(1));
+    }
+    Value byte = tileByte(
+        currentStep, arith::DivUIOp::create(b, loc, k0, idx(blockMask.blockN)));
+    Value kept = tileIs(arith::CmpIPredicate::ne, BlockMask::Empty, byte);
+    auto ifKept = scf::IfOp::create(b, loc, TypeRange{b.getIndexType()}, kept,
+                                    /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifKept.getElseRegion().front());
+    scf::YieldOp::create(b, loc, t);
+    b.setInsertionPointToStart(&ifKept.getThenRegion().front());
+    if (failed(copy()))
+      return failure();
+    scf::YieldOp::create(b, loc, addI(t, idx(1)));
+    return ifKept.getResult(0);
   }
 
   /// The producer warpgroup's copies of `loop`'s K/V tiles: tile t into
@@ -1153,36 +1208,40 @@ protected:
       b.setInsertionPointToStart(producerLoop.getBody());
       Value k0 = producerLoop.getInductionVar();
       Value t = producerLoop.getRegionIterArgs()[0];
-      Value g = global(t);
-      Value buffer = arith::RemUIOp::create(b, loc, g, idx(2));
-      // Buffer g % 2 held tile g - 2: both consumers must be done with it,
-      // K (released after S) and V (after P V) on their own barriers, so
-      // that K_t's copies need not wait for P_{t-2} V_{t-2}.
-      waitReleased(2, g);
-      stageKeys(k0, buffer);
-      // Q, copied before K_0, landed: the consumers may start.
-      if (producerCopiesQuery) {
-        auto ifFirst = scf::IfOp::create(
-            b, loc, cmpI(arith::CmpIPredicate::eq, t, idx(0)));
-        OpBuilder::InsertionGuard g2(b);
-        b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
-        fill(8, queryBuffer, int32_t(keyTiles.size() + stagedTiles.size()));
-      }
-      {
-        auto ifAfterFirst = scf::IfOp::create(
-            b, loc, cmpI(arith::CmpIPredicate::uge, t, idx(1)));
-        OpBuilder::InsertionGuard g2(b);
-        b.setInsertionPointToStart(&ifAfterFirst.getThenRegion().front());
-        fill(4, arith::SubIOp::create(b, loc, idx(1), buffer),
-             int32_t(keyTiles.size() + stagedTiles.size()));
-      }
-      waitReleased(6, g);
-      View value = valueView;
-      value.offsets[2] = k0;
-      stageBuffer(value, valueTile, buffer,
-                  cast<MemRefType>(value.memref.getType()).getDimSize(3));
-      fill(0, buffer, 1);
-      scf::YieldOp::create(b, loc, ValueRange{addI(t, idx(1))});
+      FailureOr<Value> next = emitKeptTile(k0, t, [&] {
+        Value g = global(t);
+        Value buffer = arith::RemUIOp::create(b, loc, g, idx(2));
+        // Buffer g % 2 held tile g - 2: both consumers must be done with
+        // it, K (released after S) and V (after P V) on their own barriers,
+        // so that K_t's copies need not wait for P_{t-2} V_{t-2}.
+        waitReleased(2, g);
+        stageKeys(k0, buffer);
+        // Q, copied before K_0, landed: the consumers may start.
+        if (producerCopiesQuery) {
+          auto ifFirst = scf::IfOp::create(
+              b, loc, cmpI(arith::CmpIPredicate::eq, t, idx(0)));
+          OpBuilder::InsertionGuard g2(b);
+          b.setInsertionPointToStart(&ifFirst.getThenRegion().front());
+          fill(8, queryBuffer, int32_t(keyTiles.size() + stagedTiles.size()));
+        }
+        {
+          auto ifAfterFirst = scf::IfOp::create(
+              b, loc, cmpI(arith::CmpIPredicate::uge, t, idx(1)));
+          OpBuilder::InsertionGuard g2(b);
+          b.setInsertionPointToStart(&ifAfterFirst.getThenRegion().front());
+          fill(4, arith::SubIOp::create(b, loc, idx(1), buffer),
+               int32_t(keyTiles.size() + stagedTiles.size()));
+        }
+        waitReleased(6, g);
+        View value = valueView;
+        value.offsets[2] = k0;
+        stageBuffer(value, valueTile, buffer,
+                    cast<MemRefType>(value.memref.getType()).getDimSize(3));
+        fill(0, buffer, 1);
+        return success();
+      });
+      // The copies above cannot fail.
+      scf::YieldOp::create(b, loc, ValueRange{*next});
     }
     // The last V lands, and its full barrier says so: no later copy does.
     Value tiles = producerLoop.getResult(0);

@@ -1,5 +1,6 @@
 // RUN: flashlight-opt %s --split-input-file --attn-plan="block-m=64 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=64 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=WGMMA
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=PRODUCER
 
 // A mask that reads document ids (by batch, not by head): the attention
 // kernel takes a block mask [B, 1, M tiles, N tiles] after its output and
@@ -183,4 +184,53 @@ func.func @lagged(%q: tensor<1x2x1000x64xbf16>, %k: tensor<1x2x600x64xbf16>,
         attn.yield %keep : i1
       } -> tensor<1x2x1000x64xbf16>
   return %o : tensor<1x2x1000x64xbf16>
+}
+
+// -----
+
+// 128 x 128 tiles with the producer warpgroup: its copying thread visits
+// the tiles the block mask keeps, in the consumers' order, and counts them
+// (a buffer's mbarrier phases follow the count); the consumers' sparse
+// loop copies nothing and carries the same count.
+// PRODUCER-LABEL: gpu.func @document_long(
+// PRODUCER-SAME: %[[MASK:[a-z0-9]+]]: memref<?x?x?x?xi8>, %[[KMAP:[a-z0-9]+]]: !llvm.ptr, %[[VMAP:[a-z0-9]+]]: !llvm.ptr)
+// PRODUCER-SAME: producer = true, loop = mbarrier, ping_pong = true, {{.*}}sparsity = block_mask
+// PRODUCER: nvvm.setmaxregister decrease 56
+// PRODUCER: scf.for %[[K0:.*]] = %c0 to %c512 step %c128 iter_args(%[[T:.*]] = %c0) -> (index)
+// PRODUCER-NEXT: %[[KT:.*]] = arith.divui %[[K0]], %c128
+// PRODUCER: %[[BYTE:.*]] = memref.load %[[MASK]][%block_id_z, %c0, %{{.*}}, %[[KT]]]
+// PRODUCER-NEXT: %[[KEPT:.*]] = arith.cmpi ne, %[[BYTE]], %c0_i8
+// PRODUCER-NEXT: scf.if %[[KEPT]] -> (index)
+// PRODUCER-NEXT: arith.remui %[[T]], %c2
+// PRODUCER: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[KMAP]]
+// PRODUCER: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %[[VMAP]]
+// PRODUCER-NEXT: %[[NEXT:.*]] = arith.addi %[[T]], %c1
+// PRODUCER-NEXT: scf.yield %[[NEXT]] : index
+// PRODUCER-NEXT: } else {
+// PRODUCER-NEXT: scf.yield %[[T]] : index
+// PRODUCER: nvvm.exit
+// PRODUCER: nvvm.setmaxregister increase 224
+// PRODUCER: scf.for {{.*}} -> ({{.*}}, index, index)
+// PRODUCER: %[[B:.*]] = memref.load %[[MASK]]
+// PRODUCER-NEXT: arith.cmpi eq, %[[B]], %c0_i8
+// PRODUCER-NOT: nvgpu.device_async_copy
+// PRODUCER: nvvm.mbarrier.try_wait.parity
+// PRODUCER-NOT: nvgpu.device_async_copy
+// PRODUCER: nvvm.wgmma.mma_async
+// PRODUCER-NOT: nvgpu.device_async_copy
+// PRODUCER-LABEL: gpu.func @document_long_block_mask(
+func.func @document_long(%q: tensor<2x4x512x64xbf16>, %k: tensor<2x4x512x64xbf16>,
+                         %v: tensor<2x4x512x64xbf16>,
+                         %doc: tensor<2x512xi32>) -> tensor<2x4x512x64xbf16> {
+  %o = attn.attention q(%q : tensor<2x4x512x64xbf16>) k(%k : tensor<2x4x512x64xbf16>)
+      v(%v : tensor<2x4x512x64xbf16>) captures(%doc : tensor<2x512xi32>)
+      scale [0.125] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index, %ids: tensor<2x512xi32>):
+        %di = tensor.extract %ids[%b, %i] : tensor<2x512xi32>
+        %dj = tensor.extract %ids[%b, %j] : tensor<2x512xi32>
+        %keep = arith.cmpi eq, %di, %dj : i32
+        attn.yield %keep : i1
+      } -> tensor<2x4x512x64xbf16>
+  return %o : tensor<2x4x512x64xbf16>
 }

@@ -354,10 +354,11 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
                    !(valueDim > 128 && producerCopiesWithTma);
   // mbarriers instead of the per-step block-wide barrier: two or more
   // warpgroups on the plain loop (dense, or sparse over a block mask); a
-  // producer warpgroup on the dense one, the consumers taking turns.
+  // producer warpgroup on either, copying the tiles the consumers visit,
+  // the consumers taking turns.
   bool decoupled = wgmma && options.decoupleWarpgroups && !pipelined &&
                    (!votes || blockMask) && blockM >= 128 && kvLoop;
-  bool producer = decoupled && options.producerWarpgroup && !blockMask;
+  bool producer = decoupled && options.producerWarpgroup;
   // A key-side product is summed over every warpgroup's rows, which meet
   // once its weights are staged: no turns (half the atomic adds measured
   // 1.13-1.38x the per-warpgroup sums in turns; docs/decisions/024).

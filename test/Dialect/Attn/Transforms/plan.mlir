@@ -150,10 +150,14 @@ func.func @wide_qk_narrow_v(%q: tensor<2x8x2048x256xbf16>, %k: tensor<2x8x2048x2
 // -----
 
 // Rule 4, a data-dependent mask: a block-mask pre-kernel on 128 x 128
-// tiles, consumers on mbarriers without a producer. With block-mask=false
-// each block votes on its tiles: 64 x 64, a block-wide barrier per step.
+// tiles, the producer warpgroup copying the kept tiles, the consumers
+// taking turns; without the producer, consumers on mbarriers. With
+// block-mask=false each block votes on its tiles: 64 x 64, a block-wide
+// barrier per step.
 // H100-LABEL: func.func @document
-// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} producer = false, loop = mbarrier, ping_pong = false, lookahead = false, sparsity = block_mask,
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = block_mask,
+// NOPROD-LABEL: func.func @document
+// NOPROD: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} producer = false, loop = mbarrier, ping_pong = false, lookahead = false, sparsity = block_mask,
 // VOTE-LABEL: func.func @document
 // VOTE: #attn.kernel_plan<generator = wgmma, block_m = 64, block_n = 64, {{.*}} loop = barrier, {{.*}} sparsity = tile_vote,
 func.func @document(%q: tensor<2x4x1024x64xbf16>, %k: tensor<2x4x1024x64xbf16>,
