@@ -13,7 +13,8 @@ random output gradient, and compares the output and every input's gradient
 with the function run by PyTorch in float64 on the same values (relative
 Frobenius error; bf16 tolerance 2e-2). Kernel outputs are NaN-poisoned
 first. Shapes: lengths 128 and 1000 (not a multiple of the tiles), head
-dims 64 and 128 (and vanilla at 2049, whose Delta takes the row groups' tail), GQA 4:2, [B, H, N, D] and [B, N, H, D] callers (also
+dims 64 and 128 (and vanilla at 2049, whose Delta takes the row groups' tail), GQA 4:2,
+a prefix-LM whose prefix (100) splits tiles, [B, H, N, D] and [B, N, H, D] callers (also
 with a batch of 1), a
 learned sink (its gradient too), a pair bias (an input that does not
 require grad) with an output gate, differential attention (two logit
@@ -75,6 +76,14 @@ def sliding_window(q, k, v):
     i, j = positions(q.shape[2], q.device)
     keep = (j <= i) & (i - j < 64)
     s = torch.where(keep, scores(q, k), torch.finfo(q.dtype).min)
+    return torch.softmax(s, -1) @ v
+
+
+def prefix_lm(q, k, v):
+    """A bidirectional prefix of 100 positions (not a multiple of the tiles:
+    tiles of keys hold prefix and later rows), causal after it."""
+    i, j = positions(q.shape[2], q.device)
+    s = scores(q, k).masked_fill((j > i) & (j >= 100), float("-inf"))
     return torch.softmax(s, -1) @ v
 
 
@@ -162,6 +171,7 @@ def cases():
                 (f"softcap_causal n{n} d{d}", softcap_causal, bhnd),
                 (f"alibi n{n} d{d}", alibi, bhnd),
                 (f"sliding_window n{n} d{d}", sliding_window, bhnd),
+                (f"prefix_lm n{n} d{d}", prefix_lm, bhnd),
                 (f"document n{n} d{d}", document, bhnd + [((2, n), "int")]),
                 (f"sigmoid n{n} d{d}", sigmoid, bhnd),
                 (f"self_bnhd n{n} d{d}", self_bnhd, [(2, n, 4, d)]),

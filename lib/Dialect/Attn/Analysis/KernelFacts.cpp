@@ -239,7 +239,16 @@ KVTiles KernelFacts::getKVTiles(int64_t blockM, int64_t blockN) const {
     q1 = queryLength - 1;
   }
   int64_t lo = 0, hi = keyLength;
-  if (hasMask && mask.band.hi && mask.kind != MaskKind::Prefix) {
+  bool prefix = hasMask && mask.kind == MaskKind::Prefix;
+  // A query tile holding a row of a query prefix keeps every key.
+  if (prefix && mask.prefixOnQueries) {
+    if (!q0)
+      return KVTiles::Loop;
+    if (*q0 < mask.prefixLength)
+      return keyLength > blockN ? KVTiles::Loop : KVTiles::One;
+  }
+  bool keyPrefix = prefix && !mask.prefixOnQueries;
+  if (hasMask && mask.band.hi && !keyPrefix) {
     if (!q0)
       return KVTiles::Loop;
     lo = std::max<int64_t>(0, *q0 - *mask.band.hi);
@@ -248,7 +257,7 @@ KVTiles KernelFacts::getKVTiles(int64_t blockM, int64_t blockN) const {
     if (!q1)
       return KVTiles::Loop;
     int64_t end = *q1 - *mask.band.lo + 1;
-    if (mask.kind == MaskKind::Prefix)
+    if (keyPrefix)
       end = std::max(end, mask.prefixLength);
     hi = std::min(hi, end);
   }

@@ -293,19 +293,46 @@ private:
       for (unsigned i = 0; i < 2; ++i) {
         if (!matchPattern(op.getOperand(i), m_One()))
           continue;
-        const Pred &negated = nodes[pred(op.getOperand(1 - i))];
-        if (negated.kind == Pred::Atom) {
-          // !(a pred b) is (a !pred b).
-          p = negated;
-          p.predicate = arith::invertPredicate(negated.predicate);
-        } else {
-          p.kind = Pred::Not;
-          p.children = {pred(op.getOperand(1 - i))};
-        }
-        break;
+        unsigned negated = negate(pred(op.getOperand(1 - i)));
+        nodes[negated].dataDependent |= loaded;
+        preds[result] = negated;
+        return;
       }
     }
     preds[result] = add(std::move(p));
+  }
+
+  /// The node of !nodes[n]: an atom inverts its predicate, And and Or swap
+  /// by De Morgan's laws, so that a mask written as the negation of what it
+  /// drops (`masked_fill(~keep)`'s `~((j > i) & (j >= P))`) has the shape of
+  /// what it keeps.
+  unsigned negate(unsigned n) {
+    Pred p = nodes[n];
+    switch (p.kind) {
+    case Pred::Atom:
+      // !(a pred b) is (a !pred b).
+      p.predicate = arith::invertPredicate(p.predicate);
+      return add(std::move(p));
+    case Pred::True:
+    case Pred::False:
+      p.kind = p.kind == Pred::True ? Pred::False : Pred::True;
+      return add(std::move(p));
+    case Pred::And:
+    case Pred::Or:
+      p.kind = p.kind == Pred::And ? Pred::Or : Pred::And;
+      for (unsigned &child : p.children)
+        child = negate(child);
+      return add(std::move(p));
+    case Pred::Not:
+      return p.children.front();
+    default: {
+      Pred q;
+      q.kind = Pred::Not;
+      q.dataDependent = p.dataDependent;
+      q.children = {n};
+      return add(std::move(q));
+    }
+    }
   }
 
   static arith::CmpIPredicate toSigned(arith::CmpIPredicate p) {
@@ -396,20 +423,31 @@ bool addDiagonalBound(const Pred &atom, DiagonalBand &band) {
   }
 }
 
-/// If `atom` is `kv_idx < P` (in any spelling), returns P.
-std::optional<int64_t> matchPrefix(const Pred &atom) {
+/// A prefix atom: `idx < length` of the key index, or of the query index
+/// (onQueries).
+struct PrefixAtom {
+  int64_t length;
+  bool onQueries;
+};
+
+/// If `atom` is `kv_idx < P` or `q_idx < P` (in any spelling), returns it.
+std::optional<PrefixAtom> matchPrefix(const Pred &atom) {
   using P = arith::CmpIPredicate;
   const Sym &f = atom.form;
-  if (atom.kind != Pred::Atom || f.coeff[kB] || f.coeff[kH] || f.coeff[kQ] ||
-      (f.coeff[kK] != 1 && f.coeff[kK] != -1))
+  if (atom.kind != Pred::Atom || f.coeff[kB] || f.coeff[kH] ||
+      (f.coeff[kQ] != 0) == (f.coeff[kK] != 0))
     return std::nullopt;
-  // k + c pred 0  <=>  k pred -c ;  -k + c pred 0  <=>  k pred' c.
-  int64_t x = f.coeff[kK] == 1 ? -f.coeff[kConst] : f.coeff[kConst];
-  P p = f.coeff[kK] == 1 ? atom.predicate : swapSides(atom.predicate);
+  bool onQueries = f.coeff[kQ] != 0;
+  int64_t coeff = onQueries ? f.coeff[kQ] : f.coeff[kK];
+  if (coeff != 1 && coeff != -1)
+    return std::nullopt;
+  // i + c pred 0  <=>  i pred -c ;  -i + c pred 0  <=>  i pred' c.
+  int64_t x = coeff == 1 ? -f.coeff[kConst] : f.coeff[kConst];
+  P p = coeff == 1 ? atom.predicate : swapSides(atom.predicate);
   if (p == P::slt)
-    return x;
+    return PrefixAtom{x, onQueries};
   if (p == P::sle)
-    return x + 1;
+    return PrefixAtom{x + 1, onQueries};
   return std::nullopt;
 }
 
@@ -467,7 +505,8 @@ MaskInfo classifyMask(RegionEvaluator &eval, Value keep) {
     return info;
   }
   info.kind = MaskKind::Custom;
-  std::optional<int64_t> chunk, prefix;
+  std::optional<int64_t> chunk;
+  std::optional<PrefixAtom> prefix;
   for (unsigned c : conjuncts) {
     const Pred &p = eval.node(c);
     if (p.kind == Pred::True)
@@ -483,10 +522,10 @@ MaskInfo classifyMask(RegionEvaluator &eval, Value keep) {
     flatten(eval, c, Pred::Or, disjuncts);
     if (disjuncts.size() == 2 && !prefix && conjuncts.size() == 1) {
       for (unsigned i = 0; i < 2 && !prefix; ++i) {
-        std::optional<int64_t> len = matchPrefix(eval.node(disjuncts[i]));
+        std::optional<PrefixAtom> atom = matchPrefix(eval.node(disjuncts[i]));
         DiagonalBand band = info.band;
-        if (len && collectBand(eval, disjuncts[1 - i], band)) {
-          prefix = len;
+        if (atom && collectBand(eval, disjuncts[1 - i], band)) {
+          prefix = atom;
           info.band = band;
         }
       }
@@ -500,7 +539,8 @@ MaskInfo classifyMask(RegionEvaluator &eval, Value keep) {
     info.chunkSize = *chunk;
   } else if (prefix && !chunk) {
     info.kind = MaskKind::Prefix;
-    info.prefixLength = *prefix;
+    info.prefixLength = prefix->length;
+    info.prefixOnQueries = prefix->onQueries;
   } else if (info.band.isUnbounded()) {
     info.kind = MaskKind::None;
   } else if (info.band.lo && info.band.hi) {
@@ -612,7 +652,8 @@ std::string MaskScoreAnalysis::describe() const {
   case MaskKind::Custom: {
     SmallVector<std::string> parts;
     if (mask.kind == MaskKind::Prefix)
-      parts.push_back("length=" + std::to_string(mask.prefixLength));
+      parts.push_back("length=" + std::to_string(mask.prefixLength) +
+                      (mask.prefixOnQueries ? " of queries" : ""));
     if (mask.kind == MaskKind::Chunked)
       parts.push_back("size=" + std::to_string(mask.chunkSize));
     auto bound = [](const std::optional<int64_t> &b) {
@@ -726,7 +767,9 @@ bool MaskScoreAnalysis::rowsNeverEmpty() const {
   case MaskKind::Chunked:
     return diagonalFits && bandHasDiagonal;
   case MaskKind::Prefix:
-    return mask.prefixLength > 0 || (diagonalFits && bandHasDiagonal);
+    // A prefix of queries keeps every key of its own rows only.
+    return (mask.prefixLength > 0 && !mask.prefixOnQueries) ||
+           (diagonalFits && bandHasDiagonal);
   default:
     return false;
   }

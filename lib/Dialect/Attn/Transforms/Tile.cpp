@@ -37,6 +37,9 @@ struct IndexMath {
   Value min(Value x, Value y) { return arith::MinSIOp::create(b, loc, x, y); }
   Value max(Value x, Value y) { return arith::MaxSIOp::create(b, loc, x, y); }
   Value div(Value x, Value y) { return arith::DivUIOp::create(b, loc, x, y); }
+  Value select(Value c, Value x, Value y) {
+    return arith::SelectOp::create(b, loc, c, x, y);
+  }
   Value ceilDiv(Value x, Value y) {
     return arith::CeilDivUIOp::create(b, loc, x, y);
   }
@@ -114,15 +117,23 @@ struct KVBounds {
     if (!hasMask)
       return {lo, hi};
     const DiagonalBand &band = mask.band;
+    bool keyPrefix = mask.kind == MaskKind::Prefix && !mask.prefixOnQueries;
     // q - kv <= band.hi  =>  kv >= q0 - band.hi.
-    if (band.hi && mask.kind != MaskKind::Prefix)
+    if (band.hi && !keyPrefix)
       lo = m.max(lo, m.sub(q0, m.c(*band.hi)));
     // q - kv >= band.lo  =>  kv <= q1 - band.lo.
     if (band.lo) {
       Value bandEnd = m.add(m.sub(q1, m.c(*band.lo)), m.c(1));
-      if (mask.kind == MaskKind::Prefix)
+      if (keyPrefix)
         bandEnd = m.max(bandEnd, m.c(mask.prefixLength));
       hi = m.min(hi, bandEnd);
+    }
+    // A tile holding a row of a query prefix keeps every key.
+    if (mask.kind == MaskKind::Prefix && mask.prefixOnQueries) {
+      Value inPrefix =
+          m.cmp(arith::CmpIPredicate::slt, q0, m.c(mask.prefixLength));
+      lo = m.select(inPrefix, m.c(0), lo);
+      hi = m.select(inPrefix, n, hi);
     }
     return {lo, hi};
   }
@@ -146,7 +157,8 @@ struct KVBounds {
       inBand =
           m.andI(inBand, m.cmp(P::sge, m.sub(q0, kLast), m.c(*mask.band.lo)));
     if (mask.kind == MaskKind::Prefix)
-      inBand = m.orI(inBand, m.cmp(P::slt, kLast, m.c(mask.prefixLength)));
+      inBand = m.orI(inBand, m.cmp(P::slt, mask.prefixOnQueries ? q1 : kLast,
+                                   m.c(mask.prefixLength)));
     return inBand;
   }
 };

@@ -113,3 +113,41 @@ func.func @reverse_causal(%q: tensor<1x1x64x32xf16>, %k: tensor<1x1x64x32xf16>, 
     } -> tensor<1x1x64x32xf16>
   return %o : tensor<1x1x64x32xf16>
 }
+
+// -----
+
+// The prefix-LM seen from the keys (the gradient's dK and dV attentions):
+// the first 16 rows keep every key, the others kv_idx >= q_idx.
+func.func @query_prefix(%q: tensor<1x1x64x32xf16>, %k: tensor<1x1x64x32xf16>, %v: tensor<1x1x64x32xf16>) -> tensor<1x1x64x32xf16> {
+  // expected-remark @+1 {{mask=prefix(length=16 of queries, band=[inf, 0])}}
+  %o = attn.attention q(%q : tensor<1x1x64x32xf16>) k(%k : tensor<1x1x64x32xf16>) v(%v : tensor<1x1x64x32xf16>) scale [0.125] normalizer none
+    mask {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %c16 = arith.constant 16 : index
+      %prefix = arith.cmpi slt, %i, %c16 : index
+      %later = arith.cmpi sge, %j, %i : index
+      %keep = arith.ori %prefix, %later : i1
+      attn.yield %keep : i1
+    } -> tensor<1x1x64x32xf16>
+  return %o : tensor<1x1x64x32xf16>
+}
+
+// -----
+
+// A mask written as the negation of what it drops (`masked_fill` of
+// `(j > i) & (j >= 100)`): De Morgan's laws give the prefix-LM.
+func.func @negated_prefix(%q: tensor<1x1x256x32xf16>, %k: tensor<1x1x256x32xf16>, %v: tensor<1x1x256x32xf16>) -> tensor<1x1x256x32xf16> {
+  // expected-remark @+1 {{mask=prefix(length=100, band=[0, inf])}}
+  %o = attn.attention q(%q : tensor<1x1x256x32xf16>) k(%k : tensor<1x1x256x32xf16>) v(%v : tensor<1x1x256x32xf16>) scale [0.125] normalizer softmax
+    mask {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %c100 = arith.constant 100 : index
+      %true = arith.constant true
+      %after = arith.cmpi sgt, %j, %i : index
+      %late = arith.cmpi sge, %j, %c100 : index
+      %drop = arith.andi %after, %late : i1
+      %keep = arith.xori %drop, %true : i1
+      attn.yield %keep : i1
+    } -> tensor<1x1x256x32xf16>
+  return %o : tensor<1x1x256x32xf16>
+}

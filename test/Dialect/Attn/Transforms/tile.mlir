@@ -37,6 +37,41 @@ func.func @causal_mask_bounds_the_kv_loop(%q: tensor<2x2x32x8xf16>,
 
 // -----
 
+// The prefix-LM seen from the keys (q < 12 keeps every key, later rows keep
+// kv >= q), as in the gradient's dK and dV attentions: a query tile with a
+// prefix row loops over every key, the others start at their diagonal; a
+// KV tile is whole where every row of the query tile is a prefix row or
+// lies inside the band.
+// CHECK-LABEL: func @query_prefix_bounds_the_kv_loop
+// CHECK: %[[Q0:.*]] = arith.muli %{{.*}}, %c4
+// CHECK: %[[Q1:.*]] = arith.addi %[[Q0]], %c3
+// CHECK: %[[DIAGONAL:.*]] = arith.maxsi %[[Q0]], %c0
+// CHECK: %[[IN:.*]] = arith.cmpi slt, %[[Q0]], %c12
+// CHECK: %[[LO:.*]] = arith.select %[[IN]], %c0, %[[DIAGONAL]]
+// CHECK: %[[ALIGNED:.*]] = arith.divui %[[LO]], %c8
+// CHECK: %[[START:.*]] = arith.muli %[[ALIGNED]], %c8
+// CHECK: scf.for %[[K0:.*]] = %[[START]] to %c32 step %c8
+// CHECK: %[[PREFIX:.*]] = arith.cmpi slt, %[[Q1]], %c12
+// CHECK: %[[WHOLE:.*]] = arith.ori %{{.*}}, %[[PREFIX]]
+// CHECK: scf.if %[[WHOLE]]
+func.func @query_prefix_bounds_the_kv_loop(%q: tensor<2x2x32x8xf16>,
+    %k: tensor<2x2x32x8xf16>, %v: tensor<2x2x32x8xf16>)
+    -> tensor<2x2x32x8xf16> {
+  %o = attn.attention q(%q : tensor<2x2x32x8xf16>) k(%k : tensor<2x2x32x8xf16>)
+      v(%v : tensor<2x2x32x8xf16>) scale [0.5] normalizer none
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index):
+        %p = arith.constant 12 : index
+        %prefix = arith.cmpi slt, %i, %p : index
+        %later = arith.cmpi sge, %j, %i : index
+        %keep = arith.ori %prefix, %later : i1
+        attn.yield %keep : i1
+      } -> tensor<2x2x32x8xf16>
+  return %o : tensor<2x2x32x8xf16>
+}
+
+// -----
+
 // Sliding window (q - kv in [0, 7]): the loop also starts late, at the
 // block-aligned max(0, q0 - 7). Its tiles are still whole (8 divides 32):
 // 8 keys each, a constant, nothing to test against the length.

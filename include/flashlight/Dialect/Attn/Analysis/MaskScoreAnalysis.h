@@ -32,7 +32,10 @@ enum class MaskKind {
   ReverseCausal,
   /// band.lo <= q_idx - kv_idx <= band.hi, both bounds finite.
   SlidingWindow,
-  /// kv_idx < prefixLength, or inside the band (prefix-LM).
+  /// kv_idx < prefixLength, or inside the band (prefix-LM); with
+  /// prefixOnQueries, q_idx < prefixLength, or inside the band (the
+  /// prefix-LM seen from the keys: the gradient's dK and dV attend from
+  /// every prefix key to every query).
   Prefix,
   /// q_idx / chunkSize == kv_idx / chunkSize, and inside the band if any.
   Chunked,
@@ -54,10 +57,14 @@ struct MaskInfo {
   /// Kept diagonals. For every kind but Prefix, every kept (q_idx, kv_idx)
   /// lies inside the band (for DataDependent and Custom it is the bound the
   /// index-only conjuncts give, possibly unbounded); for Prefix, a pair is kept
-  /// iff kv_idx < prefixLength or it lies inside the band.
+  /// iff kv_idx < prefixLength (q_idx with prefixOnQueries) or it lies
+  /// inside the band.
   DiagonalBand band;
   /// Prefix: keys with kv_idx < prefixLength are kept for every query.
   int64_t prefixLength = 0;
+  /// Prefix: the prefix is of queries instead (q_idx < prefixLength keeps
+  /// every key).
+  bool prefixOnQueries = false;
   /// Chunked: the chunk size.
   int64_t chunkSize = 0;
 };
