@@ -858,37 +858,34 @@ Value repeatHeads(OpBuilder &b, Location loc, const Forward &f, Value x) {
 }
 
 /// `x` [B, Hq, N, D] summed over the g query heads of each KV head (in
-/// f32): [B, Hkv, N, D] in x's element type. repeatHeads' adjoint.
+/// f32): [B, Hkv, N, D] in x's element type. repeatHeads' adjoint: one
+/// elementwise pass reading the group's g heads (x once per head, at head
+/// h g + m), so no zero fill and no second pass for the rounding.
 Value sumGroups(OpBuilder &b, Location loc, const Forward &f, Value x) {
   auto type = cast<RankedTensorType>(x.getType());
   SmallVector<int64_t> shape(type.getShape());
   shape[1] /= f.group;
-  // [B, Hkv, g, N, D], the group's heads a dim of their own.
-  SmallVector<int64_t> split = {shape[0], shape[1], f.group, shape[2],
-                                shape[3]};
-  Value heads = tensor::ExpandShapeOp::create(
-      b, loc, type.clone(split), x,
-      SmallVector<ReassociationIndices>{{0}, {1, 2}, {3}, {4}});
   MLIRContext *ctx = b.getContext();
-  AffineExpr bb, h, member, n, d;
-  bindDims(ctx, bb, h, member, n, d);
-  SmallVector<AffineMap> maps = {b.getMultiDimIdentityMap(5),
-                                 AffineMap::get(5, 0, {bb, h, n, d}, ctx)};
-  SmallVector<utils::IteratorType> iterators(5, utils::IteratorType::parallel);
-  iterators[2] = utils::IteratorType::reduction;
-  Value sums = linalg::GenericOp::create(
-                   b, loc, RankedTensorType::get(shape, b.getF32Type()), heads,
-                   zerosF32(b, loc, shape), maps, iterators,
-                   [](OpBuilder &nb, Location l, ValueRange args) {
-                     linalg::YieldOp::create(
-                         nb, l,
-                         ValueRange{arith::AddFOp::create(
-                             nb, l, args[1], widen(nb, l, args[0]))});
-                   })
-                   .getResult(0);
-  Forward ungrouped = f;
-  ungrouped.group = 1;
-  return ungroupRows(b, loc, ungrouped, sums, type.getElementType());
+  AffineExpr bb, h, n, d;
+  bindDims(ctx, bb, h, n, d);
+  SmallVector<AffineMap> maps;
+  for (int64_t m = 0; m < f.group; ++m)
+    maps.push_back(AffineMap::get(4, 0, {bb, h * f.group + m, n, d}, ctx));
+  maps.push_back(b.getMultiDimIdentityMap(4));
+  Type element = type.getElementType();
+  return linalg::GenericOp::create(
+             b, loc, type.clone(shape), SmallVector<Value>(f.group, x),
+             tensor::EmptyOp::create(b, loc, shape, element).getResult(), maps,
+             SmallVector<utils::IteratorType>(4, utils::IteratorType::parallel),
+             [&](OpBuilder &nb, Location l, ValueRange args) {
+               Value total = widen(nb, l, args[0]);
+               for (Value x : args.drop_front().drop_back())
+                 total = arith::AddFOp::create(nb, l, total, widen(nb, l, x));
+               if (total.getType() != element)
+                 total = arith::TruncFOp::create(nb, l, element, total);
+               linalg::YieldOp::create(nb, l, total);
+             })
+      .getResult(0);
 }
 
 /// Columns [first, first + width) of `x` [.., D].
@@ -922,10 +919,11 @@ bool fusesKeyValue(Value k, Value v, Value rowsQ, Value rowsDout) {
 /// their group (where fusesKeyValue): the weights scale dS and P weigh Q's
 /// and dO's columns of one value [Q | dO] (value_columns), so S = K Q^T and
 /// P are computed once for both, where dK and dV apart compute them twice.
+/// `sumHeads` (per-head dK and dV): what [dK | dV] becomes before the slices.
 FailureOr<std::pair<Value, Value>>
 keyValueGradients(OpBuilder &b, const Forward &f, Value k, Value v, Value rowsQ,
-                  Value rowsDout, ValueRange captures,
-                  Value *keySide = nullptr) {
+                  Value rowsDout, ValueRange captures, Value *keySide = nullptr,
+                  function_ref<Value(Value)> sumHeads = nullptr) {
   auto typeOf = [](Value x) { return cast<RankedTensorType>(x.getType()); };
   Type element = typeOf(k).getElementType();
   int64_t dqk = typeOf(rowsQ).getDimSize(3),
@@ -938,8 +936,11 @@ keyValueGradients(OpBuilder &b, const Forward &f, Value k, Value v, Value rowsQ,
       /*transposed=*/true, Weights::KeyAndValue, {dqk, dv}, keySide);
   if (failed(out))
     return failure();
-  Value dk = columnsOf(b, loc, *out, 0, dqk);
-  return std::pair(dk, columnsOf(b, loc, *out, dqk, dv));
+  // Per query head, [dK | dV] summed over the groups whole (one pass, and
+  // the slices then of the KV heads' sums, not copies of every head's).
+  Value all = sumHeads ? sumHeads(*out) : *out;
+  Value dk = columnsOf(b, loc, all, 0, dqk);
+  return std::pair(dk, columnsOf(b, loc, all, dqk, dv));
 }
 
 /// Delta = rowsum(dO * O) in f32, [B, Hq, M].
@@ -1528,9 +1529,11 @@ branchGradient(OpBuilder &b, const Forward &f, Value q, Value k, Value v,
         rowsDout = groupRows(b, loc, fk, dout);
   if (fused) {
     Value keySide;
-    FailureOr<std::pair<Value, Value>> kv =
-        keyValueGradients(b, fk, keysK, keysV, rowsQ, rowsDout, kvCaptures,
-                          fuseQuery ? &keySide : nullptr);
+    auto sumOverGroups = [&](Value x) { return sumGroups(b, loc, f, x); };
+    FailureOr<std::pair<Value, Value>> kv = keyValueGradients(
+        b, fk, keysK, keysV, rowsQ, rowsDout, kvCaptures,
+        fuseQuery ? &keySide : nullptr,
+        perHead ? function_ref<Value(Value)>(sumOverGroups) : nullptr);
     if (failed(kv))
       return failure();
     std::tie(g.dk, g.dv) = *kv;
@@ -1549,10 +1552,10 @@ branchGradient(OpBuilder &b, const Forward &f, Value q, Value k, Value v,
     if (failed(dk) || failed(dv))
       return failure();
     g.dk = *dk, g.dv = *dv;
-  }
-  if (perHead) {
-    g.dk = sumGroups(b, loc, f, g.dk);
-    g.dv = sumGroups(b, loc, f, g.dv);
+    if (perHead) {
+      g.dk = sumGroups(b, loc, f, g.dk);
+      g.dv = sumGroups(b, loc, f, g.dv);
+    }
   }
   if (sink)
     g.dsink = sinkGradient(b, loc, sink, rowStats[0], rowStats[1]);
