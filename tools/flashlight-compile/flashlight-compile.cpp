@@ -745,7 +745,8 @@ FailureOr<json> kernelInfo(ModuleOp kernels, StringRef name, StringRef chip,
                         "(heads ? Hq : 1), z = (batch ? B : 1)"},
           {"shape_rule", "i8 [batch ? B : 1, heads ? Hq : 1, "
                          "ceil(M / block_m), ceil(N / block_n)], passed "
-                         "last to both kernels"}};
+                         "to both kernels after the other buffers (before "
+                         "any tensor maps)"}};
     }
     if (auto bytes = kernel->getAttrOfType<IntegerAttr>(
             "flashlight.dynamic_shared_memory"))

@@ -1,6 +1,7 @@
 // RUN: flashlight-opt %s --split-input-file --attn-plan="block-m=64 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a block-m=64 block-n=64" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=WGMMA
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=PRODUCER
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a tma=false" --attn-online-softmax --attn-tile --canonicalize --cse --attn-to-gpu --canonicalize --cse | FileCheck %s --check-prefix=CPASYNC
 
 // A mask that reads document ids (by batch, not by head): the attention
 // kernel takes a block mask [B, 1, M tiles, N tiles] after its output and
@@ -219,6 +220,22 @@ func.func @lagged(%q: tensor<1x2x1000x64xbf16>, %k: tensor<1x2x600x64xbf16>,
 // PRODUCER: nvvm.wgmma.mma_async
 // PRODUCER-NOT: nvgpu.device_async_copy
 // PRODUCER-LABEL: gpu.func @document_long_block_mask(
+// The same with the producer's 128 threads copying (cp.async): the kept
+// tiles' copies only, the count carried alike.
+// CPASYNC-LABEL: gpu.func @document_long(
+// CPASYNC: nvvm.setmaxregister decrease 56
+// CPASYNC: scf.for %[[K0:.*]] = %c0 to %c512 step %c128 iter_args(%[[T:.*]] = %c0) -> (index)
+// CPASYNC: %[[BYTE:.*]] = memref.load %{{.*}} : memref<?x?x?x?xi8>
+// CPASYNC-NEXT: %[[KEPT:.*]] = arith.cmpi ne, %[[BYTE]], %c0_i8
+// CPASYNC-NEXT: scf.if %[[KEPT]] -> (index)
+// CPASYNC: nvgpu.device_async_copy %arg1
+// CPASYNC: nvvm.mbarrier.arrive
+// CPASYNC: nvgpu.device_async_copy %arg2
+// CPASYNC: scf.yield %{{.*}} : index
+// CPASYNC-NEXT: } else {
+// CPASYNC-NEXT: scf.yield %[[T]] : index
+// CPASYNC: nvvm.exit
+// CPASYNC-LABEL: gpu.func @document_long_block_mask(
 func.func @document_long(%q: tensor<2x4x512x64xbf16>, %k: tensor<2x4x512x64xbf16>,
                          %v: tensor<2x4x512x64xbf16>,
                          %doc: tensor<2x512xi32>) -> tensor<2x4x512x64xbf16> {
