@@ -251,3 +251,47 @@ func.func @document_long(%q: tensor<2x4x512x64xbf16>, %k: tensor<2x4x512x64xbf16
       } -> tensor<2x4x512x64xbf16>
   return %o : tensor<2x4x512x64xbf16>
 }
+
+// -----
+
+// Two logit branches on the sparse loop: the producer (24 registers) copies
+// both branches' K tiles of a kept tile, then V.
+// PRODUCER-LABEL: gpu.func @two_branches(
+// PRODUCER-SAME: consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, lookahead = false, sparsity = block_mask
+// PRODUCER: nvvm.setmaxregister decrease 24
+// PRODUCER: scf.for
+// PRODUCER: memref.load %{{.*}} : memref<?x?x?x?xi8>
+// PRODUCER-NEXT: %[[KEPT:.*]] = arith.cmpi ne, %{{.*}}, %c0_i8
+// PRODUCER-NEXT: scf.if %[[KEPT]] -> (index)
+// PRODUCER-COUNT-2: nvvm.cp.async.bulk.tensor.shared.cluster.global %{{.*}}, %arg
+// PRODUCER: nvvm.cp.async.bulk.tensor.shared.cluster.global
+// PRODUCER: } else {
+// PRODUCER: nvvm.exit
+// PRODUCER: nvvm.setmaxregister increase 240
+// PRODUCER-LABEL: gpu.func @two_branches_block_mask(
+func.func @two_branches(%q1: tensor<2x4x512x64xbf16>, %q2: tensor<2x4x512x64xbf16>,
+                        %k1: tensor<2x4x512x64xbf16>, %k2: tensor<2x4x512x64xbf16>,
+                        %v: tensor<2x4x512x64xbf16>, %doc: tensor<2x512xi32>,
+                        %lambda: tensor<f32>) -> tensor<2x4x512x64xbf16> {
+  %o = attn.attention q(%q1, %q2 : tensor<2x4x512x64xbf16>, tensor<2x4x512x64xbf16>)
+      k(%k1, %k2 : tensor<2x4x512x64xbf16>, tensor<2x4x512x64xbf16>)
+      v(%v : tensor<2x4x512x64xbf16>)
+      captures(%doc, %lambda : tensor<2x512xi32>, tensor<f32>)
+      scale [0.125, 0.125] normalizer softmax
+      mask {
+      ^bb0(%b: index, %h: index, %i: index, %j: index, %ids: tensor<2x512xi32>, %l: tensor<f32>):
+        %di = tensor.extract %ids[%b, %i] : tensor<2x512xi32>
+        %dj = tensor.extract %ids[%b, %j] : tensor<2x512xi32>
+        %keep = arith.cmpi eq, %di, %dj : i32
+        attn.yield %keep : i1
+      }
+      epilogue {
+      ^bb0(%o1: f32, %o2: f32, %b: index, %h: index, %i: index, %d: index,
+           %ids: tensor<2x512xi32>, %l: tensor<f32>):
+        %lam = tensor.extract %l[] : tensor<f32>
+        %scaled = arith.mulf %lam, %o2 : f32
+        %r = arith.subf %o1, %scaled : f32
+        attn.yield %r : f32
+      } -> tensor<2x4x512x64xbf16>
+  return %o : tensor<2x4x512x64xbf16>
+}
