@@ -153,6 +153,9 @@ protected:
   /// it is empty again (every thread is done with its P V), so that no
   /// block-wide barrier ties the warpgroups to the same step.
   Value barriers, barrierBase;
+  /// The producer copies the tiles the block mask keeps only, and the
+  /// consumers' loop is the sparse one (convertProducerFor).
+  bool keptTilesCopied = false;
   /// The current tile's index in the KV loop (the sparse loop: among the
   /// kept tiles; a persistent kernel: among the block's tiles so far), and
   /// in the current work tile's KV loop.
@@ -814,6 +817,9 @@ protected:
   /// for full and release after their P V. The producer then exits, and
   /// block-wide barriers become the consumers' own.
   LogicalResult convertProducerFor(scf::ForOp loop) {
+    // Both sides visit the same tiles: the kept ones where the consumers'
+    // loop is the sparse one.
+    keptTilesCopied = static_cast<bool>(sparseStep(loop));
     if (side == Side::Producer)
       return emitProducerSide(loop);
     if (side == Side::Consumer)
@@ -899,8 +905,8 @@ protected:
       turnSync(groupId(0), /*arrive=*/false);
     }
     OnlineStepOp step = sparseStep(loop);
-    if (failed(step ? convertSparseFor(loop, step)
-                    : MmaSyncEmitter::convertFor(loop)))
+    if (failed(keptTilesCopied ? convertSparseFor(loop, step)
+                               : MmaSyncEmitter::convertFor(loop)))
       return failure();
     Value tiles = tileBase ? kvTileCount(loop) : Value();
     // Every S of this work tile completed (the softmax read them): the
@@ -1156,7 +1162,7 @@ protected:
   /// loop visits them. Returns the count of tiles copied with this one.
   FailureOr<Value> emitKeptTile(Value k0, Value t,
                                 function_ref<LogicalResult()> copy) {
-    if (!blockMask.memref || !votesOnTiles()) {
+    if (!keptTilesCopied) {
       if (failed(copy()))
         return failure();
       return addI(t, idx(1));
