@@ -307,6 +307,14 @@ private:
   /// drops (`masked_fill(~keep)`'s `~((j > i) & (j >= P))`) has the shape of
   /// what it keeps.
   unsigned negate(unsigned n) {
+    // Memoized: a formula shared by several others (a DAG) is negated once.
+    if (auto it = negations.find(n); it != negations.end())
+      return it->second;
+    unsigned negated = negateNode(n);
+    negations[n] = negated;
+    return negated;
+  }
+  unsigned negateNode(unsigned n) {
     Pred p = nodes[n];
     switch (p.kind) {
     case Pred::Atom:
@@ -361,6 +369,8 @@ private:
   DenseMap<Value, llvm::BitVector> argDeps;
   llvm::DenseSet<Value> dataDependent;
   SmallVector<Pred> nodes;
+  /// negate's results by node.
+  DenseMap<unsigned, unsigned> negations;
 };
 
 /// The predicate `p'` with `a p b <=> b p' a`.
@@ -452,24 +462,41 @@ std::optional<PrefixAtom> matchPrefix(const Pred &atom) {
 }
 
 /// Flattens nested nodes of `kind` (And/Or) into their operands.
+/// Each node once: a formula shared by several others (`x & x`, a DAG) is
+/// visited once, which also drops repeated operands (x & x is x).
 void flatten(const RegionEvaluator &eval, unsigned root, Pred::Kind kind,
-             SmallVectorImpl<unsigned> &out) {
+             SmallVectorImpl<unsigned> &out, DenseSet<unsigned> &seen) {
+  if (!seen.insert(root).second)
+    return;
   const Pred &p = eval.node(root);
   if (p.kind != kind) {
     out.push_back(root);
     return;
   }
   for (unsigned child : p.children)
-    flatten(eval, child, kind, out);
+    flatten(eval, child, kind, out, seen);
+}
+void flatten(const RegionEvaluator &eval, unsigned root, Pred::Kind kind,
+             SmallVectorImpl<unsigned> &out) {
+  DenseSet<unsigned> seen;
+  flatten(eval, root, kind, out, seen);
 }
 
-/// True if any node reachable from `root` reads a captured tensor.
+/// True if any node reachable from `root` reads a captured tensor (each
+/// node visited once).
 bool anyDataDependent(const RegionEvaluator &eval, unsigned root) {
-  const Pred &p = eval.node(root);
-  if (p.dataDependent)
-    return true;
-  return llvm::any_of(p.children,
-                      [&](unsigned c) { return anyDataDependent(eval, c); });
+  DenseSet<unsigned> seen;
+  SmallVector<unsigned> work = {root};
+  while (!work.empty()) {
+    unsigned n = work.pop_back_val();
+    if (!seen.insert(n).second)
+      continue;
+    const Pred &p = eval.node(n);
+    if (p.dataDependent)
+      return true;
+    llvm::append_range(work, p.children);
+  }
+  return false;
 }
 
 /// Adds every conjunct of `root` to `band`; fails if one is not a diagonal

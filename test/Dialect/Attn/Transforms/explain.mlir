@@ -151,3 +151,60 @@ func.func @negated_prefix(%q: tensor<1x1x256x32xf16>, %k: tensor<1x1x256x32xf16>
     } -> tensor<1x1x256x32xf16>
   return %o : tensor<1x1x256x32xf16>
 }
+
+// -----
+
+// A formula shared 40 levels deep (x & x, then its negation) is walked once
+// per node: causal.
+func.func @shared_formula(%q: tensor<1x1x64x32xf16>, %k: tensor<1x1x64x32xf16>, %v: tensor<1x1x64x32xf16>) -> tensor<1x1x64x32xf16> {
+  // expected-remark @+1 {{mask=causal(offset=0)}}
+  %o = attn.attention q(%q : tensor<1x1x64x32xf16>) k(%k : tensor<1x1x64x32xf16>) v(%v : tensor<1x1x64x32xf16>) scale [0.125] normalizer softmax
+    mask {
+    ^bb0(%b: index, %h: index, %i: index, %j: index):
+      %true = arith.constant true
+      %a0 = arith.cmpi sgt, %j, %i : index
+      %a1 = arith.ori %a0, %a0 : i1
+      %a2 = arith.ori %a1, %a1 : i1
+      %a3 = arith.ori %a2, %a2 : i1
+      %a4 = arith.ori %a3, %a3 : i1
+      %a5 = arith.ori %a4, %a4 : i1
+      %a6 = arith.ori %a5, %a5 : i1
+      %a7 = arith.ori %a6, %a6 : i1
+      %a8 = arith.ori %a7, %a7 : i1
+      %a9 = arith.ori %a8, %a8 : i1
+      %a10 = arith.ori %a9, %a9 : i1
+      %a11 = arith.ori %a10, %a10 : i1
+      %a12 = arith.ori %a11, %a11 : i1
+      %a13 = arith.ori %a12, %a12 : i1
+      %a14 = arith.ori %a13, %a13 : i1
+      %a15 = arith.ori %a14, %a14 : i1
+      %a16 = arith.ori %a15, %a15 : i1
+      %a17 = arith.ori %a16, %a16 : i1
+      %a18 = arith.ori %a17, %a17 : i1
+      %a19 = arith.ori %a18, %a18 : i1
+      %a20 = arith.ori %a19, %a19 : i1
+      %a21 = arith.ori %a20, %a20 : i1
+      %a22 = arith.ori %a21, %a21 : i1
+      %a23 = arith.ori %a22, %a22 : i1
+      %a24 = arith.ori %a23, %a23 : i1
+      %a25 = arith.ori %a24, %a24 : i1
+      %a26 = arith.ori %a25, %a25 : i1
+      %a27 = arith.ori %a26, %a26 : i1
+      %a28 = arith.ori %a27, %a27 : i1
+      %a29 = arith.ori %a28, %a28 : i1
+      %a30 = arith.ori %a29, %a29 : i1
+      %a31 = arith.ori %a30, %a30 : i1
+      %a32 = arith.ori %a31, %a31 : i1
+      %a33 = arith.ori %a32, %a32 : i1
+      %a34 = arith.ori %a33, %a33 : i1
+      %a35 = arith.ori %a34, %a34 : i1
+      %a36 = arith.ori %a35, %a35 : i1
+      %a37 = arith.ori %a36, %a36 : i1
+      %a38 = arith.ori %a37, %a37 : i1
+      %a39 = arith.ori %a38, %a38 : i1
+      %a40 = arith.ori %a39, %a39 : i1
+      %keep = arith.xori %a40, %true : i1
+      attn.yield %keep : i1
+    } -> tensor<1x1x64x32xf16>
+  return %o : tensor<1x1x64x32xf16>
+}
