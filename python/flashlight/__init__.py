@@ -15,11 +15,11 @@ kernel is loaded through the CUDA driver API (ctypes on libcuda.so.1) into
 the context PyTorch uses.
 """
 
-import array
 import ctypes
 import json
-import warnings
 import os
+import threading
+import warnings
 
 from .export import export
 from ._jit import CompileError, JitFunction, compile, jit, varlen_attention  # noqa: E402,F401
@@ -240,6 +240,7 @@ class Kernel:
         self.manifest = manifest
         self.directory = directory
         self.params = self.manifest["params"]
+        self._param_names = [p["name"] for p in self.params]
         self.inputs = [p for p in self.params if p["direction"] == "in"]
         self.outputs = [p for p in self.params if p["direction"] == "out"]
         major, minor = torch.cuda.get_device_capability()
@@ -367,9 +368,13 @@ class Kernel:
         are empty). A call given `block_mask=` skips the pre-kernel: reuse a mask only with the same mask inputs (e.g.
         document ids), as with FlexAttention's create_block_mask. None for
         kernels without a block mask."""
+        self._check_inputs(inputs)
+        return self._run_block_mask(inputs)
+
+    def _run_block_mask(self, inputs):
+        """`build_block_mask` of checked `inputs`."""
         import torch
 
-        self._check_inputs(inputs)
         mask_function = self._choose_variant(inputs)[1]
         if mask_function is None:
             return None
@@ -399,7 +404,7 @@ class Kernel:
                                  f"{inputs[0].device}, got {block_mask.dtype} "
                                  f"{tuple(block_mask.shape)} on {block_mask.device}")
         elif self._mask_function is not None:
-            block_mask = self.build_block_mask(*inputs)
+            block_mask = self._run_block_mask(inputs)
         device = inputs[0].device
         if out is not None:
             outputs = list(out) if isinstance(out, (tuple, list)) else [out]
@@ -421,7 +426,7 @@ class Kernel:
         tensors = list(inputs) + outputs
         if block_mask is not None:
             tensors.append(block_mask)
-        q = tensors[[p["name"] for p in self.params].index("q0")]
+        q = tensors[self._param_names.index("q0")]
         block_m = self.geometry["block_m"]
         if q.shape[0] > 65535:
             raise ValueError(f"q0: batch {q.shape[0]} exceeds the launch grid (at most 65535); "
@@ -434,7 +439,7 @@ class Kernel:
         self.last_variant = "aligned" if variant is self._aligned else "general"
         function, _, shared, block, tensor_maps = variant
         _launch(function, tensors, grid, block, device, shared, tensor_maps,
-                [p["name"] for p in self.params])
+                self._param_names)
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
     def _attention(self, k):
@@ -604,6 +609,34 @@ def _current_stream(device):
     return raw(index) if raw else torch.cuda.current_stream(index).cuda_stream
 
 
+# Each thread's launch parameters: one buffer of words and the table of
+# their addresses (cuLaunchKernel's kernelParams), made once. The driver
+# copies the parameters before cuLaunchKernel returns, so that every launch
+# of the thread reuses them (building an address table per launch was a
+# third of the launch's Python).
+_launch_state = threading.local()
+
+
+def _parameter_buffer(words):
+    """This thread's (words, addresses) buffers, `words` long at least."""
+    found = getattr(_launch_state, "buffers", None)
+    if found is None or len(found[0]) < words:
+        size = max(256, words)
+        buffer = (ctypes.c_uint64 * size)()
+        base = ctypes.addressof(buffer)
+        addresses = (ctypes.c_uint64 * (size + 64))(*range(base, base + 8 * size, 8))
+        found = _launch_state.buffers = (buffer, addresses)
+    return found
+
+
+def _thread_context():
+    """`_ensure_context` once per thread: the context a thread made current
+    stays current (PyTorch never pops it)."""
+    if not getattr(_launch_state, "context", False):
+        _ensure_context()
+        _launch_state.context = True
+
+
 def _launch(function, tensors, grid, block, device, shared=0, tensor_maps=(), names=None):
     """Launches `function` on the current stream; each memref parameter is
     its flattened descriptor: allocated ptr, aligned ptr, offset, sizes...,
@@ -614,27 +647,34 @@ def _launch(function, tensors, grid, block, device, shared=0, tensor_maps=(), na
     microseconds of Python."""
     if 0 in grid:  # no query rows, heads or batch: nothing to compute
         return
-    # Words and their addresses as array('Q') (half the Python time of
-    # ctypes arrays built from lists); both live until the launch returns.
-    words = array.array("Q")
+    words = []
     for t in tensors:
         pointer = t.data_ptr()
-        words.extend((pointer, pointer, 0, *t.shape, *t.stride()))
-    base = words.buffer_info()[0]
-    addresses = array.array("Q", range(base, base + 8 * len(words), 8))
-    maps = [_cached_tensor_map(tensors[m["param"]], m["box"],
-                               names[m["param"]] if names else f"parameter {m['param']}",
-                               m.get("swizzle", 128))
-            for m in tensor_maps]
-    addresses.extend(ctypes.addressof(m) for m in maps)
-    args = ctypes.c_void_p(addresses.buffer_info()[0])
-    stream = _current_stream(device)
-    drv = _get_driver()
-    _ensure_context()
-    drv.check(drv.lib.cuLaunchKernel(
-        function, ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]), ctypes.c_uint(grid[2]),
-        ctypes.c_uint(block[0]), ctypes.c_uint(block[1]), ctypes.c_uint(block[2]),
-        ctypes.c_uint(shared), ctypes.c_void_p(stream), args, None), "cuLaunchKernel")
+        words += (pointer, pointer, 0, *t.shape, *t.stride())
+    count = len(words)
+    buffer, addresses = _parameter_buffer(count)
+    buffer[:count] = words
+    if len(tensor_maps) > 64:
+        raise ValueError(f"{len(tensor_maps)} tensor maps; a launch takes at most 64")
+    # The maps' addresses follow the words' (cached buffers: they outlive
+    # the launch); the table's entries are restored after it.
+    try:
+        for i, m in enumerate(tensor_maps):
+            param = m["param"]
+            addresses[count + i] = ctypes.addressof(_cached_tensor_map(
+                tensors[param], m["box"], names[param] if names else f"parameter {param}",
+                m.get("swizzle", 128)))
+        _thread_context()
+        drv = _get_driver()
+        drv.check(drv.lib.cuLaunchKernel(
+            function, ctypes.c_uint(grid[0]), ctypes.c_uint(grid[1]), ctypes.c_uint(grid[2]),
+            ctypes.c_uint(block[0]), ctypes.c_uint(block[1]), ctypes.c_uint(block[2]),
+            ctypes.c_uint(shared), ctypes.c_void_p(_current_stream(device)), addresses,
+            None), "cuLaunchKernel")
+    finally:
+        base = addresses[0]
+        for i in range(count, count + len(tensor_maps)):
+            addresses[i] = base + 8 * i
 
 
 def _run_steps(kernel, entry, args, views=False):
@@ -745,10 +785,17 @@ def _einsum(equation, a, b, acc):
         matmul.fp32_precision = before
 
 
+_slice_views_found = {}
+
+
 def _slice_views(entry):
     """The values of `entry` (a manifest's entry with steps) that are
     slices no later step reads: {value: its slice step's copy}. Such a
     value can stay a view of its source (`call_entry(views=True)`)."""
+    return _by_object(_slice_views_found, entry, _find_slice_views)
+
+
+def _find_slice_views(entry):
     read = set()
     for step in entry["steps"]:
         # A kernel's results are among its arguments too.
@@ -772,11 +819,28 @@ def _copy(copy, sources, view=False):
     if copy["kind"] == "slice":
         x = sources[0]
         for d, (offset, size) in enumerate(zip(copy["offsets"], copy["sizes"])):
-            x = x.narrow(d, offset, size)
+            if offset != 0 or size != x.shape[d]:
+                x = x.narrow(d, offset, size)
         return x if view else x.contiguous()
     if copy["kind"] == "transpose":
         return sources[0].permute(copy["permutation"]).contiguous()
     raise RuntimeError(f"unknown copy {copy['kind']!r}")
+
+
+def _by_object(table, obj, compute, *rest):
+    """compute(obj, *rest) memoized in `table` by the object's identity and
+    `rest` (the object kept alive with its result): the parts of a loaded
+    manifest never change, and every call reads them."""
+    key = (id(obj), *rest)
+    found = table.get(key)
+    if found is None or found[0] is not obj:
+        if len(table) >= 4096:
+            table.clear()
+        found = table[key] = (obj, compute(obj, *rest))
+    return found[1]
+
+
+_layout_plans = {}
 
 
 def _layout_plan(index, rank):
@@ -785,6 +849,10 @@ def _layout_plan(index, rank):
     of `rank` dims: the dims to fix (the last first, with their constants),
     the permutation of the rest, and the dims to insert. One plan for both
     directions and every framework (the torch and jax.numpy loaders)."""
+    return _by_object(_layout_plans, index, _compute_layout_plan, rank)
+
+
+def _compute_layout_plan(index, rank):
     fixed = [(p, e["const"]) for p, e in reversed(list(enumerate(index))) if "const" in e]
     dims = [e["dim"] for e in index if "dim" in e]
     perm = tuple(sorted(range(len(dims)), key=lambda p: dims[p]))
@@ -797,7 +865,8 @@ def _apply_layout(x, index, rank, select, permute, unsqueeze):
     fixed, perm, inserted = _layout_plan(index, rank)
     for p, c in fixed:
         x = select(x, p, c)
-    x = permute(x, perm)
+    if any(p != k for k, p in enumerate(perm)):
+        x = permute(x, perm)
     for k in inserted:
         x = unsqueeze(x, k)
     return x
@@ -811,7 +880,8 @@ def _to_kernel_layout(x, index, shape):
     """The kernel's view of a user tensor (no copy): user dim p is indexed
     by kernel dim index[p]["dim"] (or fixed at index[p]["const"]); kernel
     dims the user tensor lacks broadcast."""
-    return _apply_layout(x, index, len(shape), *_TORCH_LAYOUT_OPS).expand(tuple(shape))
+    x = _apply_layout(x, index, len(shape), *_TORCH_LAYOUT_OPS)
+    return x if list(x.shape) == list(shape) else x.expand(tuple(shape))
 
 
 _warned = set()
@@ -867,6 +937,16 @@ def _load_constant(kernel, info, device):
     return torch.frombuffer(data, dtype=dtype).reshape(info["shape"]).to(device)
 
 
+_argument_names_found = {}
+
+
+def _argument_names(entry):
+    """The names of an entry's arguments in errors."""
+    return _by_object(_argument_names_found, entry, lambda e: [
+        f"{e['function']}: argument {i}" + (f" ({info['name']})" if "name" in info else "")
+        for i, info in enumerate(e["inputs"])])
+
+
 def _call_entry(kernel, *args, views=False):
     entry = kernel.manifest.get("entry")
     if entry is None:
@@ -879,11 +959,8 @@ def _call_entry(kernel, *args, views=False):
                         f"got {len(args)}")
     args = list(args) + [_load_constant(kernel, i, args[0].device)
                          for i in entry["inputs"] if "file" in i]
-    extents = _bind_extents(
-        entry["inputs"], args,
-        [f"{entry['function']}: argument {i}" + (f" ({info['name']})" if "name" in info else "")
-         for i, info in enumerate(entry["inputs"])],
-        max_extent=kernel.manifest.get("max_extent"))
+    extents = _bind_extents(entry["inputs"], args, _argument_names(entry),
+                            max_extent=kernel.manifest.get("max_extent"))
     if "steps" in entry:
         return _run_steps(kernel, entry, args, views)
     # Each kernel tensor is a layout of a user input, or a constant of the

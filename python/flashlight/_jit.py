@@ -614,10 +614,15 @@ def _eager_training():
                 ctx.key = key
                 ctx.save_for_backward(*args, out, lse)
                 ctx.mark_non_differentiable(lse)
+                # No zeros made for the log-sum-exp's gradient (it has
+                # none): an allocation and a fill kernel a backward.
+                ctx.set_materialize_grads(False)
                 return out, lse
 
             @staticmethod
             def backward(ctx, dout, _):
+                if dout is None:
+                    return (None,) * (1 + len(ctx.saved_tensors) - 2)
                 *args, out, lse = ctx.saved_tensors
                 found = iter(_registry[ctx.key]._backward(args, [dout], _run_gradient,
                                                           saved=(out, lse)))
@@ -686,6 +691,11 @@ class JitFunction(ClassedFunction):
         self._saved_gradients = {}  # the same, taking saved statistics
         self._training = {}  # shape class -> (training forward, its gradient) or None
         self._gradient_for = {}  # its operands' shapes -> the same manifest
+        self._operand_plans = {}  # (manifest, shape class, device) -> `_operand_plan`
+        self._permutation_plans = {}  # (forward, shape class, of) -> `_permutation_plan`
+        # (forward, shape class, recomputing) -> the gradient program it
+        # registered in `_gradient_for`.
+        self._gradient_classes = {}
         self._gradient_errors = {}  # shape class -> why it has none
         # Shape classes whose gradient programs also differentiate the
         # captures the score reads (terms of the dQ kernel, or S and dP
@@ -980,30 +990,54 @@ class JitFunction(ClassedFunction):
                     "biases, slopes, bucket tables), not those it reads twice or that the "
                     "epilogue reads too; detach it")
 
-    def _layouts(self, args, check=True, manifest=None):
+    def _layouts(self, args, check=True, manifest=None, shape_class=None):
         """The forward's (`manifest`'s) entry, the bound extents and the
         kernel operands of `args` (their kernel layouts; captured constants
         loaded), for the backward pass (`check`: that it takes them)."""
-        from . import _bind_extents, _load_constant, _resolve, _to_kernel_layout
+        from . import _to_kernel_layout
 
         manifest = manifest or self._prepare_examples(args, isolated=True)
         if check:
             self._check_differentiable(
                 manifest, args, self._prepare_gradient_examples(args, isolated=True))
+        forward, entry, extents, sources = self._operand_plan(manifest, args, shape_class)
+
+        def operands(*inputs):
+            return [source if kind == "constant" else
+                    _to_kernel_layout(inputs[source], index, shape)
+                    for kind, source, index, shape in sources]
+        return forward, entry, extents, operands
+
+    def _operand_plan(self, manifest, args, shape_class=None):
+        """What `_layouts` derives from the manifest and the shape class of
+        `args` alone, once per both (a backward pass reads it every call):
+        the forward Kernel, its entry, the bound extents and per kernel
+        operand ("constant", tensor, None, None) or ("input", argument,
+        layout index, shape)."""
+        from . import _bind_extents, _load_constant, _resolve
+
+        key = (manifest, shape_class or self.shape_class(args), str(args[0].device))
+        plan = self._operand_plans.get(key)
+        if plan is not None:
+            return plan
         forward = self._kernel(manifest)
         entry = forward.manifest["entry"]
         taken = [i for i in entry["inputs"] if "file" not in i]
         extents = _bind_extents(taken, args, [f"argument {i}" for i in range(len(taken))])
         device = args[0].device
+        # Captured constants come after the arguments.
         constants = [_load_constant(forward, i, device) for i in entry["inputs"] if "file" in i]
-
-        def operands(*inputs):
-            inputs = list(inputs) + constants
-            return [_load_constant(forward, {"file": s["constant"], **p}, device)
-                    if "constant" in s else
-                    _to_kernel_layout(inputs[s["input"]], s["index"], _resolve(p, extents))
-                    for s, p in zip(entry["sources"], forward.inputs)]
-        return forward, entry, extents, operands
+        sources = []
+        for s, p in zip(entry["sources"], forward.inputs):
+            if "constant" in s:
+                sources.append(("constant", _load_constant(
+                    forward, {"file": s["constant"], **p}, device), None, None))
+            elif s["input"] >= len(args):
+                sources.append(("constant", constants[s["input"] - len(args)], None, None))
+            else:
+                sources.append(("input", s["input"], s["index"], _resolve(p, extents)))
+        plan = self._operand_plans[key] = (forward, entry, extents, sources)
+        return plan
 
     def _backward(self, args, grads, grad_op, saved=None):
         """The gradients of the floating-point arguments given the
@@ -1016,13 +1050,14 @@ class JitFunction(ClassedFunction):
 
         from . import _resolve, _to_user_layout
 
+        shape_class = self.shape_class(args)
         if saved is None:
-            forward, entry, extents, operands = self._layouts(args)
+            forward, entry, extents, operands = self._layouts(args, shape_class=shape_class)
             gradient = self._prepare_gradient_examples(args, isolated=True)
         else:
-            training, gradient = self._training[self.shape_class(args)]
-            forward, entry, extents, operands = self._layouts(args, check=False,
-                                                              manifest=training)
+            training, gradient = self._training[shape_class]
+            forward, entry, extents, operands = self._layouts(
+                args, check=False, manifest=training, shape_class=shape_class)
         floats = [i for i, a in enumerate(args) if a.is_floating_point()]
         # The operands the results are the gradients of.
         of = self._json(gradient)["entry"]["gradient_of"]
@@ -1036,7 +1071,8 @@ class JitFunction(ClassedFunction):
 
         ops = operands(*args)
         fast = self._backward_by_permutations(args, entry, forward, extents, ops, grads,
-                                              grad_op, saved, of, floats, gradient)
+                                              grad_op, saved, of, floats, gradient,
+                                              shape_class)
         if fast is not None:
             return fast
         r, info = entry["results"][0], entry["outputs"][0]
@@ -1058,7 +1094,7 @@ class JitFunction(ClassedFunction):
         return pull(tuple(grads))
 
     def _backward_by_permutations(self, args, entry, forward, extents, ops, grads, grad_op,
-                                  saved, of, floats, gradient):
+                                  saved, of, floats, gradient, shape_class=None):
         """`_backward` where every operand and the output are permutations
         of the caller's tensors (BHND, BNHD, HF's transposed views), unit
         dims dropped or added (a batch of 1): the vector-Jacobian products
@@ -1066,8 +1102,40 @@ class JitFunction(ClassedFunction):
         call). None otherwise."""
         import torch
 
+        shape_class = shape_class or self.shape_class(args)
+        plan = self._permutation_plan(args, entry, forward, extents, of, shape_class)
+        if plan is None:
+            return None
+        out_layout, out_shape, layouts = plan
+        dtype = ops[0].dtype
+        dout = out_layout.pull(_as(grads[0], dtype, out_shape)).contiguous()
+        extra = ([] if saved is None else
+                 [out_layout.pull(_as(saved[0], dtype)).contiguous(), saved[1]])
+        # The gradient program by its operands' shape class (what the op
+        # sees), which the arguments' shape class fixes: registered once.
+        key = (id(forward), shape_class, saved is None)
+        if self._gradient_classes.get(key) != gradient:
+            self._gradient_for[self.shape_class(ops + [dout] + extra)] = gradient
+            self._gradient_classes[key] = gradient
+        found = grad_op(self.key, ops, dout, extra, of)
+        summed = {}
+        for i, g, layout in zip(of, found, layouts):
+            source = entry["sources"][i]["input"]
+            g = layout.pull(g)
+            # A tensor read as several operands sums their gradients in f32.
+            summed[source] = g if source not in summed else summed[source].float() + g
+        return tuple(_as(summed[i], args[i].dtype) if i in summed else torch.zeros_like(args[i])
+                     for i in floats)
+
+    def _permutation_plan(self, args, entry, forward, extents, of, shape_class):
+        """The layouts `_backward_by_permutations` pulls gradients through
+        (the output's, its kernel shape, the operands' `of`), or None where
+        one is not a permutation; once per forward and shape class."""
         from . import _resolve
 
+        key = (id(forward), shape_class, tuple(of))
+        if key in self._permutation_plans:
+            return self._permutation_plans[key]
         r, info = entry["results"][0], entry["outputs"][0]
         # The output: kernel layout -> the caller's; its gradient back.
         out_layout = _UnitLayout.of(r["index"], _resolve(forward.outputs[r["result"]], extents),
@@ -1078,22 +1146,11 @@ class JitFunction(ClassedFunction):
         layouts = [None if "constant" in sources[i] or sources[i]["input"] >= len(args)
                    else _UnitLayout.of(sources[i]["index"], args[sources[i]["input"]].shape,
                                        _resolve(forward.inputs[i], extents)) for i in of]
-        if out_layout is None or any(layout is None for layout in layouts):
-            return None
-        dout = out_layout.pull(grads[0].to(ops[0].dtype).expand(_resolve(info, extents)))
-        dout = dout.contiguous()
-        extra = ([] if saved is None else
-                 [out_layout.pull(saved[0].to(ops[0].dtype)).contiguous(), saved[1]])
-        self._gradient_for[self.shape_class(ops + [dout] + extra)] = gradient
-        found = grad_op(self.key, ops, dout, extra, of)
-        summed = {}
-        for i, g, layout in zip(of, found, layouts):
-            source = sources[i]["input"]
-            g = layout.pull(g)
-            # A tensor read as several operands sums their gradients in f32.
-            summed[source] = g if source not in summed else summed[source].float() + g
-        return tuple(summed[i].to(args[i].dtype) if i in summed else torch.zeros_like(args[i])
-                     for i in floats)
+        plan = None
+        if out_layout is not None and all(layout is not None for layout in layouts):
+            plan = (out_layout, _resolve(info, extents), layouts)
+        self._permutation_plans[key] = plan
+        return plan
 
     def _gradient_split(self, operands, dout, saved=()):
         """The `_GradientSplit` of the gradient program of these operands."""
@@ -1170,6 +1227,16 @@ class _CaptureGradientMissing(NotImplementedError):
     derives no gradient for it."""
 
 
+def _as(t, dtype, shape=None):
+    """`t` in `dtype` and broadcast to `shape`, without the ops where it
+    already is (each a few microseconds of dispatch on a backward's path)."""
+    if t.dtype != dtype:
+        t = t.to(dtype)
+    if shape is not None and list(t.shape) != list(shape):
+        t = t.expand(shape)
+    return t
+
+
 class _UnitLayout:
     """A manifest layout (`index`, as `_to_kernel_layout` and
     `_to_user_layout` read it) that only permutes a tensor of `shape_from`
@@ -1202,7 +1269,8 @@ class _UnitLayout:
     def pull(self, g):
         for k in reversed(self.inserted):
             g = g.squeeze(k)
-        g = g.permute(self.back)
+        if any(p != k for k, p in enumerate(self.back)):
+            g = g.permute(self.back)
         for p, _ in reversed(self.fixed):
             g = g.unsqueeze(p)
         return g
