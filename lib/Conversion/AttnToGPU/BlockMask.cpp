@@ -119,19 +119,32 @@ protected:
     Value no = arith::ConstantIntOp::create(b, loc, i1, 0);
     Value yes = arith::ConstantIntOp::create(b, loc, i1, 1);
 
-    // Element e of the tile is (e / block-n, e % block-n): consecutive
-    // threads read consecutive keys. Elements past the tensors' ends count
-    // for neither.
+    // Consecutive threads read consecutive keys. Where the threads cover
+    // whole rows of the tile, each keeps one column and walks rows, so that
+    // the mask's column-only work (the key's document id) is loop-invariant
+    // and hoisted; otherwise element e is (e / block-n, e % block-n).
+    // Elements past the tensors' ends count for neither.
     Value tid =
         addI(arith::MulIOp::create(b, loc, warp, idx(kThreadsPerWarp)), lane);
-    auto loop = scf::ForOp::create(b, loc, tid, idx(mask.blockM * mask.blockN),
-                                   idx(threads), ValueRange{no, yes});
+    bool columns = threads % mask.blockN == 0;
+    Value column = arith::RemUIOp::create(b, loc, tid, idx(mask.blockN));
+    Value firstRow = arith::DivUIOp::create(b, loc, tid, idx(mask.blockN));
+    Value k = addI(k0, column);
+    auto loop = columns ? scf::ForOp::create(b, loc, firstRow, idx(mask.blockM),
+                                             idx(threads / mask.blockN),
+                                             ValueRange{no, yes})
+                        : scf::ForOp::create(b, loc, tid,
+                                             idx(mask.blockM * mask.blockN),
+                                             idx(threads), ValueRange{no, yes});
     {
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(loop.getBody());
       Value e = loop.getInductionVar();
-      Value q = addI(q0, arith::DivUIOp::create(b, loc, e, idx(mask.blockN)));
-      Value k = addI(k0, arith::RemUIOp::create(b, loc, e, idx(mask.blockN)));
+      Value q = addI(
+          q0,
+          columns ? e : arith::DivUIOp::create(b, loc, e, idx(mask.blockN)));
+      if (!columns)
+        k = addI(k0, arith::RemUIOp::create(b, loc, e, idx(mask.blockN)));
       Value in = arith::AndIOp::create(
           b, loc, cmpI(arith::CmpIPredicate::slt, q, rows),
           cmpI(arith::CmpIPredicate::slt, k, keys));

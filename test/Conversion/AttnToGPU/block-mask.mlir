@@ -38,10 +38,17 @@
 // CHECK: %[[Q0:.*]] = arith.muli %[[QT]], %c64
 // CHECK: %[[KB:.*]] = arith.muli %[[KV]], %c64
 // CHECK: scf.if
-// every thread evaluates the region on a strided share of the tile's
-// elements, folding "any kept" and "all kept" (elements past the ends count
-// for neither)
-// CHECK: scf.for %{{.*}} = %{{.*}} to %c4096 step %c128 iter_args(%{{.*}} = %false, %{{.*}} = %true)
+// every thread keeps one column (key) and walks every other row of the
+// 64 x 64 tile, evaluating the region and folding "any kept" and "all
+// kept" (elements past the ends count for neither); the column's part is
+// loop-invariant
+// CHECK: %[[TID:.*]] = arith.addi
+// CHECK: %[[COLUMN:.*]] = arith.remui %[[TID]], %c64
+// CHECK: %[[ROW:.*]] = arith.divui %[[TID]], %c64
+// CHECK: %[[K:.*]] = arith.addi %[[KB]], %[[COLUMN]]
+// CHECK: scf.for %[[R:.*]] = %[[ROW]] to %c64 step %c2 iter_args(%{{.*}} = %false, %{{.*}} = %true)
+// CHECK: arith.addi %[[Q0]], %[[R]]
+// CHECK: arith.cmpi slt, %[[K]], %c128
 // CHECK: memref.load %arg3
 // CHECK: memref.load %arg3
 // CHECK: scf.yield
