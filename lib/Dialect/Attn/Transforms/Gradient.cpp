@@ -465,35 +465,6 @@ TermForm termFormOf(tensor::ExtractOp read, unsigned branches) {
   return takes(2) ? TermForm::Elements : TermForm::None;
 }
 
-/// The dims of (b, h, q_idx, kv_idx) an element term of `read` keeps: the
-/// query's and the key's, and the batch and head where the read takes them
-/// or where all it drops are single (a term of every dim is stored, no
-/// atomics). A dim the term drops (a pair bias broadcast over the batch)
-/// is summed by the kernel's blocks adding into it, not by a host pass
-/// over a [B, Hq, M, N] f32 term (at B = 2, N = 8k, 17 GB written and read
-/// again a call).
-SmallVector<int64_t> elementTermDims(tensor::ExtractOp read, unsigned branches,
-                                     RankedTensorType queries) {
-  ReadDims dims = readDims(read, branches);
-  auto takes = [&](int64_t d) {
-    return llvm::any_of(dims.exprs, [&](AffineExpr e) {
-      return cast<AffineDimExpr>(e).getPosition() == d;
-    });
-  };
-  SmallVector<int64_t> kept;
-  bool droppedSingle = true;
-  for (int64_t d : {0, 1}) {
-    if (takes(d))
-      kept.push_back(d);
-    else
-      droppedSingle &= queries.getDimSize(d) == 1;
-  }
-  if (droppedSingle)
-    return {0, 1, 2, 3};
-  kept.append({2, 3});
-  return kept;
-}
-
 /// How many terms a read of form `termFormOf(read)` takes.
 unsigned termCount(tensor::ExtractOp read, unsigned branches,
                    Normalizer normalizer) {
@@ -772,13 +743,13 @@ gradientAttention(OpBuilder &b, const Forward &f, ValueRange queries,
   SmallVector<Type> termTypes;
   SmallVector<Attribute> termDims;
   for (tensor::ExtractOp read : termReads) {
+    SmallVector<int64_t> shape = {qType.getDimSize(0), qType.getDimSize(1),
+                                  qType.getDimSize(2)};
     SmallVector<int64_t> dims = {0, 1, 2};
-    if (termFormOf(read, f.branches) == TermForm::Elements)
-      dims = elementTermDims(read, f.branches, qType);
-    int64_t sizes[] = {qType.getDimSize(0), qType.getDimSize(1),
-                       qType.getDimSize(2), kType.getDimSize(2)};
-    SmallVector<int64_t> shape = llvm::to_vector(
-        llvm::map_range(dims, [&](int64_t d) { return sizes[d]; }));
+    if (termFormOf(read, f.branches) == TermForm::Elements) {
+      shape.push_back(kType.getDimSize(2));
+      dims.push_back(3);
+    }
     unsigned count = termCount(read, f.branches, f.normalizer);
     termTypes.append(count, RankedTensorType::get(shape, b.getF32Type()));
     termDims.append(count, b.getDenseI64ArrayAttr(dims));
@@ -1733,24 +1704,18 @@ FailureOr<Value> captureGradient(OpBuilder &b, const GradientParts &p,
           type, dims);
     SmallVector<Value> terms = llvm::to_vector(llvm::map_range(
         p.grads, [&](const BranchGradient &g) { return g.terms[first]; }));
-    // Summed over the branches and the dims the read does not take and the
-    // term keeps (a bias broadcast over a batch of one), in the read's dim
-    // order.
-    SmallVector<int64_t> kept = elementTermDims(
-        read, branches, cast<RankedTensorType>(p.queries.front().getType()));
-    bool whole = terms.size() == 1 && dims.exprs.size() == kept.size() &&
-                 llvm::all_of(llvm::zip(dims.exprs, kept), [](auto e) {
-                   return cast<AffineDimExpr>(std::get<0>(e)).getPosition() ==
-                          std::get<1>(e);
-                 });
+    // Summed over the branches and the dims the read does not take (a
+    // bias broadcast over the batch), in the read's dim order.
+    bool whole =
+        terms.size() == 1 && dims.exprs.size() == 4 &&
+        llvm::all_of(llvm::enumerate(dims.exprs), [](auto e) {
+          return cast<AffineDimExpr>(e.value()).getPosition() == e.index();
+        });
     if (whole)
       return inCaptureType(b, loc, terms.front(), type, dims);
-    SmallVector<AffineExpr> keptExprs = llvm::to_vector(llvm::map_range(
-        kept, [&](int64_t d) { return b.getAffineDimExpr(d); }));
     Value grad = sumInto(
         b, loc, dims, terms,
-        SmallVector<AffineMap>(terms.size(),
-                               AffineMap::get(4, 0, keptExprs, b.getContext())),
+        SmallVector<AffineMap>(terms.size(), b.getMultiDimIdentityMap(4)),
         [&](OpBuilder &nb, Location l, ValueRange args) {
           Value total = args.front();
           for (Value x : args.drop_front())

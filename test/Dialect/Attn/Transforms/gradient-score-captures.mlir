@@ -167,13 +167,12 @@ func.func @buckets(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: t
 // CHECK: linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "parallel", "parallel"]} {{.*}} outs(%{{.*}} : tensor<2x16x16xf32>)
 // CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] {{.*}} : tensor<2x16x16xf32> into tensor<1x2x16x16xf32>
 // CHECK: arith.truncf {{.*}} : f32 to bf16
-// As a term: [H, M, N], summed over b by the kernel's blocks (term_dims
-// without the batch), no sum after it; its unit dim added back.
+// As a term: [B, H, M, N] from the kernel, summed over b.
 // TERMS-LABEL: func.func @gradient(
-// TERMS: %[[DQ:.+]]:2 = attn.attention {{.*}} term_dims [array<i64: 1, 2, 3>]
-// TERMS: } -> tensor<2x2x16x32xbf16>, tensor<2x16x16xf32>
-// TERMS-NOT: iterator_types = ["reduction", "parallel", "parallel", "parallel"]
-// TERMS: tensor.expand_shape %[[DQ]]#1 {{\[\[}}0, 1], [2], [3]] {{.*}} : tensor<2x16x16xf32> into tensor<1x2x16x16xf32>
+// TERMS: %[[DQ:.+]]:2 = attn.attention {{.*}} term_dims [array<i64: 0, 1, 2, 3>]
+// TERMS: } -> tensor<2x2x16x32xbf16>, tensor<2x2x16x16xf32>
+// TERMS: linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "parallel", "parallel"]} ins(%[[DQ]]#1 : tensor<2x2x16x16xf32>) outs(%{{.*}} : tensor<2x16x16xf32>)
+// TERMS: tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] {{.*}} : tensor<2x16x16xf32> into tensor<1x2x16x16xf32>
 func.func @batch_broadcast(%q: tensor<2x2x16x32xbf16>, %k: tensor<2x2x16x32xbf16>, %v: tensor<2x2x16x32xbf16>, %bias: tensor<1x2x16x16xbf16>) -> tensor<2x2x16x32xbf16> {
   %o = attn.attention q(%q : tensor<2x2x16x32xbf16>) k(%k : tensor<2x2x16x32xbf16>) v(%v : tensor<2x2x16x32xbf16>) captures(%bias : tensor<1x2x16x16xbf16>) scale [0.25] normalizer softmax
     score {
