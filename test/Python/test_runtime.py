@@ -432,5 +432,96 @@ class RuntimeStrides(unittest.TestCase):
         self.assertNotEqual(given["out"][0].data_ptr(), result.data_ptr())
 
 
+
+class _StubLib:
+    """The driver entry points `_launch` calls, recording each launch's
+    parameter words and tensor-map addresses."""
+
+    def __init__(self):
+        self.launches = []
+
+    def cuCtxGetCurrent(self, ref):
+        ref._obj.value = 1
+        return 0
+
+    def cuTensorMapEncodeTiled(self, *args):
+        return 0
+
+    def cuLaunchKernel(self, function, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+        import ctypes
+
+        self.launches.append([ctypes.c_uint64.from_address(params[i]).value
+                              for i in range(self.words)] +
+                             [params[self.words + i] for i in range(self.maps)])
+        return 0
+
+
+@unittest.skipUnless(HAS_TORCH, "needs torch")
+class LaunchPath(unittest.TestCase):
+    """The launch path's reused buffers and memoized plans (no GPU: a stub
+    driver)."""
+
+    def setUp(self):
+        self.saved = flashlight._driver, flashlight._current_stream
+        self.lib = _StubLib()
+
+        class Driver:
+            lib = self.lib
+
+            def check(self, result, what):
+                if result:
+                    raise RuntimeError(what)
+
+        flashlight._driver = Driver()
+        flashlight._current_stream = lambda device: 0
+
+    def tearDown(self):
+        flashlight._driver, flashlight._current_stream = self.saved
+
+    def launch(self, tensors, maps=()):
+        self.lib.words = sum(3 + 2 * t.dim() for t in tensors)
+        self.lib.maps = len(maps)
+        flashlight._launch(None, tensors, (1, 1, 1), (128, 1, 1), tensors[0].device, 0,
+                           maps, [f"p{i}" for i in range(len(tensors))])
+        return self.lib.launches[-1]
+
+    def test_words_and_maps_follow_each_other_in_one_reused_table(self):
+        import ctypes
+
+        import torch
+
+        q = torch.empty(2, 3, 8, 16, dtype=torch.bfloat16)
+        v = torch.empty(2, 3, 16, 8, dtype=torch.bfloat16).transpose(2, 3)
+        words = self.launch([q, v], [{"param": 1, "box": [8, 8]}])
+        self.assertEqual(words[:11], [q.data_ptr(), q.data_ptr(), 0, 2, 3, 8, 16,
+                                      384, 128, 16, 1])
+        self.assertEqual(words[11:22], [v.data_ptr(), v.data_ptr(), 0, 2, 3, 8, 16,
+                                        384, 128, 1, 8])
+        key = (v.data_ptr(), tuple(v.shape), v.stride(), v.dtype, 8, 8, 128)
+        self.assertEqual(words[22], ctypes.addressof(flashlight._tensor_maps[key]))
+        # A longer launch after it reads its own words where the map's
+        # address was: the table was restored.
+        more = [torch.empty(4, 5, dtype=torch.float32) for _ in range(4)]
+        words = self.launch(more)
+        self.assertEqual(words[21:28], [more[3].data_ptr(), more[3].data_ptr(), 0, 4, 5, 5, 1])
+
+    def test_static_shapes_bind_by_comparison(self):
+        import torch
+
+        info = [{"name": "q0", "shape": [2, 3, 8, 16]}]
+        self.assertEqual(flashlight._bind_extents(info, [torch.empty(2, 3, 8, 16)]), {})
+        with self.assertRaisesRegex(ValueError, r"q0: shape \(2, 3, 9, 16\), expected "
+                                                r"\(2, 3, 8, 16\)"):
+            flashlight._bind_extents(info, [torch.empty(2, 3, 9, 16)])
+
+    def test_layout_plans_are_kept_per_index_and_rank(self):
+        index = [{"dim": 0}, {"dim": 2}, {"dim": 1}, {"dim": 3}]
+        plan = flashlight._layout_plan(index, 4)
+        self.assertIs(flashlight._layout_plan(index, 4), plan)
+        self.assertEqual(plan, ([], (0, 2, 1, 3), []))
+        self.assertEqual(flashlight._layout_plan(index, 5)[2], [4])
+        # An equal index of another object gets its own (equal) plan.
+        self.assertEqual(flashlight._layout_plan([dict(e) for e in index], 4), plan)
+
 if __name__ == "__main__":
     unittest.main()
