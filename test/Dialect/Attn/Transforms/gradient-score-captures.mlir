@@ -1,5 +1,6 @@
 // RUN: flashlight-opt %s --split-input-file --attn-gradient='score-captures=1 capture-terms=0' | FileCheck %s
 // RUN: flashlight-opt %s --split-input-file --attn-gradient='score-captures=1 per-head-key-value-from=0' | FileCheck %s --check-prefix=TERMS
+// RUN: flashlight-opt %s --split-input-file --attn-gradient='score-captures=1 per-head-key-value-from=0' | FileCheck %s --check-prefix=TERMS-MAPS
 // RUN: flashlight-opt %s --split-input-file --attn-gradient | FileCheck %s --check-prefix=DEFAULT
 
 // A pair bias [B, H, N, N] that the score reads at its own indices, with
@@ -167,12 +168,18 @@ func.func @buckets(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: t
 // CHECK: linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "parallel", "parallel"]} {{.*}} outs(%{{.*}} : tensor<2x16x16xf32>)
 // CHECK: tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] {{.*}} : tensor<2x16x16xf32> into tensor<1x2x16x16xf32>
 // CHECK: arith.truncf {{.*}} : f32 to bf16
-// As a term: [B, H, M, N] from the kernel, summed over b.
+// As a term: [B, H, M, N] from the kernel, summed over b (read once per
+// batch index: constants in the maps) and narrowed to bf16 in one
+// elementwise generic, no zero-filled f32 accumulator.
+// TERMS-MAPS: affine_map<(d0, d1, d2) -> (0, d0, d1, d2)>
+// TERMS-MAPS-NEXT: affine_map<(d0, d1, d2) -> (1, d0, d1, d2)>
 // TERMS-LABEL: func.func @gradient(
 // TERMS: %[[DQ:.+]]:2 = attn.attention {{.*}} term_dims [array<i64: 0, 1, 2, 3>]
 // TERMS: } -> tensor<2x2x16x32xbf16>, tensor<2x2x16x16xf32>
-// TERMS: linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "parallel", "parallel"]} ins(%[[DQ]]#1 : tensor<2x2x16x16xf32>) outs(%{{.*}} : tensor<2x16x16xf32>)
-// TERMS: tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] {{.*}} : tensor<2x16x16xf32> into tensor<1x2x16x16xf32>
+// TERMS: linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}], iterator_types = ["parallel", "parallel", "parallel"]} ins(%[[DQ]]#1, %[[DQ]]#1 : tensor<2x2x16x16xf32>, tensor<2x2x16x16xf32>) outs(%{{.*}} : tensor<2x16x16xbf16>)
+// TERMS: arith.addf
+// TERMS: arith.truncf {{.*}} : f32 to bf16
+// TERMS: tensor.expand_shape %{{.*}} {{\[\[}}0, 1], [2], [3]] {{.*}} : tensor<2x16x16xbf16> into tensor<1x2x16x16xbf16>
 func.func @batch_broadcast(%q: tensor<2x2x16x32xbf16>, %k: tensor<2x2x16x32xbf16>, %v: tensor<2x2x16x32xbf16>, %bias: tensor<1x2x16x16xbf16>) -> tensor<2x2x16x32xbf16> {
   %o = attn.attention q(%q : tensor<2x2x16x32xbf16>) k(%k : tensor<2x2x16x32xbf16>) v(%v : tensor<2x2x16x32xbf16>) captures(%bias : tensor<1x2x16x16xbf16>) scale [0.25] normalizer softmax
     score {
