@@ -1185,8 +1185,7 @@ Value sumTermsElementwise(OpBuilder &b, Location loc, ValueRange terms,
           })
           .getResult(0);
   if (dims.shape.size() != size_t(type.getRank()))
-    result =
-        tensor::ExpandShapeOp::create(b, loc, type, result, dims.groups);
+    result = tensor::ExpandShapeOp::create(b, loc, type, result, dims.groups);
   return result;
 }
 
