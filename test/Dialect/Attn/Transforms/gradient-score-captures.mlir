@@ -173,7 +173,7 @@ func.func @buckets(%q: tensor<1x2x16x32xbf16>, %k: tensor<1x2x16x32xbf16>, %v: t
 // elementwise generic, no zero-filled f32 accumulator.
 // TERMS-MAPS: affine_map<(d0, d1, d2) -> (0, d0, d1, d2)>
 // TERMS-MAPS-NEXT: affine_map<(d0, d1, d2) -> (1, d0, d1, d2)>
-// TERMS-LABEL: func.func @gradient(
+// TERMS-LABEL: func.func @gradient(%arg0: tensor<2x2x16x32xbf16>
 // TERMS: %[[DQ:.+]]:2 = attn.attention {{.*}} term_dims [array<i64: 0, 1, 2, 3>]
 // TERMS: } -> tensor<2x2x16x32xbf16>, tensor<2x2x16x16xf32>
 // TERMS: linalg.generic {indexing_maps = [#{{.*}}, #{{.*}}, #{{.*}}], iterator_types = ["parallel", "parallel", "parallel"]} ins(%[[DQ]]#1, %[[DQ]]#1 : tensor<2x2x16x16xf32>, tensor<2x2x16x16xf32>) outs(%{{.*}} : tensor<2x16x16xbf16>)
@@ -191,6 +191,30 @@ func.func @batch_broadcast(%q: tensor<2x2x16x32xbf16>, %k: tensor<2x2x16x32xbf16
       attn.yield %r : f32
     } -> tensor<2x2x16x32xbf16>
   return %o : tensor<2x2x16x32xbf16>
+}
+
+// -----
+
+// A batch of 40 (more terms than one elementwise pass adds, 32): the
+// term is summed by a reduction over b into f32, then narrowed.
+// CHECK-LABEL: func.func @gradient(
+// CHECK-SAME: tensor<40x2x16x32xbf16>
+// TERMS-LABEL: func.func @gradient(%arg0: tensor<40x2x16x32xbf16>
+// TERMS: %[[DQ:.+]]:2 = attn.attention {{.*}} term_dims [array<i64: 0, 1, 2, 3>]
+// TERMS: linalg.generic {{.*}} iterator_types = ["reduction", "parallel", "parallel", "parallel"]} ins(%[[DQ]]#1 : tensor<40x2x16x16xf32>) outs(%{{.*}} : tensor<2x16x16xf32>)
+// TERMS: tensor.expand_shape %{{.*}} : tensor<2x16x16xf32> into tensor<1x2x16x16xf32>
+// TERMS: arith.truncf {{.*}} : f32 to bf16
+func.func @large_batch_broadcast(%q: tensor<40x2x16x32xbf16>, %k: tensor<40x2x16x32xbf16>, %v: tensor<40x2x16x32xbf16>, %bias: tensor<1x2x16x16xbf16>) -> tensor<40x2x16x32xbf16> {
+  %o = attn.attention q(%q : tensor<40x2x16x32xbf16>) k(%k : tensor<40x2x16x32xbf16>) v(%v : tensor<40x2x16x32xbf16>) captures(%bias : tensor<1x2x16x16xbf16>) scale [0.25] normalizer softmax
+    score {
+    ^bb0(%s: f32, %b: index, %h: index, %i: index, %j: index, %t: tensor<1x2x16x16xbf16>):
+      %c0 = arith.constant 0 : index
+      %x = tensor.extract %t[%c0, %h, %i, %j] : tensor<1x2x16x16xbf16>
+      %y = arith.extf %x : bf16 to f32
+      %r = arith.addf %s, %y : f32
+      attn.yield %r : f32
+    } -> tensor<40x2x16x32xbf16>
+  return %o : tensor<40x2x16x32xbf16>
 }
 
 // -----
