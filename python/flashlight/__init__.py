@@ -680,7 +680,7 @@ def _launch(function, tensors, grid, block, device, shared=0, tensor_maps=(), na
             ctypes.c_uint(shared), ctypes.c_void_p(_current_stream(device)), addresses,
             None), "cuLaunchKernel")
     finally:
-        base = addresses[0]
+        base = ctypes.addressof(buffer)
         for i in range(count, count + len(tensor_maps)):
             addresses[i] = base + 8 * i
 

@@ -1014,7 +1014,7 @@ class JitFunction(ClassedFunction):
         the forward Kernel, its entry, the bound extents and per kernel
         operand ("constant", tensor, None, None) or ("input", argument,
         layout index, shape)."""
-        from . import _bind_extents, _load_constant, _resolve
+        from . import _bind_extents, _load_constant, _resolve, _to_kernel_layout
 
         key = (manifest, shape_class or self.shape_class(args), str(args[0].device))
         plan = self._operand_plans.get(key)
@@ -1032,8 +1032,10 @@ class JitFunction(ClassedFunction):
             if "constant" in s:
                 sources.append(("constant", _load_constant(
                     forward, {"file": s["constant"], **p}, device), None, None))
-            elif s["input"] >= len(args):
-                sources.append(("constant", constants[s["input"] - len(args)], None, None))
+            elif s["input"] >= len(args):  # in its layout, as the arguments
+                sources.append(("constant", _to_kernel_layout(
+                    constants[s["input"] - len(args)], s["index"], _resolve(p, extents)),
+                    None, None))
             else:
                 sources.append(("input", s["input"], s["index"], _resolve(p, extents)))
         plan = self._operand_plans[key] = (forward, entry, extents, sources)
