@@ -150,6 +150,8 @@ bool readsHeadDirectly(AffineExpr e, unsigned h, int64_t group) {
   return e == getAffineDimExpr(h, e.getContext());
 }
 
+struct Roles;
+
 class Raiser {
 public:
   Raiser(func::FuncOp func, bool keepRounding)
@@ -172,6 +174,42 @@ private:
   }
   LogicalResult findBranches(ENode *root, SmallVectorImpl<Branch> &branches,
                              Reason &why);
+  /// The op's operands, built by buildOperands.
+  struct Operands {
+    SmallVector<Value> queries, keys, sinks;
+    Value value;
+  };
+  /// Which regions the op gets.
+  struct RegionsWanted {
+    bool score, mask, epilogue;
+  };
+  LogicalResult matchBranches(ENode *out, SmallVectorImpl<Branch> &branches,
+                              Reason &why);
+  LogicalResult assignRoles(const Branch &first, ArrayRef<AffineExpr> outIdx,
+                            Roles &roles, SmallVectorImpl<int> &outRole,
+                            Reason &why);
+  LogicalResult commonElementType(ArrayRef<Branch> branches, Type &common,
+                                  Reason &why);
+  Value layoutView(OpBuilder &b, Location loc, ENode *leaf,
+                   ArrayRef<int> roleVars, int64_t group,
+                   ArrayRef<int64_t> shape, StringRef what, Reason &why,
+                   Type elt = Type());
+  LogicalResult headGroup(const Branch &first, Roles &roles, int64_t &group,
+                          Reason &why);
+  LogicalResult buildOperands(OpBuilder &b, Location loc,
+                              MutableArrayRef<Branch> branches,
+                              const Roles &roles, int64_t group, Type common,
+                              Operands &ops, Reason &why);
+  LogicalResult buildRegions(AttentionOp op, ArrayRef<Branch> branches,
+                             const Roles &roles, int64_t group, ENode *epilogue,
+                             const RegionsWanted &want,
+                             ArrayRef<Value> captures, Reason &why);
+  FailureOr<Value>
+  finishResult(AttentionOp op, ArrayRef<Branch> branches, const Roles &roles,
+               ArrayRef<int> outRole, RankedTensorType rootType,
+               ArrayRef<std::pair<unsigned, SmallVector<int>>> lseSiblings,
+               OpBuilder &b, Reason &why);
+
   LogicalResult matchPV(ENode *sum, Branch &br, Reason &why);
   /// `n` or a node under its float casts as an element of the tensor the
   /// program stored it in (see ElementGraph::stored); null if none is.
@@ -1513,104 +1551,14 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   if (!out)
     return fail(why, "cannot follow the program: " + graph.error());
 
-  // out = epilogue(o_0, ..., o_R-1) with o_r = sum_j P_r V.
   SmallVector<Branch, 2> branches;
-  if (failed(findBranches(out, branches, why)))
+  if (failed(matchBranches(out, branches, why)))
     return failure();
-  why.stage = 1;
-  for (Branch &br : branches)
-    if (failed(matchWeights(br, why)))
-      return failure();
-  why.stage = 2;
-  for (Branch &br : branches) {
-    if (failed(matchContraction(br, why)))
-      return failure();
-    splitMask(br);
-  }
-  for (Branch &br : branches)
-    matchUnnormalized(out, br);
-  why.stage = 3;
   Branch &first = branches.front();
-  for (Branch &br : llvm::drop_begin(branches)) {
-    if (br.normalizer != first.normalizer)
-      return fail(why, "the branches use different normalizers");
-    if (!graph.equivalent(br.v, first.v, br.j, first.j))
-      return fail(why, "the branches multiply different values");
-    auto same = [&](ArrayRef<ENode *> a, ArrayRef<ENode *> c) {
-      if (a.size() != c.size())
-        return false;
-      for (auto [x, y] : llvm::zip(a, c))
-        if (!graph.equivalent(x, y, br.j, first.j))
-          return false;
-      return true;
-    };
-    if (!same(br.keep, first.keep) || !same(br.drop, first.drop))
-      return fail(why, "the branches use different masks (not supported yet)");
-  }
-
-  // Roles of the index variables.
-  unsigned n = graph.numVars();
-  SmallVector<unsigned> qVars = varsOf(first.q->indices, n);
-  SmallVector<unsigned> kVars = varsOf(first.k->indices, n);
-  SmallVector<unsigned> vVars = varsOf(first.v->indices, n);
   Roles roles;
-  SmallVector<unsigned> batch, rows;
-  for (unsigned v : qVars) {
-    if (v == first.c)
-      continue;
-    if (llvm::is_contained(kVars, v))
-      batch.push_back(v);
-    else
-      rows.push_back(v);
-  }
-  // One KV head for all query heads (MQA) reads K's head dim at 0: the Q
-  // variable whose K counterpart (same position) is a constant is the head.
-  if (rows.size() == 2 && first.q->indices.size() == first.k->indices.size())
-    for (auto [qe, ke] : llvm::zip(first.q->indices, first.k->indices))
-      if (auto d = dyn_cast<AffineDimExpr>(qe);
-          d && isa<AffineConstantExpr>(ke) &&
-          llvm::is_contained(rows, d.getPosition())) {
-        batch.push_back(d.getPosition());
-        llvm::erase(rows, d.getPosition());
-        break;
-      }
-  if (rows.size() > 1)
-    return fail(why, "Q has two query-like dims");
-  if (!rows.empty())
-    roles.i = rows.front();
-  for (unsigned v : vVars)
-    if (v != first.j && !llvm::is_contained(batch, v)) {
-      if (roles.d >= 0)
-        return fail(why, "V has two value-like dims");
-      roles.d = v;
-    }
-  if (batch.size() > 2)
-    return fail(why, "Q has " + Twine(batch.size()) +
-                         " batch-like dims (at most batch and head)");
-  if (batch.size() == 2)
-    roles.b = batch[0], roles.h = batch[1];
-  else if (batch.size() == 1)
-    roles.h = batch[0];
-  auto ext = [&](int v) { return v < 0 ? int64_t(1) : graph.extent(v); };
-  roles.B = ext(roles.b);
-  roles.Hq = ext(roles.h);
-  roles.M = ext(roles.i);
-  roles.Dv = ext(roles.d);
-  int64_t N = graph.extent(first.j), Dqk = graph.extent(first.c);
-  // Every output dim is one role, or a unit dim.
   SmallVector<int> outRole;
-  for (AffineExpr e : outIdx) {
-    auto dim = dyn_cast<AffineDimExpr>(e);
-    if (!dim) {
-      outRole.push_back(-1);
-      continue;
-    }
-    int v = dim.getPosition();
-    if (v != roles.b && v != roles.h && v != roles.i && v != roles.d)
-      return fail(why, "an output dim is neither batch, head, query nor "
-                       "value dim");
-    outRole.push_back(v);
-  }
+  if (failed(assignRoles(first, outIdx, roles, outRole, why)))
+    return failure();
 
   why.stage = 4;
   // Views of Q, K, V as [B, H, rows, D]: substitute role dims. K and V are
@@ -1619,189 +1567,14 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   OpBuilder b(ctx);
   b.setInsertionPointAfterValue(root);
   Location loc = root.getLoc();
-  // Q, K and V share one element type in attn.attention: a program that
-  // mixes them (an f32 V beside bf16 Q and K) reads all three in the widest.
   Type common;
-  for (Branch &br : branches)
-    for (ENode *leaf : {br.q, br.k, br.v}) {
-      Type t = cast<RankedTensorType>(leaf->tensor.getType()).getElementType();
-      if (!common || common == t)
-        common = t;
-      else if (!isa<FloatType>(common) || !isa<FloatType>(t))
-        return fail(why, "Q, K and V are not all floats");
-      else
-        common = Float32Type::get(ctx);
-    }
-  auto view = [&](ENode *leaf, ArrayRef<int> roleVars, int64_t group,
-                  ArrayRef<int64_t> shape, StringRef what,
-                  Type elt = Type()) -> Value {
-    SmallVector<AffineExpr> repl;
-    for (unsigned v = 0; v < graph.numVars(); ++v)
-      repl.push_back(getAffineSymbolExpr(v, ctx)); // unknown: a symbol
-    for (auto [pos, v] : llvm::enumerate(roleVars))
-      if (v >= 0)
-        repl[v] = getAffineDimExpr(pos, ctx) * (pos == 1 ? group : 1);
-    // Each index must become an affine function of the role dims: a role
-    // dim, a constant, or merged dims (`b * N + j` of a projection's
-    // [B * N, H * D] output). A symbol left over is a variable that is not
-    // a role, and `hk * G` a head read directly where GQA expected
-    // `h floordiv G`.
-    SmallVector<AffineExpr> exprs;
-    for (AffineExpr e : leaf->indices) {
-      AffineExpr r = graph.simplify(e.replaceDimsAndSymbols(repl, {}));
-      bool merged = !r.isSymbolicOrConstant() &&
-                    !(group > 1 && roleVars.size() > 1 && roleVars[1] >= 0 &&
-                      readsHeadDirectly(e, roleVars[1], group));
-      // Only sums of role dims times constants: a floordiv or mod would
-      // read one element of the tensor at several kernel positions (the
-      // roles came out wrong, and the copy would be a broadcast).
-      auto plainSum = [](AffineExpr x) {
-        bool ok = true;
-        x.walk([&](AffineExpr y) {
-          ok &= !isa<AffineSymbolExpr>(y) &&
-                (y.getKind() == AffineExprKind::Add ||
-                 y.getKind() == AffineExprKind::Mul ||
-                 isa<AffineDimExpr, AffineConstantExpr>(y));
-        });
-        return ok;
-      };
-      merged = merged && plainSum(r);
-      if (!isa<AffineDimExpr, AffineConstantExpr>(r) && !merged) {
-        std::string text;
-        llvm::raw_string_ostream os(text);
-        os << what << " is not a layout of [B, H, rows, D]: its index "
-           << exprs.size() << " is " << e;
-        why.text = text;
-        return {};
-      }
-      exprs.push_back(r);
-    }
-    Type from = cast<RankedTensorType>(leaf->tensor.getType()).getElementType();
-    auto type = RankedTensorType::get(shape, elt ? elt : from);
-    unsigned rank = roleVars.size();
-    AffineMap map = AffineMap::get(rank, 0, exprs, ctx);
-    if (map.isIdentity() && type == leaf->tensor.getType())
-      return leaf->tensor;
-    // The map must read inside the tensor: an index's range over the
-    // view's shape within the dim it indexes.
-    auto leafType = cast<RankedTensorType>(leaf->tensor.getType());
-    for (auto [pos, e] : llvm::enumerate(exprs)) {
-      SmallVector<int64_t> ranges(shape.begin(), shape.end());
-      int64_t lo = 0, hi = 0;
-      bool affineSum = true;
-      e.walk([&](AffineExpr x) {
-        affineSum &= x.getKind() == AffineExprKind::Add ||
-                     x.getKind() == AffineExprKind::Mul ||
-                     isa<AffineDimExpr, AffineConstantExpr>(x);
-      });
-      if (affineSum) {
-        // Max of a sum of nonnegative multiples of dims: each dim at its top.
-        SmallVector<AffineExpr> top, bottom;
-        for (int64_t r : ranges) {
-          top.push_back(getAffineConstantExpr(r - 1, ctx));
-          bottom.push_back(getAffineConstantExpr(0, ctx));
-        }
-        auto eval = [&](ArrayRef<AffineExpr> at) -> std::optional<int64_t> {
-          if (auto c = dyn_cast<AffineConstantExpr>(
-                  simplifyAffineExpr(e.replaceDims(at), 0, 0)))
-            return c.getValue();
-          return std::nullopt;
-        };
-        std::optional<int64_t> a = eval(bottom), z = eval(top);
-        if (a && z) {
-          lo = std::min(*a, *z);
-          hi = std::max(*a, *z);
-          if (lo < 0 || hi >= leafType.getDimSize(pos)) {
-            why.text = (what + " does not fit [B, H, rows, D]: its index " +
-                        Twine(pos) + " leaves the tensor")
-                           .str();
-            return {};
-          }
-        }
-      }
-    }
-    Value init = tensor::EmptyOp::create(b, loc, shape, type.getElementType());
-    auto copy = linalg::GenericOp::create(
-        b, loc, type, leaf->tensor, init, {map, b.getMultiDimIdentityMap(rank)},
-        SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
-        [&](OpBuilder &nb, Location l, ValueRange args) {
-          Value x = args[0];
-          if (x.getType() != type.getElementType())
-            x = arith::ExtFOp::create(nb, l, type.getElementType(), x);
-          linalg::YieldOp::create(nb, l, x);
-        });
-    // A dim read whole must be read at its full extent (linalg infers the
-    // loop ranges from it): a part of it is not a layout.
-    ScopedDiagnosticHandler silence(ctx,
-                                    [](Diagnostic &) { return success(); });
-    if (failed(mlir::verify(copy))) {
-      copy->erase();
-      init.getDefiningOp()->erase();
-      why.text = (what + " reads part of a dim: not a layout of [B, H, rows, "
-                         "D]")
-                     .str();
-      return {};
-    }
-    return copy.getResult(0);
-  };
-
-  // GQA group size from K's head index.
   int64_t group = 1;
-  // `h floordiv G` anywhere in K's indices (also inside a merged
-  // `(h floordiv G) * D + c` of a projection's output).
-  for (AffineExpr e : first.k->indices)
-    e.walk([&](AffineExpr sub) {
-      if (auto div = dyn_cast<AffineBinaryOpExpr>(sub);
-          div && div.getKind() == AffineExprKind::FloorDiv &&
-          div.getLHS() == getAffineDimExpr(roles.h, ctx))
-        if (auto g = dyn_cast<AffineConstantExpr>(div.getRHS()))
-          group = g.getValue();
-    });
-  if (roles.h >= 0 && !llvm::any_of(first.k->indices, [&](AffineExpr e) {
-        return e.isFunctionOfDim(roles.h);
-      }))
-    group = roles.Hq; // one KV head for all (MQA)
-  if (roles.Hq % group != 0)
-    return fail(why, "the query heads are not a multiple of the KV heads");
-  roles.Hkv = roles.Hq / group;
-
-  SmallVector<Value> queries, keys;
-  Value value;
-  for (Branch &br : branches) {
-    Value q = view(br.q, {roles.b, roles.h, roles.i, (int)br.c}, 1,
-                   {roles.B, roles.Hq, roles.M, Dqk}, "Q", common);
-    Value k = view(br.k, {roles.b, roles.h, (int)br.j, (int)br.c}, group,
-                   {roles.B, roles.Hkv, N, Dqk}, "K", common);
-    if (!q || !k)
-      return failure();
-    if (!br.distances.empty() &&
-        failed(foldDistances(graph, br, roles, group, !keepRounding, b, loc, q,
-                             k, why.text)))
-      return failure();
-    queries.push_back(q);
-    keys.push_back(k);
-  }
-  value = view(first.v, {roles.b, roles.h, (int)first.j, roles.d}, group,
-               {roles.B, roles.Hkv, N, roles.Dv}, "V", common);
-  if (!value)
+  Operands operands;
+  if (failed(commonElementType(branches, common, why)) ||
+      failed(headGroup(first, roles, group, why)) ||
+      failed(
+          buildOperands(b, loc, branches, roles, group, common, operands, why)))
     return failure();
-
-  // Sinks: one [Hq] logit tensor per branch, read at the head.
-  SmallVector<Value> sinks;
-  for (Branch &br : branches) {
-    if (!br.sink != !first.sink)
-      return fail(why, "only some branches have a sink");
-    if (!br.sink)
-      continue;
-    ENode *leaf = peel(br.sink);
-    if (leaf->kind != Kind::Leaf)
-      return fail(why, "the sink logit is not read from a tensor (a "
-                       "constant sink is not supported yet)");
-    Value sink = view(leaf, {roles.h}, 1, {roles.Hq}, "the sink");
-    if (!sink)
-      return failure();
-    sinks.push_back(sink);
-  }
 
   // Region contents and their captures.
   llvm::DenseSet<ENode *> stops;
@@ -1844,7 +1617,7 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
   // sinks): the op computes them.
   SmallVector<std::pair<unsigned, SmallVector<int>>> lseSiblings;
   if (branches.size() == 1 && first.normalizer == Normalizer::softmax &&
-      sinks.empty())
+      operands.sinks.empty())
     for (auto [k, sibling] : llvm::enumerate(siblings))
       if (std::optional<SmallVector<int>> roleOf =
               matchLse(sibling, first, {roles.b, roles.h, roles.i}))
@@ -1855,13 +1628,356 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
         RankedTensorType::get({roles.B, roles.Hq, roles.M}, b.getF32Type()));
   auto op = AttentionOp::create(
       b, loc, outType, lseTypes, /*key_side=*/Type(), /*terms=*/TypeRange{},
-      queries, keys, value, sinks, captures.getArrayRef(),
-      b.getDenseF64ArrayAttr(scales),
+      operands.queries, operands.keys, operands.value, operands.sinks,
+      captures.getArrayRef(), b.getDenseF64ArrayAttr(scales),
       NormalizerAttr::get(ctx, first.normalizer),
       /*mean_empty_rows=*/UnitAttr(),
       /*value_columns=*/DenseI64ArrayAttr(),
       /*key_side_branch=*/IntegerAttr(), /*term_dims=*/ArrayAttr());
 
+  if (failed(buildRegions(op, branches, roles, group, epilogue,
+                          {hasScore, hasMask, hasEpilogue},
+                          captures.getArrayRef(), why))) {
+    op->erase();
+    return failure();
+  }
+  return finishResult(op, branches, roles, outRole, rootType, lseSiblings, b,
+                      why);
+}
+
+/// Stages 0-3: the branches of `out` (o_r = sum_j P_r V under the
+/// epilogue), their weights and contractions, checked alike.
+LogicalResult Raiser::matchBranches(ENode *out,
+                                    SmallVectorImpl<Branch> &branches,
+                                    Reason &why) {
+  // out = epilogue(o_0, ..., o_R-1) with o_r = sum_j P_r V.
+  if (failed(findBranches(out, branches, why)))
+    return failure();
+  why.stage = 1;
+  for (Branch &br : branches)
+    if (failed(matchWeights(br, why)))
+      return failure();
+  why.stage = 2;
+  for (Branch &br : branches) {
+    if (failed(matchContraction(br, why)))
+      return failure();
+    splitMask(br);
+  }
+  for (Branch &br : branches)
+    matchUnnormalized(out, br);
+  why.stage = 3;
+  const Branch &first = branches.front();
+  for (Branch &br : llvm::drop_begin(branches)) {
+    if (br.normalizer != first.normalizer)
+      return fail(why, "the branches use different normalizers");
+    if (!graph.equivalent(br.v, first.v, br.j, first.j))
+      return fail(why, "the branches multiply different values");
+    auto same = [&](ArrayRef<ENode *> a, ArrayRef<ENode *> c) {
+      if (a.size() != c.size())
+        return false;
+      for (auto [x, y] : llvm::zip(a, c))
+        if (!graph.equivalent(x, y, br.j, first.j))
+          return false;
+      return true;
+    };
+    if (!same(br.keep, first.keep) || !same(br.drop, first.drop))
+      return fail(why, "the branches use different masks (not supported yet)");
+  }
+  return success();
+}
+
+/// The roles of the index variables (batch, head, query row, value
+/// column) and of each output dim (`outRole`: a role variable, or -1 for
+/// a unit dim).
+LogicalResult Raiser::assignRoles(const Branch &first,
+                                  ArrayRef<AffineExpr> outIdx, Roles &roles,
+                                  SmallVectorImpl<int> &outRole, Reason &why) {
+  // Roles of the index variables.
+  unsigned n = graph.numVars();
+  SmallVector<unsigned> qVars = varsOf(first.q->indices, n);
+  SmallVector<unsigned> kVars = varsOf(first.k->indices, n);
+  SmallVector<unsigned> vVars = varsOf(first.v->indices, n);
+  SmallVector<unsigned> batch, rows;
+  for (unsigned v : qVars) {
+    if (v == first.c)
+      continue;
+    if (llvm::is_contained(kVars, v))
+      batch.push_back(v);
+    else
+      rows.push_back(v);
+  }
+  // One KV head for all query heads (MQA) reads K's head dim at 0: the Q
+  // variable whose K counterpart (same position) is a constant is the head.
+  if (rows.size() == 2 && first.q->indices.size() == first.k->indices.size())
+    for (auto [qe, ke] : llvm::zip(first.q->indices, first.k->indices))
+      if (auto d = dyn_cast<AffineDimExpr>(qe);
+          d && isa<AffineConstantExpr>(ke) &&
+          llvm::is_contained(rows, d.getPosition())) {
+        batch.push_back(d.getPosition());
+        llvm::erase(rows, d.getPosition());
+        break;
+      }
+  if (rows.size() > 1)
+    return fail(why, "Q has two query-like dims");
+  if (!rows.empty())
+    roles.i = rows.front();
+  for (unsigned v : vVars)
+    if (v != first.j && !llvm::is_contained(batch, v)) {
+      if (roles.d >= 0)
+        return fail(why, "V has two value-like dims");
+      roles.d = v;
+    }
+  if (batch.size() > 2)
+    return fail(why, "Q has " + Twine(batch.size()) +
+                         " batch-like dims (at most batch and head)");
+  if (batch.size() == 2)
+    roles.b = batch[0], roles.h = batch[1];
+  else if (batch.size() == 1)
+    roles.h = batch[0];
+  auto ext = [&](int v) { return v < 0 ? int64_t(1) : graph.extent(v); };
+  roles.B = ext(roles.b);
+  roles.Hq = ext(roles.h);
+  roles.M = ext(roles.i);
+  roles.Dv = ext(roles.d);
+  // Every output dim is one role, or a unit dim.
+  for (AffineExpr e : outIdx) {
+    auto dim = dyn_cast<AffineDimExpr>(e);
+    if (!dim) {
+      outRole.push_back(-1);
+      continue;
+    }
+    int v = dim.getPosition();
+    if (v != roles.b && v != roles.h && v != roles.i && v != roles.d)
+      return fail(why, "an output dim is neither batch, head, query nor "
+                       "value dim");
+    outRole.push_back(v);
+  }
+  return success();
+}
+
+/// The element type Q, K and V are read in: attn.attention takes one for
+/// the three.
+LogicalResult Raiser::commonElementType(ArrayRef<Branch> branches, Type &common,
+                                        Reason &why) {
+  // Q, K and V share one element type in attn.attention: a program that
+  // mixes them (an f32 V beside bf16 Q and K) reads all three in the widest.
+  common = Type();
+  MLIRContext *ctx = func.getContext();
+  for (const Branch &br : branches)
+    for (ENode *leaf : {br.q, br.k, br.v}) {
+      Type t = cast<RankedTensorType>(leaf->tensor.getType()).getElementType();
+      if (!common || common == t)
+        common = t;
+      else if (!isa<FloatType>(common) || !isa<FloatType>(t))
+        return fail(why, "Q, K and V are not all floats");
+      else
+        common = Float32Type::get(ctx);
+    }
+  return success();
+}
+
+/// `leaf`'s tensor as the kernel layout `shape` over the role variables
+/// `roleVars` (K and V read at `h floordiv group`; `elt`: the element type
+/// to read in): the tensor itself where it is that layout, else a copy;
+/// null with the reason in `why` where it is not a layout of it.
+Value Raiser::layoutView(OpBuilder &b, Location loc, ENode *leaf,
+                         ArrayRef<int> roleVars, int64_t group,
+                         ArrayRef<int64_t> shape, StringRef what, Reason &why,
+                         Type elt) {
+  MLIRContext *ctx = b.getContext();
+  SmallVector<AffineExpr> repl;
+  for (unsigned v = 0; v < graph.numVars(); ++v)
+    repl.push_back(getAffineSymbolExpr(v, ctx)); // unknown: a symbol
+  for (auto [pos, v] : llvm::enumerate(roleVars))
+    if (v >= 0)
+      repl[v] = getAffineDimExpr(pos, ctx) * (pos == 1 ? group : 1);
+  // Each index must become an affine function of the role dims: a role
+  // dim, a constant, or merged dims (`b * N + j` of a projection's
+  // [B * N, H * D] output). A symbol left over is a variable that is not
+  // a role, and `hk * G` a head read directly where GQA expected
+  // `h floordiv G`.
+  SmallVector<AffineExpr> exprs;
+  for (AffineExpr e : leaf->indices) {
+    AffineExpr r = graph.simplify(e.replaceDimsAndSymbols(repl, {}));
+    bool merged = !r.isSymbolicOrConstant() &&
+                  !(group > 1 && roleVars.size() > 1 && roleVars[1] >= 0 &&
+                    readsHeadDirectly(e, roleVars[1], group));
+    // Only sums of role dims times constants: a floordiv or mod would
+    // read one element of the tensor at several kernel positions (the
+    // roles came out wrong, and the copy would be a broadcast).
+    auto plainSum = [](AffineExpr x) {
+      bool ok = true;
+      x.walk([&](AffineExpr y) {
+        ok &= !isa<AffineSymbolExpr>(y) &&
+              (y.getKind() == AffineExprKind::Add ||
+               y.getKind() == AffineExprKind::Mul ||
+               isa<AffineDimExpr, AffineConstantExpr>(y));
+      });
+      return ok;
+    };
+    merged = merged && plainSum(r);
+    if (!isa<AffineDimExpr, AffineConstantExpr>(r) && !merged) {
+      std::string text;
+      llvm::raw_string_ostream os(text);
+      os << what << " is not a layout of [B, H, rows, D]: its index "
+         << exprs.size() << " is " << e;
+      why.text = text;
+      return {};
+    }
+    exprs.push_back(r);
+  }
+  Type from = cast<RankedTensorType>(leaf->tensor.getType()).getElementType();
+  auto type = RankedTensorType::get(shape, elt ? elt : from);
+  unsigned rank = roleVars.size();
+  AffineMap map = AffineMap::get(rank, 0, exprs, ctx);
+  if (map.isIdentity() && type == leaf->tensor.getType())
+    return leaf->tensor;
+  // The map must read inside the tensor: an index's range over the
+  // view's shape within the dim it indexes.
+  auto leafType = cast<RankedTensorType>(leaf->tensor.getType());
+  for (auto [pos, e] : llvm::enumerate(exprs)) {
+    SmallVector<int64_t> ranges(shape.begin(), shape.end());
+    int64_t lo = 0, hi = 0;
+    bool affineSum = true;
+    e.walk([&](AffineExpr x) {
+      affineSum &= x.getKind() == AffineExprKind::Add ||
+                   x.getKind() == AffineExprKind::Mul ||
+                   isa<AffineDimExpr, AffineConstantExpr>(x);
+    });
+    if (affineSum) {
+      // Max of a sum of nonnegative multiples of dims: each dim at its top.
+      SmallVector<AffineExpr> top, bottom;
+      for (int64_t r : ranges) {
+        top.push_back(getAffineConstantExpr(r - 1, ctx));
+        bottom.push_back(getAffineConstantExpr(0, ctx));
+      }
+      auto eval = [&](ArrayRef<AffineExpr> at) -> std::optional<int64_t> {
+        if (auto c = dyn_cast<AffineConstantExpr>(
+                simplifyAffineExpr(e.replaceDims(at), 0, 0)))
+          return c.getValue();
+        return std::nullopt;
+      };
+      std::optional<int64_t> a = eval(bottom), z = eval(top);
+      if (a && z) {
+        lo = std::min(*a, *z);
+        hi = std::max(*a, *z);
+        if (lo < 0 || hi >= leafType.getDimSize(pos)) {
+          why.text = (what + " does not fit [B, H, rows, D]: its index " +
+                      Twine(pos) + " leaves the tensor")
+                         .str();
+          return {};
+        }
+      }
+    }
+  }
+  Value init = tensor::EmptyOp::create(b, loc, shape, type.getElementType());
+  auto copy = linalg::GenericOp::create(
+      b, loc, type, leaf->tensor, init, {map, b.getMultiDimIdentityMap(rank)},
+      SmallVector<utils::IteratorType>(rank, utils::IteratorType::parallel),
+      [&](OpBuilder &nb, Location l, ValueRange args) {
+        Value x = args[0];
+        if (x.getType() != type.getElementType())
+          x = arith::ExtFOp::create(nb, l, type.getElementType(), x);
+        linalg::YieldOp::create(nb, l, x);
+      });
+  // A dim read whole must be read at its full extent (linalg infers the
+  // loop ranges from it): a part of it is not a layout.
+  ScopedDiagnosticHandler silence(ctx, [](Diagnostic &) { return success(); });
+  if (failed(mlir::verify(copy))) {
+    copy->erase();
+    init.getDefiningOp()->erase();
+    why.text = (what + " reads part of a dim: not a layout of [B, H, rows, "
+                       "D]")
+                   .str();
+    return {};
+  }
+  return copy.getResult(0);
+}
+
+/// The GQA group: query heads per KV head, from K's head index.
+LogicalResult Raiser::headGroup(const Branch &first, Roles &roles,
+                                int64_t &group, Reason &why) {
+  // GQA group size from K's head index.
+  group = 1;
+  MLIRContext *ctx = func.getContext();
+  // `h floordiv G` anywhere in K's indices (also inside a merged
+  // `(h floordiv G) * D + c` of a projection's output).
+  for (AffineExpr e : first.k->indices)
+    e.walk([&](AffineExpr sub) {
+      if (auto div = dyn_cast<AffineBinaryOpExpr>(sub);
+          div && div.getKind() == AffineExprKind::FloorDiv &&
+          div.getLHS() == getAffineDimExpr(roles.h, ctx))
+        if (auto g = dyn_cast<AffineConstantExpr>(div.getRHS()))
+          group = g.getValue();
+    });
+  if (roles.h >= 0 && !llvm::any_of(first.k->indices, [&](AffineExpr e) {
+        return e.isFunctionOfDim(roles.h);
+      }))
+    group = roles.Hq; // one KV head for all (MQA)
+  if (roles.Hq % group != 0)
+    return fail(why, "the query heads are not a multiple of the KV heads");
+  roles.Hkv = roles.Hq / group;
+  return success();
+}
+
+/// The op's operands: each branch's Q and K, V and the sinks, as views
+/// of the program's tensors in the kernel layouts.
+LogicalResult Raiser::buildOperands(OpBuilder &b, Location loc,
+                                    MutableArrayRef<Branch> branches,
+                                    const Roles &roles, int64_t group,
+                                    Type common, Operands &ops, Reason &why) {
+  const Branch &first = branches.front();
+  int64_t N = graph.extent(first.j), Dqk = graph.extent(first.c);
+  for (Branch &br : branches) {
+    Value q =
+        layoutView(b, loc, br.q, {roles.b, roles.h, roles.i, (int)br.c}, 1,
+                   {roles.B, roles.Hq, roles.M, Dqk}, "Q", why, common);
+    Value k = layoutView(b, loc, br.k, {roles.b, roles.h, (int)br.j, (int)br.c},
+                         group, {roles.B, roles.Hkv, N, Dqk}, "K", why, common);
+    if (!q || !k)
+      return failure();
+    if (!br.distances.empty() &&
+        failed(foldDistances(graph, br, roles, group, !keepRounding, b, loc, q,
+                             k, why.text)))
+      return failure();
+    ops.queries.push_back(q);
+    ops.keys.push_back(k);
+  }
+  ops.value =
+      layoutView(b, loc, first.v, {roles.b, roles.h, (int)first.j, roles.d},
+                 group, {roles.B, roles.Hkv, N, roles.Dv}, "V", why, common);
+  if (!ops.value)
+    return failure();
+
+  // Sinks: one [Hq] logit tensor per branch, read at the head.
+  for (Branch &br : branches) {
+    if (!br.sink != !first.sink)
+      return fail(why, "only some branches have a sink");
+    if (!br.sink)
+      continue;
+    ENode *leaf = peel(br.sink);
+    if (leaf->kind != Kind::Leaf)
+      return fail(why, "the sink logit is not read from a tensor (a "
+                       "constant sink is not supported yet)");
+    Value sink =
+        layoutView(b, loc, leaf, {roles.h}, 1, {roles.Hq}, "the sink", why);
+    if (!sink)
+      return failure();
+    ops.sinks.push_back(sink);
+  }
+  return success();
+}
+
+/// The op's regions from the branches' nodes: the score (each branch's
+/// logit), the mask and the epilogue, each where the program has one.
+LogicalResult Raiser::buildRegions(AttentionOp op, ArrayRef<Branch> branches,
+                                   const Roles &roles, int64_t group,
+                                   ENode *epilogue, const RegionsWanted &want,
+                                   ArrayRef<Value> captures, Reason &why) {
+  Builder b(op.getContext()); // types of the regions' arguments
+  Location loc = op.getLoc();
+  const Branch &first = branches.front();
+  bool hasScore = want.score, hasMask = want.mask, hasEpilogue = want.epilogue;
   // Builds one region: `leading` f32 args, four indices, the captures.
   auto buildRegion =
       [&](Region &region, unsigned leading,
@@ -1921,7 +2037,7 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
         // A folded distance: its row and column squares (its cross term is
         // in the logit); a folded product is all in the logit, so it adds
         // -0.0, the additive identity that canonicalization folds away.
-        for (Distance &d : br.distances) {
+        for (const Distance &d : br.distances) {
           if (d.product) {
             Type t = em.promotes(d.node->type) ? rb.getF32Type() : d.node->type;
             em.placeholders[d.node] =
@@ -1999,15 +2115,25 @@ FailureOr<Value> Raiser::raise(Value root, Reason &why) {
         em.placeholders[node] = fromF32(rb, sum, node->type);
       return SmallVector<Value>{toF32(rb, em.emit(epilogue))};
     });
-  if (failed(status)) {
-    op->erase();
-    return failure();
-  }
+  return status;
+}
 
+/// After the regions: empty rows' mean, the output in the user's layout
+/// (`outRole`), the op verified (or erased with the reason) and the
+/// sibling results that are its log-sum-exp (`lseSiblings`) in theirs.
+FailureOr<Value> Raiser::finishResult(
+    AttentionOp op, ArrayRef<Branch> branches, const Roles &roles,
+    ArrayRef<int> outRole, RankedTensorType rootType,
+    ArrayRef<std::pair<unsigned, SmallVector<int>>> lseSiblings, OpBuilder &b,
+    Reason &why) {
+  MLIRContext *ctx = op.getContext();
+  Location loc = op.getLoc();
+  const Branch &first = branches.front();
+  auto outType = cast<RankedTensorType>(op.getOutput().getType());
   // A mask that fills with a finite constant leaves a fully masked row
   // the softmax of equal logits: the mean of V, not 0.
   Value output = op.getOutput();
-  if (first.normalizer == Normalizer::softmax && sinks.empty() &&
+  if (first.normalizer == Normalizer::softmax && op.getSinks().empty() &&
       llvm::any_of(branches, [](const Branch &br) { return br.finiteFill; }))
     op.setMeanEmptyRows(true);
 
