@@ -313,6 +313,228 @@ ENode *ElementGraph::evalBody(Operation *op, ArrayRef<AffineExpr> loops,
   return result;
 }
 
+/// An element of a chain of insert_slices: the destination with the
+/// sources written into boxes (a concatenation where the boxes split one
+/// dim).
+ENode *ElementGraph::elementOfInsertSlice(Operation *op, Value tensor,
+                                          ArrayRef<AffineExpr> indices,
+                                          Type elt) {
+  auto insert = cast<tensor::InsertSliceOp>(op);
+  ENode *result = nullptr;
+  // The destination with sources written into boxes. Boxes that span
+  // every dim but one are pieces of a concatenation along it: TOSA's
+  // concat becomes a chain of these into an empty tensor, flattened here
+  // (disjoint boxes; the destination fills the gaps).
+  RankedTensorType destType = insert.getDestType();
+  struct Piece {
+    int64_t begin, end;
+    Value tensor;
+    int64_t shift;
+  };
+  SmallVector<Piece> boxes;
+  std::optional<unsigned> dim;
+  Value base = tensor;
+  while (auto box = base.getDefiningOp<tensor::InsertSliceOp>()) {
+    ArrayRef<int64_t> offsets = box.getStaticOffsets(),
+                      sizes = box.getStaticSizes();
+    if (ShapedType::isDynamicShape(offsets) ||
+        ShapedType::isDynamicShape(sizes) ||
+        llvm::any_of(box.getStaticStrides(),
+                     [](int64_t s) { return s != 1; }) ||
+        box.getSourceType().getRank() != destType.getRank()) {
+      lastError = "an insert_slice is dynamic, strided or rank-reducing";
+      return nullptr;
+    }
+    SmallVector<unsigned> partial;
+    for (unsigned d = 0; d < destType.getRank(); ++d)
+      if (offsets[d] != 0 || sizes[d] != destType.getDimSize(d))
+        partial.push_back(d);
+    if (partial.empty()) { // the whole tensor: what the boxes above leave
+      base = box.getSource();
+      break;
+    }
+    if (partial.size() > 1 || (dim && *dim != partial.front())) {
+      lastError = "insert_slices write boxes within several dims";
+      return nullptr;
+    }
+    dim = partial.front();
+    boxes.push_back({offsets[*dim], offsets[*dim] + sizes[*dim],
+                     box.getSource(), offsets[*dim]});
+    base = box.getDest();
+  }
+  if (!dim) {
+    result = element(base, indices);
+  } else {
+    llvm::sort(boxes, [](const Piece &a, const Piece &b) {
+      return a.begin < b.begin;
+    });
+    SmallVector<Piece> pieces;
+    int64_t at = 0, n = destType.getDimSize(*dim);
+    for (const Piece &box : boxes) {
+      if (box.begin < at) {
+        lastError = "insert_slices write overlapping boxes";
+        return nullptr;
+      }
+      if (box.begin > at)
+        pieces.push_back({at, box.begin, base, 0});
+      pieces.push_back(box);
+      at = box.end;
+    }
+    if (at < n)
+      pieces.push_back({at, n, base, 0});
+    auto range = bounds(indices[*dim]);
+    result = make(ENode::Kind::Concat, elt);
+    result->index = indices[*dim];
+    for (const Piece &piece : pieces) {
+      SmallVector<AffineExpr> idx(indices);
+      idx[*dim] = piece.end - piece.begin == 1 && piece.shift
+                      ? getAffineConstantExpr(0, ctx)
+                      : simplify(indices[*dim] - piece.shift);
+      // An index that stays inside one piece reads just that piece.
+      if (range && range->first >= piece.begin && range->second < piece.end) {
+        result = element(piece.tensor, idx);
+        break;
+      }
+      ENode *e = element(piece.tensor, idx);
+      if (!e)
+        return nullptr;
+      result->offsets.push_back(piece.begin);
+      result->operands.push_back(e);
+    }
+    if (result && result->kind == ENode::Kind::Concat)
+      result->offsets.push_back(n);
+  }
+  return result;
+}
+
+/// An element of a concatenation: a Concat node over the pieces the
+/// index may fall in, or the one piece it stays in.
+ENode *ElementGraph::elementOfConcat(Operation *op, Value tensor,
+                                     ArrayRef<AffineExpr> indices, Type elt) {
+  auto concat = cast<tensor::ConcatOp>(op);
+  ENode *result = nullptr;
+  int64_t dim = concat.getDim();
+  int64_t offset = 0;
+  auto range = bounds(indices[dim]);
+  result = make(ENode::Kind::Concat, elt);
+  result->index = indices[dim];
+  for (Value piece : concat.getInputs()) {
+    int64_t size = cast<RankedTensorType>(piece.getType()).getDimSize(dim);
+    SmallVector<AffineExpr> at(indices);
+    // A piece is read only where the index lies in it: in a piece one
+    // wide (a column appended to the keys) the index is 0.
+    at[dim] = size == 1 ? getAffineConstantExpr(0, ctx)
+                        : simplify(indices[dim] - offset);
+    // An index that stays inside one piece reads just that piece.
+    if (range && range->first >= offset && range->second < offset + size) {
+      result = element(piece, at);
+      break;
+    }
+    ENode *n = element(piece, at);
+    if (!n)
+      return nullptr;
+    result->offsets.push_back(offset);
+    result->operands.push_back(n);
+    offset += size;
+  }
+  if (result && result->kind == ENode::Kind::Concat)
+    result->offsets.push_back(offset);
+  return result;
+}
+
+/// An element of a generic's result: its body evaluated at the loops
+/// the indices fix, a Reduce over each reduction loop.
+ENode *ElementGraph::elementOfGeneric(Operation *op, Value tensor,
+                                      ArrayRef<AffineExpr> indices, Type elt) {
+  auto generic = cast<linalg::GenericOp>(op);
+  ENode *result = nullptr;
+  unsigned r = cast<OpResult>(tensor).getResultNumber();
+  OpOperand *init = generic.getDpsInitOperand(r);
+  AffineMap outMap = generic.getMatchingIndexingMap(init);
+  SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
+  SmallVector<AffineExpr> loops(generic.getNumLoops());
+  for (auto [p, e] : llvm::enumerate(outMap.getResults())) {
+    // A constant writes a unit dim (torch-mlir's keepdim reductions).
+    if (isa<AffineConstantExpr>(e))
+      continue;
+    auto dim = dyn_cast<AffineDimExpr>(e);
+    if (!dim) {
+      lastError = "an output indexing map is not a projected permutation";
+      return nullptr;
+    }
+    loops[dim.getPosition()] = indices[p];
+  }
+  SmallVector<AffineExpr> reductionVars;
+  for (auto [l, e] : llvm::enumerate(loops))
+    if (!e) {
+      if (ShapedType::isDynamic(ranges[l])) {
+        lastError = "a reduction has a dynamic extent";
+        return nullptr;
+      }
+      e = newVar(ranges[l]);
+      reductionVars.push_back(e);
+    }
+  DenseMap<Value, ENode *> scalars;
+  Value yielded = generic.getBody()->getTerminator()->getOperand(r);
+  BlockArgument acc = generic.getRegionOutputArgs()[r];
+  if (reductionVars.empty()) {
+    result = evalBody(generic, loops, yielded, scalars);
+  } else {
+    // yielded = combine(acc, x): a Reduce of x over the new variables.
+    Operation *combine = yielded.getDefiningOp();
+    if (!combine || combine->getNumOperands() != 2 ||
+        combine->getBlock() != generic.getBody() ||
+        !llvm::is_contained(combine->getOperands(), Value(acc))) {
+      lastError = "a reduction is not of the form combine(acc, x)";
+      return nullptr;
+    }
+    Value x = combine->getOperand(0) == acc ? combine->getOperand(1)
+                                            : combine->getOperand(0);
+    // x must not read any accumulator (the other outputs of a multi-
+    // result reduction, like max.dim's argmax, may).
+    if (readsAccumulator(generic, x)) {
+      lastError = "a reduction's element reads an accumulator";
+      return nullptr;
+    }
+    ENode *body = evalBody(generic, loops, x, scalars);
+    ENode *initNode = element(init->get(), indices);
+    if (!body || !initNode)
+      return nullptr;
+    // Reduce innermost-last, each over one variable; a variable of
+    // extent 1 was folded to 0 and needs no Reduce.
+    SmallVector<unsigned> vars;
+    for (AffineExpr e : reductionVars)
+      if (auto d = dyn_cast<AffineDimExpr>(e))
+        vars.push_back(d.getPosition());
+    // Several dims: a sum nests one Reduce per variable, the inner ones
+    // from 0 (sum((-2, -1)), e.g. over the points of IPA's distances).
+    if (vars.size() > 1 && !isa<arith::AddFOp>(combine)) {
+      lastError = "a reduction over several dimensions that is not a sum";
+      return nullptr;
+    }
+    if (vars.empty()) {
+      result = make(ENode::Kind::Op, elt);
+      result->op = combine;
+      result->operands = combine->getOperand(0) == acc
+                             ? SmallVector<ENode *>{initNode, body}
+                             : SmallVector<ENode *>{body, initNode};
+    }
+    for (auto [n, var] : llvm::enumerate(llvm::reverse(vars))) {
+      ENode *start = initNode;
+      if (n + 1 < vars.size()) {
+        start = make(ENode::Kind::Const, elt);
+        start->value = FloatAttr::get(elt, 0.0);
+      }
+      result = make(ENode::Kind::Reduce, elt);
+      result->op = combine;
+      result->var = var;
+      result->operands = {body, start};
+      body = result;
+    }
+  }
+  return result;
+}
+
 ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
   std::pair<const void *, std::vector<const void *>> key;
   key.first = tensor.getAsOpaquePointer();
@@ -395,202 +617,12 @@ ENode *ElementGraph::element(Value tensor, ArrayRef<AffineExpr> indices) {
           simplify(indices[next++] * slice.getStaticStrides()[d] + offset));
     }
     result = element(slice.getSource(), src);
-  } else if (auto insert = dyn_cast<tensor::InsertSliceOp>(def)) {
-    // The destination with sources written into boxes. Boxes that span
-    // every dim but one are pieces of a concatenation along it: TOSA's
-    // concat becomes a chain of these into an empty tensor, flattened here
-    // (disjoint boxes; the destination fills the gaps).
-    RankedTensorType destType = insert.getDestType();
-    struct Piece {
-      int64_t begin, end;
-      Value tensor;
-      int64_t shift;
-    };
-    SmallVector<Piece> boxes;
-    std::optional<unsigned> dim;
-    Value base = tensor;
-    while (auto box = base.getDefiningOp<tensor::InsertSliceOp>()) {
-      ArrayRef<int64_t> offsets = box.getStaticOffsets(),
-                        sizes = box.getStaticSizes();
-      if (ShapedType::isDynamicShape(offsets) ||
-          ShapedType::isDynamicShape(sizes) ||
-          llvm::any_of(box.getStaticStrides(),
-                       [](int64_t s) { return s != 1; }) ||
-          box.getSourceType().getRank() != destType.getRank()) {
-        lastError = "an insert_slice is dynamic, strided or rank-reducing";
-        return nullptr;
-      }
-      SmallVector<unsigned> partial;
-      for (unsigned d = 0; d < destType.getRank(); ++d)
-        if (offsets[d] != 0 || sizes[d] != destType.getDimSize(d))
-          partial.push_back(d);
-      if (partial.empty()) { // the whole tensor: what the boxes above leave
-        base = box.getSource();
-        break;
-      }
-      if (partial.size() > 1 || (dim && *dim != partial.front())) {
-        lastError = "insert_slices write boxes within several dims";
-        return nullptr;
-      }
-      dim = partial.front();
-      boxes.push_back({offsets[*dim], offsets[*dim] + sizes[*dim],
-                       box.getSource(), offsets[*dim]});
-      base = box.getDest();
-    }
-    if (!dim) {
-      result = element(base, indices);
-    } else {
-      llvm::sort(boxes, [](const Piece &a, const Piece &b) {
-        return a.begin < b.begin;
-      });
-      SmallVector<Piece> pieces;
-      int64_t at = 0, n = destType.getDimSize(*dim);
-      for (const Piece &box : boxes) {
-        if (box.begin < at) {
-          lastError = "insert_slices write overlapping boxes";
-          return nullptr;
-        }
-        if (box.begin > at)
-          pieces.push_back({at, box.begin, base, 0});
-        pieces.push_back(box);
-        at = box.end;
-      }
-      if (at < n)
-        pieces.push_back({at, n, base, 0});
-      auto range = bounds(indices[*dim]);
-      result = make(ENode::Kind::Concat, elt);
-      result->index = indices[*dim];
-      for (const Piece &piece : pieces) {
-        SmallVector<AffineExpr> idx(indices);
-        idx[*dim] = piece.end - piece.begin == 1 && piece.shift
-                        ? getAffineConstantExpr(0, ctx)
-                        : simplify(indices[*dim] - piece.shift);
-        // An index that stays inside one piece reads just that piece.
-        if (range && range->first >= piece.begin && range->second < piece.end) {
-          result = element(piece.tensor, idx);
-          break;
-        }
-        ENode *e = element(piece.tensor, idx);
-        if (!e)
-          return nullptr;
-        result->offsets.push_back(piece.begin);
-        result->operands.push_back(e);
-      }
-      if (result && result->kind == ENode::Kind::Concat)
-        result->offsets.push_back(n);
-    }
-  } else if (auto concat = dyn_cast<tensor::ConcatOp>(def)) {
-    int64_t dim = concat.getDim();
-    int64_t offset = 0;
-    auto range = bounds(indices[dim]);
-    result = make(ENode::Kind::Concat, elt);
-    result->index = indices[dim];
-    for (Value piece : concat.getInputs()) {
-      int64_t size = cast<RankedTensorType>(piece.getType()).getDimSize(dim);
-      SmallVector<AffineExpr> at(indices);
-      // A piece is read only where the index lies in it: in a piece one
-      // wide (a column appended to the keys) the index is 0.
-      at[dim] = size == 1 ? getAffineConstantExpr(0, ctx)
-                          : simplify(indices[dim] - offset);
-      // An index that stays inside one piece reads just that piece.
-      if (range && range->first >= offset && range->second < offset + size) {
-        result = element(piece, at);
-        break;
-      }
-      ENode *n = element(piece, at);
-      if (!n)
-        return nullptr;
-      result->offsets.push_back(offset);
-      result->operands.push_back(n);
-      offset += size;
-    }
-    if (result && result->kind == ENode::Kind::Concat)
-      result->offsets.push_back(offset);
-  } else if (auto generic = dyn_cast<linalg::GenericOp>(def)) {
-    unsigned r = cast<OpResult>(tensor).getResultNumber();
-    OpOperand *init = generic.getDpsInitOperand(r);
-    AffineMap outMap = generic.getMatchingIndexingMap(init);
-    SmallVector<int64_t> ranges = generic.getStaticLoopRanges();
-    SmallVector<AffineExpr> loops(generic.getNumLoops());
-    for (auto [p, e] : llvm::enumerate(outMap.getResults())) {
-      // A constant writes a unit dim (torch-mlir's keepdim reductions).
-      if (isa<AffineConstantExpr>(e))
-        continue;
-      auto dim = dyn_cast<AffineDimExpr>(e);
-      if (!dim) {
-        lastError = "an output indexing map is not a projected permutation";
-        return nullptr;
-      }
-      loops[dim.getPosition()] = indices[p];
-    }
-    SmallVector<AffineExpr> reductionVars;
-    for (auto [l, e] : llvm::enumerate(loops))
-      if (!e) {
-        if (ShapedType::isDynamic(ranges[l])) {
-          lastError = "a reduction has a dynamic extent";
-          return nullptr;
-        }
-        e = newVar(ranges[l]);
-        reductionVars.push_back(e);
-      }
-    DenseMap<Value, ENode *> scalars;
-    Value yielded = generic.getBody()->getTerminator()->getOperand(r);
-    BlockArgument acc = generic.getRegionOutputArgs()[r];
-    if (reductionVars.empty()) {
-      result = evalBody(generic, loops, yielded, scalars);
-    } else {
-      // yielded = combine(acc, x): a Reduce of x over the new variables.
-      Operation *combine = yielded.getDefiningOp();
-      if (!combine || combine->getNumOperands() != 2 ||
-          combine->getBlock() != generic.getBody() ||
-          !llvm::is_contained(combine->getOperands(), Value(acc))) {
-        lastError = "a reduction is not of the form combine(acc, x)";
-        return nullptr;
-      }
-      Value x = combine->getOperand(0) == acc ? combine->getOperand(1)
-                                              : combine->getOperand(0);
-      // x must not read any accumulator (the other outputs of a multi-
-      // result reduction, like max.dim's argmax, may).
-      if (readsAccumulator(generic, x)) {
-        lastError = "a reduction's element reads an accumulator";
-        return nullptr;
-      }
-      ENode *body = evalBody(generic, loops, x, scalars);
-      ENode *initNode = element(init->get(), indices);
-      if (!body || !initNode)
-        return nullptr;
-      // Reduce innermost-last, each over one variable; a variable of
-      // extent 1 was folded to 0 and needs no Reduce.
-      SmallVector<unsigned> vars;
-      for (AffineExpr e : reductionVars)
-        if (auto d = dyn_cast<AffineDimExpr>(e))
-          vars.push_back(d.getPosition());
-      // Several dims: a sum nests one Reduce per variable, the inner ones
-      // from 0 (sum((-2, -1)), e.g. over the points of IPA's distances).
-      if (vars.size() > 1 && !isa<arith::AddFOp>(combine)) {
-        lastError = "a reduction over several dimensions that is not a sum";
-        return nullptr;
-      }
-      if (vars.empty()) {
-        result = make(ENode::Kind::Op, elt);
-        result->op = combine;
-        result->operands = combine->getOperand(0) == acc
-                               ? SmallVector<ENode *>{initNode, body}
-                               : SmallVector<ENode *>{body, initNode};
-      }
-      for (auto [n, var] : llvm::enumerate(llvm::reverse(vars))) {
-        ENode *start = initNode;
-        if (n + 1 < vars.size()) {
-          start = make(ENode::Kind::Const, elt);
-          start->value = FloatAttr::get(elt, 0.0);
-        }
-        result = make(ENode::Kind::Reduce, elt);
-        result->op = combine;
-        result->var = var;
-        result->operands = {body, start};
-        body = result;
-      }
-    }
+  } else if (isa<tensor::InsertSliceOp>(def)) {
+    result = elementOfInsertSlice(def, tensor, indices, elt);
+  } else if (isa<tensor::ConcatOp>(def)) {
+    result = elementOfConcat(def, tensor, indices, elt);
+  } else if (isa<linalg::GenericOp>(def)) {
+    result = elementOfGeneric(def, tensor, indices, elt);
   } else if (isa<tensor::EmptyOp>(def)) {
     lastError = "an uninitialized tensor is read";
     return nullptr;

@@ -216,6 +216,7 @@ struct Planner {
   FailureOr<KernelPlanAttr> plan();
   FailureOr<KernelPlanAttr> referencePlan();
   FailureOr<KernelPlanAttr> tensorCorePlan(Tiles tiles);
+  FailureOr<Generator> chooseGenerator(Tiles tiles, bool votes, bool kvLoop);
 };
 
 FailureOr<KernelPlanAttr> Planner::referencePlan() {
@@ -262,17 +263,11 @@ FailureOr<KernelPlanAttr> Planner::plan() {
   return tensorCorePlan(tiles);
 }
 
-FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
+/// Rule 2: wgmma where it takes the tiles and head dims, else mma.sync.
+FailureOr<Generator> Planner::chooseGenerator(Tiles tiles, bool votes,
+                                              bool kvLoop) {
   auto [blockM, blockN] = tiles;
-  unsigned branches = facts.getNumBranches();
-  bool votes = facts.votesOnTiles();
-  bool kvLoop = facts.getKVTiles(blockM, blockN) == KVTiles::Loop;
   bool wgmmaWanted = arch.hasWgmma && options.wgmma;
-  // Three consumer warpgroups are wgmma's.
-  if (blockM == 192 && !wgmmaWanted)
-    return error() << "block-m 192 needs wgmma (sm_90a)";
-
-  // Rule 2: wgmma where it takes the tiles and head dims, else mma.sync.
   Generator generator = Generator::mma_sync;
   if (wgmmaWanted) {
     // Warpgroups take 64 rows each, three only on the producer warpgroup's
@@ -303,6 +298,23 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
     else
       generator = Generator::wgmma;
   }
+  return generator;
+}
+
+FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
+  auto [blockM, blockN] = tiles;
+  unsigned branches = facts.getNumBranches();
+  bool votes = facts.votesOnTiles();
+  bool kvLoop = facts.getKVTiles(blockM, blockN) == KVTiles::Loop;
+  bool wgmmaWanted = arch.hasWgmma && options.wgmma;
+  // Three consumer warpgroups are wgmma's.
+  if (blockM == 192 && !wgmmaWanted)
+    return error() << "block-m 192 needs wgmma (sm_90a)";
+
+  FailureOr<Generator> chosen = chooseGenerator(tiles, votes, kvLoop);
+  if (failed(chosen))
+    return failure();
+  Generator generator = *chosen;
   bool wgmma = generator == Generator::wgmma;
   if (!wgmma && cast<AttentionOp>(facts.getOp()).getKeySide()) {
     remark() << "tensor-core path not taken: the key-side product (key_side) "

@@ -265,6 +265,39 @@ SmallVector<Value> destinations(IndexMath &m, OnlineFinalizeOp fin, Value q,
   return outs;
 }
 
+/// The KV loop's initial state for a tile of `rows` query rows: each
+/// branch's row max (-inf), row sum and accumulator (zeros), the tile's own
+/// key-side contribution (every key of its KV head: its steps add their
+/// key blocks' rows) and the terms (the whole terms, to which its steps
+/// add). Errors on `fin` where a head dim is not static.
+LogicalResult initialTileState(OpBuilder &b, Location loc, OnlineFinalizeOp fin,
+                               OnlineStepOp step, Value rows, Value keys,
+                               SmallVectorImpl<Value> &init) {
+  auto initFor = [&](ValueRange states, double value) -> LogicalResult {
+    for (Value s : states) {
+      Value t =
+          tileState(b, loc, cast<RankedTensorType>(s.getType()), rows, value);
+      if (!t)
+        return failure();
+      init.push_back(t);
+    }
+    return success();
+  };
+  if (failed(initFor(step.getMaxState(),
+                     -std::numeric_limits<double>::infinity())) ||
+      failed(initFor(step.getSumState(), 0.0)) ||
+      failed(initFor(step.getAccState(), 0.0)))
+    return fin.emitError("attn-tile needs a static value head dim");
+  if (Value keySide = step.getKeySide()) {
+    Value part = keySideTileState(b, loc, keySide, keys);
+    if (!part)
+      return fin.emitError("attn-tile needs a static key_side head dim");
+    init.push_back(part);
+  }
+  llvm::append_range(init, step.getTermState());
+  return success();
+}
+
 /// Tiles `fin` and its step as `plan` says; the loop nest carries the plan.
 LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   int64_t blockM = plan.getBlockM(), blockN = plan.getBlockN();
@@ -327,34 +360,9 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   for (Value query : step.getQueries())
     qTiles.push_back(sliceRows(b, loc, query, bIdx, hIdx, q0, rows));
 
-  // Initial tile state.
   SmallVector<Value> init;
-  auto initFor = [&](ValueRange states, double value) -> LogicalResult {
-    for (Value s : states) {
-      Value t =
-          tileState(b, loc, cast<RankedTensorType>(s.getType()), rows, value);
-      if (!t)
-        return failure();
-      init.push_back(t);
-    }
-    return success();
-  };
-  if (failed(initFor(step.getMaxState(),
-                     -std::numeric_limits<double>::infinity())) ||
-      failed(initFor(step.getSumState(), 0.0)) ||
-      failed(initFor(step.getAccState(), 0.0)))
-    return fin.emitError("attn-tile needs a static value head dim");
-  // The tile's own key-side contribution, every key of its KV head: its
-  // steps add their key blocks' rows.
-  if (keySide) {
-    Value part = keySideTileState(b, loc, keySide, keys);
-    if (!part)
-      return fin.emitError("attn-tile needs a static key_side head dim");
-    init.push_back(part);
-  }
-  // The tile's own terms: zeros of the whole terms' shape, to which its
-  // steps add.
-  llvm::append_range(init, terms);
+  if (failed(initialTileState(b, loc, fin, step, rows, keys, init)))
+    return failure();
 
   // The KV loop over tiles aligned to block-n, within the mask's bounds.
   auto [kvLo, kvHi] = bounds.range(m, q0, q1, keys);

@@ -106,6 +106,17 @@ public:
 
 private:
   ENode *make(ENode::Kind kind, mlir::Type type);
+  /// element() of an op's result by the op: nullptr (lastError says why)
+  /// where it cannot be followed.
+  ENode *elementOfInsertSlice(mlir::Operation *insertSlice, mlir::Value tensor,
+                              llvm::ArrayRef<mlir::AffineExpr> indices,
+                              mlir::Type elt);
+  ENode *elementOfConcat(mlir::Operation *concat, mlir::Value tensor,
+                         llvm::ArrayRef<mlir::AffineExpr> indices,
+                         mlir::Type elt);
+  ENode *elementOfGeneric(mlir::Operation *generic, mlir::Value tensor,
+                          llvm::ArrayRef<mlir::AffineExpr> indices,
+                          mlir::Type elt);
   ENode *evalBody(mlir::Operation *generic,
                   llvm::ArrayRef<mlir::AffineExpr> loops, mlir::Value v,
                   llvm::DenseMap<mlir::Value, ENode *> &scalars);
