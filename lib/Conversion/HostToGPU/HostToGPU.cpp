@@ -487,6 +487,7 @@ public:
   FailureOr<int64_t> build();
 
 private:
+  LogicalResult captureScalars(OpBuilder &b, Location loc);
   SmallVector<Value> emitBody(OpBuilder &b, ArrayRef<Value> idx,
                               ValueRange accs);
   /// The body once per value of the bucket dim (all of them in this
@@ -750,6 +751,40 @@ SmallVector<Value> KernelBuilder::unrolledLaneSteps(OpBuilder &b,
   return carried;
 }
 
+/// Scalars the body captures, mapped in `captured` at the kernel's entry:
+/// constants are cloned, extracted elements loaded from their (captured)
+/// tensor; an error for any other value.
+LogicalResult KernelBuilder::captureScalars(OpBuilder &b, Location loc) {
+  llvm::SetVector<Value> above;
+  for (Value in : generic.getInputs())
+    if (!isa<RankedTensorType>(in.getType()))
+      above.insert(in);
+  getUsedValuesDefinedAbove(generic.getRegion(), above);
+  for (Value v : above) {
+    if (isa<RankedTensorType>(v.getType()))
+      continue;
+    Operation *def = v.getDefiningOp();
+    if (def && def->hasTrait<OpTrait::ConstantLike>()) {
+      captured.map(v, b.clone(*def)->getResult(0));
+    } else if (auto extract = dyn_cast_or_null<tensor::ExtractOp>(def)) {
+      SmallVector<Value> at;
+      for (Value i : extract.getIndices()) {
+        Operation *c = i.getDefiningOp();
+        if (!c || !c->hasTrait<OpTrait::ConstantLike>())
+          return generic.emitError("a captured element is read at a "
+                                   "computed index");
+        at.push_back(b.clone(*c)->getResult(0));
+      }
+      captured.map(v, memref::LoadOp::create(
+                          b, loc, captured.lookup(extract.getTensor()), at));
+    } else {
+      return generic.emitError("the body reads a value the reference path "
+                               "cannot pass to a kernel");
+    }
+  }
+  return success();
+}
+
 FailureOr<int64_t> KernelBuilder::build() {
   Location loc = generic.getLoc();
   MLIRContext *ctx = generic.getContext();
@@ -798,35 +833,8 @@ FailureOr<int64_t> KernelBuilder::build() {
     else
       captured.map(params[i], arg);
   }
-  // Scalars the body captures: constants are cloned, extracted elements
-  // loaded from their (captured) tensor.
-  llvm::SetVector<Value> above;
-  for (Value in : generic.getInputs())
-    if (!isa<RankedTensorType>(in.getType()))
-      above.insert(in);
-  getUsedValuesDefinedAbove(generic.getRegion(), above);
-  for (Value v : above) {
-    if (isa<RankedTensorType>(v.getType()))
-      continue;
-    Operation *def = v.getDefiningOp();
-    if (def && def->hasTrait<OpTrait::ConstantLike>()) {
-      captured.map(v, b.clone(*def)->getResult(0));
-    } else if (auto extract = dyn_cast_or_null<tensor::ExtractOp>(def)) {
-      SmallVector<Value> at;
-      for (Value i : extract.getIndices()) {
-        Operation *c = i.getDefiningOp();
-        if (!c || !c->hasTrait<OpTrait::ConstantLike>())
-          return generic.emitError("a captured element is read at a "
-                                   "computed index");
-        at.push_back(b.clone(*c)->getResult(0));
-      }
-      captured.map(v, memref::LoadOp::create(
-                          b, loc, captured.lookup(extract.getTensor()), at));
-    } else {
-      return generic.emitError("the body reads a value the reference path "
-                               "cannot pass to a kernel");
-    }
-  }
+  if (failed(captureScalars(b, loc)))
+    return failure();
   // Inputs in operand order: memrefs, and scalars resolved above.
   SmallVector<Value> memrefs = std::move(inputs);
   inputs.clear();
