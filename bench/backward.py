@@ -251,16 +251,12 @@ def input_shapes(variant, B, H, N, D):
     return qkv_shapes(variant, B, H, N, D)
 
 
-def lengths_of(variant, lengths):
-    return lengths
-
-
 def fill(cache, lengths, variants=None, compare=False):
     os.environ["FLASHLIGHT_CACHE"] = cache
     for variant, D in CONFIGS:
         if variants and variant not in variants:
             continue
-        for N in lengths_of(variant, lengths):
+        for N in lengths:
             B, H = shapes(D, N)
             xs = [torch.zeros(*shape, dtype=torch.bfloat16)
                   for shape in input_shapes(variant, B, H, N, D)]
@@ -407,7 +403,7 @@ def run(cache, out_path, lengths, only=None, variants=None, profile=False,
     for variant, D in CONFIGS:
         if variants and variant not in variants:
             continue
-        for N in lengths_of(variant, lengths):
+        for N in lengths:
             B, H = shapes(D, N)
             g = torch.Generator().manual_seed(N + D)
             inputs = [torch.randn(*shape, generator=g).to("cuda", torch.bfloat16)
