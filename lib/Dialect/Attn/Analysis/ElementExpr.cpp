@@ -326,11 +326,7 @@ ENode *ElementGraph::elementOfInsertSlice(Operation *op, Value tensor,
   // concat becomes a chain of these into an empty tensor, flattened here
   // (disjoint boxes; the destination fills the gaps).
   RankedTensorType destType = insert.getDestType();
-  struct Piece {
-    int64_t begin, end;
-    Value tensor;
-    int64_t shift;
-  };
+  using Piece = ConcatPiece;
   SmallVector<Piece> boxes;
   std::optional<unsigned> dim;
   Value base = tensor;
@@ -358,8 +354,10 @@ ENode *ElementGraph::elementOfInsertSlice(Operation *op, Value tensor,
       return nullptr;
     }
     dim = partial.front();
+    // A one-wide box past the start reads its source at 0.
     boxes.push_back({offsets[*dim], offsets[*dim] + sizes[*dim],
-                     box.getSource(), offsets[*dim]});
+                     box.getSource(), offsets[*dim],
+                     sizes[*dim] == 1 && offsets[*dim] != 0});
     base = box.getDest();
   }
   if (!dim) {
@@ -376,34 +374,38 @@ ENode *ElementGraph::elementOfInsertSlice(Operation *op, Value tensor,
         return nullptr;
       }
       if (box.begin > at)
-        pieces.push_back({at, box.begin, base, 0});
+        pieces.push_back({at, box.begin, base, 0, false});
       pieces.push_back(box);
       at = box.end;
     }
     if (at < n)
-      pieces.push_back({at, n, base, 0});
-    auto range = bounds(indices[*dim]);
-    result = make(ENode::Kind::Concat, elt);
-    result->index = indices[*dim];
-    for (const Piece &piece : pieces) {
-      SmallVector<AffineExpr> idx(indices);
-      idx[*dim] = piece.end - piece.begin == 1 && piece.shift
-                      ? getAffineConstantExpr(0, ctx)
-                      : simplify(indices[*dim] - piece.shift);
-      // An index that stays inside one piece reads just that piece.
-      if (range && range->first >= piece.begin && range->second < piece.end) {
-        result = element(piece.tensor, idx);
-        break;
-      }
-      ENode *e = element(piece.tensor, idx);
-      if (!e)
-        return nullptr;
-      result->offsets.push_back(piece.begin);
-      result->operands.push_back(e);
-    }
-    if (result && result->kind == ENode::Kind::Concat)
-      result->offsets.push_back(n);
+      pieces.push_back({at, n, base, 0, false});
+    result = concatOfPieces(pieces, *dim, indices, elt);
   }
+  return result;
+}
+
+/// A Concat node along `dim` over `pieces` (ordered, adjacent), or the
+/// element of the one piece the index stays in.
+ENode *ElementGraph::concatOfPieces(ArrayRef<ConcatPiece> pieces, unsigned dim,
+                                    ArrayRef<AffineExpr> indices, Type elt) {
+  auto range = bounds(indices[dim]);
+  ENode *result = make(ENode::Kind::Concat, elt);
+  result->index = indices[dim];
+  for (const ConcatPiece &piece : pieces) {
+    SmallVector<AffineExpr> idx(indices);
+    idx[dim] = piece.atZero ? getAffineConstantExpr(0, ctx)
+                            : simplify(indices[dim] - piece.shift);
+    // An index that stays inside one piece reads just that piece.
+    if (range && range->first >= piece.begin && range->second < piece.end)
+      return element(piece.tensor, idx);
+    ENode *e = element(piece.tensor, idx);
+    if (!e)
+      return nullptr;
+    result->offsets.push_back(piece.begin);
+    result->operands.push_back(e);
+  }
+  result->offsets.push_back(pieces.back().end);
   return result;
 }
 
@@ -412,34 +414,17 @@ ENode *ElementGraph::elementOfInsertSlice(Operation *op, Value tensor,
 ENode *ElementGraph::elementOfConcat(Operation *op, Value tensor,
                                      ArrayRef<AffineExpr> indices, Type elt) {
   auto concat = cast<tensor::ConcatOp>(op);
-  ENode *result = nullptr;
   int64_t dim = concat.getDim();
+  SmallVector<ConcatPiece> pieces;
   int64_t offset = 0;
-  auto range = bounds(indices[dim]);
-  result = make(ENode::Kind::Concat, elt);
-  result->index = indices[dim];
   for (Value piece : concat.getInputs()) {
     int64_t size = cast<RankedTensorType>(piece.getType()).getDimSize(dim);
-    SmallVector<AffineExpr> at(indices);
     // A piece is read only where the index lies in it: in a piece one
     // wide (a column appended to the keys) the index is 0.
-    at[dim] = size == 1 ? getAffineConstantExpr(0, ctx)
-                        : simplify(indices[dim] - offset);
-    // An index that stays inside one piece reads just that piece.
-    if (range && range->first >= offset && range->second < offset + size) {
-      result = element(piece, at);
-      break;
-    }
-    ENode *n = element(piece, at);
-    if (!n)
-      return nullptr;
-    result->offsets.push_back(offset);
-    result->operands.push_back(n);
+    pieces.push_back({offset, offset + size, piece, offset, size == 1});
     offset += size;
   }
-  if (result && result->kind == ENode::Kind::Concat)
-    result->offsets.push_back(offset);
-  return result;
+  return concatOfPieces(pieces, dim, indices, elt);
 }
 
 /// An element of a generic's result: its body evaluated at the loops

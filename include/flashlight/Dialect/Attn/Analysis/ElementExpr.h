@@ -114,6 +114,17 @@ private:
   ENode *elementOfConcat(mlir::Operation *concat, mlir::Value tensor,
                          llvm::ArrayRef<mlir::AffineExpr> indices,
                          mlir::Type elt);
+  /// A piece [begin, end) of a concatenation along one dim: `tensor` read
+  /// at the index minus `shift`, or at 0 (`atZero`).
+  struct ConcatPiece {
+    int64_t begin, end;
+    mlir::Value tensor;
+    int64_t shift;
+    bool atZero;
+  };
+  ENode *concatOfPieces(llvm::ArrayRef<ConcatPiece> pieces, unsigned dim,
+                        llvm::ArrayRef<mlir::AffineExpr> indices,
+                        mlir::Type elt);
   ENode *elementOfGeneric(mlir::Operation *generic, mlir::Value tensor,
                           llvm::ArrayRef<mlir::AffineExpr> indices,
                           mlir::Type elt);
