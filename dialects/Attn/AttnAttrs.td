@@ -145,6 +145,13 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
       one thread per consumer warpgroup issuing them from a swizzled f32
       staging tile, through a tensor map of the output) instead of
       per-thread atomic adds; printed only when true.
+    * `tile_counter`: in a persistent kernel, blocks draw their work tiles
+      from a counter in global memory (a kernel parameter after the other
+      buffers: two 32-bit words, zero at launch and left zero by the
+      block that finishes last) in the order a one-tile grid's blocks
+      start in, longest first where a mask makes query tiles' work differ;
+      the producer tells the consumers each tile through a slot beside Q's
+      buffer; printed only when true.
   }];
   let parameters = (ins
     EnumParameter<Attn_Generator>:$generator,
@@ -168,7 +175,8 @@ def Attn_KernelPlanAttr : AttrDef<Attn_Dialect, "KernelPlan"> {
     Attn_OptionalPlanFlag:$persistent,
     Attn_OptionalPlanFlag:$query_ahead,
     Attn_OptionalPlanFlag:$tma,
-    Attn_OptionalPlanFlag:$bulk_key_side
+    Attn_OptionalPlanFlag:$bulk_key_side,
+    Attn_OptionalPlanFlag:$tile_counter
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let extraClassDeclaration = [{

@@ -121,6 +121,7 @@ KernelManifest KernelManifest::parse(const std::string &text,
     m.blockM = j.at("block_m");
     m.blockN = j.value("block_n", 0);
     m.persistent = j.value("persistent", false);
+    m.tileCounter = j.value("tile_counter", false);
     m.blockMask = checkedBlockMask(j.value("block_mask", json(nullptr)),
                                    "manifest " + path);
     for (int i = 0; i < 3; ++i)
@@ -272,6 +273,7 @@ static void applyGeometry(KernelManifest &m, const json &info,
     m.blockM = info.value("block_m", m.blockM);
     m.blockN = info.value("block_n", m.blockN);
     m.persistent = info.value("persistent", m.persistent);
+    m.tileCounter = info.value("tile_counter", m.tileCounter);
     if (info.contains("block_mask"))
       m.blockMask =
           checkedBlockMask(info.at("block_mask"), "manifest entry for " + arch);
@@ -491,6 +493,8 @@ Kernel::Variant Kernel::loadVariant(const KernelManifest &manifest) const {
 Kernel::~Kernel() {
   if (maskBuffer)
     CudaDriver::get().cuMemFree(maskBuffer);
+  if (counterBuffer)
+    CudaDriver::get().cuMemFree(counterBuffer);
   if (module)
     CudaDriver::get().cuModuleUnload(module);
 }
@@ -694,6 +698,15 @@ void Kernel::launch(const std::vector<CUdeviceptr> &pointers,
                      block.at(2).get<unsigned>(), 0, stream, maskArgs.data(),
                      nullptr),
                  "cuLaunchKernel (block mask)");
+  }
+  if (manifest.tileCounter) {
+    if (!counterBuffer) {
+      constexpr size_t kCounterBytes = 8;
+      cuda.check(cuda.cuMemAlloc(&counterBuffer, kCounterBytes), "cuMemAlloc");
+      cuda.check(cuda.cuMemsetD8Async(counterBuffer, 0, kCounterBytes, stream),
+                 "cuMemsetD8Async");
+    }
+    appendDescriptor(words, counterBuffer, {2});
   }
   std::vector<void *> args = argumentsOf(words);
   // TMA tensor maps, by value after the other parameters.

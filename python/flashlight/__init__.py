@@ -101,7 +101,7 @@ def _geometry(manifest, artifact):
     geometry = {k: manifest.get(k)
                 for k in ("block_m", "block_n", "block", "dynamic_shared_memory", "block_mask",
                       "pointer_alignment", "runtime_strides", "aligned", "persistent",
-                      "tensor_maps")}
+                      "tile_counter", "tensor_maps")}
     for info in manifest.get("archs", {}).values():
         if artifact in (info.get("cubin"), info.get("ptx")):
             geometry.update({k: info[k] for k in geometry if k in info})
@@ -432,6 +432,8 @@ class Kernel:
         tensors = list(inputs) + outputs
         if block_mask is not None:
             tensors.append(block_mask)
+        if self.geometry.get("tile_counter"):
+            tensors.append(_tile_counter(device))
         q = tensors[self._param_names.index("q0")]
         block_m = self.geometry["block_m"]
         if q.shape[0] > 65535:
@@ -615,6 +617,25 @@ def _current_stream(device):
         index = torch.cuda.current_device()
     raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
     return raw(index) if raw else torch.cuda.current_stream(index).cuda_stream
+
+
+# The tile counters of kernels whose blocks draw their work tiles (a plan's
+# `tile_counter`): two int32 words per device and stream, zero when made.
+# Every launch leaves its counter zero (the last block done resets it), so
+# the launches of one stream, which run in order, share one; launches on
+# other streams, which may run at once, take their own.
+_tile_counters = {}
+
+
+def _tile_counter(device):
+    """The tile counter of `device`'s current stream."""
+    import torch
+
+    key = (device, _current_stream(device))
+    found = _tile_counters.get(key)
+    if found is None:
+        found = _tile_counters[key] = torch.zeros(2, dtype=torch.int32, device=device)
+    return found
 
 
 # Each thread's launch parameters: one buffer of words and the table of

@@ -523,5 +523,27 @@ class LaunchPath(unittest.TestCase):
         # An equal index of another object gets its own (equal) plan.
         self.assertEqual(flashlight._layout_plan([dict(e) for e in index], 4), plan)
 
+    def test_tile_counters_are_kept_per_device_and_stream(self):
+        import torch
+
+        saved = dict(flashlight._tile_counters)
+        flashlight._tile_counters.clear()
+        try:
+            stream = [7]
+            flashlight._current_stream = lambda device: stream[0]
+            cpu = torch.device("cpu")
+            first = flashlight._tile_counter(cpu)
+            self.assertEqual((first.dtype, tuple(first.shape)), (torch.int32, (2,)))
+            self.assertEqual(first.tolist(), [0, 0])
+            # The launches of one stream run in order: they share one.
+            self.assertIs(flashlight._tile_counter(cpu), first)
+            # Another stream's may run at the same time: its own.
+            stream[0] = 8
+            self.assertIsNot(flashlight._tile_counter(cpu), first)
+        finally:
+            flashlight._tile_counters.clear()
+            flashlight._tile_counters.update(saved)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -42,8 +42,8 @@
 // HOPPER-IR: generator = wgmma
 // HOPPER-IR: nvvm.wgmma.mma_async
 
-// PYTHON: {'block_m': 128, 'block_n': 128, 'block': [384, 1, 1], 'dynamic_shared_memory': 164928, 'block_mask': None, 'pointer_alignment': 16, 'runtime_strides': True, 'aligned': None, 'persistent': False, 'tensor_maps': [{'box': [64, 128], 'param': 1}, {'box': [64, 128], 'param': 2}]}
-// PYTHON-NEXT: {'block_m': 128, 'block_n': 64, 'block': [128, 1, 1], 'dynamic_shared_memory': 69632, 'block_mask': None, 'pointer_alignment': 16, 'runtime_strides': True, 'aligned': None, 'persistent': False, 'tensor_maps': []}
+// PYTHON: {'block_m': 128, 'block_n': 128, 'block': [384, 1, 1], 'dynamic_shared_memory': 164928, 'block_mask': None, 'pointer_alignment': 16, 'runtime_strides': True, 'aligned': None, 'persistent': False, 'tile_counter': False, 'tensor_maps': [{'box': [64, 128], 'param': 1}, {'box': [64, 128], 'param': 2}]}
+// PYTHON-NEXT: {'block_m': 128, 'block_n': 64, 'block': [128, 1, 1], 'dynamic_shared_memory': 69632, 'block_mask': None, 'pointer_alignment': 16, 'runtime_strides': True, 'aligned': None, 'persistent': False, 'tile_counter': False, 'tensor_maps': []}
 
 // NOWGMMA: code generator mma.sync, tiles 128x64, 128 threads per block for sm_80
 // NOWGMMA: code generator mma.sync, tiles 128x64, 128 threads per block for sm_90a

@@ -177,6 +177,13 @@ static cl::opt<bool> bulkKeySide(
              "gradient's dQ) reach its output as TMA bulk reductions; "
              "=false keeps per-thread atomic adds"),
     cl::init(true), cl::cat(toolCategory));
+static cl::opt<bool> tileCounter(
+    "tile-counter",
+    cl::desc("Where a mask makes the query tiles' work differ (causal, "
+             "sliding windows): a persistent grid whose blocks draw work "
+             "tiles from a counter, longest first (off by default: measured "
+             "no faster than one work tile per block)"),
+    cl::init(false), cl::cat(toolCategory));
 static cl::opt<bool> branchLookahead(
     "branch-lookahead",
     cl::desc("With wgmma and several logit branches: issue the next "
@@ -306,7 +313,8 @@ json planJson(flashlight::attn::KernelPlanAttr plan) {
           {"persistent", plan.getPersistent()},
           {"query_ahead", plan.getQueryAhead()},
           {"tma", plan.getTma()},
-          {"bulk_key_side", plan.getBulkKeySide()}};
+          {"bulk_key_side", plan.getBulkKeySide()},
+          {"tile_counter", plan.getTileCounter()}};
 }
 
 /// `name` as a PTX identifier ([A-Za-z_][A-Za-z0-9_]*): other characters
@@ -794,6 +802,7 @@ FailureOr<json> kernelInfo(ModuleOp kernels, StringRef name, StringRef chip,
               {"block_mask", blockMaskInfo},
               {"runtime_strides", plan.getRuntimeStrides()},
               {"persistent", plan.getPersistent()},
+              {"tile_counter", plan.getTileCounter()},
               {"tensor_maps", tensorMaps}};
 }
 
@@ -850,7 +859,8 @@ LogicalResult compileAttentions(ModuleOp module, const std::string &name,
         // tiles and grid form: the plan takes the same facts for both.
         if ((*aligned)["block_m"] != (*info)["block_m"] ||
             (*aligned)["block_n"] != (*info)["block_n"] ||
-            (*aligned)["persistent"] != (*info)["persistent"]) {
+            (*aligned)["persistent"] != (*info)["persistent"] ||
+            (*aligned)["tile_counter"] != (*info)["tile_counter"]) {
           fail("the aligned kernel " + kernel.aligned +
                " was planned with other tiles or grid than " + kernel.name);
           return failure();
@@ -858,7 +868,7 @@ LogicalResult compileAttentions(ModuleOp module, const std::string &name,
         (*info)["aligned"] = {{"kernel", kernel.aligned}};
         for (const char *key :
              {"block", "block_m", "block_n", "dynamic_shared_memory",
-              "block_mask", "persistent", "tensor_maps"})
+              "block_mask", "persistent", "tile_counter", "tensor_maps"})
           (*info)["aligned"][key] = (*aligned)[key];
       }
       infos.push_back(*info);
@@ -1173,6 +1183,7 @@ int main(int argc, char **argv) {
   plan.persistent = persistent;
   plan.tma = tma;
   plan.bulkKeySide = bulkKeySide;
+  plan.tileCounter = tileCounter;
   if (explain) {
     PassManager pm(&context);
     pm.addPass(flashlight::attn::createAttnExplain());
@@ -1206,7 +1217,7 @@ int main(int argc, char **argv) {
   for (const char *key :
        {"block", "block_m", "block_n", "codegen", "dynamic_shared_memory",
         "pointer_alignment", "block_mask", "runtime_strides", "persistent",
-        "tensor_maps"})
+        "tile_counter", "tensor_maps"})
     manifest[key] = lowest[key];
   if (attentions.size() > 1) {
     manifest["manifest_version"] = flashlight::kManifestVersionAttentions;

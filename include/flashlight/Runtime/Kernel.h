@@ -57,6 +57,10 @@ struct KernelManifest {
   std::array<unsigned, 3> block{};
   /// A persistent kernel: its blocks loop over the work tiles.
   bool persistent = false;
+  /// The blocks draw work tiles from a counter (two u32, zero at launch,
+  /// left zero by the kernel), passed after the other buffers (and the
+  /// block mask), before the tensor maps.
+  bool tileCounter = false;
   /// The block-mask pre-kernel of a data-dependent mask ("kernel", "block",
   /// "batch", "heads"); null when there is none.
   nlohmann::json blockMask;
@@ -166,8 +170,9 @@ public:
   /// gives each parameter's actual shape (it must agree with the static
   /// dims). Throws ManifestError on a mismatch, CudaError on a driver error.
   /// A kernel with a block mask first runs its pre-kernel into a buffer the
-  /// Kernel owns (grown as needed): launches of one Kernel must then be
-  /// ordered (one stream, or synchronized).
+  /// Kernel owns (grown as needed), and a kernel with a tile counter draws
+  /// its work tiles from one the Kernel owns: launches of one Kernel must
+  /// then be ordered (one stream, or synchronized).
   void launch(const std::vector<CUdeviceptr> &pointers,
               const std::vector<std::vector<int64_t>> &shapes,
               CUstream stream = nullptr) const;
@@ -199,6 +204,8 @@ private:
   /// The block mask's buffer and its size in bytes.
   mutable CUdeviceptr maskBuffer = 0;
   mutable size_t maskBytes = 0;
+  /// The tile counter (zeroed once; each launch leaves it zero).
+  mutable CUdeviceptr counterBuffer = 0;
 };
 
 /// The reference path's kernels of a manifest entry (its `flashlight_host`

@@ -42,12 +42,112 @@ gpu::BlockIdOp blockId(OpBuilder &b, Location loc, gpu::Dimension d,
                                 size ? b.getIndexAttr(*size) : IntegerAttr());
 }
 
+/// True if `v` is computed from `iv`.
+bool dependsOn(Value v, Value iv) {
+  SmallVector<Value> work = {v};
+  DenseSet<Value> seen;
+  while (!work.empty()) {
+    Value x = work.pop_back_val();
+    if (x == iv)
+      return true;
+    if (!seen.insert(x).second)
+      continue;
+    if (Operation *def = x.getDefiningOp())
+      llvm::append_range(work, def->getOperands());
+  }
+  return false;
+}
+
+/// True if the KV range of a query tile grows with the tile's index: the
+/// KV loop's upper bound depends on it and its lower bound does not (causal
+/// and prefix masks; not a sliding window, whose range moves).
+bool boundGrowsWithQueryTile(scf::ForallOp forall, OnlineStepOp step) {
+  auto loop = step->getParentOfType<scf::ForOp>();
+  Value tile = forall.getInductionVars().back();
+  return loop && dependsOn(loop.getUpperBound(), tile) &&
+         !dependsOn(loop.getLowerBound(), tile);
+}
+
+/// Converts the forall's body for work tile `tile` of its (batch, head,
+/// query tile) space, query tiles fastest (the order blocks of a one-tile
+/// grid start in) and, with `longestFirst`, reversed. The KV tiles it
+/// visits are then in emitter.kvTiles.
+LogicalResult convertWorkTile(OpBuilder &b, Location loc,
+                              KernelEmitter &emitter, scf::ForallOp forall,
+                              ArrayRef<Value> bounds, Value tile,
+                              bool longestFirst) {
+  // (Not a ValueRange: ForallOp returns the induction variables by value.)
+  SmallVector<Value> ivs(forall.getInductionVars());
+  Value rest = arith::DivUIOp::create(b, loc, tile, bounds[2]);
+  Value queryTile = arith::RemUIOp::create(b, loc, tile, bounds[2]);
+  if (longestFirst)
+    queryTile = arith::SubIOp::create(
+        b, loc,
+        arith::SubIOp::create(b, loc, bounds[2],
+                              arith::ConstantIndexOp::create(b, loc, 1)),
+        queryTile);
+  emitter.map.map(ivs[2], queryTile);
+  emitter.map.map(ivs[1], arith::RemUIOp::create(b, loc, rest, bounds[1]));
+  emitter.map.map(ivs[0], arith::DivUIOp::create(b, loc, rest, bounds[1]));
+  emitter.kvTiles = Value();
+  if (failed(emitter.convertOps(*forall.getBody())))
+    return failure();
+  if (!emitter.kvTiles)
+    return forall.emitError("attn-to-gpu: a persistent kernel needs a KV "
+                            "loop");
+  return success();
+}
+
+/// The work-tile loop of a persistent kernel with a tile counter: each side
+/// learns the block's next work tile from the emitter (the producer draws
+/// it, the consumers read it) until it is past the last one, carrying the
+/// KV tiles and the work tiles the block visited.
+LogicalResult emitCountedTiles(OpBuilder &b, Location loc,
+                               KernelEmitter &emitter, scf::ForallOp forall,
+                               ArrayRef<Value> bounds, Value total,
+                               bool longestFirst) {
+  Type index = b.getIndexType();
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  auto loop = scf::WhileOp::create(b, loc, TypeRange{index, index, index},
+                                   ValueRange{zero, zero});
+  {
+    OpBuilder::InsertionGuard guard(b);
+    Block *before =
+        b.createBlock(&loop.getBefore(), {}, {index, index}, {loc, loc});
+    Value tile = emitter.nextWorkTile(before->getArgument(1), total);
+    if (!tile)
+      return forall.emitError("attn-to-gpu: the code generator has no tile "
+                              "counter");
+    Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, tile,
+                                       total);
+    scf::ConditionOp::create(
+        b, loc, more,
+        ValueRange{before->getArgument(0), before->getArgument(1), tile});
+    Block *after = b.createBlock(&loop.getAfter(), {}, {index, index, index},
+                                 {loc, loc, loc});
+    emitter.tileBase = after->getArgument(0);
+    emitter.workIndex = after->getArgument(1);
+    if (failed(convertWorkTile(b, loc, emitter, forall, bounds,
+                               after->getArgument(2), longestFirst)))
+      return failure();
+    scf::YieldOp::create(
+        b, loc,
+        ValueRange{arith::AddIOp::create(b, loc, after->getArgument(0),
+                                         emitter.kvTiles),
+                   arith::AddIOp::create(
+                       b, loc, after->getArgument(1),
+                       arith::ConstantIndexOp::create(b, loc, 1))});
+  }
+  emitter.endWorkTiles();
+  return success();
+}
+
 /// The body of a persistent kernel: block x takes work tiles x, x + grid,
-/// x + 2 grid, .. of the forall's (batch, head, query tile) space, query
-/// tiles fastest (the order blocks of a one-tile grid start in), each side
-/// of the emitter's fork converting the forall's body per work tile. Both
-/// count the KV tiles and the work tiles the block visited (the
-/// mbarriers' phases go on across work tiles).
+/// x + 2 grid, .. of the forall's (batch, head, query tile) space, or with
+/// a tile counter those it draws, longest first where the KV range grows
+/// with the query tile; each side of the emitter's fork converts the
+/// forall's body per work tile. Both count the KV tiles and the work tiles
+/// the block visited (the mbarriers' phases go on across work tiles).
 LogicalResult emitPersistentBody(OpBuilder &b, Location loc,
                                  KernelEmitter &emitter, scf::ForallOp forall) {
   SmallVector<Value> bounds;
@@ -72,8 +172,21 @@ LogicalResult emitPersistentBody(OpBuilder &b, Location loc,
   };
   Value total = arith::MulIOp::create(
       b, loc, arith::MulIOp::create(b, loc, bounds[0], bounds[1]), bounds[2]);
-  // (Not a ValueRange: ForallOp returns the induction variables by value.)
-  SmallVector<Value> ivs(forall.getInductionVars());
+  if (emitter.tileCounter) {
+    OnlineStepOp step;
+    forall.walk([&](OnlineStepOp s) {
+      if (!step)
+        step = s;
+    });
+    bool longestFirst = step && boundGrowsWithQueryTile(forall, step);
+    if (failed(emitter.emitPersistent([&] {
+          return emitCountedTiles(b, loc, emitter, forall, bounds, total,
+                                  longestFirst);
+        })))
+      return forall.emitError("attn-to-gpu: the persistent kernel could not "
+                              "be emitted");
+    return success();
+  }
   auto loopOverTiles = [&]() -> LogicalResult {
     Value first = gpu::BlockIdOp::create(b, loc, gpu::Dimension::x);
     Value stride = gpu::GridDimOp::create(b, loc, gpu::Dimension::x);
@@ -81,20 +194,13 @@ LogicalResult emitPersistentBody(OpBuilder &b, Location loc,
                                    ValueRange{idx(0), idx(0)});
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(loop.getBody());
-    Value tile = loop.getInductionVar();
-    Value rest = arith::DivUIOp::create(b, loc, tile, bounds[2]);
-    emitter.map.map(ivs[2], arith::RemUIOp::create(b, loc, tile, bounds[2]));
-    emitter.map.map(ivs[1], arith::RemUIOp::create(b, loc, rest, bounds[1]));
-    emitter.map.map(ivs[0], arith::DivUIOp::create(b, loc, rest, bounds[1]));
     ValueRange counts = loop.getRegionIterArgs();
     emitter.tileBase = counts[0];
     emitter.workIndex = counts[1];
-    emitter.kvTiles = Value();
-    if (failed(emitter.convertOps(*forall.getBody())))
+    if (failed(convertWorkTile(b, loc, emitter, forall, bounds,
+                               loop.getInductionVar(),
+                               /*longestFirst=*/false)))
       return failure();
-    if (!emitter.kvTiles)
-      return forall.emitError("attn-to-gpu: a persistent kernel needs a KV "
-                              "loop");
     scf::YieldOp::create(
         b, loc,
         ValueRange{arith::AddIOp::create(b, loc, counts[0], emitter.kvTiles),
@@ -168,9 +274,11 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
     return forall.emitError("attn-to-gpu: a persistent kernel needs the "
                             "producer warpgroup");
   if (persistent && queryTile)
-    return forall.emitError("attn-to-gpu: a persistent kernel takes query "
-                            "tiles in order (its KV range may not grow with "
-                            "the query tile)");
+    return forall.emitError("attn-to-gpu: a persistent kernel orders its "
+                            "work tiles itself");
+  if (emitter.tileCounter && !persistent)
+    return forall.emitError("attn-to-gpu: a tile counter needs a persistent "
+                            "kernel");
   if (plan && plan.getQueryAhead() && !persistent)
     return forall.emitError("attn-to-gpu: query_ahead needs a persistent "
                             "kernel");
@@ -189,32 +297,6 @@ LogicalResult emitKernelBody(OpBuilder &b, KernelEmitter &emitter,
     return failure();
   gpu::ReturnOp::create(b, loc);
   return success();
-}
-
-/// True if `v` is computed from `iv`.
-bool dependsOn(Value v, Value iv) {
-  SmallVector<Value> work = {v};
-  DenseSet<Value> seen;
-  while (!work.empty()) {
-    Value x = work.pop_back_val();
-    if (x == iv)
-      return true;
-    if (!seen.insert(x).second)
-      continue;
-    if (Operation *def = x.getDefiningOp())
-      llvm::append_range(work, def->getOperands());
-  }
-  return false;
-}
-
-/// True if the KV range of a query tile grows with the tile's index: the
-/// KV loop's upper bound depends on it and its lower bound does not (causal
-/// and prefix masks; not a sliding window, whose range moves).
-bool boundGrowsWithQueryTile(scf::ForallOp forall, OnlineStepOp step) {
-  auto loop = step->getParentOfType<scf::ForOp>();
-  Value tile = forall.getInductionVars().back();
-  return loop && dependsOn(loop.getUpperBound(), tile) &&
-         !dependsOn(loop.getLowerBound(), tile);
 }
 
 /// A kernel parameter for tensor type `t`: a memref of its shape, with the
@@ -368,7 +450,8 @@ MmaTiles layoutTiles(SharedMemoryPlan &smem, OpBuilder &b, OnlineStepOp step,
   }
   if (plan.getLoop() == LoopForm::mbarrier)
     tiles.barriers = smem.carve(
-        {ArchInfo::mbarrierCount(plan.getProducer(), plan.getQueryAhead())},
+        {ArchInfo::barrierWords(plan.getProducer(), plan.getQueryAhead(),
+                                plan.getTileCounter())},
         b.getI64Type());
   // The relative-position tables (MmaSync.h's fillRelativeTable).
   unsigned branches = step.getNumBranches();
@@ -476,10 +559,15 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   llvm::append_range(params,
                      llvm::map_range(func.getArgumentTypes(), toMemref));
   llvm::append_range(params, llvm::map_range(func.getResultTypes(), toMemref));
+  unsigned maskParam = params.size();
   if (plan.hasBlockMask())
     params.push_back(
         MemRefType::get(SmallVector<int64_t>(4, ShapedType::kDynamic),
                         IntegerType::get(func.getContext(), 8)));
+  // The tile counter: the next work tile to draw, and the blocks done.
+  if (plan.getTileCounter())
+    params.push_back(
+        MemRefType::get({2}, IntegerType::get(func.getContext(), 32)));
 
   OpBuilder b = OpBuilder::atBlockEnd(gpuModule.getBody());
   Location loc = func.getLoc();
@@ -487,7 +575,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   BlockMask mask;
   if (plan.hasBlockMask()) {
     mask = blockMaskOf(step, plan.getBlockM(), plan.getBlockN());
-    mask.memref = kernel.getArgument(params.size() - 1);
+    mask.memref = kernel.getArgument(maskParam);
     kernel->setAttr(
         "flashlight.block_mask",
         b.getDictionaryAttr(
@@ -522,14 +610,19 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
   } else {
     emitter = createRowPerWarpEmitter(b, loc);
   }
-  Value queryTile = queryTileOrder(b, loc, forall, step, plan);
+  if (plan.getTileCounter())
+    emitter->tileCounter = kernel.getArgument(params.size() - 1);
+  // A persistent kernel orders its work tiles itself.
+  Value queryTile = plan.getPersistent()
+                        ? Value()
+                        : queryTileOrder(b, loc, forall, step, plan);
   if (failed(emitKernelBody(b, *emitter, kernel, func, forall, queryTile,
                             /*outputs=*/true)))
     return failure();
   if (!mask.memref)
     return success();
   b.setInsertionPointAfter(kernel);
-  return emitBlockMaskKernel(b, func, forall, params.back(), mask);
+  return emitBlockMaskKernel(b, func, forall, mask.memref.getType(), mask);
 }
 
 /// Index math is 64-bit, and so is an `index_cast` a user region converts

@@ -78,6 +78,17 @@ public:
   /// In a persistent kernel: the work tiles this block took before the
   /// current one (which of Q's two buffers it uses, and their phases).
   Value workIndex;
+  /// The plan's tile counter (a kernel parameter, two i32: the next work
+  /// tile to draw, the blocks done); null without one.
+  Value tileCounter;
+  /// With a tile counter: the block's `workIndex`-th work tile as the side
+  /// being emitted learns it (the producer draws it from the counter, the
+  /// consumers read what it drew), `total` or more past the last one.
+  /// Emitters without a tile counter refuse (null).
+  virtual Value nextWorkTile(Value workIndex, Value total) { return Value(); }
+  /// With a tile counter: after the side's last work tile (the producer
+  /// counts the block done; the last block leaves the counter zero).
+  virtual void endWorkTiles() {}
 
   /// The key-side product's output (attn.attention's `key_side`), which the
   /// launcher zeroes and every block adds to; null without one.

@@ -810,6 +810,68 @@ protected:
     return success();
   }
 
+  /// With a tile counter: the slot beside Q's buffer `buffer` where the
+  /// producer leaves the work tile it drew (the words past the mbarriers).
+  Value tileSlot(Value buffer) {
+    return barrierAt(ArchInfo::mbarrierCount(producer, producerCopiesQuery),
+                     buffer);
+  }
+
+  /// With a tile counter (the producer copying Q ahead with TMA): the
+  /// producer's one issuing thread draws work tile `use` once the consumers
+  /// released Q's buffer use % 2 (they read its slot before), leaves it in
+  /// the slot, and Q's copies then complete the buffer's full barrier; past
+  /// the last work tile no copies follow, so it arrives there itself. The
+  /// consumers read the slot once that barrier completed.
+  Value nextWorkTile(Value use, Value total) override {
+    if (!tileCounter || !producerCopiesQuery || !tma || side == Side::Both)
+      return Value();
+    Value buffer = arith::RemUIOp::create(b, loc, use, idx(2));
+    if (side == Side::Consumer) {
+      waitBarrier(8, use);
+      Value tile =
+          LLVM::LoadOp::create(b, loc, b.getI32Type(), tileSlot(buffer));
+      return arith::IndexCastUIOp::create(b, loc, b.getIndexType(), tile);
+    }
+    waitReleased(10, use);
+    Value drawn =
+        memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, i32(1),
+                                    tileCounter, ValueRange{idx(0)});
+    LLVM::StoreOp::create(b, loc, drawn, tileSlot(buffer));
+    Value tile = arith::IndexCastUIOp::create(b, loc, b.getIndexType(), drawn);
+    auto ifPast =
+        scf::IfOp::create(b, loc, cmpI(arith::CmpIPredicate::uge, tile, total));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifPast.getThenRegion().front());
+    arriveOn(8, buffer);
+    return tile;
+  }
+
+  /// With a tile counter, the producer's side: the block is done drawing
+  /// (fences order its last draw before, and the reset after, the count of
+  /// blocks done: the atomics are relaxed); the last block done sets the
+  /// counter back to zero for the next launch on the stream.
+  void endWorkTiles() override {
+    if (!tileCounter || side != Side::Producer)
+      return;
+    NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+    Value done =
+        memref::AtomicRMWOp::create(b, loc, arith::AtomicRMWKind::addi, i32(1),
+                                    tileCounter, ValueRange{idx(1)});
+    Value blocks = arith::IndexCastUIOp::create(
+        b, loc, b.getI32Type(),
+        gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
+    auto ifLast = scf::IfOp::create(
+        b, loc,
+        cmpI(arith::CmpIPredicate::eq, done,
+             arith::SubIOp::create(b, loc, blocks, i32(1))));
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&ifLast.getThenRegion().front());
+    NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);
+    for (int64_t i = 0; i < 2; ++i)
+      memref::StoreOp::create(b, loc, i32(0), tileCounter, ValueRange{idx(i)});
+  }
+
   /// The dense KV loop with a producer warpgroup: threads 256..383 copy
   /// tile t into buffer t % 2 once both consumers released tile t - 2
   /// (empty barrier) and arrive on its full barrier as the copies land; the

@@ -52,7 +52,7 @@ KernelPlanAttr KernelPlanAttr::getReference(MLIRContext *context,
              /*producer_registers=*/0, /*consumer_registers=*/0, runtimeStrides,
              /*aligned_lengths=*/false, /*persistent=*/false,
              /*query_ahead=*/false, /*tma=*/false,
-             /*bulk_key_side=*/false);
+             /*bulk_key_side=*/false, /*tile_counter=*/false);
 }
 
 AttentionOp flashlight::attn::getSoleAttention(ModuleOp module,

@@ -150,7 +150,8 @@ SharedMemory layoutSharedMemory(const KernelFacts &facts, bool wgmma,
                                 int64_t blockM, int64_t blockN,
                                 int64_t warpRows, int64_t warps,
                                 bool queryInSmem, LoopForm loop, bool producer,
-                                bool queryAhead, bool bulkKeySide) {
+                                bool queryAhead, bool bulkKeySide,
+                                bool tileCounter) {
   auto op = cast<AttentionOp>(facts.getOp());
   auto tileBytes = [&](Value of, int64_t rows, int64_t buffers) {
     auto type = cast<RankedTensorType>(of.getType());
@@ -179,7 +180,8 @@ SharedMemory layoutSharedMemory(const KernelFacts &facts, bool wgmma,
         ArchInfo::kSwizzleBytes;
   }
   if (loop == LoopForm::mbarrier)
-    smem.bytes += ArchInfo::mbarrierCount(producer, queryAhead) * 8;
+    smem.bytes +=
+        ArchInfo::barrierWords(producer, queryAhead, tileCounter) * 8;
   if (int64_t terms = facts.getRelativeTermCount())
     smem.bytes +=
         ArchInfo::relativeTableEntries(warps, terms, blockN, warpRows) * 4;
@@ -410,18 +412,40 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   // then copies the next work tile's Q ahead as well (docs/decisions/025).
   // The producer copies the next work tile's K/V during the last one's
   // epilogue.
+  // On request (`tile-counter`: measured no faster than one work tile per
+  // block, docs/decisions/025), where a mask bounds each query tile's KV
+  // range (causal, sliding windows), blocks draw their work tiles from a
+  // counter, in the order a one-tile grid's blocks start in (longest
+  // first), and the producer copies Q ahead, leaving each tile's index
+  // beside its buffer (where Q's second buffer fits).
   bool evenWork = producer && options.persistent && branches == 1 &&
                   facts.getMask().kind == MaskKind::None;
-  bool queryAhead = evenWork && consumerGroups == 2 &&
-                    facts.getKeyHeadDimSum() == 64 && dv == 64;
-  bool persistent = evenWork && (consumerGroups == 3 || queryAhead);
+  MaskKind mask = facts.getMask().kind;
+  bool tileCounter = producer && producerCopiesWithTma && options.persistent &&
+                     options.tileCounter && branches == 1 &&
+                     consumerGroups == 2 && sparsity == Sparsity::none &&
+                     !cast<AttentionOp>(facts.getOp()).getKeySide() &&
+                     (mask == MaskKind::Causal ||
+                      mask == MaskKind::SlidingWindow);
+  bool evenQueryAhead = evenWork && consumerGroups == 2 &&
+                        facts.getKeyHeadDimSum() == 64 && dv == 64;
   // Rule 8: shared memory.
   bool bulkKeySide = wgmma && options.bulkKeySide &&
                      bulkKeySideFits(facts, blockN, consumerGroups);
-  SharedMemory smem =
-      layoutSharedMemory(facts, wgmma, blockM, blockN, warpRows,
-                         threads / ArchInfo::kThreadsPerWarp, queryInSmem, loop,
-                         producer, queryAhead, bulkKeySide);
+  auto layout = [&] {
+    return layoutSharedMemory(facts, wgmma, blockM, blockN, warpRows,
+                              threads / ArchInfo::kThreadsPerWarp, queryInSmem,
+                              loop, producer, tileCounter || evenQueryAhead,
+                              bulkKeySide, tileCounter);
+  };
+  SharedMemory smem = layout();
+  if (tileCounter && smem.bytes > arch.sharedMemory()) {
+    tileCounter = false;
+    smem = layout();
+  }
+  bool queryAhead = tileCounter || evenQueryAhead;
+  bool persistent =
+      tileCounter || (evenWork && (consumerGroups == 3 || queryAhead));
   // Rule 9: the producer warpgroup copies with TMA, one thread issuing a
   // tile's copies (docs/decisions/026), staged one-row reads (a gradient's
   // row statistics, a key bias) a box each; not with [block-m, block-n]
@@ -433,7 +457,7 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
       queryInSmem, smem.stagedReads, smem.bytes, minBlocks, producerRegisters,
       consumerRegisters, !options.staticStrides,
       facts.getOp()->hasAttr(kAlignedLengthsAttrName), persistent, queryAhead,
-      tma, bulkKeySide);
+      tma, bulkKeySide, tileCounter);
 }
 
 struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {
@@ -462,7 +486,8 @@ struct AttnPlanPass : flashlight::attn::impl::AttnPlanBase<AttnPlanPass> {
                             staticStrides,
                             persistent,
                             tma,
-                            bulkKeySide};
+                            bulkKeySide,
+                            tileCounter};
     WalkResult result = getOperation()->walk([&](AttentionOp op) {
       KernelFacts facts(op);
       FailureOr<KernelPlanAttr> plan = Planner{facts, *info, options}.plan();

@@ -8,6 +8,7 @@
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a producer-warpgroup=false" --verify-diagnostics | FileCheck %s --check-prefix=NOPROD
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a persistent=false" --verify-diagnostics | FileCheck %s --check-prefix=ONETILE
 // RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a tma=false" 2>/dev/null | FileCheck %s --check-prefix=NOTMA
+// RUN: flashlight-opt %s --split-input-file --attn-plan="arch=sm_90a tile-counter=true" --verify-diagnostics | FileCheck %s --check-prefix=COUNTER
 
 // Rule 1 (generator and tiles), lean causal attention at D = 128: wgmma on
 // 128 x 128 tiles, two consumer warpgroups on mbarriers, a producer
@@ -20,6 +21,11 @@
 // A100: #attn.kernel_plan<generator = mma_sync, block_m = 128, block_n = 64, warp_rows = 32, consumer_groups = 0, producer = false, loop = barrier, ping_pong = false, lookahead = false, sparsity = none, query_in_smem = true, staged_reads = 0, shared_memory = 69632, min_blocks = 2, producer_registers = 0, consumer_registers = 0, runtime_strides = true>
 // REF-LABEL: func.func @causal_d128
 // REF: #attn.kernel_plan<generator = reference, block_m = 4, block_n = 32, warp_rows = 1, consumer_groups = 0, producer = false, loop = barrier
+// Rule 7 with a tile counter (on request): a persistent grid whose blocks
+// draw their work tiles, the producer copying Q ahead (a second Q buffer,
+// four more mbarriers and the two tile slots: 197,744 bytes).
+// COUNTER-LABEL: func.func @causal_d128
+// COUNTER: shared_memory = 197744, {{.*}} runtime_strides = true, persistent = true, query_ahead = true, tma = true, tile_counter = true>
 // NOPROD-LABEL: func.func @causal_d128
 // NOPROD: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 128, {{.*}} producer = false, loop = mbarrier, ping_pong = false, {{.*}} min_blocks = 1, producer_registers = 0, consumer_registers = 0, runtime_strides = true>
 func.func @causal_d128(%q: tensor<2x8x2048x128xbf16>, %k: tensor<2x8x2048x128xbf16>,
@@ -361,6 +367,9 @@ func.func @no_normalizer(%q: tensor<1x4x1024x128xbf16>, %k: tensor<1x4x1024x128x
 // with one m16 tile per warp (Dv / 8 accumulator registers a thread).
 // H100-LABEL: func.func @gemma_d256
 // H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64, warp_rows = 16, consumer_groups = 2, producer = true, loop = mbarrier, ping_pong = true, {{.*}} shared_memory = 197696,
+// A second Q buffer does not fit beside them: no tile counter.
+// COUNTER-LABEL: func.func @gemma_d256
+// COUNTER: shared_memory = 197696, {{.*}} runtime_strides = true, tma = true>
 // A100-LABEL: func.func @gemma_d256
 // A100: #attn.kernel_plan<generator = mma_sync, block_m = 128, block_n = 64, warp_rows = 16,
 func.func @gemma_d256(%q: tensor<1x8x2048x256xbf16>, %k: tensor<1x8x2048x256xbf16>,

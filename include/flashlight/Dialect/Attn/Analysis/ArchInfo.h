@@ -114,6 +114,13 @@ struct ArchInfo {
                                          bool persistent = false) {
     return producer ? (persistent ? 12 : 8) : 4;
   }
+  /// 8-byte words of the mbarrier region: the mbarriers, then with a tile
+  /// counter (the plan's tile_counter) a slot per Q buffer, where the
+  /// producer leaves the work tile it drew for the consumers.
+  static constexpr int64_t barrierWords(bool producer, bool persistent,
+                                        bool tileCounter) {
+    return mbarrierCount(producer, persistent) + (tileCounter ? 2 : 0);
+  }
   /// f32 entries of the relative-position tables: per warp, two buffers of
   /// block-n + rows - 1 positions per term.
   static constexpr int64_t relativeTableEntries(int64_t warps, int64_t terms,

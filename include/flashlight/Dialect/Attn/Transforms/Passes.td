@@ -87,6 +87,10 @@ def AttnPlan : Pass<"attn-plan"> {
     Option<"bulkKeySide", "bulk-key-side", "bool", /*default=*/"true",
            "With wgmma, the key-side product's sums are added to its output "
            "by bulk tensor reductions (TMA) instead of atomic adds">,
+    Option<"tileCounter", "tile-counter", "bool", /*default=*/"false",
+           "A persistent grid whose blocks draw work tiles from a counter "
+           "where a mask makes the query tiles' work differ (off: measured "
+           "no faster than one work tile per block, docs/decisions/025)">,
   ];
 }
 
