@@ -928,6 +928,215 @@ LogicalResult compileAttentions(ModuleOp module, const std::string &name,
   return success();
 }
 
+/// Checks the options that do not need the program (fail() reports), and
+/// finds ptxas for --emit=cubin.
+LogicalResult checkOptions(std::string &ptxas) {
+  auto refuse = [](const Twine &message) {
+    fail(message);
+    return failure();
+  };
+  if (savedStatistics && !gradient)
+    return refuse("--saved-statistics is an option of --gradient");
+  if (scoreCaptureGradients && !gradient)
+    return refuse("--score-capture-gradients is an option of --gradient");
+  if (returnLse && gradient)
+    return refuse("--return-lse is for the forward, not --gradient");
+  if (emit != "mlir" && emit != "ptx" && emit != "cubin")
+    return refuse("--emit must be mlir, ptx or cubin, got '" + emit + "'");
+  for (const std::string &chip : archs)
+    if (!llvm::is_contained(kSupportedArchs, chip))
+      return refuse("--arch=" + chip +
+                    " is not supported: Flashlight generates "
+                    "code for " +
+                    llvm::join(kSupportedArchs, ", ") +
+                    " (sm_80 PTX runs on newer GPUs through the driver's JIT)");
+  if (emit != "cubin")
+    return success();
+  ptxas = findPtxas();
+  if (ptxas.empty())
+    return refuse(ptxasPath.empty()
+                      ? Twine("ptxas not found (set CUDA_HOME, pass "
+                              "--ptxas=<path>, or use --emit=ptx)")
+                      : "ptxas not found at " + ptxasPath);
+  return success();
+}
+
+/// An imported program is static (its runtime shapes come from a probe);
+/// attn IR may say `?` for the batch and the sequence lengths.
+LogicalResult checkStaticInputs(ModuleOp module) {
+  bool attnIR = false;
+  module->walk([&](flashlight::attn::AttentionOp) { attnIR = true; });
+  if (attnIR)
+    return success();
+  for (auto func : module.getOps<func::FuncOp>())
+    for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+      if (auto shaped = dyn_cast<ShapedType>(type);
+          shaped && !shaped.hasStaticShape()) {
+        Location loc = isa<UnknownLoc>(func.getLoc())
+                           ? Location(FileLineColLoc::get(
+                                 module.getContext(), inputFile, 0, 0))
+                           : func.getLoc();
+        return emitError(loc)
+               << "input " << i << " of '" << func.getName() << "' has type "
+               << type
+               << ": dynamic shapes are not imported; export the program at "
+                  "static shapes (for kernels that take runtime shapes, also "
+                  "at other shapes, and pass that with --runtime-shapes-from)";
+      }
+  return success();
+}
+
+/// The kernels' name: --name, else the input's stem (model.stablehlo.mlir
+/// -> model).
+std::string programName() {
+  if (!nameOpt.empty())
+    return nameOpt;
+  StringRef stem = llvm::sys::path::stem(inputFile);
+  for (StringRef kind :
+       {".stablehlo", ".generic", ".torch", ".graph", ".linalg", ".tosa"})
+    stem.consume_back(kind);
+  return stem.str();
+}
+
+/// Re-shapes an attn program (--batch, --q-len, ...) before anything else
+/// (its gradient program, --gradient, is built at the new shapes); an
+/// imported one is refused.
+LogicalResult reshapeProgram(ModuleOp module) {
+  bool reshape = batch >= 0 || qHeads >= 0 || kvHeads >= 0 || qLen >= 0 ||
+                 kvLen >= 0 || headDim >= 0 || !dtype.empty();
+  if (!reshape)
+    return success();
+  bool imported = false;
+  module->walk([&](Operation *op) {
+    StringRef dialect = op->getName().getDialectNamespace();
+    imported |= dialect == "stablehlo" || dialect == "torch" ||
+                dialect == "tosa" || isa<linalg::LinalgOp>(op);
+  });
+  if (imported) {
+    fail("--batch, --q-len, ... re-shape attn programs; export the "
+         "imported program at the shapes wanted instead");
+    return failure();
+  }
+  flashlight::attn::AttnSpecializeOptions sizes;
+  sizes.batch = batch;
+  sizes.qHeads = qHeads;
+  sizes.kvHeads = kvHeads;
+  sizes.qLen = qLen;
+  sizes.kvLen = kvLen;
+  sizes.headDim = headDim;
+  sizes.elementType = dtype;
+  PassManager pm(module.getContext());
+  pm.addNestedPass<func::FuncOp>(flashlight::attn::createAttnSpecialize(sizes));
+  return pm.run(module);
+}
+
+/// What the manifest says about attention kernel `kernelName` of `module`
+/// before lowering: its parameters and program, and with runtime sequence
+/// lengths a clone for lengths that whole tiles divide (which the runtimes
+/// take where the call's lengths allow).
+FailureOr<AttentionKernel> describeAttention(ModuleOp module,
+                                             const std::string &kernelName) {
+  auto func = module.lookupSymbol<func::FuncOp>(kernelName);
+  if (!func) {
+    fail("no kernel function " + kernelName);
+    return failure();
+  }
+  if (failed(flashlight::nameDynamicExtents(func)))
+    return failure();
+  AttentionKernel kernel;
+  kernel.name = kernelName;
+  kernel.params = flashlight::describeParams(func);
+  // The grid is (query tiles, H, B): CUDA caps its y and z at 65535.
+  for (const json &p : kernel.params)
+    if (p.value("name", "") == "q0" && p["shape"].size() == 4)
+      for (int d : {0, 1})
+        if (p["shape"][d].get<int64_t>() > 65535) {
+          fail(Twine(d == 0 ? "batch" : "heads") + " = " +
+               Twine(p["shape"][d].get<int64_t>()) +
+               " exceeds the launch grid (at most 65535): split the "
+               "batch or the heads over several calls");
+          return failure();
+        }
+  FailureOr<json> program = flashlight::exportProgram(func);
+  kernel.program = succeeded(program) ? *program : json();
+  auto runtimeLength = [](const json &p) {
+    const std::string role = p.value("name", "");
+    return (role[0] == 'q' || role[0] == 'k' || role == "v") &&
+           p["shape"].size() == 4 && p["shape"][2].get<int64_t>() < 0;
+  };
+  if (llvm::any_of(kernel.params, runtimeLength)) {
+    OpBuilder b(func);
+    b.setInsertionPointAfter(func);
+    auto aligned = cast<func::FuncOp>(b.clone(*func));
+    kernel.aligned = kernelName + "_aligned";
+    aligned.setName(kernel.aligned);
+    aligned.walk([&](flashlight::attn::AttentionOp op) {
+      op->setAttr(flashlight::attn::kAlignedLengthsAttrName, b.getUnitAttr());
+    });
+  }
+  return kernel;
+}
+
+/// The kernel plan's overrides (attn-plan decides the rest, per arch).
+void setPlanOptions(flashlight::attn::AttnPlanOptions &plan) {
+  plan.tensorCores = tensorCores;
+  plan.wgmma = wgmma;
+  plan.blockM = blockM;
+  plan.blockN = blockN;
+  plan.warpRows = warpRows;
+  plan.blockMask = blockMask;
+  plan.overlapSoftmax = overlapSoftmax;
+  plan.decoupleWarpgroups = decoupleWarpgroups;
+  plan.producerWarpgroup = producerWarpgroup;
+  plan.pingPong = pingPong;
+  plan.branchLookahead = branchLookahead;
+  plan.staticStrides = staticStrides;
+  plan.persistent = persistent;
+  plan.tma = tma;
+  plan.bulkKeySide = bulkKeySide;
+  plan.tileCounter = tileCounter;
+}
+
+/// The compiled attentions in `manifest`: the first one's kernel at the
+/// top level, with the first arch's launch geometry; a program with several
+/// lists them all in `attentions`, which its entry's attention steps index.
+void addAttentions(json &manifest, const std::string &name,
+                   const std::vector<AttentionKernel> &attentions) {
+  const AttentionKernel &first = attentions.front();
+  manifest.update(json{{"kernel", first.name},
+                       {"abi", "memref-descriptor"},
+                       {"grid_rule", "x = ceil(M / block_m), y = Hq, z = B "
+                                     "(from q0's shape)"},
+                       {"params", first.params},
+                       {"kernel_ir", name + ".mlir"},
+                       {"program", first.program},
+                       {"archs", first.archs}});
+  // Kernels with runtime extents take them up to a bound the code
+  // generators rely on (32-bit index differences).
+  bool runtimeExtents = llvm::any_of(attentions, [](const AttentionKernel &k) {
+    return llvm::any_of(k.params,
+                        [](const json &p) { return p.contains("extents"); });
+  });
+  if (runtimeExtents)
+    manifest["max_extent"] = flashlight::attn::kMaxRuntimeExtent;
+  const json &lowest = first.archs[archs.front()];
+  for (const char *key :
+       {"block", "block_m", "block_n", "codegen", "dynamic_shared_memory",
+        "pointer_alignment", "block_mask", "runtime_strides", "persistent",
+        "tile_counter", "tensor_maps"})
+    manifest[key] = lowest[key];
+  if (attentions.size() < 2)
+    return;
+  manifest["manifest_version"] = flashlight::kManifestVersionAttentions;
+  json list = json::array();
+  for (const AttentionKernel &kernel : attentions)
+    list.push_back({{"kernel", kernel.name},
+                    {"params", kernel.params},
+                    {"program", kernel.program},
+                    {"archs", kernel.archs}});
+  manifest["attentions"] = list;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -941,30 +1150,9 @@ int main(int argc, char **argv) {
     archs.push_back("sm_80");
     archs.push_back("sm_90a");
   }
-  if (savedStatistics && !gradient)
-    return fail("--saved-statistics is an option of --gradient");
-  if (scoreCaptureGradients && !gradient)
-    return fail("--score-capture-gradients is an option of --gradient");
-  if (returnLse && gradient)
-    return fail("--return-lse is for the forward, not --gradient");
-  if (emit != "mlir" && emit != "ptx" && emit != "cubin")
-    return fail("--emit must be mlir, ptx or cubin, got '" + emit + "'");
-  for (const std::string &chip : archs)
-    if (!llvm::is_contained(kSupportedArchs, chip))
-      return fail("--arch=" + chip +
-                  " is not supported: Flashlight generates "
-                  "code for " +
-                  llvm::join(kSupportedArchs, ", ") +
-                  " (sm_80 PTX runs on newer GPUs through the driver's JIT)");
   std::string ptxas;
-  if (emit == "cubin") {
-    ptxas = findPtxas();
-    if (ptxas.empty())
-      return fail(ptxasPath.empty()
-                      ? Twine("ptxas not found (set CUDA_HOME, pass "
-                              "--ptxas=<path>, or use --emit=ptx)")
-                      : "ptxas not found at " + ptxasPath);
-  }
+  if (failed(checkOptions(ptxas)))
+    return 1;
 
   DialectRegistry registry;
   registry.insert<
@@ -994,37 +1182,10 @@ int main(int argc, char **argv) {
     if (!probe)
       return 1;
   }
-  // An imported program is static (its runtime shapes come from a probe);
-  // attn IR may say `?` for the batch and the sequence lengths.
-  bool attnIR = false;
-  module->walk([&](flashlight::attn::AttentionOp) { attnIR = true; });
-  for (auto func : module->getOps<func::FuncOp>())
-    for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
-      if (auto shaped = dyn_cast<ShapedType>(type);
-          shaped && !shaped.hasStaticShape() && !attnIR) {
-        Location loc =
-            isa<UnknownLoc>(func.getLoc())
-                ? Location(FileLineColLoc::get(&context, inputFile, 0, 0))
-                : func.getLoc();
-        emitError(loc)
-            << "input " << i << " of '" << func.getName() << "' has type "
-            << type
-            << ": dynamic shapes are not imported; export the program at "
-               "static shapes (for kernels that take runtime shapes, also "
-               "at other shapes, and pass that with --runtime-shapes-from)";
-        return 1;
-      }
+  if (failed(checkStaticInputs(*module)))
+    return 1;
 
-  // model.stablehlo.mlir -> model.
-  std::string name = nameOpt;
-  if (name.empty()) {
-    StringRef stem = llvm::sys::path::stem(inputFile);
-    for (StringRef kind :
-         {".stablehlo", ".generic", ".torch", ".graph", ".linalg", ".tosa"})
-      stem.consume_back(kind);
-    name = stem.str();
-  }
-
+  std::string name = programName();
   if (auto ec = llvm::sys::fs::create_directories(outputDir))
     return fail("cannot create " + outputDir + ": " + ec.message());
   auto outPath = [&](StringRef suffix) {
@@ -1032,35 +1193,8 @@ int main(int argc, char **argv) {
     llvm::sys::path::append(p, name + suffix);
     return std::string(p);
   };
-
-  bool reshape = batch >= 0 || qHeads >= 0 || kvHeads >= 0 || qLen >= 0 ||
-                 kvLen >= 0 || headDim >= 0 || !dtype.empty();
-  // Re-shaping applies to attn programs, before anything else (their
-  // gradient program, --gradient, is built at the new shapes).
-  bool imported = false;
-  module->walk([&](Operation *op) {
-    StringRef dialect = op->getName().getDialectNamespace();
-    imported |= dialect == "stablehlo" || dialect == "torch" ||
-                dialect == "tosa" || isa<linalg::LinalgOp>(op);
-  });
-  if (reshape && imported)
-    return fail("--batch, --q-len, ... re-shape attn programs; export the "
-                "imported program at the shapes wanted instead");
-  if (reshape) {
-    flashlight::attn::AttnSpecializeOptions sizes;
-    sizes.batch = batch;
-    sizes.qHeads = qHeads;
-    sizes.kvHeads = kvHeads;
-    sizes.qLen = qLen;
-    sizes.kvLen = kvLen;
-    sizes.headDim = headDim;
-    sizes.elementType = dtype;
-    PassManager pm(&context);
-    pm.addNestedPass<func::FuncOp>(
-        flashlight::attn::createAttnSpecialize(sizes));
-    if (failed(pm.run(*module)))
-      return 1;
-  }
+  if (failed(reshapeProgram(*module)))
+    return 1;
 
   // Imported programs: StableHLO to linalg, then find the attentions.
   OwningOpRef<ModuleOp> hostModule;
@@ -1117,7 +1251,6 @@ int main(int argc, char **argv) {
     return failed(writeFile(outPath(".json"), manifest.dump(2) + "\n"));
   }
 
-  // What the manifest says about each attention kernel, before lowering.
   SmallVector<func::FuncOp> funcs(module->getOps<func::FuncOp>());
   if (attentionNames.empty()) {
     if (funcs.size() != 1)
@@ -1127,63 +1260,12 @@ int main(int argc, char **argv) {
   }
   std::vector<AttentionKernel> attentions;
   for (const std::string &kernelName : attentionNames) {
-    auto func = module->lookupSymbol<func::FuncOp>(kernelName);
-    if (!func)
-      return fail("no kernel function " + kernelName);
-    if (failed(flashlight::nameDynamicExtents(func)))
+    FailureOr<AttentionKernel> kernel = describeAttention(*module, kernelName);
+    if (failed(kernel))
       return 1;
-    AttentionKernel kernel;
-    kernel.name = kernelName;
-    kernel.params = flashlight::describeParams(func);
-    // The grid is (query tiles, H, B): CUDA caps its y and z at 65535.
-    for (const json &p : kernel.params)
-      if (p.value("name", "") == "q0" && p["shape"].size() == 4)
-        for (int d : {0, 1})
-          if (p["shape"][d].get<int64_t>() > 65535)
-            return fail(Twine(d == 0 ? "batch" : "heads") + " = " +
-                        Twine(p["shape"][d].get<int64_t>()) +
-                        " exceeds the launch grid (at most 65535): split the "
-                        "batch or the heads over several calls");
-    FailureOr<json> program = flashlight::exportProgram(func);
-    kernel.program = succeeded(program) ? *program : json();
-    // Runtime sequence lengths: also the kernel for lengths that whole
-    // tiles divide, which the runtimes take where the call's lengths allow.
-    auto runtimeLength = [](const json &p) {
-      const std::string role = p.value("name", "");
-      return (role[0] == 'q' || role[0] == 'k' || role == "v") &&
-             p["shape"].size() == 4 && p["shape"][2].get<int64_t>() < 0;
-    };
-    if (llvm::any_of(kernel.params, runtimeLength)) {
-      OpBuilder b(func);
-      b.setInsertionPointAfter(func);
-      auto aligned = cast<func::FuncOp>(b.clone(*func));
-      kernel.aligned = kernelName + "_aligned";
-      aligned.setName(kernel.aligned);
-      aligned.walk([&](flashlight::attn::AttentionOp op) {
-        op->setAttr(flashlight::attn::kAlignedLengthsAttrName, b.getUnitAttr());
-      });
-    }
-    attentions.push_back(std::move(kernel));
+    attentions.push_back(std::move(*kernel));
   }
-
-  // The kernel plan's overrides (attn-plan decides the rest, per arch).
-  flashlight::attn::AttnPlanOptions &plan = options.plan;
-  plan.tensorCores = tensorCores;
-  plan.wgmma = wgmma;
-  plan.blockM = blockM;
-  plan.blockN = blockN;
-  plan.warpRows = warpRows;
-  plan.blockMask = blockMask;
-  plan.overlapSoftmax = overlapSoftmax;
-  plan.decoupleWarpgroups = decoupleWarpgroups;
-  plan.producerWarpgroup = producerWarpgroup;
-  plan.pingPong = pingPong;
-  plan.branchLookahead = branchLookahead;
-  plan.staticStrides = staticStrides;
-  plan.persistent = persistent;
-  plan.tma = tma;
-  plan.bulkKeySide = bulkKeySide;
-  plan.tileCounter = tileCounter;
+  setPlanOptions(options.plan);
   if (explain) {
     PassManager pm(&context);
     pm.addPass(flashlight::attn::createAttnExplain());
@@ -1192,43 +1274,7 @@ int main(int argc, char **argv) {
   }
   if (failed(compileAttentions(*module, name, ptxas, options, attentions)))
     return 1;
-
-  // The first attention's kernel stands at the manifest's top level, with
-  // the first arch's launch geometry; a program with several lists them
-  // all in `attentions`, which its entry's attention steps index.
-  const AttentionKernel &first = attentions.front();
-  manifest.update(json{{"kernel", first.name},
-                       {"abi", "memref-descriptor"},
-                       {"grid_rule", "x = ceil(M / block_m), y = Hq, z = B "
-                                     "(from q0's shape)"},
-                       {"params", first.params},
-                       {"kernel_ir", name + ".mlir"},
-                       {"program", first.program},
-                       {"archs", first.archs}});
-  // Kernels with runtime extents take them up to a bound the code
-  // generators rely on (32-bit index differences).
-  bool runtimeExtents = llvm::any_of(attentions, [](const AttentionKernel &k) {
-    return llvm::any_of(k.params,
-                        [](const json &p) { return p.contains("extents"); });
-  });
-  if (runtimeExtents)
-    manifest["max_extent"] = flashlight::attn::kMaxRuntimeExtent;
-  const json &lowest = first.archs[archs.front()];
-  for (const char *key :
-       {"block", "block_m", "block_n", "codegen", "dynamic_shared_memory",
-        "pointer_alignment", "block_mask", "runtime_strides", "persistent",
-        "tile_counter", "tensor_maps"})
-    manifest[key] = lowest[key];
-  if (attentions.size() > 1) {
-    manifest["manifest_version"] = flashlight::kManifestVersionAttentions;
-    json list = json::array();
-    for (const AttentionKernel &kernel : attentions)
-      list.push_back({{"kernel", kernel.name},
-                      {"params", kernel.params},
-                      {"program", kernel.program},
-                      {"archs", kernel.archs}});
-    manifest["attentions"] = list;
-  }
+  addAttentions(manifest, name, attentions);
   if (failed(compileHost()))
     return 1;
   if (!entry->is_null())
