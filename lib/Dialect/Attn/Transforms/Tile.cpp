@@ -396,14 +396,15 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   };
   Value full = bounds.full(m, q0, q1, k0, kn);
   SmallVector<Value> next;
-  // A runtime key length: the tiles that are whole (k0 + block-n <= N) take
-  // a step that says so (`whole_keys`), so that nothing tests their keys
-  // against the length; the last, partial tile takes the other step. A
-  // static length lets LLVM fold those tests. (A mask no bound describes is
-  // evaluated on every tile, in one step: its tile votes stay per loop
-  // iteration.)
-  if (cast<RankedTensorType>(k.getType()).isDynamicDim(2) && !alignedKeys &&
-      (!bounds.hasMask || full)) {
+  // A key length that block-n does not divide, static or not: the tiles
+  // that are whole (k0 + block-n <= N) take a step that says so
+  // (`whole_keys`), so that nothing tests their keys against the length;
+  // the last, partial tile takes the other step. (The tile's extent is a
+  // min() per iteration, which LLVM does not fold for a static length
+  // either: every tile tested its keys, 1.xx at N = 2000.) A mask no bound
+  // describes is evaluated on every tile, in one step: its tile votes stay
+  // per loop iteration.
+  if (!alignedKeys && (!bounds.hasMask || full)) {
     Value whole = m.cmp(arith::CmpIPredicate::sle, m.add(k0, bn), keys);
     bool masked = bounds.hasMask;
     auto ifOp = scf::IfOp::create(
