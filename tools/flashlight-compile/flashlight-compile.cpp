@@ -973,8 +973,8 @@ LogicalResult checkStaticInputs(ModuleOp module) {
       if (auto shaped = dyn_cast<ShapedType>(type);
           shaped && !shaped.hasStaticShape()) {
         Location loc = isa<UnknownLoc>(func.getLoc())
-                           ? Location(FileLineColLoc::get(
-                                 module.getContext(), inputFile, 0, 0))
+                           ? Location(FileLineColLoc::get(module.getContext(),
+                                                          inputFile, 0, 0))
                            : func.getLoc();
         return emitError(loc)
                << "input " << i << " of '" << func.getName() << "' has type "

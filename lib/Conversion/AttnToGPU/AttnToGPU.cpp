@@ -118,8 +118,8 @@ LogicalResult emitCountedTiles(OpBuilder &b, Location loc,
     if (!tile)
       return forall.emitError("attn-to-gpu: the code generator has no tile "
                               "counter");
-    Value more = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, tile,
-                                       total);
+    Value more =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult, tile, total);
     scf::ConditionOp::create(
         b, loc, more,
         ValueRange{before->getArgument(0), before->getArgument(1), tile});
@@ -132,11 +132,11 @@ LogicalResult emitCountedTiles(OpBuilder &b, Location loc,
       return failure();
     scf::YieldOp::create(
         b, loc,
-        ValueRange{arith::AddIOp::create(b, loc, after->getArgument(0),
-                                         emitter.kvTiles),
-                   arith::AddIOp::create(
-                       b, loc, after->getArgument(1),
-                       arith::ConstantIndexOp::create(b, loc, 1))});
+        ValueRange{
+            arith::AddIOp::create(b, loc, after->getArgument(0),
+                                  emitter.kvTiles),
+            arith::AddIOp::create(b, loc, after->getArgument(1),
+                                  arith::ConstantIndexOp::create(b, loc, 1))});
   }
   emitter.endWorkTiles();
   return success();

@@ -861,10 +861,10 @@ protected:
     Value blocks = arith::IndexCastUIOp::create(
         b, loc, b.getI32Type(),
         gpu::GridDimOp::create(b, loc, gpu::Dimension::x));
-    auto ifLast = scf::IfOp::create(
-        b, loc,
-        cmpI(arith::CmpIPredicate::eq, done,
-             arith::SubIOp::create(b, loc, blocks, i32(1))));
+    auto ifLast =
+        scf::IfOp::create(b, loc,
+                          cmpI(arith::CmpIPredicate::eq, done,
+                               arith::SubIOp::create(b, loc, blocks, i32(1))));
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(&ifLast.getThenRegion().front());
     NVVM::MembarOp::create(b, loc, NVVM::MemScopeKind::GPU);

@@ -189,8 +189,7 @@ SharedMemory layoutSharedMemory(const KernelFacts &facts, bool wgmma,
         ArchInfo::kSwizzleBytes;
   }
   if (loop == LoopForm::mbarrier)
-    smem.bytes +=
-        ArchInfo::barrierWords(producer, queryAhead, tileCounter) * 8;
+    smem.bytes += ArchInfo::barrierWords(producer, queryAhead, tileCounter) * 8;
   if (int64_t terms = facts.getRelativeTermCount())
     smem.bytes +=
         ArchInfo::relativeTableEntries(warps, terms, blockN, warpRows) * 4;
@@ -430,12 +429,12 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   bool evenWork = producer && options.persistent && branches == 1 &&
                   facts.getMask().kind == MaskKind::None;
   MaskKind mask = facts.getMask().kind;
-  bool tileCounter = producer && producerCopiesWithTma && options.persistent &&
-                     options.tileCounter && branches == 1 &&
-                     consumerGroups == 2 && sparsity == Sparsity::none &&
-                     !cast<AttentionOp>(facts.getOp()).getKeySide() &&
-                     (mask == MaskKind::Causal ||
-                      mask == MaskKind::SlidingWindow);
+  bool tileCounter =
+      producer && producerCopiesWithTma && options.persistent &&
+      options.tileCounter && branches == 1 && consumerGroups == 2 &&
+      sparsity == Sparsity::none &&
+      !cast<AttentionOp>(facts.getOp()).getKeySide() &&
+      (mask == MaskKind::Causal || mask == MaskKind::SlidingWindow);
   bool evenQueryAhead = evenWork && consumerGroups == 2 &&
                         facts.getKeyHeadDimSum() == 64 && dv == 64;
   // Rule 8: shared memory.

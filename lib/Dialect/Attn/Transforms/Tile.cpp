@@ -401,9 +401,9 @@ LogicalResult tile(OnlineFinalizeOp fin, KernelPlanAttr plan) {
   // (`whole_keys`), so that nothing tests their keys against the length;
   // the last, partial tile takes the other step. (The tile's extent is a
   // min() per iteration, which LLVM does not fold for a static length
-  // either: every tile tested its keys, 1.xx at N = 2000.) A mask no bound
-  // describes is evaluated on every tile, in one step: its tile votes stay
-  // per loop iteration.
+  // either: every tile tested its keys, 1.05-1.18x slower at N = 2000,
+  // docs/decisions/003.) A mask no bound describes is evaluated on every
+  // tile, in one step: its tile votes stay per loop iteration.
   if (!alignedKeys && (!bounds.hasMask || full)) {
     Value whole = m.cmp(arith::CmpIPredicate::sle, m.add(k0, bn), keys);
     bool masked = bounds.hasMask;

@@ -42,6 +42,29 @@ func.func @causal_d128(%q: tensor<2x8x2048x128xbf16>, %k: tensor<2x8x2048x128xbf
 
 // -----
 
+// Rule 1a's lengths count from 3/4 of them: N = 2000 takes the 2k rule's
+// 192 x 128 (and 1536 would), N = 1200 the 128 x 64 below it.
+// H100-LABEL: func.func @vanilla_d64_n2000
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 192, block_n = 128,
+// H100-LABEL: func.func @vanilla_d64_n1200
+// H100: #attn.kernel_plan<generator = wgmma, block_m = 128, block_n = 64,
+func.func @vanilla_d64_n2000(%q: tensor<2x8x2000x64xbf16>, %k: tensor<2x8x2000x64xbf16>,
+                             %v: tensor<2x8x2000x64xbf16>) -> tensor<2x8x2000x64xbf16> {
+  %o = attn.attention q(%q : tensor<2x8x2000x64xbf16>) k(%k : tensor<2x8x2000x64xbf16>)
+         v(%v : tensor<2x8x2000x64xbf16>) scale [0.125] normalizer softmax
+         -> tensor<2x8x2000x64xbf16>
+  return %o : tensor<2x8x2000x64xbf16>
+}
+func.func @vanilla_d64_n1200(%q: tensor<2x8x1200x64xbf16>, %k: tensor<2x8x1200x64xbf16>,
+                             %v: tensor<2x8x1200x64xbf16>) -> tensor<2x8x1200x64xbf16> {
+  %o = attn.attention q(%q : tensor<2x8x1200x64xbf16>) k(%k : tensor<2x8x1200x64xbf16>)
+         v(%v : tensor<2x8x1200x64xbf16>) scale [0.125] normalizer softmax
+         -> tensor<2x8x1200x64xbf16>
+  return %o : tensor<2x8x1200x64xbf16>
+}
+
+// -----
+
 // Rule 1a, no mask at D = 64 from N = 2048 with the producer copying with
 // TMA: three consumer warpgroups on 192 x 128; rule 7: a persistent grid.
 // H100-LABEL: func.func @vanilla_d64

@@ -175,6 +175,29 @@ func.func @runtime_lengths(%q: tensor<?x2x?x16xf16>, %k: tensor<?x2x?x16xf16>,
 
 // -----
 
+// A static key length that block-n does not divide (36 keys, 8-key tiles):
+// the whole tiles take the whole_keys step too, only the last, partial one
+// (k0 = 32) the step that tests its keys against the length (a min() per
+// iteration, which LLVM does not fold).
+// CHECK-LABEL: func.func @static_partial_keys
+// CHECK: scf.for %[[K0:[a-z0-9_]+]] = %c0 to %c36 step %c8
+// CHECK: %[[END:.*]] = arith.addi %[[K0]], %c8
+// CHECK: %[[WHOLE:.*]] = arith.cmpi sle, %[[END]], %c36
+// CHECK: scf.if %[[WHOLE]]
+// CHECK: attn.online_step {{.*}} normalizer softmax whole_keys{{$}}
+// CHECK-NEXT: scf.yield
+// CHECK-NEXT: } else {
+// CHECK: attn.online_step {{.*}} normalizer softmax{{$}}
+func.func @static_partial_keys(%q: tensor<1x2x16x16xf16>, %k: tensor<1x2x36x16xf16>,
+                               %v: tensor<1x2x36x16xf16>) -> tensor<1x2x16x16xf16> {
+  %o = attn.attention q(%q : tensor<1x2x16x16xf16>) k(%k : tensor<1x2x36x16xf16>)
+                      v(%v : tensor<1x2x36x16xf16>)
+         scale [0.25] normalizer softmax -> tensor<1x2x16x16xf16>
+  return %o : tensor<1x2x16x16xf16>
+}
+
+// -----
+
 // A key-side product (normalizer none): the forall's last output starts at
 // 0; each query tile carries its own [1, 1, N, D] contribution, zero at
 // first, through the KV loop (every step adds its key block's rows) and adds
