@@ -52,6 +52,22 @@ bool reaches(int64_t length, int64_t measured) {
   return 4 * length >= 3 * measured;
 }
 
+/// Rule 7b, on request (`tile-counter`: measured no faster than one work
+/// tile per block, docs/decisions/025): where a mask bounds each query
+/// tile's KV range (causal, sliding windows) on two consumer warpgroups of
+/// one branch without a block mask or key side, blocks draw their work
+/// tiles from a counter, in the order a one-tile grid's blocks start in
+/// (longest first), the producer copying Q ahead and leaving each tile's
+/// index beside its buffer.
+bool wantsTileCounter(const KernelFacts &facts, int64_t consumerGroups,
+                      Sparsity sparsity) {
+  MaskKind mask = facts.getMask().kind;
+  return facts.getNumBranches() == 1 && consumerGroups == 2 &&
+         sparsity == Sparsity::none &&
+         !cast<AttentionOp>(facts.getOp()).getKeySide() &&
+         (mask == MaskKind::Causal || mask == MaskKind::SlidingWindow);
+}
+
 /// Rule 1a: the tensor-core tiles the program's structure prefers, before
 /// the shared-memory check (docs/decisions/003, 004, 010, 014). `producer`:
 /// the producer warpgroup's loop is available; `tma`: it copies with TMA.
@@ -420,21 +436,13 @@ FailureOr<KernelPlanAttr> Planner::tensorCorePlan(Tiles tiles) {
   // then copies the next work tile's Q ahead as well (docs/decisions/025).
   // The producer copies the next work tile's K/V during the last one's
   // epilogue.
-  // On request (`tile-counter`: measured no faster than one work tile per
-  // block, docs/decisions/025), where a mask bounds each query tile's KV
-  // range (causal, sliding windows), blocks draw their work tiles from a
-  // counter, in the order a one-tile grid's blocks start in (longest
-  // first), and the producer copies Q ahead, leaving each tile's index
-  // beside its buffer (where Q's second buffer fits).
+  // On request, a tile counter (wantsTileCounter; where Q's second
+  // buffer fits).
   bool evenWork = producer && options.persistent && branches == 1 &&
                   facts.getMask().kind == MaskKind::None;
-  MaskKind mask = facts.getMask().kind;
-  bool tileCounter =
-      producer && producerCopiesWithTma && options.persistent &&
-      options.tileCounter && branches == 1 && consumerGroups == 2 &&
-      sparsity == Sparsity::none &&
-      !cast<AttentionOp>(facts.getOp()).getKeySide() &&
-      (mask == MaskKind::Causal || mask == MaskKind::SlidingWindow);
+  bool tileCounter = producer && producerCopiesWithTma && options.persistent &&
+                     options.tileCounter &&
+                     wantsTileCounter(facts, consumerGroups, sparsity);
   bool evenQueryAhead = evenWork && consumerGroups == 2 &&
                         facts.getKeyHeadDimSum() == 64 && dv == 64;
   // Rule 8: shared memory.
