@@ -1190,112 +1190,87 @@ ENode *fork(ElementGraph &graph, ENode *n, ENode *a, ENode *b) {
 /// The most points a folded squared distance sums over.
 constexpr int64_t kMaxDistancePoints = 64;
 
-/// Folds the branch's squared distances into its contraction, as
+/// Folds a branch's squared distances into its contraction, as
 /// `sum (A - B)^2 = sum A^2 + sum B^2 - 2 sum A.B` (IPA's point term): the
 /// cross term becomes extra columns of Q and K (Q's scaled so that
 /// `scale * Q'.K'` carries the logit's multiple of it), the squares a row
 /// and a column tensor the score region adds in place of the distance (the
 /// row one only where the normalizer sees it).
-/// `q` and `k` are the [B, H, rows, D] views; on success, the widened ones.
-LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
-                            int64_t group, bool promote, OpBuilder &b,
-                            Location loc, Value &q, Value &k,
-                            std::string &why) {
-  // Each distance's coefficient next to Q.K's: the logits are
-  // G(kappa * qk + alpha * distance + rest); Q's extra columns are A times
-  // -2 alpha / (kappa * scale).
-  SmallVector<std::pair<Linear, Linear>, 2> coefs;
-  SmallVector<int64_t> sizes;
-  for (Distance &d : br.distances) {
-    if (!graph.contains(br.score, d.node))
-      return why = "a squared distance along the keys is in the mask",
-             failure();
-    ENode *at = fork(graph, br.score, br.qk, d.node);
-    Linear ofQK, ofDistance;
-    if (!linearIn(graph, at, br.qk, ofQK) ||
-        !linearIn(graph, at, d.node, ofDistance))
-      return why = "a squared distance along the keys is not added to the "
-                   "Q.K contraction",
-             failure();
-    for (ENode *f : llvm::concat<ENode *>(ofQK.mul, ofQK.div, ofDistance.mul,
-                                          ofDistance.div))
-      if (graph.dependsOn(f, br.j) || graph.contains(f, br.qk) ||
-          llvm::any_of(br.distances,
-                       [&](Distance &o) { return graph.contains(f, o.node); }))
-        return why = "a squared distance's coefficient varies along the keys",
-               failure();
-    coefs.emplace_back(ofQK, ofDistance);
-    int64_t size = 1;
-    for (unsigned v : d.vars)
-      size *= graph.extent(v);
-    // Its squares are unrolled over the points.
-    if (!d.product && size > kMaxDistancePoints)
-      return why = "a squared distance sums over " + std::to_string(size) +
-                   " points (at most " + std::to_string(kMaxDistancePoints) +
-                   " are folded)",
-             failure();
-    sizes.push_back(size);
-  }
-  // K's extra columns are built per KV head, at its group's first query
-  // head: a key-side term must read the head as `h floordiv G` only.
-  if (group > 1 && roles.h >= 0) {
-    AffineExpr h = getAffineDimExpr(roles.h, b.getContext());
-    AffineExpr within = graph.newVar(group);
-    AffineExpr split = graph.newVar(roles.Hkv) * group + within;
-    for (Distance &d : br.distances) {
-      ENode *perHead = findNode(d.b, [&](ENode *n) {
-        SmallVector<AffineExpr> exprs(n->indices);
-        if (n->kind == Kind::Index)
-          exprs.push_back(n->index);
-        return llvm::any_of(exprs, [&](AffineExpr e) {
-          return graph.simplify(e.replace(h, split))
-              .isFunctionOfDim(cast<AffineDimExpr>(within).getPosition());
-        });
-      });
-      if (perHead)
-        return why = "a squared distance's key side varies within a group "
-                     "of query heads that share a KV head",
-               failure();
-    }
-  }
-  auto index = [&](OpBuilder &nb, Location l, int64_t v) -> Value {
-    return arith::ConstantIndexOp::create(nb, l, v);
-  };
-  // Binds the role variables to a generic's first three loops.
-  auto bindRoles = [&](OpBuilder &nb, Location l, Emitter &em, bool keys) {
-    SmallVector<Value> ix;
-    for (unsigned dim = 0; dim < 3; ++dim)
-      ix.push_back(linalg::IndexOp::create(nb, l, dim));
-    if (roles.b >= 0)
-      em.vars[roles.b] = ix[0];
-    if (roles.h >= 0)
-      em.vars[roles.h] =
-          keys ? Value(arith::MulIOp::create(nb, l, ix[1], index(nb, l, group)))
-               : ix[1];
-    int row = keys ? int(br.j) : roles.i;
-    if (row >= 0)
-      em.vars[row] = ix[2];
-    return ix;
-  };
-  auto toF32 = [&](OpBuilder &nb, Emitter &em, Value v) {
-    return v ? em.castFloat(v, nb.getF32Type()) : v;
-  };
-  auto product = [&](OpBuilder &nb, Location l, Emitter &em,
-                     ArrayRef<ENode *> factors, Value x, bool divide) {
-    for (ENode *f : factors) {
-      Value fv = toF32(nb, em, em.emit(f));
-      if (!fv || !x)
-        return Value();
-      x = divide ? Value(arith::DivFOp::create(nb, l, x, fv))
-                 : Value(arith::MulFOp::create(nb, l, x, fv));
-    }
-    return x;
-  };
-  std::string error;
+class DistanceFolder {
+public:
+  DistanceFolder(ElementGraph &graph, Branch &br, const Roles &roles,
+                 int64_t group, bool promote, OpBuilder &b, Location loc)
+      : graph(graph), br(br), roles(roles), group(group), promote(promote),
+        b(b), loc(loc) {}
 
-  // Q' and K': the view, then each distance's A (B) flattened over its
-  // points, then zeros up to a multiple of 16 columns (tensor-core steps).
-  auto widen = [&](Value main, bool keys) -> Value {
+  /// Checks that each distance is added to the Q.K contraction with a
+  /// coefficient constant along the keys (recording it and the distance's
+  /// points), within the points folded, and, with GQA, with a key side
+  /// that does not vary within a group of query heads.
+  LogicalResult analyze(std::string &why) {
+    // Each distance's coefficient next to Q.K's: the logits are
+    // G(kappa * qk + alpha * distance + rest); Q's extra columns are A times
+    // -2 alpha / (kappa * scale).
+    for (Distance &d : br.distances) {
+      if (!graph.contains(br.score, d.node))
+        return why = "a squared distance along the keys is in the mask",
+               failure();
+      ENode *at = fork(graph, br.score, br.qk, d.node);
+      Linear ofQK, ofDistance;
+      if (!linearIn(graph, at, br.qk, ofQK) ||
+          !linearIn(graph, at, d.node, ofDistance))
+        return why = "a squared distance along the keys is not added to the "
+                     "Q.K contraction",
+               failure();
+      for (ENode *f : llvm::concat<ENode *>(ofQK.mul, ofQK.div, ofDistance.mul,
+                                            ofDistance.div))
+        if (graph.dependsOn(f, br.j) || graph.contains(f, br.qk) ||
+            llvm::any_of(br.distances, [&](Distance &o) {
+              return graph.contains(f, o.node);
+            }))
+          return why = "a squared distance's coefficient varies along the keys",
+                 failure();
+      coefs.emplace_back(ofQK, ofDistance);
+      int64_t size = 1;
+      for (unsigned v : d.vars)
+        size *= graph.extent(v);
+      // Its squares are unrolled over the points.
+      if (!d.product && size > kMaxDistancePoints)
+        return why = "a squared distance sums over " + std::to_string(size) +
+                     " points (at most " + std::to_string(kMaxDistancePoints) +
+                     " are folded)",
+               failure();
+      sizes.push_back(size);
+    }
+    // K's extra columns are built per KV head, at its group's first query
+    // head: a key-side term must read the head as `h floordiv G` only.
+    if (group > 1 && roles.h >= 0) {
+      AffineExpr h = getAffineDimExpr(roles.h, b.getContext());
+      AffineExpr within = graph.newVar(group);
+      AffineExpr split = graph.newVar(roles.Hkv) * group + within;
+      for (Distance &d : br.distances) {
+        ENode *perHead = findNode(d.b, [&](ENode *n) {
+          SmallVector<AffineExpr> exprs(n->indices);
+          if (n->kind == Kind::Index)
+            exprs.push_back(n->index);
+          return llvm::any_of(exprs, [&](AffineExpr e) {
+            return graph.simplify(e.replace(h, split))
+                .isFunctionOfDim(cast<AffineDimExpr>(within).getPosition());
+          });
+        });
+        if (perHead)
+          return why = "a squared distance's key side varies within a group "
+                       "of query heads that share a KV head",
+                 failure();
+      }
+    }
+    return success();
+  }
+
+  /// Q' (`keys`: K'): the view `main`, then each distance's A (B)
+  /// flattened over its points, then zeros up to a multiple of 16 columns
+  /// (tensor-core steps).
+  Value widen(Value main, bool keys) {
     auto mainType = cast<RankedTensorType>(main.getType());
     SmallVector<int64_t> shape(mainType.getShape());
     int64_t dMain = shape[3], total = dMain;
@@ -1372,11 +1347,12 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
                                                 utils::IteratorType::parallel),
                body)
         .getResult(0);
-  };
+  }
 
-  // sum A^2 per query row and sum B^2 per key, in f32, the sum unrolled
-  // over the points (a generic's loops must all index some operand).
-  auto squares = [&](Distance &d, int64_t size, bool keys) -> Value {
+  /// sum A^2 per query row (`keys`: sum B^2 per key) of distance `d` over
+  /// its `size` points, in f32, the sum unrolled over the points (a
+  /// generic's loops must all index some operand).
+  Value squares(Distance &d, int64_t size, bool keys) {
     SmallVector<int64_t> shape = {roles.B, keys ? roles.Hkv : roles.Hq,
                                   keys ? graph.extent(br.j) : roles.M};
     Value init = tensor::EmptyOp::create(b, loc, shape, b.getF32Type());
@@ -1413,21 +1389,86 @@ LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
                                          3, utils::IteratorType::parallel),
                                      body)
         .getResult(0);
-  };
+  }
 
-  q = widen(q, false);
-  k = widen(k, true);
+  /// Each distance's points.
+  SmallVector<int64_t> sizes;
+  /// Why a term could not be emitted (empty: it could).
+  std::string error;
+
+private:
+  Value index(OpBuilder &nb, Location l, int64_t v) {
+    return arith::ConstantIndexOp::create(nb, l, v);
+  }
+  /// Binds the role variables to a generic's first three loops.
+  SmallVector<Value> bindRoles(OpBuilder &nb, Location l, Emitter &em,
+                               bool keys) {
+    SmallVector<Value> ix;
+    for (unsigned dim = 0; dim < 3; ++dim)
+      ix.push_back(linalg::IndexOp::create(nb, l, dim));
+    if (roles.b >= 0)
+      em.vars[roles.b] = ix[0];
+    if (roles.h >= 0)
+      em.vars[roles.h] =
+          keys ? Value(arith::MulIOp::create(nb, l, ix[1], index(nb, l, group)))
+               : ix[1];
+    int row = keys ? int(br.j) : roles.i;
+    if (row >= 0)
+      em.vars[row] = ix[2];
+    return ix;
+  }
+  Value toF32(OpBuilder &nb, Emitter &em, Value v) {
+    return v ? em.castFloat(v, nb.getF32Type()) : v;
+  }
+  /// `x` times (`divide`: over) each of `factors`; null if one cannot be
+  /// emitted.
+  Value product(OpBuilder &nb, Location l, Emitter &em,
+                ArrayRef<ENode *> factors, Value x, bool divide) {
+    for (ENode *f : factors) {
+      Value fv = toF32(nb, em, em.emit(f));
+      if (!fv || !x)
+        return Value();
+      x = divide ? Value(arith::DivFOp::create(nb, l, x, fv))
+                 : Value(arith::MulFOp::create(nb, l, x, fv));
+    }
+    return x;
+  }
+
+  ElementGraph &graph;
+  Branch &br;
+  const Roles &roles;
+  int64_t group;
+  bool promote;
+  OpBuilder &b;
+  Location loc;
+  /// Each distance's coefficient next to Q.K's, and its own.
+  SmallVector<std::pair<Linear, Linear>, 2> coefs;
+};
+
+/// Folds the branch's squared distances into its contraction
+/// (DistanceFolder). `q` and `k` are the [B, H, rows, D] views; on
+/// success, the widened ones.
+LogicalResult foldDistances(ElementGraph &graph, Branch &br, const Roles &roles,
+                            int64_t group, bool promote, OpBuilder &b,
+                            Location loc, Value &q, Value &k,
+                            std::string &why) {
+  DistanceFolder folder(graph, br, roles, group, promote, b, loc);
+  if (failed(folder.analyze(why)))
+    return failure();
+  q = folder.widen(q, false);
+  k = folder.widen(k, true);
   // A softmax without a sink does not see a term constant along its row.
   bool rowsCancel = br.normalizer == Normalizer::softmax && !br.sink;
-  for (auto [d, size] : llvm::zip(br.distances, sizes)) {
+  for (auto [d, size] : llvm::zip(br.distances, folder.sizes)) {
     if (d.product)
       continue;
     if (!rowsCancel)
-      d.rows = squares(d, size, false);
-    d.cols = squares(d, size, true);
+      d.rows = folder.squares(d, size, false);
+    d.cols = folder.squares(d, size, true);
   }
-  if (!error.empty())
-    return why = "a squared distance cannot be folded: " + error, failure();
+  if (!folder.error.empty())
+    return why = "a squared distance cannot be folded: " + folder.error,
+           failure();
   return success();
 }
 
