@@ -191,10 +191,9 @@ def run_config(kernels, variant, D, N, records, compare=(), systems_wanted=()):
     # two rounds, the second in the opposite order; each gets the mean of
     # its two medians.
     builds = [n for n in errors if n == "flashlight" or n in compared]
+    rounds = builds + builds[::-1] if len(builds) > 1 else builds
     times = {n: [] for n in errors}
-    for name in [n for n in errors if n not in builds] + builds + builds[::-1]:
-        if len(builds) == 1 and name in builds and times[name]:
-            continue
+    for name in [n for n in errors if n not in builds] + rounds:
         times[name].append(timed(systems[name], warmup=25, rep=100, return_mode="median"))
     # After hundreds of launches (whatever state a kernel keeps between
     # them, such as a tile counter, served each), the same output.

@@ -9,8 +9,9 @@ the same random inputs ([B, H, N, D], bf16) go to each build's kernel;
 each output (NaN-filled first) is checked against SDPA's math backend in
 f32 (bf16 tolerance), then the builds are timed in two rounds, the second
 in the opposite order, each getting the mean of its two medians. TFLOP/s
-count 4*B*H*N^2*D, halved for causal. Writes {"gpu", "torch", "command",
-"records": [{variant, D, N, B, system, tiles, ms, tflops, rel_err}]}.
+count 4*B*H*N^2*D, halved for causal. Writes {"gpu", "torch", "commit"
+(FLASHLIGHT_COMMIT), "command", "records": [{variant, D, N, B, system,
+tiles, ms, tflops, rel_err}]}.
 """
 
 import glob
@@ -70,6 +71,7 @@ def main(directory, out_path):
                   f"{ms:.4f} ms {flops / ms / 1e9:6.1f} TFLOP/s  rel_err={errors[label]:.1e}",
                   flush=True)
     json.dump({"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+               "commit": os.environ.get("FLASHLIGHT_COMMIT", "unknown"),
                "command": " ".join(sys.argv), "records": records},
               open(out_path, "w"), indent=1)
 

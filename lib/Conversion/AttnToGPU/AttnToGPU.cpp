@@ -42,6 +42,16 @@ gpu::BlockIdOp blockId(OpBuilder &b, Location loc, gpu::Dimension d,
                                 size ? b.getIndexAttr(*size) : IntegerAttr());
 }
 
+/// The first online step in `forall` (null: none).
+OnlineStepOp firstStep(scf::ForallOp forall) {
+  OnlineStepOp step;
+  forall.walk([&](OnlineStepOp s) {
+    if (!step)
+      step = s;
+  });
+  return step;
+}
+
 /// True if `v` is computed from `iv`.
 bool dependsOn(Value v, Value iv) {
   SmallVector<Value> work = {v};
@@ -173,11 +183,7 @@ LogicalResult emitPersistentBody(OpBuilder &b, Location loc,
   Value total = arith::MulIOp::create(
       b, loc, arith::MulIOp::create(b, loc, bounds[0], bounds[1]), bounds[2]);
   if (emitter.tileCounter) {
-    OnlineStepOp step;
-    forall.walk([&](OnlineStepOp s) {
-      if (!step)
-        step = s;
-    });
+    OnlineStepOp step = firstStep(forall);
     bool longestFirst = step && boundGrowsWithQueryTile(forall, step);
     if (failed(emitter.emitPersistent([&] {
           return emitCountedTiles(b, loc, emitter, forall, bounds, total,
@@ -544,11 +550,7 @@ LogicalResult convertFunction(func::FuncOp func, gpu::GPUModuleOp gpuModule,
                           "results of its attention (ops after the attention "
                           "are not supported yet)");
   auto plan = forall->getAttrOfType<KernelPlanAttr>(kKernelPlanAttrName);
-  OnlineStepOp step;
-  forall.walk([&](OnlineStepOp s) {
-    if (!step)
-      step = s;
-  });
+  OnlineStepOp step = firstStep(forall);
   if (failed(checkPlan(func, forall, step, plan)))
     return failure();
 
